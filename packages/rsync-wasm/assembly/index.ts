@@ -1,0 +1,468 @@
+// rsync engine: signature, delta scan and hashing. One module instance runs one engine
+// (a signature writer, a delta scanner or a hasher); the TypeScript side drives it in
+// chunks, so memory stays bounded by the signature plus a fixed window.
+//
+// Formats are specified in docs/formats/delta.md; this file produces the signature
+// records and the delta instruction stream (without header and END, which the
+// TypeScript side writes).
+
+import { B2_STATE_SIZE, b2Init, b2Update, b2Final } from './blake2b';
+
+const CHAR_OFFSET: u32 = 31;
+/** Longest literal run kept before it is flushed. */
+const MAX_LITERAL: u32 = 1 << 16;
+/** Input accepted per append. */
+const INPUT_CAP: u32 = 1 << 18;
+/** A scan stops when this much output is waiting, so the caller can drain it. */
+const OUT_SOFT: u32 = 1 << 16;
+/** Bound on hash-chain steps per probe: adversarial weak collisions cannot make a scan quadratic. */
+const MAX_CHAIN: u32 = 256;
+
+const OP_LITERAL: u8 = 0x01;
+const OP_COPY: u8 = 0x02;
+
+let blockSize: u32 = 0;
+let strongLen: u32 = 0;
+let recordSize: u32 = 0;
+
+let hasher: usize = 0; // BLAKE2b state for block hashes
+let digest: usize = 0; // 32-byte scratch digest
+let s1: u32 = 0;
+let s2: u32 = 0;
+
+// ---------------------------------------------------------------- shared helpers
+
+function alloc(n: usize): usize {
+  const p = heap.alloc(n);
+  memory.fill(p, 0, n);
+  return p;
+}
+
+function sumBlock(p: usize, n: u32): void {
+  let a: u32 = 0;
+  let b: u32 = 0;
+  let i: u32 = 0;
+  // Four bytes per step: a_k = a + x0 + ... + xk (with offsets), b gains each a_k.
+  while (i + 4 <= n) {
+    const w = load<u32>(p + i);
+    const x0 = (w & 0xff) + CHAR_OFFSET;
+    const x1 = ((w >> 8) & 0xff) + CHAR_OFFSET;
+    const x2 = ((w >> 16) & 0xff) + CHAR_OFFSET;
+    const x3 = (w >> 24) + CHAR_OFFSET;
+    b += 4 * a + 4 * x0 + 3 * x1 + 2 * x2 + x3;
+    a += x0 + x1 + x2 + x3;
+    i += 4;
+  }
+  while (i < n) {
+    a += <u32>load<u8>(p + i) + CHAR_OFFSET;
+    b += a;
+    i++;
+  }
+  s1 = a;
+  s2 = b;
+}
+
+function weakOf(a: u32, b: u32): u32 {
+  return (b << 16) | (a & 0xffff);
+}
+
+function strongOf(p: usize, n: u32): void {
+  b2Init(hasher, 32);
+  b2Update(hasher, p, n);
+  b2Final(hasher, digest);
+}
+
+// ---------------------------------------------------------------- hasher engine
+
+let hashInput: usize = 0;
+
+export function hashInit(): void {
+  hasher = alloc(B2_STATE_SIZE);
+  digest = alloc(64);
+  hashInput = alloc(INPUT_CAP);
+  b2Init(hasher, 32);
+}
+export function hashInputPtr(): usize {
+  return hashInput;
+}
+export function hashInputCap(): u32 {
+  return INPUT_CAP;
+}
+export function hashUpdate(n: u32): void {
+  b2Update(hasher, hashInput, n);
+}
+/** Finishes the hash; the 32-byte digest is at the returned pointer. */
+export function hashFinal(): usize {
+  b2Final(hasher, digest);
+  return digest;
+}
+
+// ---------------------------------------------------------------- signature engine
+
+let sigIn: usize = 0;
+let sigCarry: usize = 0;
+let sigCarryLen: u32 = 0;
+let sigOut: usize = 0;
+
+export function sigInit(bs: u32, sl: u32): void {
+  blockSize = bs;
+  strongLen = sl;
+  recordSize = 4 + sl;
+  hasher = alloc(B2_STATE_SIZE);
+  digest = alloc(64);
+  sigIn = alloc(INPUT_CAP);
+  sigCarry = alloc(bs);
+  sigOut = alloc(<usize>(INPUT_CAP / bs + 2) * recordSize);
+}
+export function sigInputPtr(): usize {
+  return sigIn;
+}
+export function sigInputCap(): u32 {
+  return INPUT_CAP;
+}
+export function sigOutputPtr(): usize {
+  return sigOut;
+}
+
+function sigRecord(p: usize, n: u32, o: u32): u32 {
+  sumBlock(p, n);
+  store<u32>(sigOut + o, weakOf(s1, s2));
+  strongOf(p, n);
+  memory.copy(sigOut + o + 4, digest, strongLen);
+  return o + recordSize;
+}
+
+/** Consumes n bytes at sigInputPtr(); returns the number of record bytes at sigOutputPtr(). */
+export function sigUpdate(n: u32): u32 {
+  let o: u32 = 0;
+  let p = sigIn;
+  let left = n;
+  if (sigCarryLen > 0) {
+    const take = min(blockSize - sigCarryLen, left);
+    memory.copy(sigCarry + sigCarryLen, p, take);
+    sigCarryLen += take;
+    p += take;
+    left -= take;
+    if (sigCarryLen == blockSize) {
+      o = sigRecord(sigCarry, blockSize, o);
+      sigCarryLen = 0;
+    }
+  }
+  while (left >= blockSize) {
+    o = sigRecord(p, blockSize, o);
+    p += blockSize;
+    left -= blockSize;
+  }
+  if (left > 0) {
+    memory.copy(sigCarry, p, left);
+    sigCarryLen = left;
+  }
+  return o;
+}
+
+/** Emits the record of the final short block, if any. */
+export function sigFinish(): u32 {
+  let o: u32 = 0;
+  if (sigCarryLen > 0) {
+    o = sigRecord(sigCarry, sigCarryLen, 0);
+    sigCarryLen = 0;
+  }
+  return o;
+}
+
+// ---------------------------------------------------------------- delta engine
+
+let nBlocks: u32 = 0;
+let lastLen: u32 = 0;
+let records: usize = 0;
+let heads: usize = 0;
+let nexts: usize = 0;
+let hashShift: u32 = 0;
+
+let buf: usize = 0;
+let bufCap: u32 = 0;
+let litStart: u32 = 0;
+let pos: u32 = 0;
+let end: u32 = 0;
+let hasSum: bool = false;
+
+let out: usize = 0;
+let outLen: u32 = 0;
+let outPending: bool = false;
+
+let copyOff: u64 = 0;
+let copyLen: u64 = 0;
+let cursor: u64 = 0;
+let nextExpected: u32 = 0xffffffff;
+
+let wholeHash: bool = false;
+let wholeHasher: usize = 0;
+
+function bucketOf(weak: u32): usize {
+  return (<usize>((weak * 0x9e3779b1) >> hashShift)) << 2;
+}
+
+function recordPtr(i: u32): usize {
+  return records + <usize>i * recordSize;
+}
+
+function strongEquals(i: u32): bool {
+  const r = recordPtr(i) + 4;
+  for (let k: u32 = 0; k < strongLen; k++) {
+    if (load<u8>(r + k) != load<u8>(digest + k)) return false;
+  }
+  return true;
+}
+
+/**
+ * Prepares a delta scan against a signature with nb records (the last one lastLen bytes
+ * long). The caller then writes the records to deltaRecordsPtr() and calls deltaBuild().
+ */
+export function deltaInit(bs: u32, sl: u32, nb: u32, last: u32, hashWhole: bool): void {
+  blockSize = bs;
+  strongLen = sl;
+  recordSize = 4 + sl;
+  nBlocks = nb;
+  lastLen = last;
+  hasher = alloc(B2_STATE_SIZE);
+  digest = alloc(64);
+  records = alloc(<usize>nb * recordSize + 8);
+  let bits: u32 = 4;
+  while (bits < 30 && (<u32>1) << bits < nb * 2) bits++;
+  hashShift = 32 - bits;
+  heads = alloc((<usize>4) << bits);
+  nexts = alloc(<usize>nb * 4 + 4);
+  bufCap = MAX_LITERAL + bs + INPUT_CAP;
+  buf = alloc(bufCap);
+  out = alloc(OUT_SOFT + 2 * MAX_LITERAL + 2 * bs + 256);
+  wholeHash = hashWhole;
+  if (hashWhole) {
+    wholeHasher = alloc(B2_STATE_SIZE);
+    b2Init(wholeHasher, 32);
+  }
+}
+
+export function deltaRecordsPtr(): usize {
+  return records;
+}
+
+/** Indexes the records by weak checksum; identical blocks are indexed once. */
+export function deltaBuild(): void {
+  for (let i: u32 = 0; i < nBlocks; i++) {
+    const ri = recordPtr(i);
+    const w = load<u32>(ri);
+    const h = heads + bucketOf(w);
+    let e = load<u32>(h);
+    let steps: u32 = 0;
+    let duplicate = false;
+    const len = i == nBlocks - 1 ? lastLen : blockSize;
+    while (e != 0 && steps < MAX_CHAIN) {
+      const j = e - 1;
+      const rj = recordPtr(j);
+      const lenJ = j == nBlocks - 1 ? lastLen : blockSize;
+      if (load<u32>(rj) == w && lenJ == len && memory.compare(rj + 4, ri + 4, strongLen) == 0) {
+        duplicate = true;
+        break;
+      }
+      e = load<u32>(nexts + ((<usize>j) << 2));
+      steps++;
+    }
+    if (duplicate) continue;
+    store<u32>(nexts + ((<usize>i) << 2), load<u32>(h));
+    store<u32>(h, i + 1);
+  }
+}
+
+export function deltaInputPtr(): usize {
+  return buf + end;
+}
+export function deltaInputSpace(): u32 {
+  return bufCap - end;
+}
+/** Moves the unconsumed window to the start of the buffer. */
+export function deltaCompact(): void {
+  if (litStart == 0) return;
+  memory.copy(buf, buf + litStart, end - litStart);
+  pos -= litStart;
+  end -= litStart;
+  litStart = 0;
+}
+/** Accepts n bytes written at deltaInputPtr(). */
+export function deltaAppend(n: u32): void {
+  if (wholeHash) b2Update(wholeHasher, buf + end, n);
+  end += n;
+}
+export function deltaOutputPtr(): usize {
+  return out;
+}
+/** 1 when the last deltaRun() stopped to let the caller drain output. */
+export function deltaPending(): bool {
+  return outPending;
+}
+export function deltaFinalHash(): usize {
+  b2Final(wholeHasher, digest);
+  return digest;
+}
+
+function putVarint(v: u64): void {
+  while (v >= 0x80) {
+    store<u8>(out + outLen, <u8>(v | 0x80));
+    outLen++;
+    v >>= 7;
+  }
+  store<u8>(out + outLen, <u8>v);
+  outLen++;
+}
+
+function flushCopy(): void {
+  if (copyLen == 0) return;
+  const diff = <i64>(copyOff - cursor);
+  store<u8>(out + outLen, OP_COPY);
+  outLen++;
+  putVarint(<u64>((diff << 1) ^ (diff >> 63)));
+  putVarint(copyLen);
+  cursor = copyOff + copyLen;
+  copyLen = 0;
+}
+
+function emitLiteral(from: u32, to: u32): void {
+  if (to <= from) return;
+  flushCopy();
+  const n = to - from;
+  store<u8>(out + outLen, OP_LITERAL);
+  outLen++;
+  putVarint(n);
+  memory.copy(out + outLen, buf + from, n);
+  outLen += n;
+}
+
+function addCopy(off: u64, len: u64): void {
+  if (copyLen > 0 && copyOff + copyLen == off) {
+    copyLen += len;
+    return;
+  }
+  flushCopy();
+  copyOff = off;
+  copyLen = len;
+}
+
+/** Finds a block whose checksums match the window [p, p + blockSize); -1 when none. */
+function findBlock(p: usize, weak: u32): i64 {
+  let strongDone = false;
+  // Prefer the block after the previous match: keeps copies contiguous.
+  const ne = nextExpected;
+  if (ne < nBlocks && (ne != nBlocks - 1 || lastLen == blockSize) && load<u32>(recordPtr(ne)) == weak) {
+    strongOf(p, blockSize);
+    strongDone = true;
+    if (strongEquals(ne)) return <i64>ne;
+  }
+  let e = load<u32>(heads + bucketOf(weak));
+  let steps: u32 = 0;
+  while (e != 0 && steps < MAX_CHAIN) {
+    const i = e - 1;
+    if (load<u32>(recordPtr(i)) == weak && (i != nBlocks - 1 || lastLen == blockSize)) {
+      if (!strongDone) {
+        strongOf(p, blockSize);
+        strongDone = true;
+      }
+      if (strongEquals(i)) return <i64>i;
+    }
+    e = load<u32>(nexts + ((<usize>i) << 2));
+    steps++;
+  }
+  return -1;
+}
+
+/**
+ * Scans the buffered input. Returns the number of instruction bytes at deltaOutputPtr();
+ * the caller drains them and calls again while deltaPending() is true. With last = true the
+ * remaining tail is emitted (the caller then writes END).
+ */
+export function deltaRun(last: bool): u32 {
+  outLen = 0;
+  outPending = false;
+  const bs = blockSize;
+  const mult: u32 = bs * CHAR_OFFSET;
+  let a = s1;
+  let b = s2;
+  if (nBlocks > 0) {
+    while (true) {
+      if (!hasSum) {
+        if (pos + bs > end) break;
+        sumBlock(buf + pos, bs);
+        a = s1;
+        b = s2;
+        hasSum = true;
+      } else {
+        if (pos + bs >= end) break;
+        // Roll by one byte, skipping quickly over positions whose bucket is empty.
+        const x = <u32>load<u8>(buf + pos);
+        const y = <u32>load<u8>(buf + pos + bs);
+        a += y - x;
+        b += a - bs * x - mult;
+        pos++;
+      }
+      const weak = weakOf(a, b);
+      if (load<u32>(heads + bucketOf(weak)) != 0) {
+        const found = findBlock(buf + pos, weak);
+        if (found >= 0) {
+          const idx = <u32>found;
+          emitLiteral(litStart, pos);
+          addCopy(<u64>idx * bs, bs);
+          nextExpected = idx + 1;
+          pos += bs;
+          litStart = pos;
+          hasSum = false;
+          if (outLen >= OUT_SOFT) {
+            outPending = true;
+            break;
+          }
+          continue;
+        }
+      }
+      // The window at pos did not match; bytes before it are settled literals.
+      if (pos - litStart >= MAX_LITERAL) {
+        emitLiteral(litStart, pos);
+        litStart = pos;
+        if (outLen >= OUT_SOFT) {
+          outPending = true;
+          break;
+        }
+      }
+    }
+  } else {
+    // Empty signature: everything is literal.
+    while (end - litStart >= MAX_LITERAL) {
+      if (outLen >= OUT_SOFT) {
+        outPending = true;
+        break;
+      }
+      emitLiteral(litStart, litStart + MAX_LITERAL);
+      litStart += MAX_LITERAL;
+    }
+    pos = litStart;
+  }
+  s1 = a;
+  s2 = b;
+  if (last && !outPending) {
+    // The old file's short last block can only match at the very end of the new data.
+    if (nBlocks > 0 && lastLen < bs && lastLen > 0 && end - litStart >= lastLen) {
+      const tail = end - lastLen;
+      const li = nBlocks - 1;
+      sumBlock(buf + tail, lastLen);
+      if (load<u32>(recordPtr(li)) == weakOf(s1, s2)) {
+        strongOf(buf + tail, lastLen);
+        if (strongEquals(li)) {
+          emitLiteral(litStart, tail);
+          addCopy(<u64>li * bs, lastLen);
+          litStart = end;
+        }
+      }
+    }
+    emitLiteral(litStart, end);
+    litStart = end;
+    pos = end;
+    flushCopy();
+  }
+  return outLen;
+}
