@@ -4,6 +4,7 @@ export default defineProject({
   test: {
     name: 'rsync-wasm',
     include: ['test/**/*.test.ts'],
+    testTimeout: 60_000,
     globalSetup: ['./test/global-setup.ts'],
   },
 });
