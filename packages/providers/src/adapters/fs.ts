@@ -1,0 +1,663 @@
+/**
+ * A local directory as a provider — the filesystem tier (Amazon EFS in production).
+ *
+ * Writes are atomic: data goes to a temp file under the state folder (same filesystem),
+ * is fsynced, then renamed (or hard-linked, for must-not-exist writes) into place; the
+ * parent folder is fsynced. A failed or aborted write removes its temp file.
+ *
+ * Revisions are derived from (inode, ctime, mtime, size): every write makes a new inode
+ * and ctime, so a revision never repeats for different content in practice.
+ *
+ * The change feed is a journal this provider appends to after each change it makes
+ * (`.weft-fs/changes.jsonl`). Changes made to the directory by other programs are not in
+ * it — the proxy owns its tier; a periodic listing catches anything else.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { constants as fsc, createReadStream } from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import { openBody, throwIfAborted } from '../body.ts';
+import {
+  AlreadyExistsError,
+  AuthError,
+  InvalidArgumentError,
+  InvalidPathError,
+  NotFoundError,
+  PreconditionFailedError,
+  ProviderError,
+  QuotaExceededError,
+  TransientError,
+} from '../errors.ts';
+import type { Features } from '../features.ts';
+import { KeyedMutex } from '../keyed-mutex.ts';
+import { caseFoldKey, isWithin, normalizeEntryPath, normalizePath, parentPath } from '../paths.ts';
+import type {
+  Body,
+  Change,
+  ChangePage,
+  Entry,
+  ListOptions,
+  Provider,
+  ReadOptions,
+  RemoveOptions,
+  TransferOptions,
+  WriteOptions,
+} from '../provider.ts';
+import { parseSeqCursor } from './memory.ts';
+
+/** Reserved top-level name holding the journal and temp files; never listed, never writable. */
+export const FS_STATE_DIR = '.weft-fs';
+const CURSOR_PREFIX = 'fs1:';
+
+export interface FsProviderOptions {
+  readonly root: string;
+  /** Apply the portable (Windows-safe) path rules. Default: on when the filesystem folds case. */
+  readonly portable?: boolean;
+  /** Journal lines kept before compaction; older cursors then get `reset`. Default 200,000. */
+  readonly maxJournal?: number;
+}
+
+interface JournalLine {
+  s: number;
+  t: 'u' | 'd';
+  p: string;
+  e?: Entry;
+}
+
+export class FsProvider implements Provider {
+  readonly name: string;
+  features!: Features;
+  private readonly root: string;
+  private realRoot = '';
+  private readonly mutex = new KeyedMutex();
+  private journal: JournalLine[] = [];
+  private seq = 0;
+  private journalFile = '';
+  private tmpDir = '';
+  private journalAppend: Promise<void> = Promise.resolve();
+  private readonly hashCache = new Map<string, { revision: string; sha256: string }>();
+  private portable = false;
+
+  private constructor(private readonly options: FsProviderOptions) {
+    this.root = nodePath.resolve(options.root);
+    this.name = `fs:${this.root}`;
+  }
+
+  /** Open (creating if needed) a directory as a provider. */
+  static async open(options: FsProviderOptions): Promise<FsProvider> {
+    const p = new FsProvider(options);
+    await p.init();
+    return p;
+  }
+
+  private async init(): Promise<void> {
+    await fsp.mkdir(this.root, { recursive: true });
+    this.realRoot = await fsp.realpath(this.root);
+    const state = nodePath.join(this.realRoot, FS_STATE_DIR);
+    this.tmpDir = nodePath.join(state, 'tmp');
+    await fsp.mkdir(this.tmpDir, { recursive: true });
+    // Temp files left by a crash are garbage: their writes never completed.
+    for (const name of await fsp.readdir(this.tmpDir)) {
+      await fsp.rm(nodePath.join(this.tmpDir, name), { recursive: true, force: true });
+    }
+    const caseSensitive = await probeCaseSensitive(state);
+    this.portable = this.options.portable ?? !caseSensitive;
+    this.features = {
+      move: 'files-and-folders',
+      copy: 'files-and-folders',
+      changeFeed: true,
+      conditionalWrite: true,
+      rangeRead: true,
+      caseSensitive,
+      setModTime: true,
+      maxSingleUploadBytes: Number.MAX_SAFE_INTEGER,
+      hashAlgorithm: 'sha256',
+      hashInListing: false,
+      folders: 'real',
+      notes: {
+        conditionalWrite:
+          'must-not-exist writes are atomic across processes (link(2)); revision checks are atomic within one process, which owns the directory',
+        changeFeed: 'journal of changes made through this provider; edits by other programs need a listing',
+        hashInListing: 'SHA-256 needs the content; stat computes it (cached by revision)',
+      },
+    };
+    this.journalFile = nodePath.join(state, 'changes.jsonl');
+    await this.loadJournal();
+  }
+
+  private async loadJournal(): Promise<void> {
+    let text = '';
+    try {
+      text = await fsp.readFile(this.journalFile, 'utf8');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    }
+    const lines: JournalLine[] = [];
+    for (const raw of text.split('\n')) {
+      if (raw === '') continue;
+      try {
+        lines.push(JSON.parse(raw) as JournalLine);
+      } catch {
+        // A torn last line from a crash mid-append: the change it described was already on
+        // disk, so only the notification is lost; listings still show it.
+      }
+    }
+    this.journal = lines;
+    this.seq = lines.at(-1)?.s ?? 0;
+    for (const l of lines) {
+      if (l.t === 'u' && l.e?.hash)
+        this.hashCache.set(l.p, { revision: l.e.revision, sha256: l.e.hash.value });
+    }
+  }
+
+  private record(change: Change): void {
+    this.seq += 1;
+    const line: JournalLine =
+      change.type === 'upsert'
+        ? { s: this.seq, t: 'u', p: change.path, e: change.entry }
+        : { s: this.seq, t: 'd', p: change.path };
+    this.journal.push(line);
+    const max = this.options.maxJournal ?? 200_000;
+    const compact = this.journal.length > max;
+    if (compact) this.journal.splice(0, this.journal.length - Math.floor(max / 2));
+    const text = compact
+      ? this.journal.map((l) => JSON.stringify(l)).join('\n') + '\n'
+      : JSON.stringify(line) + '\n';
+    this.journalAppend = this.journalAppend.then(() =>
+      compact ? atomicWriteText(this.journalFile, text, this.tmpDir) : fsp.appendFile(this.journalFile, text),
+    );
+  }
+
+  /** Validate a path and map it to an absolute filesystem path inside the root. */
+  private resolve(p: string): string {
+    const first = p.split('/')[0] ?? '';
+    if (caseFoldKey(first) === caseFoldKey(FS_STATE_DIR)) {
+      throw new InvalidPathError(`${this.name}: '${FS_STATE_DIR}' is reserved`, p);
+    }
+    return nodePath.join(this.realRoot, ...p.split('/'));
+  }
+
+  private norm(path: string): string {
+    return normalizeEntryPath(path, { portable: this.portable });
+  }
+
+  /** A folder's real path must stay inside the root (a symlink must not lead out). */
+  private async assertInside(abs: string): Promise<void> {
+    let real: string;
+    try {
+      real = await fsp.realpath(abs);
+    } catch (e) {
+      throw classify(e, this.name, abs);
+    }
+    if (real !== this.realRoot && !real.startsWith(this.realRoot + nodePath.sep)) {
+      throw new InvalidPathError(`${this.name}: ${abs} leads outside the root`, abs);
+    }
+  }
+
+  private lockKey(p: string): string {
+    return this.features.caseSensitive ? p : caseFoldKey(p);
+  }
+
+  private async toEntry(p: string, st: import('node:fs').BigIntStats, withHash: boolean): Promise<Entry> {
+    const revision = revisionOf(st);
+    if (st.isDirectory()) {
+      return { path: p, kind: 'dir', size: 0, modifiedMs: Number(st.mtimeMs), revision };
+    }
+    const base: Entry = {
+      path: p,
+      kind: 'file',
+      size: Number(st.size),
+      modifiedMs: Number(st.mtimeMs),
+      revision,
+    };
+    if (!withHash) {
+      const cached = this.hashCache.get(p);
+      return cached?.revision === revision
+        ? { ...base, hash: { algorithm: 'sha256', value: cached.sha256 } }
+        : base;
+    }
+    return { ...base, hash: { algorithm: 'sha256', value: await this.hashOf(p, revision) } };
+  }
+
+  private async hashOf(p: string, revision: string): Promise<string> {
+    const cached = this.hashCache.get(p);
+    if (cached?.revision === revision) return cached.sha256;
+    const h = createHash('sha256');
+    for await (const chunk of createReadStream(this.resolve(p))) h.update(chunk as Buffer);
+    const sha256 = h.digest('hex');
+    this.hashCache.set(p, { revision, sha256 });
+    return sha256;
+  }
+
+  async *list(dir: string, options: ListOptions = {}): AsyncIterable<Entry> {
+    const d = normalizePath(dir, { portable: this.portable });
+    const abs = d === '' ? this.realRoot : this.resolve(d);
+    if (d !== '') {
+      const st = await fsp.lstat(abs).catch((e: unknown) => {
+        throw classify(e, this.name, d);
+      });
+      if (!st.isDirectory()) throw new NotFoundError(`${this.name}: not a folder: ${d}`);
+    }
+    yield* this.walk(d, abs, options);
+  }
+
+  private async *walk(d: string, abs: string, options: ListOptions): AsyncIterable<Entry> {
+    let names: string[];
+    try {
+      names = (await fsp.readdir(abs)).sort();
+    } catch (e) {
+      throw classify(e, this.name, d);
+    }
+    for (const name of names) {
+      throwIfAborted(options.signal);
+      if (d === '' && name === FS_STATE_DIR) continue;
+      let rel: string;
+      try {
+        rel = normalizePath(d === '' ? name : `${d}/${name}`);
+      } catch {
+        continue; // a name our rules cannot represent (written by another program): skipped
+      }
+      let st: import('node:fs').BigIntStats;
+      try {
+        st = await fsp.lstat(nodePath.join(abs, name), { bigint: true });
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue; // removed meanwhile
+        throw classify(e, this.name, rel);
+      }
+      if (!st.isFile() && !st.isDirectory()) continue; // symlinks, sockets, devices: not synced
+      yield await this.toEntry(rel, st, false);
+      if (st.isDirectory() && options.recursive) yield* this.walk(rel, nodePath.join(abs, name), options);
+    }
+  }
+
+  private async lstatEntry(p: string): Promise<import('node:fs').BigIntStats | undefined> {
+    try {
+      const st = await fsp.lstat(this.resolve(p), { bigint: true });
+      return st.isFile() || st.isDirectory() ? st : undefined;
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+      throw classify(e, this.name, p);
+    }
+  }
+
+  async stat(path: string): Promise<Entry> {
+    const p = this.norm(path);
+    const st = await this.lstatEntry(p);
+    if (!st) throw new NotFoundError(`${this.name}: not found: ${p}`);
+    return this.toEntry(p, st, true);
+  }
+
+  async read(path: string, options: ReadOptions = {}): Promise<AsyncIterable<Uint8Array>> {
+    const p = this.norm(path);
+    const abs = this.resolve(p);
+    const offset = options.offset ?? 0;
+    if (!Number.isSafeInteger(offset) || offset < 0)
+      throw new InvalidArgumentError(`bad read offset ${offset}`);
+    const length = options.length;
+    if (length !== undefined && (!Number.isSafeInteger(length) || length < 0)) {
+      throw new InvalidArgumentError(`bad read length ${length}`);
+    }
+    const handle = await fsp.open(abs, fsc.O_RDONLY | fsc.O_NOFOLLOW).catch((e: unknown) => {
+      throw classify(e, this.name, p);
+    });
+    const st = await handle.stat();
+    if (!st.isFile()) {
+      await handle.close();
+      throw new NotFoundError(`${this.name}: not a file: ${p}`);
+    }
+    if (length === 0 || offset >= st.size) {
+      await handle.close();
+      return (async function* () {})();
+    }
+    const end = length === undefined ? undefined : offset + length - 1;
+    return handle.createReadStream({ start: offset, end, signal: options.signal, highWaterMark: 1 << 20 });
+  }
+
+  async write(path: string, body: Body, options: WriteOptions = {}): Promise<Entry> {
+    const p = this.norm(path);
+    const abs = this.resolve(p);
+    const tmp = nodePath.join(this.tmpDir, randomBytes(12).toString('hex'));
+    const hash = createHash('sha256');
+    let received = 0;
+    try {
+      const fh = await fsp.open(tmp, 'wx', 0o644);
+      try {
+        for await (const chunk of openBody(body)) {
+          throwIfAborted(options.signal);
+          hash.update(chunk);
+          received += chunk.byteLength;
+          await fh.write(chunk);
+        }
+        throwIfAborted(options.signal);
+        if (options.size !== undefined && options.size !== received) {
+          throw new InvalidArgumentError(
+            `${this.name}: expected ${options.size} bytes for ${p}, received ${received}`,
+          );
+        }
+        if (options.modifiedMs !== undefined) {
+          const t = new Date(options.modifiedMs);
+          await fh.utimes(t, t);
+        }
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+      const sha256 = hash.digest('hex');
+      if (options.sha256 !== undefined && options.sha256.toLowerCase() !== sha256) {
+        throw new InvalidArgumentError(`${this.name}: SHA-256 of the bytes received for ${p} does not match`);
+      }
+      return await this.mutex.run([this.lockKey(p)], async () => {
+        await this.prepareParents(p);
+        const existing = await this.lstatEntry(p);
+        if (existing?.isDirectory()) throw new AlreadyExistsError(`${this.name}: a folder exists at ${p}`);
+        if (options.ifRevision !== undefined) {
+          if (!existing) throw new NotFoundError(`${this.name}: conditional write to missing ${p}`);
+          const current = revisionOf(existing);
+          if (current !== options.ifRevision) {
+            throw new PreconditionFailedError(`${this.name}: ${p} changed (now ${current})`, current);
+          }
+        }
+        if (options.ifNotExists) {
+          // link(2) fails with EEXIST atomically, even against other processes.
+          await fsp.link(tmp, abs).catch((e: unknown) => {
+            throw classify(e, this.name, p);
+          });
+          await fsp.unlink(tmp);
+        } else {
+          await fsp.rename(tmp, abs).catch((e: unknown) => {
+            throw classify(e, this.name, p);
+          });
+        }
+        await fsyncDir(nodePath.dirname(abs));
+        const st = await fsp.lstat(abs, { bigint: true });
+        const entry = await this.toEntryWithHash(p, st, sha256);
+        this.record({ type: 'upsert', path: p, entry });
+        return entry;
+      });
+    } catch (e) {
+      await fsp.rm(tmp, { force: true });
+      throw e instanceof ProviderError || isAbort(e) ? e : classify(e, this.name, p);
+    }
+  }
+
+  private async toEntryWithHash(
+    p: string,
+    st: import('node:fs').BigIntStats,
+    sha256: string,
+  ): Promise<Entry> {
+    this.hashCache.set(p, { revision: revisionOf(st), sha256 });
+    return this.toEntry(p, st, false);
+  }
+
+  /** Create the missing parents of `p` (recording each new folder) and check they stay inside the root. */
+  private async prepareParents(p: string): Promise<void> {
+    const parent = parentPath(p);
+    if (parent === '') return;
+    const segments = parent.split('/');
+    for (let i = 1; i <= segments.length; i++) {
+      const dir = segments.slice(0, i).join('/');
+      const st = await fsp.lstat(this.resolve(dir)).catch((e: unknown) => {
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+        throw classify(e, this.name, dir);
+      });
+      if (st?.isDirectory()) continue;
+      if (st?.isSymbolicLink()) throw new InvalidPathError(`${this.name}: ${dir} is a symbolic link`, dir);
+      if (st) throw new AlreadyExistsError(`${this.name}: a file is in the way of folder ${dir}`);
+      try {
+        await fsp.mkdir(this.resolve(dir));
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw classify(e, this.name, dir);
+        continue;
+      }
+      const created = await fsp.lstat(this.resolve(dir), { bigint: true });
+      this.record({ type: 'upsert', path: dir, entry: await this.toEntry(dir, created, false) });
+    }
+    await this.assertInside(this.resolve(parent));
+  }
+
+  async remove(path: string, options: RemoveOptions = {}): Promise<void> {
+    const p = this.norm(path);
+    await this.mutex.run([this.lockKey(p)], async () => {
+      const st = await this.lstatEntry(p);
+      if (!st) throw new NotFoundError(`${this.name}: not found: ${p}`);
+      if (options.ifRevision !== undefined && revisionOf(st) !== options.ifRevision) {
+        throw new PreconditionFailedError(`${this.name}: ${p} changed`, revisionOf(st));
+      }
+      await this.assertInside(nodePath.dirname(this.resolve(p)));
+      // Move aside first so the removal is atomic for readers, then delete at leisure.
+      const aside = nodePath.join(this.tmpDir, randomBytes(12).toString('hex'));
+      await fsp.rename(this.resolve(p), aside).catch((e: unknown) => {
+        throw classify(e, this.name, p);
+      });
+      this.record({ type: 'delete', path: p });
+      await fsp.rm(aside, { recursive: true, force: true });
+    });
+  }
+
+  async mkdir(path: string): Promise<void> {
+    const p = this.norm(path);
+    await this.mutex.run([this.lockKey(p)], async () => {
+      const st = await this.lstatEntry(p);
+      if (st?.isDirectory()) return;
+      if (st) throw new AlreadyExistsError(`${this.name}: a file exists at ${p}`);
+      await this.prepareParents(p);
+      try {
+        await fsp.mkdir(this.resolve(p));
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'EEXIST') {
+          const again = await this.lstatEntry(p);
+          if (again?.isDirectory()) return;
+        }
+        throw classify(e, this.name, p);
+      }
+      const created = await fsp.lstat(this.resolve(p), { bigint: true });
+      this.record({ type: 'upsert', path: p, entry: await this.toEntry(p, created, false) });
+    });
+  }
+
+  private async checkTransfer(
+    f: string,
+    t: string,
+    options: TransferOptions,
+  ): Promise<{ src: import('node:fs').BigIntStats }> {
+    const src = await this.lstatEntry(f);
+    if (!src) throw new NotFoundError(`${this.name}: not found: ${f}`);
+    const sameName = this.lockKey(f) === this.lockKey(t);
+    if (!sameName && isWithin(this.lockKey(t), this.lockKey(f))) {
+      throw new InvalidPathError(`${this.name}: cannot put ${f} inside itself`, t);
+    }
+    const dst = sameName && f !== t ? undefined : await this.lstatEntry(t);
+    if (dst && !sameName) {
+      if (dst.isDirectory() || src.isDirectory() || !options.overwrite) {
+        throw new AlreadyExistsError(`${this.name}: ${t} exists`);
+      }
+    }
+    return { src };
+  }
+
+  /** Entries of a subtree, root first, for the journal. */
+  private async subtreeEntries(p: string): Promise<Entry[]> {
+    const st = await fsp.lstat(this.resolve(p), { bigint: true });
+    const out = [await this.toEntry(p, st, false)];
+    if (st.isDirectory())
+      for await (const e of this.walk(p, this.resolve(p), { recursive: true })) out.push(e);
+    return out;
+  }
+
+  async move(from: string, to: string, options: TransferOptions = {}): Promise<Entry> {
+    const f = this.norm(from);
+    const t = this.norm(to);
+    return this.mutex.run([this.lockKey(f), this.lockKey(t)], async () => {
+      await this.checkTransfer(f, t, options);
+      await this.prepareParents(t);
+      await this.assertInside(nodePath.dirname(this.resolve(f)));
+      const hashes = new Map<string, string>();
+      for (const [k, v] of this.hashCache) if (isWithin(k, f)) hashes.set(t + k.slice(f.length), v.sha256);
+      await fsp.rename(this.resolve(f), this.resolve(t)).catch((e: unknown) => {
+        throw classify(e, this.name, t);
+      });
+      await fsyncDir(nodePath.dirname(this.resolve(t)));
+      this.record({ type: 'delete', path: f });
+      const entries = await this.subtreeEntries(t);
+      for (const e of entries) {
+        const sha = hashes.get(e.path);
+        if (sha !== undefined) this.hashCache.set(e.path, { revision: e.revision, sha256: sha });
+      }
+      const withHashes = await Promise.all(
+        entries.map(async (e) =>
+          e.kind === 'file' ? this.toEntry(e.path, await this.bigStat(e.path), false) : e,
+        ),
+      );
+      for (const e of withHashes) this.record({ type: 'upsert', path: e.path, entry: e });
+      const root = withHashes[0];
+      if (!root) throw new NotFoundError(`${this.name}: not found: ${t}`);
+      return root;
+    });
+  }
+
+  private bigStat(p: string): Promise<import('node:fs').BigIntStats> {
+    return fsp.lstat(this.resolve(p), { bigint: true });
+  }
+
+  async copy(from: string, to: string, options: TransferOptions = {}): Promise<Entry> {
+    const f = this.norm(from);
+    const t = this.norm(to);
+    if (this.lockKey(f) === this.lockKey(t)) throw new AlreadyExistsError(`${this.name}: ${t} exists`);
+    return this.mutex.run([this.lockKey(f), this.lockKey(t)], async () => {
+      const { src } = await this.checkTransfer(f, t, options);
+      await this.prepareParents(t);
+      const tmp = nodePath.join(this.tmpDir, randomBytes(12).toString('hex'));
+      try {
+        if (src.isDirectory()) {
+          await fsp.cp(this.resolve(f), tmp, {
+            recursive: true,
+            errorOnExist: true,
+            preserveTimestamps: true,
+          });
+        } else {
+          await fsp.copyFile(this.resolve(f), tmp, fsc.COPYFILE_EXCL);
+          const fh = await fsp.open(tmp, 'r+');
+          await fh.utimes(new Date(Number(src.atimeMs)), new Date(Number(src.mtimeMs)));
+          await fh.sync();
+          await fh.close();
+        }
+        await fsp.rename(tmp, this.resolve(t));
+      } catch (e) {
+        await fsp.rm(tmp, { recursive: true, force: true });
+        throw classify(e, this.name, t);
+      }
+      await fsyncDir(nodePath.dirname(this.resolve(t)));
+      const entries = await this.subtreeEntries(t);
+      for (const e of entries) this.record({ type: 'upsert', path: e.path, entry: e });
+      const root = entries[0];
+      if (!root) throw new NotFoundError(`${this.name}: not found: ${t}`);
+      return root;
+    });
+  }
+
+  async latestCursor(): Promise<string> {
+    return CURSOR_PREFIX + this.seq;
+  }
+
+  async changes(cursor: string, options: { limit?: number } = {}): Promise<ChangePage> {
+    await this.journalAppend;
+    const after = parseSeqCursor(cursor, CURSOR_PREFIX);
+    const oldest = this.journal[0]?.s ?? this.seq + 1;
+    if (after === undefined || after > this.seq || after < oldest - 1) {
+      return { changes: [], cursor: CURSOR_PREFIX + this.seq, hasMore: false, reset: true };
+    }
+    const limit = options.limit ?? 1000;
+    const start = this.journal.findIndex((l) => l.s > after);
+    const page = start < 0 ? [] : this.journal.slice(start, start + limit);
+    const last = page.at(-1)?.s ?? after;
+    return {
+      changes: page.map((l): Change =>
+        l.t === 'u' && l.e ? { type: 'upsert', path: l.p, entry: l.e } : { type: 'delete', path: l.p },
+      ),
+      cursor: CURSOR_PREFIX + last,
+      hasMore: last < this.seq,
+      reset: false,
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.journalAppend;
+  }
+}
+
+function revisionOf(st: import('node:fs').BigIntStats): string {
+  return `${st.ino.toString(36)}.${st.ctimeNs.toString(36)}.${st.mtimeNs.toString(36)}.${st.size.toString(36)}`;
+}
+
+async function probeCaseSensitive(stateDir: string): Promise<boolean> {
+  const probe = nodePath.join(stateDir, 'CaseProbe');
+  await fsp.writeFile(probe, '');
+  try {
+    await fsp.access(nodePath.join(stateDir, 'caseprobe'));
+    return false;
+  } catch {
+    return true;
+  } finally {
+    await fsp.rm(probe, { force: true });
+  }
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const fh = await fsp.open(dir, 'r');
+  try {
+    await fh.sync();
+  } catch {
+    // Some filesystems refuse fsync on a directory; the rename is still atomic there.
+  } finally {
+    await fh.close();
+  }
+}
+
+async function atomicWriteText(file: string, text: string, tmpDir: string): Promise<void> {
+  const tmp = nodePath.join(tmpDir, randomBytes(12).toString('hex'));
+  await fsp.writeFile(tmp, text, { flush: true });
+  await fsp.rename(tmp, file);
+}
+
+function isAbort(e: unknown): boolean {
+  return e instanceof Error && e.name === 'AbortError';
+}
+
+/** Map a Node filesystem error to the contract's error set. */
+function classify(e: unknown, name: string, p: string): Error {
+  if (e instanceof ProviderError || isAbort(e)) return e as Error;
+  const err = e as NodeJS.ErrnoException;
+  const msg = `${name}: ${p}: ${err.message}`;
+  switch (err.code) {
+    case 'ENOENT':
+      return new NotFoundError(msg, { cause: e });
+    case 'EEXIST':
+    case 'ENOTEMPTY':
+    case 'ENOTDIR':
+    case 'EISDIR':
+      return new AlreadyExistsError(msg, { cause: e });
+    case 'ENOSPC':
+    case 'EDQUOT':
+    case 'EFBIG':
+      return new QuotaExceededError(msg, { cause: e });
+    case 'EACCES':
+    case 'EPERM':
+    case 'EROFS':
+      return new AuthError(msg, { cause: e });
+    case 'ENAMETOOLONG':
+    case 'EILSEQ':
+    case 'ELOOP':
+      return new InvalidPathError(msg, p, { cause: e });
+    case 'EAGAIN':
+    case 'EBUSY':
+    case 'EMFILE':
+    case 'ENFILE':
+    case 'EIO':
+    case 'ETIMEDOUT':
+    case 'ESTALE':
+      return new TransientError(msg, undefined, { cause: e });
+    default:
+      return new TransientError(msg, undefined, { cause: e });
+  }
+}

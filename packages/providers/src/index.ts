@@ -1,0 +1,16 @@
+export * from './provider.ts';
+export * from './errors.ts';
+export * from './features.ts';
+export * from './paths.ts';
+export { collect, isReplayable, openBody, rechunk, sha256Hex } from './body.ts';
+export { KeyedMutex } from './keyed-mutex.ts';
+export { MemoryProvider, type MemoryProviderOptions } from './adapters/memory.ts';
+export { FsProvider, FS_STATE_DIR, type FsProviderOptions } from './adapters/fs.ts';
+export { S3Provider, classifyS3, type S3ProviderOptions } from './adapters/s3.ts';
+export { ForwardingProvider, type CallInfo, type OpName } from './wrappers/forwarding.ts';
+export { RetryingProvider, withRetry, type RetryOptions } from './wrappers/retry.ts';
+export { PacedProvider, TokenBucket, withPacer, type PacerOptions } from './wrappers/pacer.ts';
+export { ConcurrencyLimitedProvider, Semaphore, withConcurrency } from './wrappers/concurrency.ts';
+export { LoggingProvider, withLogging, type ProviderLogger } from './wrappers/logging.ts';
+export { WRAP_DEFAULTS, wrapProvider, type WrapConfig } from './wrappers/compose.ts';
+export { realSleep, type Sleep } from './wrappers/sleep.ts';

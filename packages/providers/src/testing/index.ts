@@ -1,0 +1,9 @@
+export { FaultInjectingProvider, failFirst, type FaultPlan } from './faults.ts';
+export {
+  startS3Proxy,
+  ensureS3ProxyJar,
+  cacheDir,
+  S3PROXY_VERSION,
+  type S3Endpoint,
+  type RunningS3Proxy,
+} from './s3proxy.ts';

@@ -1,0 +1,82 @@
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as nodePath from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FS_STATE_DIR, FsProvider } from '../src/adapters/fs.ts';
+import { collect } from '../src/body.ts';
+import { InvalidPathError } from '../src/errors.ts';
+
+async function tempRoot(): Promise<string> {
+  return fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-fs-x-'));
+}
+
+describe('fs provider specifics', () => {
+  it('never follows a symlink out of the root', async () => {
+    const root = await tempRoot();
+    const outside = await tempRoot();
+    await fsp.symlink(outside, nodePath.join(root, 'link'));
+    const p = await FsProvider.open({ root });
+    await expect(p.write('link/evil.txt', Buffer.from('x'))).rejects.toBeInstanceOf(InvalidPathError);
+    await expect(p.write('link/deeper/evil.txt', Buffer.from('x'))).rejects.toBeInstanceOf(InvalidPathError);
+    await expect(p.mkdir('link/sub')).rejects.toBeInstanceOf(InvalidPathError);
+    expect(await fsp.readdir(outside)).toEqual([]);
+    // Symlinks are not listed (not synced) and cannot be read through.
+    const listed = [];
+    for await (const e of p.list('', { recursive: true })) listed.push(e.path);
+    expect(listed).toEqual([]);
+    await fsp.writeFile(nodePath.join(outside, 'secret'), 'secret');
+    await fsp.symlink(nodePath.join(outside, 'secret'), nodePath.join(root, 'secret-link'));
+    await expect(p.read('secret-link')).rejects.toThrow();
+  });
+
+  it('reserves its state folder', async () => {
+    const p = await FsProvider.open({ root: await tempRoot() });
+    await expect(p.write(`${FS_STATE_DIR}/changes.jsonl`, Buffer.from('x'))).rejects.toBeInstanceOf(
+      InvalidPathError,
+    );
+    await expect(p.stat(FS_STATE_DIR)).rejects.toBeInstanceOf(InvalidPathError);
+  });
+
+  it('keeps its change journal and hashes across a reopen, and clears crash leftovers', async () => {
+    const root = await tempRoot();
+    const p = await FsProvider.open({ root });
+    const cursor = await p.latestCursor();
+    const written = await p.write('kept.txt', Buffer.from('journal'));
+    await p.close();
+    // A temp file from a write that crashed before its rename.
+    await fsp.writeFile(nodePath.join(root, FS_STATE_DIR, 'tmp', 'deadbeef'), 'partial');
+    const q = await FsProvider.open({ root });
+    expect(await fsp.readdir(nodePath.join(root, FS_STATE_DIR, 'tmp'))).toEqual([]);
+    const page = await q.changes(cursor);
+    expect(page.changes.map((c) => c.path)).toEqual(['kept.txt']);
+    const stat = await q.stat('kept.txt');
+    expect(stat.revision).toBe(written.revision);
+    expect(stat.hash?.value).toBe(written.hash?.value);
+    expect((await collect(await q.read('kept.txt'))).toString()).toBe('journal');
+  });
+
+  it('notices content changed behind its back (revision and hash follow the disk)', async () => {
+    const root = await tempRoot();
+    const p = await FsProvider.open({ root });
+    const before = await p.write('edited.txt', Buffer.from('one'));
+    await new Promise((r) => setTimeout(r, 5));
+    await fsp.writeFile(nodePath.join(root, 'edited.txt'), 'two!');
+    const after = await p.stat('edited.txt');
+    expect(after.revision).not.toBe(before.revision);
+    expect(after.hash?.value).not.toBe(before.hash?.value);
+    expect(after.size).toBe(4);
+  });
+
+  it('records the modification time it is given', async () => {
+    const p = await FsProvider.open({ root: await tempRoot() });
+    const when = Date.UTC(2020, 1, 2, 3, 4, 5);
+    const e = await p.write('timed.txt', Buffer.from('t'), { modifiedMs: when });
+    expect(e.modifiedMs).toBe(when);
+  });
+
+  it('declares the case sensitivity it detected', async () => {
+    const p = await FsProvider.open({ root: await tempRoot() });
+    // Linux tmpfs/ext4 here: case-sensitive; the probe must have found that.
+    expect(p.features.caseSensitive).toBe(true);
+  });
+});
