@@ -1,0 +1,260 @@
+// Delta benchmark: @weft/rsync-wasm beside rsync (bytes on the wire) and rdiff (throughput)
+// on real version pairs and a synthetic 100 MB file with 200 small edits.
+//
+//   npx tsx bench/delta.bench.ts            (from the repository root)
+//
+// Needs `rsync` and `rdiff` (Debian packages rsync, rdiff). When they are missing and we
+// run as root with apt-get, they are installed; otherwise their columns print "skip".
+// Corpus: ../shared/corpus/npm-versions.sh (override with WEFT_CORPUS_SCRIPT), cached in
+// .cache/corpus. Figures are printed, never asserted.
+import { spawnSync } from 'node:child_process';
+import { createReadStream, createWriteStream, existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmod, readFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { fileURLToPath } from 'node:url';
+import { deflateSync } from 'node:zlib';
+import { collect, delta, patch, signature } from '@weft/rsync-wasm';
+import { openOldFile } from '@weft/rsync-wasm/node';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const CACHE = join(ROOT, '.cache');
+const WORK = join(CACHE, 'bench-delta');
+const FIXED_BLOCK = 2048;
+const CANDIDATES = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536];
+const STRONG = 8;
+const REPEAT = Number(process.env.BENCH_REPEAT ?? 3);
+const VERSIONS = ['5.6.2', '5.6.3', '5.7.2', '5.7.3'];
+
+function has(tool: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${tool}`]).status === 0;
+}
+
+function ensureTools(): { rsync: boolean; rdiff: boolean } {
+  if ((!has('rsync') || !has('rdiff')) && process.getuid?.() === 0 && has('apt-get')) {
+    console.error('installing rsync and rdiff with apt-get …');
+    spawnSync('sh', ['-c', 'apt-get update -qq && apt-get install -y -qq rsync rdiff'], { stdio: 'ignore' });
+  }
+  return { rsync: has('rsync'), rdiff: has('rdiff') };
+}
+
+function corpusPairs(): Array<[string, string, string]> {
+  const script = process.env.WEFT_CORPUS_SCRIPT ?? resolve(ROOT, '../shared/corpus/npm-versions.sh');
+  const dir = join(CACHE, 'corpus');
+  const files = VERSIONS.map((v) => join(dir, `typescript-${v}.tar`));
+  if (!files.every((f) => existsSync(f))) {
+    if (!existsSync(script)) {
+      console.error(`corpus script ${script} not found: skipping the typescript pairs`);
+      return [];
+    }
+    const run = spawnSync('bash', [script, dir, 'typescript', ...VERSIONS], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    if (run.status !== 0) {
+      console.error('corpus download failed: skipping the typescript pairs');
+      return [];
+    }
+  }
+  return VERSIONS.slice(1).map((v, i) => [`ts ${VERSIONS[i]}→${v}`, files[i] ?? '', files[i + 1] ?? '']);
+}
+
+/** 100 MB of seeded pseudo-random bytes, and a copy with 200 small edits. */
+function syntheticPair(): [string, string, string] {
+  const oldPath = join(WORK, 'synthetic-old.bin');
+  const newPath = join(WORK, 'synthetic-new.bin');
+  if (existsSync(oldPath) && existsSync(newPath)) return ['synthetic 100 MB, 200 edits', oldPath, newPath];
+  const size = 100_000_000;
+  const old = Buffer.alloc(size);
+  let s = 0x9e3779b9;
+  const next = (): number => {
+    s ^= s << 13;
+    s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    return (s >>>= 0);
+  };
+  for (let i = 0; i < size; i += 4) old.writeUInt32LE(next(), i);
+  const edits = Array.from({ length: 200 }, () => ({
+    at: next() % size,
+    kind: next() % 3,
+    len: 1 + (next() % 64),
+  }));
+  edits.sort((a, b) => a.at - b.at);
+  const parts: Buffer[] = [];
+  let cursor = 0;
+  for (const e of edits) {
+    if (e.at < cursor) continue;
+    parts.push(old.subarray(cursor, e.at));
+    const fresh = Buffer.alloc(e.len);
+    for (let i = 0; i < e.len; i++) fresh[i] = next() & 0xff;
+    if (e.kind === 0) {
+      parts.push(fresh); // insert
+      cursor = e.at;
+    } else if (e.kind === 1) {
+      cursor = Math.min(size, e.at + e.len); // delete
+    } else {
+      parts.push(fresh); // replace
+      cursor = Math.min(size, e.at + e.len);
+    }
+  }
+  parts.push(old.subarray(cursor));
+  writeFileSync(oldPath, old);
+  writeFileSync(newPath, Buffer.concat(parts));
+  return ['synthetic 100 MB, 200 edits', oldPath, newPath];
+}
+
+function stream(path: string): AsyncIterable<Uint8Array> {
+  return createReadStream(path, { highWaterMark: 1 << 20 });
+}
+
+async function best(run: () => Promise<void> | void): Promise<number> {
+  let fastest = Infinity;
+  for (let i = 0; i < REPEAT; i++) {
+    const t0 = performance.now();
+    await run();
+    fastest = Math.min(fastest, performance.now() - t0);
+  }
+  return fastest / 1000;
+}
+
+function sh(cmd: string, args: string[]): string {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed: ${r.stderr}`);
+  return r.stdout;
+}
+
+/** rsync old→new over a pipe that rsync treats as remote (so -z really compresses). */
+async function rsyncBytes(oldPath: string, newPath: string, compress: boolean): Promise<number> {
+  const shim = join(WORK, 'local-rsh.sh');
+  writeFileSync(shim, '#!/bin/sh\nshift\nexec "$@"\n');
+  await chmod(shim, 0o755);
+  const dest = join(WORK, 'rsync-dest');
+  mkdirSync(dest, { recursive: true });
+  const target = join(dest, 'file');
+  writeFileSync(target, await readFile(oldPath));
+  const args = ['--no-whole-file', '--stats', '--ignore-times', '-e', shim];
+  if (compress) args.push('-z');
+  const out = sh('rsync', [...args, newPath, `localhost:${target}`]);
+  const sent = /Total bytes sent:\s*([\d,.]+)/.exec(out)?.[1];
+  const received = /Total bytes received:\s*([\d,.]+)/.exec(out)?.[1];
+  if (!sent || !received) throw new Error(`cannot parse rsync --stats:\n${out}`);
+  return Number(sent.replace(/[,.]/g, '')) + Number(received.replace(/[,.]/g, ''));
+}
+
+interface Row {
+  [column: string]: string;
+}
+
+function printTable(title: string, rows: Row[]): void {
+  const columns = Object.keys(rows[0] ?? {});
+  const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => (r[c] ?? '').length)));
+  const line = (cells: string[]): string =>
+    `| ${cells.map((c, i) => c.padStart(widths[i] ?? 0)).join(' | ')} |`;
+  console.log(`\n${title}\n`);
+  console.log(line(columns));
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+  for (const r of rows) console.log(line(columns.map((c) => r[c] ?? '')));
+}
+
+const kb = (n: number): string => `${(n / 1024).toFixed(1)}K`;
+const mbps = (bytes: number, seconds: number): string => (bytes / 1e6 / seconds).toFixed(0);
+
+async function wire(oldPath: string, newPath: string, blockSize: number) {
+  const sig = await collect(signature(stream(oldPath), { blockSize, strongLength: STRONG }));
+  const d = await collect(delta(sig, stream(newPath)));
+  return { sig: sig.length, delta: d.length, deltaZ: deflateSync(d, { level: 6 }).length };
+}
+
+async function main(): Promise<void> {
+  mkdirSync(WORK, { recursive: true });
+  const tools = ensureTools();
+  if (!tools.rsync) console.error('rsync not installed: rsync columns skipped (apt-get install rsync)');
+  if (!tools.rdiff) console.error('rdiff not installed: rdiff columns skipped (apt-get install rdiff)');
+  const pairs = [...corpusPairs(), syntheticPair()];
+  const rows: Row[] = [];
+  for (const [name, oldPath, newPath] of pairs) {
+    console.error(`… ${name}`);
+    const newSize = statSync(newPath).size;
+    const oldSize = statSync(oldPath).size;
+    const fixed = await wire(oldPath, newPath, FIXED_BLOCK);
+    const all = [];
+    for (const bs of CANDIDATES) all.push({ bs, ...(await wire(oldPath, newPath, bs)) });
+    const bestTotal = all.reduce((a, b) => (b.sig + b.deltaZ < a.sig + a.deltaZ ? b : a));
+    const bestDelta = all.reduce((a, b) => (b.deltaZ < a.deltaZ ? b : a));
+    const rsyncPlain = tools.rsync ? await rsyncBytes(oldPath, newPath, false) : NaN;
+    const rsyncZ = tools.rsync ? await rsyncBytes(oldPath, newPath, true) : NaN;
+
+    // Throughput, same files, same block size and strong-hash length for both tools.
+    const sigFile = join(WORK, 'ours.sig');
+    const deltaFile = join(WORK, 'ours.delta');
+    const outFile = join(WORK, 'ours.out');
+    const tSig = await best(() =>
+      pipeline(
+        Readable.from(signature(stream(oldPath), { blockSize: FIXED_BLOCK, strongLength: STRONG })),
+        createWriteStream(sigFile),
+      ),
+    );
+    const sigBytes = await readFile(sigFile);
+    const tDelta = await best(() =>
+      pipeline(Readable.from(delta(sigBytes, stream(newPath))), createWriteStream(deltaFile)),
+    );
+    const tPatch = await best(async () => {
+      const old = await openOldFile(oldPath);
+      try {
+        await pipeline(Readable.from(patch(old, stream(deltaFile))), createWriteStream(outFile));
+      } finally {
+        await old.close();
+      }
+    });
+    if (!(await readFile(outFile)).equals(await readFile(newPath)))
+      throw new Error(`${name}: patch output differs`);
+    let rd = { sig: NaN, delta: NaN, patch: NaN };
+    if (tools.rdiff) {
+      const rs = join(WORK, 'rdiff.sig');
+      const rdl = join(WORK, 'rdiff.delta');
+      const ro = join(WORK, 'rdiff.out');
+      rd = {
+        sig: await best(
+          () =>
+            void sh('rdiff', [
+              '-f',
+              '-b',
+              String(FIXED_BLOCK),
+              '-S',
+              String(STRONG),
+              'signature',
+              oldPath,
+              rs,
+            ]),
+        ),
+        delta: await best(() => void sh('rdiff', ['-f', 'delta', rs, newPath, rdl])),
+        patch: await best(() => void sh('rdiff', ['-f', 'patch', oldPath, rdl, ro])),
+      };
+    }
+    const ratio = (a: number, b: number): string => (Number.isFinite(b) ? (a / b).toFixed(2) : 'skip');
+    rows.push({
+      pair: name,
+      'new MB': (newSize / 1e6).toFixed(1),
+      [`ours sig+Δ z @${FIXED_BLOCK}`]: kb(fixed.sig + fixed.deltaZ),
+      'ours sig+Δ z best': `${kb(bestTotal.sig + bestTotal.deltaZ)} @${bestTotal.bs}`,
+      [`ours Δ z @${FIXED_BLOCK}`]: kb(fixed.deltaZ),
+      'ours Δ z best': `${kb(bestDelta.deltaZ)} @${bestDelta.bs}`,
+      rsync: Number.isFinite(rsyncPlain) ? kb(rsyncPlain) : 'skip',
+      'rsync -z': Number.isFinite(rsyncZ) ? kb(rsyncZ) : 'skip',
+      'best/rsync-z': ratio(bestTotal.sig + bestTotal.deltaZ, rsyncZ),
+      'Δ best/rsync-z': ratio(bestDelta.deltaZ, rsyncZ),
+      'sig MB/s ours|rdiff': `${mbps(oldSize, tSig)} | ${Number.isFinite(rd.sig) ? mbps(oldSize, rd.sig) : 'skip'}`,
+      'Δ MB/s ours|rdiff': `${mbps(newSize, tDelta)} | ${Number.isFinite(rd.delta) ? mbps(newSize, rd.delta) : 'skip'}`,
+      'patch MB/s ours|rdiff': `${mbps(newSize, tPatch)} | ${Number.isFinite(rd.patch) ? mbps(newSize, rd.patch) : 'skip'}`,
+    });
+  }
+  printTable(
+    `rsync-wasm vs rsync ${tools.rsync ? '' : '(skipped) '}and rdiff ${tools.rdiff ? '' : '(skipped) '}` +
+      `— bytes on the wire (z = deflate level 6, as rsync -z) and throughput; block ${FIXED_BLOCK} B, ` +
+      `strong hash ${STRONG} B, best of ${REPEAT} runs`,
+    rows,
+  );
+}
+
+await main();
