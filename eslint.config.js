@@ -3,7 +3,14 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   {
-    ignores: ['**/node_modules/**', '**/dist/**', '**/build/**', '**/.cache/**', '**/assembly/**', '**/*.wasm'],
+    ignores: [
+      '**/node_modules/**',
+      '**/dist/**',
+      '**/build/**',
+      '**/.cache/**',
+      '**/assembly/**',
+      '**/*.wasm',
+    ],
   },
   js.configs.recommended,
   ...tseslint.configs.recommended,
