@@ -1,0 +1,56 @@
+/**
+ * Which paths are not synced: `.weftignore` files (gitignore syntax, one per folder, rules
+ * relative to that folder) on top of defaults everyone expects. The engine's own working
+ * files are always ignored.
+ */
+import ignore, { type Ignore } from 'ignore';
+
+export const DEFAULT_IGNORES: readonly string[] = [
+  '.DS_Store',
+  'Thumbs.db',
+  'desktop.ini',
+  '~$*',
+  '*.tmp',
+  '.~lock.*',
+  '*.swp',
+  '.weft',
+  '.weft-partial-*',
+];
+
+export const IGNORE_FILE = '.weftignore';
+
+export class IgnoreRules {
+  private readonly root: Ignore;
+  private readonly perFolder = new Map<string, Ignore>();
+
+  constructor(extraPatterns: readonly string[] = []) {
+    this.root = ignore().add([...DEFAULT_IGNORES, ...extraPatterns]);
+  }
+
+  /** Set the rules of the `.weftignore` in `folder` ('' for the root); empty text removes them. */
+  setFolderRules(folder: string, text: string): void {
+    if (text.trim() === '') this.perFolder.delete(folder);
+    else this.perFolder.set(folder, ignore().add(text));
+  }
+
+  /** Is `path` (a provider path) ignored? `isDir` lets folder-only patterns (`build/`) match. */
+  ignores(path: string, isDir = false): boolean {
+    const test = (ig: Ignore, rel: string): boolean => ig.ignores(isDir ? rel + '/' : rel);
+    if (test(this.root, path)) return true;
+    // Every ancestor's .weftignore applies to what is below it; an ignored folder hides its content.
+    const segments = path.split('/');
+    for (let i = 1; i < segments.length; i++) {
+      const ancestor = segments.slice(0, i).join('/');
+      if (test(this.root, ancestor + '/') || this.root.ignores(ancestor)) return true;
+    }
+    for (const [folder, ig] of this.perFolder) {
+      if (folder !== '' && !path.startsWith(folder + '/')) continue;
+      const rel = folder === '' ? path : path.slice(folder.length + 1);
+      if (test(ig, rel)) return true;
+      const relSegs = rel.split('/');
+      for (let i = 1; i < relSegs.length; i++)
+        if (ig.ignores(relSegs.slice(0, i).join('/') + '/')) return true;
+    }
+    return false;
+  }
+}

@@ -1,0 +1,181 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { coalesceAll } from '../src/coalesce.ts';
+import type { Op } from '../src/ops.ts';
+
+type Node = { kind: 'file'; content: string } | { kind: 'dir' };
+type Tree = Map<string, Node>;
+
+const parentOf = (p: string): string => (p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : '');
+const inside = (p: string, d: string): boolean => p === d || p.startsWith(d + '/');
+
+/** The model remote: what applying an operation does to a tree. */
+function apply(tree: Tree, op: Op): void {
+  const ensureParents = (p: string): void => {
+    for (let q = parentOf(p); q !== ''; q = parentOf(q)) if (!tree.has(q)) tree.set(q, { kind: 'dir' });
+  };
+  const removeSubtree = (p: string): void => {
+    for (const k of [...tree.keys()]) if (inside(k, p)) tree.delete(k);
+  };
+  switch (op.kind) {
+    case 'put':
+      ensureParents(op.path);
+      tree.set(op.path, { kind: 'file', content: op.hash });
+      break;
+    case 'mkdir':
+      ensureParents(op.path);
+      if (!tree.has(op.path)) tree.set(op.path, { kind: 'dir' });
+      break;
+    case 'delete':
+      removeSubtree(op.path);
+      break;
+    case 'move': {
+      const moved = [...tree.entries()].filter(([k]) => inside(k, op.from));
+      if (moved.length === 0) break;
+      removeSubtree(op.from);
+      removeSubtree(op.to);
+      ensureParents(op.to);
+      for (const [k, v] of moved) tree.set(op.to + k.slice(op.from.length), v);
+      break;
+    }
+  }
+}
+
+function applyAll(initial: Tree, ops: readonly Op[]): Tree {
+  const t = new Map(initial);
+  for (const op of ops) apply(t, op);
+  return t;
+}
+
+function snapshot(t: Tree): string[] {
+  return [...t.entries()].map(([k, v]) => (v.kind === 'dir' ? `d:${k}` : `f:${k}=${v.content}`)).sort();
+}
+
+const NAMES = ['a', 'b', 'c'];
+const ALL_PATHS = NAMES.flatMap((x) => [
+  x,
+  ...NAMES.map((y) => `${x}/${y}`),
+  ...NAMES.flatMap((y) => NAMES.map((z) => `${x}/${y}/${z}`)),
+]);
+
+/**
+ * Generate a valid local history: each step is an operation a scanner would emit for a
+ * change a person made on a real filesystem (parents exist, moves not into themselves).
+ */
+function history(seed: number[], initial: Tree): Op[] {
+  const local = new Map(initial);
+  const ops: Op[] = [];
+  let k = 0;
+  const pick = <T>(xs: readonly T[]): T | undefined =>
+    xs.length === 0 ? undefined : xs[(seed[k++ % seed.length] ?? 0) % xs.length];
+  const parentOk = (p: string): boolean => parentOf(p) === '' || local.get(parentOf(p))?.kind === 'dir';
+  for (let step = 0; step < seed.length / 3; step++) {
+    const kind = pick(['put', 'put', 'mkdir', 'delete', 'move', 'move'] as const);
+    let op: Op | undefined;
+    if (kind === 'put') {
+      const p = pick(ALL_PATHS.filter((x) => parentOk(x) && local.get(x)?.kind !== 'dir'));
+      if (p) op = { kind: 'put', path: p, hash: `v${step}`, size: step, created: !local.has(p) };
+    } else if (kind === 'mkdir') {
+      const p = pick(ALL_PATHS.filter((x) => parentOk(x) && !local.has(x)));
+      if (p) op = { kind: 'mkdir', path: p, created: true };
+    } else if (kind === 'delete') {
+      const p = pick([...local.keys()].sort());
+      if (p) op = { kind: 'delete', path: p };
+    } else {
+      const from = pick([...local.keys()].sort());
+      if (from) {
+        const fromIsDir = local.get(from)?.kind === 'dir';
+        const to = pick(
+          ALL_PATHS.filter(
+            (x) =>
+              !inside(x, from) &&
+              !inside(from, x) &&
+              parentOk(x) &&
+              (!local.has(x) || (!fromIsDir && local.get(x)?.kind === 'file')),
+          ),
+        );
+        if (to) op = { kind: 'move', from, to, replaces: local.has(to) };
+      }
+    }
+    if (op) {
+      apply(local, op);
+      ops.push(op);
+    }
+  }
+  return ops;
+}
+
+const initialTree = fc.subarray(ALL_PATHS, { maxLength: 10 }).map((paths) => {
+  const t: Tree = new Map();
+  for (const p of paths.sort()) {
+    for (let q = parentOf(p); q !== ''; q = parentOf(q)) t.set(q, { kind: 'dir' });
+    if (!t.has(p)) t.set(p, p.length % 2 ? { kind: 'file', content: 'orig' } : { kind: 'dir' });
+  }
+  // A file that got children above becomes a folder.
+  for (const p of [...t.keys()])
+    if ([...t.keys()].some((q) => q.startsWith(p + '/'))) t.set(p, { kind: 'dir' });
+  return t;
+});
+
+describe('coalescing queue', () => {
+  it('applying the coalesced queue gives the same remote state as applying every operation', () => {
+    fc.assert(
+      fc.property(initialTree, fc.array(fc.nat(1000), { minLength: 3, maxLength: 90 }), (initial, seed) => {
+        const ops = history(seed, initial);
+        const coalesced = coalesceAll(ops);
+        expect(coalesced.length).toBeLessThanOrEqual(ops.length);
+        expect(snapshot(applyAll(initial, coalesced))).toEqual(snapshot(applyAll(initial, ops)));
+      }),
+      { numRuns: 5000 },
+    );
+  });
+
+  it('eliminates the redundant requests the rules name', () => {
+    const put = (path: string, hash: string, created = false): Op => ({
+      kind: 'put',
+      path,
+      hash,
+      size: 1,
+      created,
+    });
+    expect(coalesceAll([put('f', '1'), put('f', '2'), put('f', '3')])).toEqual([put('f', '3')]);
+    expect(coalesceAll([put('f', '1', true), { kind: 'delete', path: 'f' }])).toEqual([]);
+    expect(coalesceAll([put('f', '1'), { kind: 'delete', path: 'f' }])).toEqual([
+      { kind: 'delete', path: 'f' },
+    ]);
+    expect(
+      coalesceAll([
+        { kind: 'mkdir', path: 'd', created: true },
+        { kind: 'delete', path: 'd' },
+      ]),
+    ).toEqual([]);
+    expect(
+      coalesceAll([
+        { kind: 'move', from: 'a', to: 'b', replaces: false },
+        { kind: 'move', from: 'b', to: 'c', replaces: false },
+      ]),
+    ).toEqual([{ kind: 'move', from: 'a', to: 'c', replaces: false }]);
+    expect(
+      coalesceAll([
+        put('d/x', '1'),
+        { kind: 'delete', path: 'd/y' },
+        { kind: 'mkdir', path: 'd/z', created: true },
+        { kind: 'delete', path: 'd' },
+      ]),
+    ).toEqual([{ kind: 'delete', path: 'd' }]);
+    // Unrelated work in between does not block a merge.
+    expect(coalesceAll([put('f', '1'), put('g', '1'), put('f', '2')])).toEqual([
+      put('g', '1'),
+      put('f', '2'),
+    ]);
+  });
+
+  it('keeps a related operation as a barrier', () => {
+    const ops: Op[] = [
+      { kind: 'put', path: 'a/x', hash: '1', size: 1, created: false },
+      { kind: 'move', from: 'a/x', to: 'y', replaces: false },
+      { kind: 'delete', path: 'a' },
+    ];
+    expect(coalesceAll(ops)).toEqual(ops);
+  });
+});
