@@ -14,8 +14,8 @@ import { dirname, join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
-import { deflateSync } from 'node:zlib';
-import { collect, delta, patch, signature } from '@weft/rsync-wasm';
+import { brotliCompressSync, deflateSync } from 'node:zlib';
+import { collect, delta, patch, signature, suggestStrongLength } from '@weft/rsync-wasm';
 import { openOldFile } from '@weft/rsync-wasm/node';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -160,10 +160,26 @@ function printTable(title: string, rows: Row[]): void {
 const kb = (n: number): string => `${(n / 1024).toFixed(1)}K`;
 const mbps = (bytes: number, seconds: number): string => (bytes / 1e6 / seconds).toFixed(0);
 
-async function wire(oldPath: string, newPath: string, blockSize: number) {
-  const sig = await collect(signature(stream(oldPath), { blockSize, strongLength: STRONG }));
+interface Wire {
+  bs: number;
+  sig: number;
+  delta: number;
+  deflate: number;
+  brotli: number;
+}
+
+/** Wire bytes at one block size, with the strong-hash length rsync would choose (2 B here). */
+async function wire(oldPath: string, newPath: string, blockSize: number): Promise<Wire> {
+  const strongLength = suggestStrongLength(statSync(oldPath).size, blockSize);
+  const sig = await collect(signature(stream(oldPath), { blockSize, strongLength }));
   const d = await collect(delta(sig, stream(newPath)));
-  return { sig: sig.length, delta: d.length, deltaZ: deflateSync(d, { level: 6 }).length };
+  return {
+    bs: blockSize,
+    sig: sig.length,
+    delta: d.length,
+    deflate: deflateSync(d, { level: 6 }).length,
+    brotli: brotliCompressSync(d).length,
+  };
 }
 
 async function main(): Promise<void> {
@@ -177,11 +193,13 @@ async function main(): Promise<void> {
     console.error(`… ${name}`);
     const newSize = statSync(newPath).size;
     const oldSize = statSync(oldPath).size;
-    const fixed = await wire(oldPath, newPath, FIXED_BLOCK);
-    const all = [];
-    for (const bs of CANDIDATES) all.push({ bs, ...(await wire(oldPath, newPath, bs)) });
-    const bestTotal = all.reduce((a, b) => (b.sig + b.deltaZ < a.sig + a.deltaZ ? b : a));
-    const bestDelta = all.reduce((a, b) => (b.deltaZ < a.deltaZ ? b : a));
+    const all: Wire[] = [];
+    for (const bs of CANDIDATES) all.push(await wire(oldPath, newPath, bs));
+    const fixed = all.find((w) => w.bs === FIXED_BLOCK) ?? (await wire(oldPath, newPath, FIXED_BLOCK));
+    const pick = (cost: (w: Wire) => number): Wire => all.reduce((a, b) => (cost(b) < cost(a) ? b : a));
+    const bestTotal = pick((w) => w.sig + w.brotli);
+    const bestTotalDeflate = pick((w) => w.sig + w.deflate);
+    const bestDelta = pick((w) => w.brotli);
     const rsyncPlain = tools.rsync ? await rsyncBytes(oldPath, newPath, false) : NaN;
     const rsyncZ = tools.rsync ? await rsyncBytes(oldPath, newPath, true) : NaN;
 
@@ -233,26 +251,33 @@ async function main(): Promise<void> {
       };
     }
     const ratio = (a: number, b: number): string => (Number.isFinite(b) ? (a / b).toFixed(2) : 'skip');
+    const rate = (bytes: number, ours: number, theirs: number): string =>
+      `${mbps(bytes, ours)} / ${Number.isFinite(theirs) ? mbps(bytes, theirs) : 'skip'}`;
+    const rawBest = pick((w) => w.sig + w.delta);
     rows.push({
       pair: name,
       'new MB': (newSize / 1e6).toFixed(1),
-      [`ours sig+Δ z @${FIXED_BLOCK}`]: kb(fixed.sig + fixed.deltaZ),
-      'ours sig+Δ z best': `${kb(bestTotal.sig + bestTotal.deltaZ)} @${bestTotal.bs}`,
-      [`ours Δ z @${FIXED_BLOCK}`]: kb(fixed.deltaZ),
-      'ours Δ z best': `${kb(bestDelta.deltaZ)} @${bestDelta.bs}`,
+      [`sig+Δ br @${FIXED_BLOCK}`]: kb(fixed.sig + fixed.brotli),
+      'sig+Δ br best': `${kb(bestTotal.sig + bestTotal.brotli)} @${bestTotal.bs}`,
+      'sig+Δ defl best': `${kb(bestTotalDeflate.sig + bestTotalDeflate.deflate)} @${bestTotalDeflate.bs}`,
+      'sig+Δ raw best': `${kb(rawBest.sig + rawBest.delta)} @${rawBest.bs}`,
+      [`Δ br @${FIXED_BLOCK}`]: kb(fixed.brotli),
+      'Δ br best': `${kb(bestDelta.brotli)} @${bestDelta.bs}`,
       rsync: Number.isFinite(rsyncPlain) ? kb(rsyncPlain) : 'skip',
       'rsync -z': Number.isFinite(rsyncZ) ? kb(rsyncZ) : 'skip',
-      'best/rsync-z': ratio(bestTotal.sig + bestTotal.deltaZ, rsyncZ),
-      'Δ best/rsync-z': ratio(bestDelta.deltaZ, rsyncZ),
-      'sig MB/s ours|rdiff': `${mbps(oldSize, tSig)} | ${Number.isFinite(rd.sig) ? mbps(oldSize, rd.sig) : 'skip'}`,
-      'Δ MB/s ours|rdiff': `${mbps(newSize, tDelta)} | ${Number.isFinite(rd.delta) ? mbps(newSize, rd.delta) : 'skip'}`,
-      'patch MB/s ours|rdiff': `${mbps(newSize, tPatch)} | ${Number.isFinite(rd.patch) ? mbps(newSize, rd.patch) : 'skip'}`,
+      'sig+Δ br / rsync -z': ratio(bestTotal.sig + bestTotal.brotli, rsyncZ),
+      'Δ br / rsync -z': ratio(bestDelta.brotli, rsyncZ),
+      'sig MB/s ours / rdiff': rate(oldSize, tSig, rd.sig),
+      'Δ MB/s ours / rdiff': rate(newSize, tDelta, rd.delta),
+      'Δ ours / rdiff': ratio(rd.delta, tDelta),
+      'patch MB/s ours / rdiff': rate(newSize, tPatch, rd.patch),
     });
   }
   printTable(
     `rsync-wasm vs rsync ${tools.rsync ? '' : '(skipped) '}and rdiff ${tools.rdiff ? '' : '(skipped) '}` +
-      `— bytes on the wire (z = deflate level 6, as rsync -z) and throughput; block ${FIXED_BLOCK} B, ` +
-      `strong hash ${STRONG} B, best of ${REPEAT} runs`,
+      '— bytes on the wire (K = KiB; br = brotli, defl = deflate level 6 as in rsync -z; strong hash ' +
+      'as rsync sizes it; best over blocks 512 B–64 KiB) and throughput (MB/s of input, block ' +
+      `${FIXED_BLOCK} B, strong hash ${STRONG} B for both tools, best of ${REPEAT} runs)`,
     rows,
   );
 }

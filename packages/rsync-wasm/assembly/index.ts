@@ -195,8 +195,30 @@ let copyLen: u64 = 0;
 let cursor: u64 = 0;
 let nextExpected: u32 = 0xffffffff;
 
+// Whole-file checksum (docs/formats/delta.md, "Checksum"): BLAKE2b-256 over one 36-byte
+// record (u32 LE length, BLAKE2b-256 digest) per leaf, where the leaves are the copied
+// blocks and the literal instructions in output order. A copied block's leaf digest is the
+// full strong hash already computed to confirm the match, so no byte is hashed twice.
 let wholeHash: bool = false;
-let wholeHasher: usize = 0;
+let rootHasher: usize = 0;
+let leafHasher: usize = 0;
+let leafDigest: usize = 0;
+let leafRecord: usize = 0;
+
+function addLeaf(len: u32, d: usize): void {
+  store<u32>(leafRecord, len);
+  memory.copy(leafRecord + 4, d, 32);
+  b2Update(rootHasher, leafRecord, 36);
+}
+
+function treeInit(): void {
+  rootHasher = alloc(B2_STATE_SIZE);
+  leafHasher = alloc(B2_STATE_SIZE);
+  leafDigest = alloc(64);
+  leafRecord = alloc(64);
+  b2Init(rootHasher, 32);
+  b2Init(leafHasher, 32);
+}
 
 function bucketOf(weak: u32): usize {
   return (<usize>((weak * 0x9e3779b1) >> hashShift)) << 2;
@@ -236,10 +258,7 @@ export function deltaInit(bs: u32, sl: u32, nb: u32, last: u32, hashWhole: bool)
   buf = alloc(bufCap);
   out = alloc(OUT_SOFT + 2 * MAX_LITERAL + 2 * bs + 256);
   wholeHash = hashWhole;
-  if (hashWhole) {
-    wholeHasher = alloc(B2_STATE_SIZE);
-    b2Init(wholeHasher, 32);
-  }
+  if (hashWhole) treeInit();
 }
 
 export function deltaRecordsPtr(): usize {
@@ -289,7 +308,6 @@ export function deltaCompact(): void {
 }
 /** Accepts n bytes written at deltaInputPtr(). */
 export function deltaAppend(n: u32): void {
-  if (wholeHash) b2Update(wholeHasher, buf + end, n);
   end += n;
 }
 export function deltaOutputPtr(): usize {
@@ -300,7 +318,7 @@ export function deltaPending(): bool {
   return outPending;
 }
 export function deltaFinalHash(): usize {
-  b2Final(wholeHasher, digest);
+  b2Final(rootHasher, digest);
   return digest;
 }
 
@@ -334,6 +352,12 @@ function emitLiteral(from: u32, to: u32): void {
   putVarint(n);
   memory.copy(out + outLen, buf + from, n);
   outLen += n;
+  if (wholeHash) {
+    b2Init(leafHasher, 32);
+    b2Update(leafHasher, buf + from, n);
+    b2Final(leafHasher, leafDigest);
+    addLeaf(n, leafDigest);
+  }
 }
 
 function addCopy(off: u64, len: u64): void {
@@ -409,6 +433,7 @@ export function deltaRun(last: bool): u32 {
           const idx = <u32>found;
           emitLiteral(litStart, pos);
           addCopy(<u64>idx * bs, bs);
+          if (wholeHash) addLeaf(bs, digest);
           nextExpected = idx + 1;
           pos += bs;
           litStart = pos;
@@ -455,6 +480,7 @@ export function deltaRun(last: bool): u32 {
         if (strongEquals(li)) {
           emitLiteral(litStart, tail);
           addCopy(<u64>li * bs, lastLen);
+          if (wholeHash) addLeaf(lastLen, digest);
           litStart = end;
         }
       }
@@ -465,4 +491,52 @@ export function deltaRun(last: bool): u32 {
     flushCopy();
   }
   return outLen;
+}
+
+// ---------------------------------------------------------------- checksum verifier (patch)
+
+let vInput: usize = 0;
+let leafLen: u32 = 0;
+
+export function verifyInit(bs: u32): void {
+  blockSize = bs;
+  treeInit();
+  digest = alloc(64);
+  vInput = alloc(INPUT_CAP);
+  leafLen = 0;
+}
+export function verifyInputPtr(): usize {
+  return vInput;
+}
+export function verifyInputCap(): u32 {
+  return INPUT_CAP;
+}
+/** Closes the open leaf, if any. Called at the end of each instruction. */
+export function verifyEndLeaf(): void {
+  if (leafLen == 0) return;
+  b2Final(leafHasher, leafDigest);
+  addLeaf(leafLen, leafDigest);
+  b2Init(leafHasher, 32);
+  leafLen = 0;
+}
+/** Literal bytes: one leaf per instruction, however long. */
+export function verifyLiteral(n: u32): void {
+  b2Update(leafHasher, vInput, n);
+  leafLen += n;
+}
+/** Copied bytes: leaves of blockSize bytes counted from the start of the instruction. */
+export function verifyCopy(n: u32): void {
+  let p = vInput;
+  while (n > 0) {
+    const take = min(n, blockSize - leafLen);
+    b2Update(leafHasher, p, take);
+    leafLen += take;
+    p += take;
+    n -= take;
+    if (leafLen == blockSize) verifyEndLeaf();
+  }
+}
+export function verifyFinal(): usize {
+  b2Final(rootHasher, digest);
+  return digest;
 }

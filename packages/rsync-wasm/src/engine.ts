@@ -37,6 +37,11 @@ export class SignatureEncoder {
     return encodeSignatureHeader(this.blockSize, this.strongLength);
   }
 
+  /** Size of this engine's wasm memory (for tests of bounded memory). */
+  get memoryBytes(): number {
+    return this.wasm.memory.buffer.byteLength;
+  }
+
   update(chunk: Uint8Array, emit: Emit): void {
     const w = this.wasm;
     const cap = w.sigInputCap();
@@ -77,8 +82,12 @@ export class DeltaEncoder {
     return new DeltaEncoder(wasm, signature, checksum);
   }
 
+  get memoryBytes(): number {
+    return this.wasm.memory.buffer.byteLength;
+  }
+
   header(): Uint8Array {
-    return encodeDeltaHeader(this.signature.oldLength, this.checksum);
+    return encodeDeltaHeader(this.signature.oldLength, this.signature.blockSize, this.checksum);
   }
 
   update(chunk: Uint8Array, emit: Emit): void {
@@ -134,5 +143,43 @@ export class Blake2b256 {
 
   digest(): Uint8Array {
     return bytesAt(this.wasm, this.wasm.hashFinal(), CHECKSUM_SIZE).slice();
+  }
+}
+
+/** Recomputes the delta checksum from patch output (see docs/formats/delta.md, "Checksum"). */
+export class TreeVerifier {
+  private constructor(private readonly wasm: RsyncWasm) {}
+
+  static async create(blockSize: number): Promise<TreeVerifier> {
+    const wasm = await instantiate();
+    wasm.verifyInit(blockSize);
+    return new TreeVerifier(wasm);
+  }
+
+  private feed(bytes: Uint8Array, step: (n: number) => void): void {
+    const w = this.wasm;
+    const cap = w.verifyInputCap();
+    for (let offset = 0; offset < bytes.length; offset += cap) {
+      const n = Math.min(cap, bytes.length - offset);
+      bytesAt(w, w.verifyInputPtr(), n).set(bytes.subarray(offset, offset + n));
+      step(n);
+    }
+  }
+
+  literal(bytes: Uint8Array): void {
+    this.feed(bytes, (n) => this.wasm.verifyLiteral(n));
+  }
+
+  copy(bytes: Uint8Array): void {
+    this.feed(bytes, (n) => this.wasm.verifyCopy(n));
+  }
+
+  /** Ends the current instruction. */
+  endInstruction(): void {
+    this.wasm.verifyEndLeaf();
+  }
+
+  digest(): Uint8Array {
+    return bytesAt(this.wasm, this.wasm.verifyFinal(), CHECKSUM_SIZE).slice();
   }
 }

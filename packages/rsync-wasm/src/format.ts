@@ -6,12 +6,13 @@ export const DELTA_MAGIC = Uint8Array.of(0x57, 0x46, 0x54, 0x44); // "WFTD"
 export const FORMAT_VERSION = 1;
 export const SIGNATURE_HEADER_SIZE = 16;
 export const SIGNATURE_TRAILER_SIZE = 8;
-export const DELTA_HEADER_SIZE = 16;
+export const DELTA_HEADER_SIZE = 24;
 
 export const WEAK_ROLLSUM32 = 1;
 export const STRONG_BLAKE2B = 1;
 export const CHECKSUM_NONE = 0;
-export const CHECKSUM_BLAKE2B_256 = 1;
+/** BLAKE2b-256 over (length, BLAKE2b-256) records of copied blocks and literals. */
+export const CHECKSUM_BLAKE2B_TREE = 1;
 export const CHECKSUM_SIZE = 32;
 export const FLAG_CHECKSUM = 0x01;
 
@@ -21,7 +22,7 @@ export const OP_COPY = 0x02;
 
 export const MIN_BLOCK_SIZE = 16;
 export const MAX_BLOCK_SIZE = 1 << 20;
-export const MIN_STRONG_LENGTH = 4;
+export const MIN_STRONG_LENGTH = 2;
 export const MAX_STRONG_LENGTH = 32;
 export const DEFAULT_STRONG_LENGTH = 8;
 /** Upper bound on blocks in one signature (keeps the wasm index well under 4 GiB). */
@@ -133,18 +134,33 @@ export function parseSignature(bytes: Uint8Array): Signature {
   };
 }
 
+/**
+ * The strong-hash length rsync would pick for a file of this size (2 bytes for most files):
+ * enough bits, together with the 32-bit weak checksum, that a false block match is
+ * unlikely (about 2^-10 per file). It relies on the whole-file checksum to catch the rare
+ * false match: when patch() fails with CHECKSUM_MISMATCH, send a delta made with
+ * strongLength 16, or the whole file.
+ */
+export function suggestStrongLength(fileLength: number, blockSize: number): number {
+  const bits = 10 + 2 * Math.log2(Math.max(fileLength, 1)) - Math.log2(blockSize) - 32;
+  return Math.min(16, Math.max(MIN_STRONG_LENGTH, Math.ceil(bits / 8)));
+}
+
 export interface DeltaHeader {
   readonly hasChecksum: boolean;
+  readonly blockSize: number;
   readonly oldLength: number;
 }
 
-export function encodeDeltaHeader(oldLength: number, hasChecksum: boolean): Uint8Array {
+export function encodeDeltaHeader(oldLength: number, blockSize: number, hasChecksum: boolean): Uint8Array {
   const header = new Uint8Array(DELTA_HEADER_SIZE);
   header.set(DELTA_MAGIC, 0);
   header[4] = FORMAT_VERSION;
   header[5] = hasChecksum ? FLAG_CHECKSUM : 0;
-  header[6] = hasChecksum ? CHECKSUM_BLAKE2B_256 : CHECKSUM_NONE;
-  new DataView(header.buffer).setBigUint64(8, BigInt(oldLength), true);
+  header[6] = hasChecksum ? CHECKSUM_BLAKE2B_TREE : CHECKSUM_NONE;
+  const view = new DataView(header.buffer);
+  view.setUint32(8, blockSize, true);
+  view.setBigUint64(16, BigInt(oldLength), true);
   return header;
 }
 
@@ -162,12 +178,16 @@ export function parseDeltaHeader(bytes: Uint8Array): DeltaHeader {
   if ((flags & ~FLAG_CHECKSUM) !== 0) fail('BAD_HEADER', `unknown flags 0x${flags.toString(16)}`);
   const hasChecksum = (flags & FLAG_CHECKSUM) !== 0;
   const algorithm = bytes[6];
-  if (hasChecksum ? algorithm !== CHECKSUM_BLAKE2B_256 : algorithm !== CHECKSUM_NONE) {
+  if (hasChecksum ? algorithm !== CHECKSUM_BLAKE2B_TREE : algorithm !== CHECKSUM_NONE) {
     fail('UNSUPPORTED_ALGORITHM', `unknown checksum algorithm ${algorithm}`);
   }
   if (bytes[7] !== 0) fail('BAD_HEADER', 'reserved header byte is not zero');
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  return { hasChecksum, oldLength: readU64(view, 8, 'delta') };
+  const blockSize = view.getUint32(8, true);
+  if (blockSize < MIN_BLOCK_SIZE || blockSize > MAX_BLOCK_SIZE)
+    fail('BAD_HEADER', `block size ${blockSize} out of range`);
+  if (view.getUint32(12, true) !== 0) fail('BAD_HEADER', 'reserved header bytes are not zero');
+  return { hasChecksum, blockSize, oldLength: readU64(view, 16, 'delta') };
 }
 
 /** Appends an unsigned LEB128 varint of a safe integer. */

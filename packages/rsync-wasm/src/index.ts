@@ -1,7 +1,7 @@
 export { signature, delta, loadSignature, type SignatureOptions, type DeltaOptions } from './api.ts';
 export { patch, type OldFileReader } from './patch.ts';
 export { estimateEliminationRatios, type EliminationEstimate, type EstimateOptions } from './estimate.ts';
-export { parseSignature, type Signature } from './format.ts';
+export { parseSignature, suggestStrongLength, type Signature } from './format.ts';
 export {
   DEFAULT_STRONG_LENGTH,
   FORMAT_VERSION,

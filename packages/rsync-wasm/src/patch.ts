@@ -1,4 +1,4 @@
-import { Blake2b256 } from './engine.ts';
+import { TreeVerifier } from './engine.ts';
 import { OldReaderError, RsyncFormatError, type RsyncFormatErrorCode } from './errors.ts';
 import { CHECKSUM_SIZE, DELTA_HEADER_SIZE, OP_COPY, OP_END, OP_LITERAL, parseDeltaHeader } from './format.ts';
 import { chunksOf, type ByteSource } from './source.ts';
@@ -100,18 +100,15 @@ class DeltaReader {
   }
 }
 
-/** Groups small pieces into ~256 KiB output chunks and hashes what it passes on. */
+/** Groups small pieces into ~256 KiB output chunks. */
 class OutputBuffer {
   private buf: Uint8Array = new Uint8Array(OUTPUT_CHUNK);
   private used = 0;
   length = 0;
 
-  constructor(readonly hasher: Blake2b256 | undefined) {}
-
   /** Adds bytes; returns chunks ready to be yielded. */
   push(bytes: Uint8Array, ready: Uint8Array[]): void {
     this.length += bytes.length;
-    this.hasher?.update(bytes);
     if (bytes.length >= OUTPUT_CHUNK / 4) {
       this.flush(ready);
       ready.push(bytes);
@@ -155,7 +152,8 @@ export async function* patch(
   if (header.oldLength !== oldFile.size) {
     fail('OLD_LENGTH_MISMATCH', `delta is for an old file of ${header.oldLength} bytes, got ${oldFile.size}`);
   }
-  const output = new OutputBuffer(header.hasChecksum ? await Blake2b256.create() : undefined);
+  const output = new OutputBuffer();
+  const verifier = header.hasChecksum ? await TreeVerifier.create(header.blockSize) : undefined;
   const ready: Uint8Array[] = [];
   let cursor = 0;
   for (;;) {
@@ -165,10 +163,12 @@ export async function* patch(
       if (length === 0) fail('BAD_LENGTH', 'empty literal');
       for (let left = length; left > 0;) {
         const part = await reader.take(left, 'literal data');
+        verifier?.literal(part);
         output.push(part, ready);
         left -= part.length;
         yield* ready.splice(0);
       }
+      verifier?.endInstruction();
     } else if (op === OP_COPY) {
       const zigzag = await reader.varint('copy offset');
       const diff = zigzag % 2 === 0 ? zigzag / 2 : -(zigzag + 1) / 2;
@@ -188,10 +188,12 @@ export async function* patch(
         if (piece.length !== n) {
           throw new OldReaderError(`old file read at ${at} returned ${piece.length} bytes, expected ${n}`);
         }
+        verifier?.copy(piece);
         output.push(piece, ready);
         at += n;
         yield* ready.splice(0);
       }
+      verifier?.endInstruction();
     } else if (op === OP_END) {
       const newLength = await reader.varint('new length');
       let expected: Uint8Array | undefined;
@@ -206,8 +208,8 @@ export async function* patch(
         fail('NEW_LENGTH_MISMATCH', `END says ${newLength} bytes, instructions produced ${output.length}`);
       }
       output.flush(ready);
-      if (expected && output.hasher) {
-        const actual = output.hasher.digest();
+      if (expected && verifier) {
+        const actual = verifier.digest();
         if (!actual.every((b, i) => b === expected[i]))
           fail('CHECKSUM_MISMATCH', 'BLAKE2b-256 of the output differs');
       }

@@ -31,6 +31,13 @@ export interface RsyncWasm {
   deltaPending(): number;
   deltaRun(last: number): number;
   deltaFinalHash(): number;
+  verifyInit(blockSize: number): void;
+  verifyInputPtr(): number;
+  verifyInputCap(): number;
+  verifyEndLeaf(): void;
+  verifyLiteral(n: number): void;
+  verifyCopy(n: number): void;
+  verifyFinal(): number;
 }
 
 /** The part of the WebAssembly JS API we use (the root tsconfig has no DOM lib). */

@@ -13,6 +13,8 @@ import {
 } from '../src/index.ts';
 import { equalBytes, pseudoRandom } from './helpers.ts';
 
+const HEADER = 24;
+
 const oldBytes = pseudoRandom(20_000, 21);
 const newBytes = (() => {
   const b = pseudoRandom(22_000, 21);
@@ -45,7 +47,7 @@ async function expectCode(promise: Promise<unknown>, code: RsyncFormatErrorCode)
 }
 
 function withVarintOp(prefix: Uint8Array, ...bytes: number[]): Uint8Array {
-  return Uint8Array.from([...prefix.subarray(0, 16), ...bytes]);
+  return Uint8Array.from([...prefix.subarray(0, HEADER), ...bytes]);
 }
 
 describe('malformed deltas', () => {
@@ -60,6 +62,13 @@ describe('malformed deltas', () => {
     const flags = d.slice();
     flags[5] = 0x81;
     await expectCode(collect(patch(oldBytes, flags)), 'BAD_HEADER');
+    const algorithm = d.slice();
+    algorithm[6] = 7;
+    await expectCode(collect(patch(oldBytes, algorithm)), 'UNSUPPORTED_ALGORITHM');
+    const blockSize = d.slice();
+    blockSize[8] = 1;
+    blockSize[9] = 0;
+    await expectCode(collect(patch(oldBytes, blockSize)), 'BAD_HEADER');
     await expectCode(collect(patch(oldBytes.subarray(1), d)), 'OLD_LENGTH_MISMATCH');
   });
 
@@ -76,7 +85,7 @@ describe('malformed deltas', () => {
   it('rejects trailing bytes, out-of-range copies, bad varints and unknown opcodes', async () => {
     const { d } = await fixtures(false);
     await expectCode(collect(patch(oldBytes, Uint8Array.from([...d, 0]))), 'TRAILING_DATA');
-    const head = d.subarray(0, 16);
+    const head = d.subarray(0, HEADER);
     // COPY with offset delta +20000 (zigzag 40000) and length 1: past the end.
     await expectCode(
       collect(patch(oldBytes, withVarintOp(head, 0x02, 0xc0, 0xb8, 0x02, 0x01, 0x00, 0x01))),
@@ -110,6 +119,15 @@ describe('malformed deltas', () => {
       bad[at] = (bad[at] ?? 0) ^ 0x55;
       const result = await patchError(oldBytes, bad);
       expect(result).toBeInstanceOf(RsyncFormatError);
+    }
+  });
+
+  it('detects copied blocks that differ from what the encoder hashed (a false match)', async () => {
+    const { d } = await fixtures();
+    for (const at of [0, 255, 256, 15_000, 19_000]) {
+      const other = oldBytes.slice();
+      other[at] = (other[at] ?? 0) ^ 1;
+      await expectCode(collect(patch(other, d)), 'CHECKSUM_MISMATCH');
     }
   });
 
@@ -151,7 +169,7 @@ describe('malformed deltas', () => {
     const { d } = await fixtures(false);
     await fc.assert(
       fc.asyncProperty(fc.uint8Array({ maxLength: 200 }), async (tail) => {
-        const result = await patchError(oldBytes, Uint8Array.from([...d.subarray(0, 16), ...tail]));
+        const result = await patchError(oldBytes, Uint8Array.from([...d.subarray(0, HEADER), ...tail]));
         if (!(result instanceof Uint8Array)) expect(result).toBeInstanceOf(RsyncFormatError);
       }),
       { numRuns: 500 },
