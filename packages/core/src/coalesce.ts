@@ -14,6 +14,7 @@
  *   R6  mkdir p      + mkdir p        → mkdir p
  *   R7  move a→b (b was empty) + move b→c → move a→c
  *   R8  move a→b     + delete b       → delete a, then delete b
+ *   R9  delete p     + delete p       → delete p
  *
  * The property test (test/coalesce.test.ts) checks, for thousands of random operation
  * sequences over a small path space with folders and moves, that applying the coalesced
@@ -74,6 +75,9 @@ function merge(earlier: Op, op: Op): Merge | undefined {
       return undefined;
     case 'delete': {
       const p = op.path;
+      // R9
+      if (earlier.kind === 'delete' && earlier.path === p)
+        return { replaceEarlier: [], carry: earlier, stop: true };
       // R5: wholly inside the deleted folder.
       if (opPaths(earlier).every((x) => inside(x, p))) return { replaceEarlier: [], carry: op };
       if (earlier.kind === 'put' && earlier.path === p) {

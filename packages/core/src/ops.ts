@@ -15,7 +15,12 @@ export type Op =
       readonly created: boolean;
     }
   | { readonly kind: 'mkdir'; readonly path: string; readonly created: boolean }
-  | { readonly kind: 'delete'; readonly path: string }
+  | {
+      readonly kind: 'delete';
+      readonly path: string;
+      /** For a file: the synced revision being deleted, so a newer remote edit is not lost. */
+      readonly revision?: string;
+    }
   | {
       readonly kind: 'move';
       readonly from: string;

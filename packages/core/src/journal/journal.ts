@@ -1,0 +1,269 @@
+/**
+ * The client journal: local index, durable operation queue, transfer state and delta
+ * history in SQLite (better-sqlite3, WAL). Schema as numbered .sql files in ./sql; the
+ * database's user_version is the number of the last one applied.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import { coalesce } from '../coalesce.ts';
+import type { Op } from '../ops.ts';
+
+export interface FileRow {
+  path: string;
+  kind: 'file' | 'dir';
+  size: number;
+  mtimeNs: bigint;
+  inode: bigint;
+  hash: string | null;
+  syncedRev: string | null;
+  syncedHash: string | null;
+  signature: Buffer | null;
+  signatureBlock: number | null;
+}
+
+interface FileRecord {
+  path: string;
+  kind: 'file' | 'dir';
+  size: number | bigint;
+  mtime_ns: number | bigint;
+  inode: number | bigint;
+  hash: string | null;
+  synced_rev: string | null;
+  synced_hash: string | null;
+  signature: Buffer | null;
+  signature_block: number | bigint | null;
+}
+
+interface OpRecord {
+  id: number | bigint;
+  kind: Op['kind'];
+  path: string;
+  to_path: string | null;
+  hash: string | null;
+  size: number | bigint | null;
+  created: number | bigint;
+  replaces: number | bigint;
+}
+
+export interface QueuedOp {
+  readonly id: number;
+  readonly op: Op;
+}
+
+const SQL_DIR = fileURLToPath(new URL('./sql/', import.meta.url));
+
+function migrations(): { version: number; sql: string }[] {
+  return readdirSync(SQL_DIR)
+    .filter((f) => /^\d{3}_.*\.sql$/.test(f))
+    .sort()
+    .map((f) => ({ version: Number(f.slice(0, 3)), sql: readFileSync(SQL_DIR + f, 'utf8') }));
+}
+
+function toRow(r: FileRecord): FileRow {
+  return {
+    path: r.path,
+    kind: r.kind,
+    size: Number(r.size),
+    mtimeNs: BigInt(r.mtime_ns),
+    inode: BigInt(r.inode),
+    hash: r.hash,
+    syncedRev: r.synced_rev,
+    syncedHash: r.synced_hash,
+    signature: r.signature,
+    signatureBlock: r.signature_block === null ? null : Number(r.signature_block),
+  };
+}
+
+function toOp(r: OpRecord): Op {
+  switch (r.kind) {
+    case 'put':
+      return {
+        kind: 'put',
+        path: r.path,
+        hash: r.hash ?? '',
+        size: Number(r.size ?? 0),
+        created: r.created === 1 || r.created === 1n,
+      };
+    case 'mkdir':
+      return { kind: 'mkdir', path: r.path, created: Number(r.created) === 1 };
+    case 'delete':
+      // A delete keeps the revision it removes in the hash column.
+      return r.hash === null
+        ? { kind: 'delete', path: r.path }
+        : { kind: 'delete', path: r.path, revision: r.hash };
+    case 'move':
+      return { kind: 'move', from: r.path, to: r.to_path ?? '', replaces: Number(r.replaces) === 1 };
+  }
+}
+
+export class Journal {
+  readonly db: Database.Database;
+
+  constructor(file: string) {
+    this.db = new Database(file);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = FULL');
+    this.db.pragma('foreign_keys = ON');
+    this.db.defaultSafeIntegers(true);
+    this.migrate();
+  }
+
+  private migrate(): void {
+    const current = Number(this.db.pragma('user_version', { simple: true }));
+    const all = migrations();
+    const newest = all.at(-1)?.version ?? 0;
+    if (current > newest) {
+      throw new Error(
+        `journal schema ${current} is newer than this Weft understands (${newest}); upgrade Weft`,
+      );
+    }
+    for (const m of all) {
+      if (m.version <= current) continue;
+      this.db.transaction(() => {
+        this.db.exec(m.sql);
+        this.db.pragma(`user_version = ${m.version}`);
+      })();
+    }
+  }
+
+  close(): void {
+    this.db.close();
+  }
+
+  // ---------------------------------------------------------------- meta
+
+  getMeta(key: string): string | undefined {
+    const r = this.db.prepare('SELECT value FROM meta WHERE key = ?').get(key) as
+      { value: string } | undefined;
+    return r?.value;
+  }
+
+  setMeta(key: string, value: string): void {
+    this.db
+      .prepare(
+        'INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value',
+      )
+      .run(key, value);
+  }
+
+  // ---------------------------------------------------------------- files
+
+  getFile(path: string): FileRow | undefined {
+    const r = this.db.prepare('SELECT * FROM files WHERE path = ?').get(path) as FileRecord | undefined;
+    return r ? toRow(r) : undefined;
+  }
+
+  allFiles(): FileRow[] {
+    return (this.db.prepare('SELECT * FROM files ORDER BY path').all() as FileRecord[]).map(toRow);
+  }
+
+  /** Rows at or below `dir` ('' = all). */
+  filesUnder(dir: string): FileRow[] {
+    if (dir === '') return this.allFiles();
+    return (
+      this.db
+        .prepare('SELECT * FROM files WHERE path = ? OR (path >= ? AND path < ?) ORDER BY path')
+        .all(dir, dir + '/', dir + '0') as FileRecord[]
+    ).map(toRow);
+  }
+
+  upsertFile(row: FileRow): void {
+    this.db
+      .prepare(
+        `INSERT INTO files(path, kind, size, mtime_ns, inode, hash, synced_rev, synced_hash, signature, signature_block)
+         VALUES (@path, @kind, @size, @mtimeNs, @inode, @hash, @syncedRev, @syncedHash, @signature, @signatureBlock)
+         ON CONFLICT(path) DO UPDATE SET kind = excluded.kind, size = excluded.size, mtime_ns = excluded.mtime_ns,
+           inode = excluded.inode, hash = excluded.hash, synced_rev = excluded.synced_rev,
+           synced_hash = excluded.synced_hash, signature = excluded.signature, signature_block = excluded.signature_block`,
+      )
+      .run(row);
+  }
+
+  deleteFile(path: string): void {
+    this.db.prepare('DELETE FROM files WHERE path = ?').run(path);
+  }
+
+  deleteFilesUnder(dir: string): void {
+    this.db
+      .prepare('DELETE FROM files WHERE path = ? OR (path >= ? AND path < ?)')
+      .run(dir, dir + '/', dir + '0');
+  }
+
+  /** Rename the rows of a subtree (after a local or remote move). */
+  moveFiles(from: string, to: string): void {
+    const rows = this.filesUnder(from);
+    this.db.transaction(() => {
+      this.deleteFilesUnder(to);
+      this.deleteFilesUnder(from);
+      for (const r of rows) this.upsertFile({ ...r, path: to + r.path.slice(from.length) });
+    })();
+  }
+
+  // ---------------------------------------------------------------- queue
+
+  /** Add an operation, coalescing it with those waiting (one transaction). */
+  enqueue(op: Op): void {
+    this.db.transaction(() => {
+      const before = this.pendingOps();
+      const after = coalesce(
+        before.map((q) => q.op),
+        op,
+      );
+      // Rewrite the queue only where it changed: common case is a plain append.
+      const unchangedPrefix = before.findIndex((q, i) => after[i] !== q.op);
+      const keep = unchangedPrefix < 0 ? before.length : unchangedPrefix;
+      const del = this.db.prepare('DELETE FROM ops WHERE id = ?');
+      for (const q of before.slice(keep)) del.run(q.id);
+      const ins = this.db.prepare(
+        'INSERT INTO ops(kind, path, to_path, hash, size, created, replaces, queued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      );
+      for (const o of after.slice(keep)) {
+        if (o.kind === 'move') ins.run('move', o.from, o.to, null, null, 0, o.replaces ? 1 : 0, Date.now());
+        else if (o.kind === 'put')
+          ins.run('put', o.path, null, o.hash, o.size, o.created ? 1 : 0, 0, Date.now());
+        else if (o.kind === 'mkdir')
+          ins.run('mkdir', o.path, null, null, null, o.created ? 1 : 0, 0, Date.now());
+        else ins.run('delete', o.path, null, o.revision ?? null, null, 0, 0, Date.now());
+      }
+    })();
+  }
+
+  pendingOps(): QueuedOp[] {
+    return (this.db.prepare('SELECT * FROM ops ORDER BY id').all() as OpRecord[]).map((r) => ({
+      id: Number(r.id),
+      op: toOp(r),
+    }));
+  }
+
+  /** Remove a finished operation and apply its journal effects in the same transaction. */
+  completeOp(id: number, effects: () => void): void {
+    this.db.transaction(() => {
+      this.db.prepare('DELETE FROM ops WHERE id = ?').run(id);
+      effects();
+    })();
+  }
+
+  transaction<T>(fn: () => T): T {
+    return this.db.transaction(fn)();
+  }
+
+  // ---------------------------------------------------------------- activity
+
+  addActivity(kind: string, path: string, detail?: string): void {
+    this.db
+      .prepare('INSERT INTO activity(at_ms, kind, path, detail) VALUES (?, ?, ?, ?)')
+      .run(Date.now(), kind, path, detail ?? null);
+    this.db.prepare('DELETE FROM activity WHERE id <= (SELECT MAX(id) - 200 FROM activity)').run();
+  }
+
+  recentActivity(): { atMs: number; kind: string; path: string; detail: string | null }[] {
+    const rows = this.db.prepare('SELECT at_ms, kind, path, detail FROM activity ORDER BY id DESC').all() as {
+      at_ms: bigint;
+      kind: string;
+      path: string;
+      detail: string | null;
+    }[];
+    return rows.map((r) => ({ atMs: Number(r.at_ms), kind: r.kind, path: r.path, detail: r.detail }));
+  }
+}

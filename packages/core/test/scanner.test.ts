@@ -1,0 +1,145 @@
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as nodePath from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { IgnoreRules } from '../src/ignore-rules.ts';
+import { Journal } from '../src/journal/journal.ts';
+import { scan } from '../src/scanner.ts';
+
+async function setup(): Promise<{ root: string; journal: Journal }> {
+  const base = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-scan-'));
+  const root = nodePath.join(base, 'folder');
+  await fsp.mkdir(root);
+  return { root, journal: new Journal(nodePath.join(base, 'journal.db')) };
+}
+
+const later = () => Date.now() + 10_000; // every file counts as settled
+
+/** Pretend every row has been synced at its current hash. */
+function markSynced(journal: Journal): void {
+  for (const r of journal.allFiles())
+    journal.upsertFile({ ...r, syncedRev: `rev-${r.path}`, syncedHash: r.hash });
+}
+
+describe('scanner', () => {
+  it('finds new files and folders, then nothing on a second scan', async () => {
+    const { root, journal } = await setup();
+    await fsp.mkdir(nodePath.join(root, 'docs'));
+    await fsp.writeFile(nodePath.join(root, 'docs', 'a.txt'), 'hello');
+    await fsp.writeFile(nodePath.join(root, 'b.txt'), 'bee');
+    const first = await scan(root, journal, new IgnoreRules(), { now: later });
+    expect(first.ops.map((o) => `${o.kind}:${'path' in o ? o.path : ''}`).sort()).toEqual([
+      'mkdir:docs',
+      'put:b.txt',
+      'put:docs/a.txt',
+    ]);
+    const second = await scan(root, journal, new IgnoreRules(), { now: later });
+    expect(second.ops).toEqual([]);
+  });
+
+  it('detects edits by content, not by touch', async () => {
+    const { root, journal } = await setup();
+    const f = nodePath.join(root, 'f.txt');
+    await fsp.writeFile(f, 'one');
+    await scan(root, journal, new IgnoreRules(), { now: later });
+    markSynced(journal);
+    const t = new Date(Date.now() + 5000);
+    await fsp.utimes(f, t, t);
+    expect((await scan(root, journal, new IgnoreRules(), { now: later })).ops).toEqual([]);
+    await fsp.writeFile(f, 'two');
+    const ops = (await scan(root, journal, new IgnoreRules(), { now: later })).ops;
+    expect(ops).toMatchObject([{ kind: 'put', path: 'f.txt', created: false, size: 3 }]);
+  });
+
+  it('leaves files still being written for the next scan', async () => {
+    const { root, journal } = await setup();
+    await fsp.writeFile(nodePath.join(root, 'growing.bin'), 'partial');
+    const r = await scan(root, journal, new IgnoreRules(), { settleMs: 60_000 });
+    expect(r.ops).toEqual([]);
+    expect(r.unsettled).toEqual(['growing.bin']);
+  });
+
+  it('sees a rename as a move, and a folder rename as one move', async () => {
+    const { root, journal } = await setup();
+    await fsp.mkdir(nodePath.join(root, 'dir'));
+    await fsp.writeFile(nodePath.join(root, 'dir', 'x.txt'), 'x');
+    await fsp.writeFile(nodePath.join(root, 'y.txt'), 'y');
+    await scan(root, journal, new IgnoreRules(), { now: later });
+    markSynced(journal);
+    await fsp.rename(nodePath.join(root, 'dir'), nodePath.join(root, 'renamed'));
+    await fsp.rename(nodePath.join(root, 'y.txt'), nodePath.join(root, 'renamed', 'y2.txt'));
+    const ops = (await scan(root, journal, new IgnoreRules(), { now: later })).ops;
+    expect(ops).toEqual([
+      { kind: 'move', from: 'dir', to: 'renamed', replaces: false },
+      { kind: 'move', from: 'y.txt', to: 'renamed/y2.txt', replaces: false },
+    ]);
+    expect(journal.getFile('renamed/x.txt')?.syncedRev).toBe('rev-dir/x.txt');
+  });
+
+  it('reports deletions top-most only, with the revision of deleted files', async () => {
+    const { root, journal } = await setup();
+    await fsp.mkdir(nodePath.join(root, 'd', 'e'), { recursive: true });
+    await fsp.writeFile(nodePath.join(root, 'd', 'e', 'f'), 'f');
+    await fsp.writeFile(nodePath.join(root, 'g'), 'g');
+    await scan(root, journal, new IgnoreRules(), { now: later });
+    markSynced(journal);
+    await fsp.rm(nodePath.join(root, 'd'), { recursive: true });
+    await fsp.rm(nodePath.join(root, 'g'));
+    const ops = (await scan(root, journal, new IgnoreRules(), { now: later })).ops;
+    expect(ops).toEqual([
+      { kind: 'delete', path: 'd' },
+      { kind: 'delete', path: 'g', revision: 'rev-g' },
+    ]);
+    expect(journal.allFiles()).toEqual([]);
+  });
+
+  it('skips symlinks, ignored names and case clashes with warnings, and honours .weftignore', async () => {
+    const { root, journal } = await setup();
+    await fsp.writeFile(nodePath.join(root, 'real.txt'), 'r');
+    await fsp.symlink('/etc/passwd', nodePath.join(root, 'link'));
+    await fsp.writeFile(nodePath.join(root, '.DS_Store'), 'junk');
+    await fsp.writeFile(nodePath.join(root, 'Case.txt'), '1');
+    await fsp.writeFile(nodePath.join(root, 'case.txt'), '2');
+    await fsp.writeFile(nodePath.join(root, '.weftignore'), 'secret*\n');
+    await fsp.writeFile(nodePath.join(root, 'secret.key'), 'k');
+    const r = await scan(root, journal, new IgnoreRules(), { now: later });
+    const paths = r.ops.map((o) => ('path' in o ? o.path : '')).sort();
+    expect(paths).toEqual(['.weftignore', 'Case.txt', 'real.txt']);
+    expect(r.warnings.some((w) => w.includes('link') && w.includes('symbolic'))).toBe(true);
+    expect(r.warnings.some((w) => w.includes('case.txt') && w.includes('case'))).toBe(true);
+  });
+
+  it('limits itself to the scope it is given', async () => {
+    const { root, journal } = await setup();
+    await fsp.mkdir(nodePath.join(root, 'a'));
+    await fsp.mkdir(nodePath.join(root, 'b'));
+    await fsp.writeFile(nodePath.join(root, 'a', '1'), '1');
+    await fsp.writeFile(nodePath.join(root, 'b', '2'), '2');
+    const r = await scan(root, journal, new IgnoreRules(), { now: later, scope: ['a'] });
+    expect(r.ops.map((o) => ('path' in o ? o.path : '')).sort()).toEqual(['a', 'a/1']);
+  });
+});
+
+describe('journal queue', () => {
+  it('persists coalesced operations across a reopen', async () => {
+    const base = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-j-'));
+    const file = nodePath.join(base, 'j.db');
+    const j = new Journal(file);
+    j.enqueue({ kind: 'put', path: 'a', hash: 'h1', size: 1, created: true });
+    j.enqueue({ kind: 'put', path: 'b', hash: 'h2', size: 1, created: false });
+    j.enqueue({ kind: 'put', path: 'a', hash: 'h3', size: 2, created: false });
+    j.enqueue({ kind: 'delete', path: 'b', revision: 'r9' });
+    j.close();
+    const k = new Journal(file);
+    expect(k.pendingOps().map((q) => q.op)).toEqual([
+      { kind: 'put', path: 'a', hash: 'h3', size: 2, created: true },
+      { kind: 'delete', path: 'b', revision: 'r9' },
+    ]);
+    const first = k.pendingOps()[0];
+    if (!first) throw new Error('queue empty');
+    k.completeOp(first.id, () => k.setMeta('done', 'a'));
+    expect(k.pendingOps()).toHaveLength(1);
+    expect(k.getMeta('done')).toBe('a');
+    k.close();
+  });
+});
