@@ -1,0 +1,416 @@
+/**
+ * JSON messages of the Weft client ↔ proxy API (docs/formats/api.md). Every schema here is
+ * the single definition both sides use: the server validates request bodies with them and
+ * generates its OpenAPI document from them; the client validates responses with them.
+ *
+ * Paths inside messages are canonical provider paths (@weft/providers/paths): a schema
+ * rejects a non-canonical path instead of silently rewriting it, so both sides always
+ * agree on the exact key.
+ */
+import { z } from 'zod/v4';
+import { normalizeEntryPath, normalizePath } from '@weft/providers/paths';
+
+export const API_VERSION = 1;
+/** Prefix of every API route. */
+export const API_PREFIX = '/v1';
+
+function pathSchema(allowRoot: boolean) {
+  return z
+    .string()
+    .max(4096)
+    .superRefine((p, ctx) => {
+      try {
+        const n = allowRoot ? normalizePath(p) : normalizeEntryPath(p);
+        if (n !== p) ctx.addIssue({ code: 'custom', message: 'path is not in canonical (NFC) form' });
+      } catch (e) {
+        ctx.addIssue({ code: 'custom', message: (e as Error).message });
+      }
+    });
+}
+
+/** A named entry (never the root). */
+export const EntryPath = pathSchema(false).meta({ id: 'EntryPath' });
+/** A folder path; '' is the namespace root. */
+export const DirPath = pathSchema(true).meta({ id: 'DirPath' });
+export const Sha256 = z.string().regex(/^[0-9a-f]{64}$/, 'lower-case hex SHA-256');
+export const Revision = z.string().regex(/^[\x21-\x7e]{1,255}$/, '1..255 printable ASCII characters');
+/**
+ * The revision a write is based on: a string = exactly that revision must be current;
+ * null = nothing may exist at the path; absent = unconditional.
+ */
+export const BaseRevision = Revision.nullable().optional();
+export const TransferId = z.string().regex(/^[0-9a-f]{32}$/, '32 lower-case hex digits');
+export const UserId = z.string().regex(/^[a-z0-9][a-z0-9_.-]{0,63}$/, 'user id: a-z 0-9 _ . - (max 64)');
+export const DeviceName = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[^/\\\p{Cc}()]+$/u, 'device name without / \\ ( ) or control characters');
+const Ms = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+const Size = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+
+// ---------------------------------------------------------------- errors
+
+export const ERROR_CODES = [
+  'BAD_REQUEST',
+  'INVALID_PATH',
+  'INVALID_FORMAT',
+  'UNAUTHORIZED',
+  'FORBIDDEN',
+  'NOT_FOUND',
+  'ALREADY_EXISTS',
+  'NOT_A_FOLDER',
+  'PRECONDITION_FAILED',
+  'HASH_MISMATCH',
+  'DELTA_BASE_UNKNOWN',
+  'TRANSFER_UNKNOWN',
+  'TRANSFER_INCOMPLETE',
+  'OBJECT_UNKNOWN',
+  'PAYLOAD_TOO_LARGE',
+  'RANGE_NOT_SATISFIABLE',
+  'SLOW_DOWN',
+  'INTERNAL',
+] as const;
+export const ErrorCode = z.enum(ERROR_CODES);
+export type ErrorCode = z.infer<typeof ErrorCode>;
+
+export const ApiErrorBody = z
+  .object({
+    error: z.object({
+      code: ErrorCode,
+      message: z.string(),
+      /** Extra facts, e.g. currentRevision for PRECONDITION_FAILED. */
+      details: z.record(z.string(), z.unknown()).optional(),
+    }),
+  })
+  .meta({ id: 'ApiError' });
+export type ApiErrorBody = z.infer<typeof ApiErrorBody>;
+
+// ---------------------------------------------------------------- enrolment
+
+export const EnrolRequest = z
+  .object({
+    user: UserId,
+    deviceName: DeviceName,
+    /** One-time invite instead of the admin token (Authorization header). */
+    invite: z.string().min(16).max(128).optional(),
+  })
+  .meta({ id: 'EnrolRequest' });
+export type EnrolRequest = z.infer<typeof EnrolRequest>;
+
+export const EnrolResponse = z
+  .object({
+    user: UserId,
+    deviceId: z.string(),
+    deviceName: DeviceName,
+    /** Bearer token for every later request; shown once, stored hashed by the server. */
+    token: z.string(),
+  })
+  .meta({ id: 'EnrolResponse' });
+export type EnrolResponse = z.infer<typeof EnrolResponse>;
+
+export const InviteRequest = z.object({ user: UserId }).meta({ id: 'InviteRequest' });
+export const InviteResponse = z.object({ user: UserId, invite: z.string() }).meta({ id: 'InviteResponse' });
+
+export const WhoAmIResponse = z
+  .object({ user: UserId, deviceId: z.string(), deviceName: DeviceName, seq: z.number().int().min(0) })
+  .meta({ id: 'WhoAmI' });
+
+// ---------------------------------------------------------------- entries
+
+export const EntryInfo = z
+  .object({
+    path: EntryPath,
+    kind: z.enum(['file', 'dir']),
+    size: Size,
+    mtimeMs: Ms,
+    /** Opaque; changes whenever the entry changes. '' never appears for files. */
+    revision: Revision,
+    /** Files only. */
+    sha256: Sha256.optional(),
+    /** Files only: 'small' = stored in the filesystem tier, 'large' = object tier + link file. */
+    tier: z.enum(['small', 'large']).optional(),
+  })
+  .meta({ id: 'EntryInfo' });
+export type EntryInfo = z.infer<typeof EntryInfo>;
+
+export const ListQuery = z.object({
+  path: DirPath.default(''),
+  recursive: z.enum(['0', '1', 'true', 'false']).optional(),
+});
+export const ListResponse = z
+  .object({
+    entries: z.array(EntryInfo),
+    /** The namespace sequence the listing reflects: resume the change feed from here. */
+    seq: z.number().int().min(0),
+  })
+  .meta({ id: 'ListResponse' });
+export type ListResponse = z.infer<typeof ListResponse>;
+
+export const PathQuery = z.object({ path: EntryPath });
+
+// ---------------------------------------------------------------- operations
+
+export const MkdirOp = z.object({ op: z.literal('mkdir'), path: EntryPath });
+export const DeleteOp = z.object({ op: z.literal('delete'), path: EntryPath, baseRevision: BaseRevision });
+export const MoveOp = z.object({
+  op: z.literal('move'),
+  from: EntryPath,
+  to: EntryPath,
+  /** Revision of `from` the client saw (files only). */
+  baseRevision: BaseRevision,
+});
+export const CopyOp = z.object({ op: z.literal('copy'), from: EntryPath, to: EntryPath });
+/**
+ * Make a large file's content current at `path`: from a completed transfer, or — without
+ * transferId — from an object the server already has (dedup; OBJECT_UNKNOWN otherwise).
+ */
+export const CommitOp = z.object({
+  op: z.literal('commit'),
+  path: EntryPath,
+  sha256: Sha256,
+  size: Size,
+  mtimeMs: Ms,
+  baseRevision: BaseRevision,
+  transferId: TransferId.optional(),
+});
+export const FileOp = z
+  .discriminatedUnion('op', [MkdirOp, DeleteOp, MoveOp, CopyOp, CommitOp])
+  .meta({ id: 'FileOp' });
+export type FileOp = z.infer<typeof FileOp>;
+
+export const OpsRequest = z
+  .object({
+    /** Applied in this order (related paths strictly in order). At most 1000. */
+    ops: z.array(FileOp).min(1).max(1000),
+  })
+  .meta({ id: 'OpsRequest' });
+export type OpsRequest = z.infer<typeof OpsRequest>;
+
+export const ConflictReport = z
+  .object({
+    /** Where the client wanted to write. */
+    path: EntryPath,
+    /** Where the client's version was kept instead ('' when the client's op was dropped, e.g. a delete of a changed file). */
+    conflictPath: z.string(),
+    kind: z.enum(['write-write', 'delete-modified', 'move-modified']),
+    /** The revision the client based its op on. */
+    baseRevision: Revision.nullable().optional(),
+    /** The revision the server had. */
+    serverRevision: Revision.nullable(),
+  })
+  .meta({ id: 'ConflictReport' });
+export type ConflictReport = z.infer<typeof ConflictReport>;
+
+export const OpResult = z
+  .discriminatedUnion('status', [
+    z.object({
+      status: z.literal('applied'),
+      /** The entry now at the path (absent after a delete). */
+      entry: EntryInfo.optional(),
+      /** The namespace sequence of the change this op produced (0 if it changed nothing). */
+      seq: z.number().int().min(0),
+    }),
+    z.object({
+      status: z.literal('conflict'),
+      conflict: ConflictReport,
+      entry: EntryInfo.optional(),
+      seq: z.number().int().min(0),
+    }),
+    z.object({ status: z.literal('error'), error: ApiErrorBody.shape.error }),
+  ])
+  .meta({ id: 'OpResult' });
+export type OpResult = z.infer<typeof OpResult>;
+
+export const OpsResponse = z.object({ results: z.array(OpResult) }).meta({ id: 'OpsResponse' });
+export type OpsResponse = z.infer<typeof OpsResponse>;
+
+/** Response to POST /v1/bundles: one result per bundle entry, in bundle order. */
+export const BundleUploadResponse = z
+  .object({ results: z.array(z.object({ path: EntryPath, result: OpResult })) })
+  .meta({ id: 'BundleUploadResponse' });
+export type BundleUploadResponse = z.infer<typeof BundleUploadResponse>;
+
+export const BundleDownloadRequest = z
+  .object({
+    paths: z.array(EntryPath).min(1).max(10_000),
+    /** Deflate when it pays (server decides per bundle). Default true. */
+    compress: z.boolean().optional(),
+  })
+  .meta({ id: 'BundleDownloadRequest' });
+export type BundleDownloadRequest = z.infer<typeof BundleDownloadRequest>;
+
+// ---------------------------------------------------------------- large-file transfers
+
+export const TransferCreateRequest = z
+  .object({
+    path: EntryPath,
+    size: Size,
+    sha256: Sha256,
+    mtimeMs: Ms,
+    baseRevision: BaseRevision,
+  })
+  .meta({ id: 'TransferCreateRequest' });
+export type TransferCreateRequest = z.infer<typeof TransferCreateRequest>;
+
+export const ByteRange = z.object({ offset: Size, length: Size });
+export const TransferState = z
+  .object({
+    transferId: TransferId,
+    path: EntryPath,
+    size: Size,
+    sha256: Sha256,
+    /** Acknowledged byte ranges, merged and sorted. Re-send only what is missing. */
+    received: z.array(ByteRange),
+    receivedBytes: Size,
+    /** The server already holds an object with this SHA-256: commit without sending blocks. */
+    haveObject: z.boolean(),
+    /** Largest payload of one block. */
+    maxBlockBytes: z.number().int().positive(),
+  })
+  .meta({ id: 'TransferState' });
+export type TransferState = z.infer<typeof TransferState>;
+
+export const BlockAck = z
+  .object({
+    type: z.literal('block-ack'),
+    transferId: TransferId,
+    seq: z.number().int().min(0),
+    offset: Size,
+    length: Size,
+    receivedBytes: Size,
+  })
+  .meta({ id: 'BlockAck' });
+export const BlockNack = z
+  .object({
+    type: z.literal('block-error'),
+    /** Absent when the frame was too damaged to name its transfer. */
+    transferId: TransferId.optional(),
+    seq: z.number().int().min(0).optional(),
+    error: ApiErrorBody.shape.error,
+  })
+  .meta({ id: 'BlockNack' });
+/** Server → client messages on the /v1/stream WebSocket (text frames, JSON). */
+export const StreamServerMessage = z.discriminatedUnion('type', [BlockAck, BlockNack]);
+export type StreamServerMessage = z.infer<typeof StreamServerMessage>;
+export type BlockAck = z.infer<typeof BlockAck>;
+export type BlockNack = z.infer<typeof BlockNack>;
+
+// ---------------------------------------------------------------- deltas
+
+export const DeltaUploadQuery = z.object({
+  path: EntryPath,
+  /** Server revision the delta was computed against (the client's last synced version). */
+  baseRevision: Revision,
+  mtimeMs: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+});
+export const DeltaDownloadQuery = z.object({
+  path: EntryPath,
+  /** Hex SHA-256 of the client's old version (the content its signature describes). */
+  baseSha256: Sha256,
+});
+
+// ---------------------------------------------------------------- change feed
+
+export const ChangeRecord = z
+  .discriminatedUnion('type', [
+    z.object({
+      seq: z.number().int().positive(),
+      type: z.literal('upsert'),
+      path: EntryPath,
+      entry: EntryInfo,
+      device: z.string().optional(),
+    }),
+    z.object({
+      seq: z.number().int().positive(),
+      type: z.literal('delete'),
+      path: EntryPath,
+      device: z.string().optional(),
+    }),
+    /** A file or folder moved; everything inside a folder moved with it (no per-child records). */
+    z.object({
+      seq: z.number().int().positive(),
+      type: z.literal('move'),
+      from: EntryPath,
+      path: EntryPath,
+      entry: EntryInfo,
+      device: z.string().optional(),
+    }),
+  ])
+  .meta({ id: 'ChangeRecord' });
+export type ChangeRecord = z.infer<typeof ChangeRecord>;
+
+export const ChangesQuery = z.object({
+  cursor: z.coerce.number().int().min(0).default(0),
+  limit: z.coerce.number().int().min(1).max(5000).default(1000),
+});
+export const ChangesResponse = z
+  .object({
+    changes: z.array(ChangeRecord),
+    /** Pass back as `cursor` to continue (the seq of the last change returned, or the one given). */
+    cursor: z.number().int().min(0),
+    hasMore: z.boolean(),
+    /** The cursor is ahead of the namespace: relist and continue from `cursor`. */
+    reset: z.boolean(),
+  })
+  .meta({ id: 'ChangesResponse' });
+export type ChangesResponse = z.infer<typeof ChangesResponse>;
+
+/** Server → client messages on the /v1/feed WebSocket (text frames, JSON). */
+export const FeedServerMessage = z.discriminatedUnion('type', [
+  z.object({
+    type: z.literal('hello'),
+    user: UserId,
+    seq: z.number().int().min(0),
+    cursor: z.number().int().min(0),
+  }),
+  z.object({ type: z.literal('changes'), changes: z.array(ChangeRecord), cursor: z.number().int().min(0) }),
+  z.object({ type: z.literal('reset'), cursor: z.number().int().min(0) }),
+  z.object({ type: z.literal('error'), error: ApiErrorBody.shape.error }),
+]);
+export type FeedServerMessage = z.infer<typeof FeedServerMessage>;
+
+/** Client → server on /v1/feed: optional flow control. */
+export const FeedClientMessage = z.discriminatedUnion('type', [
+  /** The client has durably applied everything up to `cursor` (for metrics and pacing). */
+  z.object({ type: z.literal('ack'), cursor: z.number().int().min(0) }),
+  z.object({ type: z.literal('ping') }),
+]);
+export type FeedClientMessage = z.infer<typeof FeedClientMessage>;
+
+// ---------------------------------------------------------------- Merkle check
+
+export const MerkleRequest = z
+  .object({ paths: z.array(DirPath).min(1).max(1000) })
+  .meta({ id: 'MerkleRequest' });
+export const MerkleChild = z.object({
+  name: z.string(),
+  kind: z.enum(['file', 'dir']),
+  hash: Sha256,
+});
+export const MerkleNode = z
+  .object({
+    path: DirPath,
+    /** Absent when nothing exists at the path. */
+    kind: z.enum(['file', 'dir']).optional(),
+    hash: Sha256.optional(),
+    /** Folders only: direct children with their hashes, in name order. */
+    children: z.array(MerkleChild).optional(),
+  })
+  .meta({ id: 'MerkleNode' });
+export const MerkleResponse = z.object({ nodes: z.array(MerkleNode) }).meta({ id: 'MerkleResponse' });
+export type MerkleNode = z.infer<typeof MerkleNode>;
+export type MerkleResponse = z.infer<typeof MerkleResponse>;
+
+export const HealthResponse = z
+  .object({ status: z.literal('ok'), version: z.string() })
+  .meta({ id: 'Health' });
+
+// ---------------------------------------------------------------- headers
+
+/** Response headers on file downloads. */
+export const HEADER_REVISION = 'x-weft-revision';
+export const HEADER_SHA256 = 'x-weft-sha256';
+export const HEADER_MTIME = 'x-weft-mtime';
+/** Response header on batch downloads: JSON array of requested paths not in this bundle. */
+export const HEADER_DEFERRED = 'x-weft-deferred';

@@ -1,0 +1,227 @@
+/**
+ * The bundle: many small files in one transfer of at most 4 MiB (docs/formats/bundle.md).
+ * Used both ways: client → server uploads (each entry's `rev` is the base revision of a
+ * conditional write) and server → client batch downloads (`rev` is the server revision).
+ */
+import { createHash } from 'node:crypto';
+import { normalizeEntryPath } from '@weft/providers/paths';
+import {
+  ascii,
+  ByteReader,
+  ByteWriter,
+  bytesToHex,
+  crc32,
+  deflate,
+  hexToBytes,
+  inflateExact,
+  isSha256Hex,
+  startsWith,
+} from './bytes.ts';
+import { WireFormatError } from './errors.ts';
+
+export const BUNDLE_MAGIC = ascii('WFTB');
+export const BUNDLE_VERSION = 1;
+export const BUNDLE_HEADER_SIZE = 24;
+export const BUNDLE_TRAILER_SIZE = 4;
+/** Default (and maximum) size of an encoded bundle: one transfer block. */
+export const MAX_BUNDLE_BYTES = 4 * 1024 * 1024;
+/** Largest entries area once inflated. */
+export const MAX_BUNDLE_RAW_BYTES = 64 * 1024 * 1024;
+export const MAX_BUNDLE_ENTRIES = 65_536;
+export const MAX_REVISION_LENGTH = 255;
+
+const FLAG_COMPRESSED = 0x01;
+const REV_NONE = 0;
+const REV_ABSENT = 1;
+const REV_VALUE = 2;
+const REVISION_CHARS = /^[\x21-\x7e]+$/;
+
+/**
+ * A revision attached to an entry: `undefined` = none (unconditional write / not stated),
+ * `null` = "must not exist" (a create), a string = that exact revision.
+ */
+export type BundleRevision = string | null | undefined;
+
+export interface BundleEntry {
+  /** Canonical provider path (paths.ts), never the root. */
+  readonly path: string;
+  readonly rev?: string | null;
+  /** Modification time, ms since the epoch (0..2^53-1). */
+  readonly mtimeMs: number;
+  /** Lower-case hex SHA-256 of `content`. */
+  readonly sha256: string;
+  readonly content: Uint8Array;
+}
+
+export interface EncodeBundleOptions {
+  /** Deflate the entries area (the caller decides adaptively whether it pays). */
+  readonly compress?: boolean;
+  /** Refuse to produce more than this many bytes (default MAX_BUNDLE_BYTES). */
+  readonly maxBytes?: number;
+}
+
+export interface DecodeBundleOptions {
+  /** Reject inputs longer than this (default MAX_BUNDLE_BYTES). */
+  readonly maxBytes?: number;
+  /** Verify each entry's SHA-256 against its content (default true). */
+  readonly verifyHashes?: boolean;
+}
+
+export interface DecodedBundle {
+  readonly compressed: boolean;
+  readonly entries: BundleEntry[];
+}
+
+const utf8 = new TextEncoder();
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+function bad(code: ConstructorParameters<typeof WireFormatError>[1], message: string): never {
+  throw new WireFormatError('bundle', code, message);
+}
+
+/** The SHA-256 (hex) of some bytes, as bundle entries carry it. */
+export function sha256Hex(bytes: Uint8Array): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+/** Bytes one entry takes in the entries area; lets a packer fill a bundle up to its limit. */
+export function bundleEntrySize(path: string, rev: BundleRevision, size: number): number {
+  const revBytes = typeof rev === 'string' ? 1 + rev.length : 0;
+  return 2 + utf8.encode(path).byteLength + 1 + revBytes + 8 + 4 + 32 + size;
+}
+
+/** Fixed overhead of a bundle besides its entries. */
+export const BUNDLE_OVERHEAD = BUNDLE_HEADER_SIZE + BUNDLE_TRAILER_SIZE;
+
+function checkPath(path: string): string {
+  let canonical: string;
+  try {
+    canonical = normalizeEntryPath(path);
+  } catch (cause) {
+    throw new WireFormatError('bundle', 'BAD_PATH', (cause as Error).message, { cause });
+  }
+  if (canonical !== path) bad('BAD_PATH', `path ${JSON.stringify(path)} is not in canonical (NFC) form`);
+  return canonical;
+}
+
+function checkRevision(rev: string): void {
+  if (rev.length === 0 || rev.length > MAX_REVISION_LENGTH || !REVISION_CHARS.test(rev)) {
+    bad(
+      'BAD_FIELD',
+      `revision ${JSON.stringify(rev.slice(0, 300))} is not 1..255 printable ASCII characters`,
+    );
+  }
+}
+
+export function encodeBundle(entries: readonly BundleEntry[], options: EncodeBundleOptions = {}): Uint8Array {
+  if (entries.length > MAX_BUNDLE_ENTRIES)
+    bad('TOO_LARGE', `${entries.length} entries (max ${MAX_BUNDLE_ENTRIES})`);
+  const seen = new Set<string>();
+  const body = new ByteWriter(1024);
+  for (const e of entries) {
+    const path = checkPath(e.path);
+    if (seen.has(path)) bad('DUPLICATE_PATH', `${JSON.stringify(path)} appears twice`);
+    seen.add(path);
+    if (!isSha256Hex(e.sha256))
+      bad('BAD_FIELD', `sha256 of ${JSON.stringify(path)} is not 64 lower-case hex digits`);
+    if (!Number.isSafeInteger(e.mtimeMs) || e.mtimeMs < 0) bad('BAD_FIELD', `bad mtimeMs ${e.mtimeMs}`);
+    if (e.content.byteLength > 0xffffffff) bad('TOO_LARGE', `${path} is too large for a bundle`);
+    const pathBytes = utf8.encode(path);
+    body.u16(pathBytes.byteLength).bytes(pathBytes);
+    if (e.rev === undefined) body.u8(REV_NONE);
+    else if (e.rev === null) body.u8(REV_ABSENT);
+    else {
+      checkRevision(e.rev);
+      body.u8(REV_VALUE).u8(e.rev.length).bytes(ascii(e.rev));
+    }
+    body.u64(e.mtimeMs).u32(e.content.byteLength).bytes(hexToBytes(e.sha256)).bytes(e.content);
+  }
+  const raw = body.finish();
+  if (raw.byteLength > MAX_BUNDLE_RAW_BYTES) bad('TOO_LARGE', `entries area of ${raw.byteLength} bytes`);
+  const compressed = options.compress === true;
+  const stored = compressed ? deflate(raw) : raw;
+  const total = BUNDLE_HEADER_SIZE + stored.byteLength + BUNDLE_TRAILER_SIZE;
+  const max = options.maxBytes ?? MAX_BUNDLE_BYTES;
+  if (total > max) bad('TOO_LARGE', `bundle of ${total} bytes exceeds the limit of ${max}`);
+  const out = new ByteWriter(total);
+  out
+    .bytes(BUNDLE_MAGIC)
+    .u8(BUNDLE_VERSION)
+    .u8(compressed ? FLAG_COMPRESSED : 0)
+    .u16(0)
+    .u32(entries.length)
+    .u32(raw.byteLength)
+    .u32(stored.byteLength)
+    .u32(0)
+    .bytes(stored);
+  const withoutCrc = out.finish();
+  out.u32(crc32(withoutCrc));
+  return out.finish();
+}
+
+export function decodeBundle(bytes: Uint8Array, options: DecodeBundleOptions = {}): DecodedBundle {
+  const max = options.maxBytes ?? MAX_BUNDLE_BYTES;
+  if (bytes.byteLength > max) bad('TOO_LARGE', `${bytes.byteLength} bytes exceeds the limit of ${max}`);
+  const r = new ByteReader(bytes, 'bundle');
+  r.need(4, 'the magic');
+  if (!startsWith(bytes, BUNDLE_MAGIC)) bad('BAD_MAGIC', 'not a Weft bundle (magic "WFTB")');
+  r.take(4, 'the magic');
+  const version = r.u8('the version');
+  if (version !== BUNDLE_VERSION) bad('UNSUPPORTED_VERSION', `unknown version ${version}`);
+  const flags = r.u8('the flags');
+  if ((flags & ~FLAG_COMPRESSED) !== 0) bad('BAD_HEADER', `unknown flags 0x${flags.toString(16)}`);
+  if (r.u16('reserved') !== 0) bad('BAD_HEADER', 'reserved bytes are not zero');
+  const count = r.u32('the entry count');
+  const rawLength = r.u32('the raw length');
+  const storedLength = r.u32('the stored length');
+  if (r.u32('reserved') !== 0) bad('BAD_HEADER', 'reserved bytes are not zero');
+  if (count > MAX_BUNDLE_ENTRIES) bad('TOO_LARGE', `${count} entries (max ${MAX_BUNDLE_ENTRIES})`);
+  if (rawLength > MAX_BUNDLE_RAW_BYTES) bad('TOO_LARGE', `entries area of ${rawLength} bytes`);
+  const compressed = (flags & FLAG_COMPRESSED) !== 0;
+  if (!compressed && rawLength !== storedLength)
+    bad('BAD_HEADER', 'raw and stored lengths differ without compression');
+  const stored = r.take(storedLength, 'the entries area');
+  const crcAt = r.offset;
+  const crc = r.u32('the CRC-32 trailer');
+  r.expectEnd('the bundle');
+  if (crc32(bytes.subarray(0, crcAt)) !== crc) bad('CHECKSUM_MISMATCH', 'CRC-32 does not match');
+  const raw = compressed ? inflateExact(stored, rawLength, 'bundle', 'the entries area') : stored;
+  const body = new ByteReader(raw, 'bundle');
+  const verify = options.verifyHashes ?? true;
+  const seen = new Set<string>();
+  const entries: BundleEntry[] = [];
+  for (let i = 0; i < count; i++) {
+    const pathLength = body.u16('a path length');
+    if (pathLength === 0) bad('BAD_PATH', `entry ${i} has an empty path`);
+    let text: string;
+    try {
+      text = strictUtf8.decode(body.take(pathLength, 'a path'));
+    } catch (cause) {
+      throw new WireFormatError('bundle', 'BAD_PATH', `entry ${i}: path is not valid UTF-8`, { cause });
+    }
+    const path = checkPath(text);
+    if (seen.has(path)) bad('DUPLICATE_PATH', `${JSON.stringify(path)} appears twice`);
+    seen.add(path);
+    const revKind = body.u8('a revision kind');
+    let rev: string | null | undefined;
+    if (revKind === REV_NONE) rev = undefined;
+    else if (revKind === REV_ABSENT) rev = null;
+    else if (revKind === REV_VALUE) {
+      const n = body.u8('a revision length');
+      rev = String.fromCharCode(...body.take(n, 'a revision'));
+      checkRevision(rev);
+    } else bad('BAD_FIELD', `entry ${i}: unknown revision kind ${revKind}`);
+    const mtimeMs = body.u64('an mtime');
+    const size = body.u32('a size');
+    const sha256 = bytesToHex(body.take(32, 'a SHA-256'));
+    const content = body.take(size, `the content of ${JSON.stringify(path)}`);
+    if (verify && sha256Hex(content) !== sha256) {
+      bad('CHECKSUM_MISMATCH', `SHA-256 of ${JSON.stringify(path)} does not match its content`);
+    }
+    entries.push(
+      rev === undefined ? { path, mtimeMs, sha256, content } : { path, rev, mtimeMs, sha256, content },
+    );
+  }
+  body.expectEnd('the entries area');
+  return { compressed, entries };
+}

@@ -1,0 +1,7 @@
+export * from './errors.ts';
+export * from './api.ts';
+export * from './bundle.ts';
+export * from './transfer-block.ts';
+export * from './delta-container.ts';
+export * from './merkle.ts';
+export { conflictedCopyPath } from './conflict.ts';
