@@ -1,0 +1,117 @@
+/**
+ * The status model: one observable state per folder, read by `weft status` and the desktop
+ * UI. Plain data, serialisable as JSON; changes are announced through a typed event.
+ */
+import { Emitter } from './lifecycle.ts';
+
+export type FolderState = 'idle' | 'scanning' | 'syncing' | 'paused' | 'offline' | 'error';
+
+export interface TransferStatus {
+  readonly path: string;
+  readonly direction: 'up' | 'down';
+  readonly bytesDone: number;
+  readonly bytesTotal: number;
+  /** Bytes per second, smoothed. */
+  readonly rate: number;
+  /** Seconds left at the current rate (undefined when unknown). */
+  readonly etaSeconds: number | undefined;
+}
+
+export interface ActivityItem {
+  readonly atMs: number;
+  readonly kind: 'uploaded' | 'downloaded' | 'deleted' | 'moved' | 'conflicted' | 'error';
+  readonly path: string;
+  readonly detail?: string;
+}
+
+export interface ConflictItem {
+  readonly path: string;
+  readonly copyPath: string;
+  readonly atMs: number;
+}
+
+export interface Savings {
+  /** Bytes not sent because a delta went instead of the whole file (both directions). */
+  readonly deltaBytesSaved: number;
+  /** Requests not made because small files travelled in bundles. */
+  readonly requestsSavedByBundling: number;
+  /** Operations cancelled or merged while they waited in the queue. */
+  readonly operationsEliminated: number;
+}
+
+export interface FolderStatus {
+  readonly folder: string;
+  readonly state: FolderState;
+  readonly pausedUntilMs?: number;
+  readonly error?: string;
+  readonly files: number;
+  readonly pendingOperations: number;
+  readonly transfers: readonly TransferStatus[];
+  readonly recent: readonly ActivityItem[];
+  readonly conflicts: readonly ConflictItem[];
+  readonly savings: Savings;
+  readonly bytesUploaded: number;
+  readonly bytesDownloaded: number;
+  readonly warnings: readonly string[];
+}
+
+const MAX_RECENT = 200;
+
+export class StatusModel {
+  private status: FolderStatus;
+  private readonly emitter = new Emitter<FolderStatus>();
+  readonly onChange = this.emitter.on.bind(this.emitter);
+
+  constructor(folder: string) {
+    this.status = {
+      folder,
+      state: 'idle',
+      files: 0,
+      pendingOperations: 0,
+      transfers: [],
+      recent: [],
+      conflicts: [],
+      savings: { deltaBytesSaved: 0, requestsSavedByBundling: 0, operationsEliminated: 0 },
+      bytesUploaded: 0,
+      bytesDownloaded: 0,
+      warnings: [],
+    };
+  }
+
+  get(): FolderStatus {
+    return this.status;
+  }
+
+  update(patch: Partial<FolderStatus>): void {
+    this.status = { ...this.status, ...patch };
+    this.emitter.fire(this.status);
+  }
+
+  activity(item: Omit<ActivityItem, 'atMs'> & { atMs?: number }): void {
+    const full: ActivityItem = { atMs: Date.now(), ...item };
+    this.update({ recent: [full, ...this.status.recent].slice(0, MAX_RECENT) });
+  }
+
+  conflict(path: string, copyPath: string): void {
+    this.update({ conflicts: [...this.status.conflicts, { path, copyPath, atMs: Date.now() }] });
+    this.activity({ kind: 'conflicted', path, detail: copyPath });
+  }
+
+  save(kind: keyof Savings, amount: number): void {
+    if (amount <= 0) return;
+    this.update({ savings: { ...this.status.savings, [kind]: this.status.savings[kind] + amount } });
+  }
+
+  transfer(t: TransferStatus): void {
+    const others = this.status.transfers.filter((x) => !(x.path === t.path && x.direction === t.direction));
+    this.update({ transfers: t.bytesDone >= t.bytesTotal ? others : [...others, t] });
+  }
+
+  warn(message: string): void {
+    this.update({ warnings: [message, ...this.status.warnings].slice(0, 50) });
+  }
+
+  dispose(): void {
+    this.emitter.dispose();
+  }
+}
