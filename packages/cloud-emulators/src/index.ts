@@ -1,0 +1,12 @@
+export { DropboxEmulator, type DropboxEmulatorOptions, headerSafeJson } from './dropbox.ts';
+export {
+  FaultInjector,
+  FaultRuleSchema,
+  type FaultRule,
+  type FaultAction,
+  type FaultStats,
+} from './faults.ts';
+export { EmulatorServer, HttpError, type EmulatorOptions } from './http.ts';
+export { OAuthServer } from './oauth.ts';
+export { DropboxContentHasher, QuickXorHasher, dropboxContentHash, quickXorHash } from './hashes.ts';
+export { Tree, type TreeNode } from './tree.ts';
