@@ -1,0 +1,111 @@
+/**
+ * The adaptive choices of the transfer planner, from the papers' equations.
+ *
+ * - Block size (HyCloud Eq. 1): a probability vector over candidate block sizes, updated
+ *   after each measured transfer with the normalised elimination ratios,
+ *   P_new = λ·P_pre + (1 − λ)·P_loc, λ = n/(n+1); the arg-max is used next time.
+ * - Delta or whole upload (HyCloud Eq. 2): the delta path wins when
+ *   r_u < r_c·r_t·γ_max / (2·r_c + r_t).
+ * - Compression level (CoCloud Eq. 3–4): compress only while the compressor keeps up with
+ *   the link; pick the strongest level β whose effective rate r_c ≥ r_t.
+ */
+
+export const CANDIDATE_BLOCK_SIZES: readonly number[] = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536];
+
+export interface BlockSizeHistory {
+  /** One probability per candidate, summing to 1. */
+  readonly probs: readonly number[];
+  /** Adjustments so far. */
+  readonly n: number;
+}
+
+export function initialHistory(candidates: readonly number[] = CANDIDATE_BLOCK_SIZES): BlockSizeHistory {
+  return { probs: candidates.map(() => 1 / candidates.length), n: 0 };
+}
+
+/** Eq. 1: fold one set of measured elimination ratios (one per candidate) into the history. */
+export function updateHistory(h: BlockSizeHistory, ratios: readonly number[]): BlockSizeHistory {
+  if (ratios.length !== h.probs.length) throw new RangeError('one ratio per candidate block size');
+  const sum = ratios.reduce((a, b) => a + Math.max(0, b), 0);
+  const local = ratios.map((g) => (sum > 0 ? Math.max(0, g) / sum : 1 / ratios.length));
+  const n = h.n + 1;
+  const lambda = h.n / (h.n + 1); // n/(n+1) for the n-th adjustment (0 for the first)
+  return { probs: h.probs.map((p, i) => p * lambda + (local[i] ?? 0) * (1 - lambda)), n };
+}
+
+/** The block size to use next: the candidate with the highest probability. */
+export function chooseBlockSize(
+  h: BlockSizeHistory,
+  candidates: readonly number[] = CANDIDATE_BLOCK_SIZES,
+): number {
+  let best = 0;
+  for (let i = 1; i < h.probs.length; i++) if ((h.probs[i] ?? 0) > (h.probs[best] ?? 0)) best = i;
+  return candidates[best] ?? 4096;
+}
+
+/**
+ * Eq. 2. `uploadRate` r_u (bytes/s of the client's uplink), `computeRate` r_c (bytes/s of
+ * delta computation), `transferRate` r_t (bytes/s between the server's tiers),
+ * `gammaMax` the best elimination ratio seen for this file.
+ */
+export function deltaPays(
+  uploadRate: number,
+  computeRate: number,
+  transferRate: number,
+  gammaMax: number,
+): boolean {
+  if (gammaMax <= 0) return false;
+  return uploadRate < (computeRate * transferRate * gammaMax) / (2 * computeRate + transferRate);
+}
+
+export interface CompressionLevel {
+  /** Library level, e.g. zlib 1..9. */
+  readonly level: number;
+  /** Compression ratio β (input/output) measured at this level. */
+  readonly ratio: number;
+  /** Compressor throughput at this level, bytes/s of input. */
+  readonly rate: number;
+}
+
+/**
+ * Eq. 3–4: with deduplication ratio γ, a compressor running at r_a (input bytes/s) with
+ * ratio β, and a link of r_t bytes/s, the compute path delivers
+ * r_c = (1−γ)·r_a·r_b / (β(1−γ)·r_a + β·r_b) where r_b is the decompression side (taken equal
+ * to r_a when unknown). Returns the strongest level with r_c ≥ r_t, or undefined: send raw.
+ */
+export function chooseCompression(
+  levels: readonly CompressionLevel[],
+  linkRate: number,
+  gamma = 0,
+  decompressRate?: number,
+): CompressionLevel | undefined {
+  let best: CompressionLevel | undefined;
+  for (const l of levels) {
+    if (l.ratio <= 1) continue;
+    const ra = l.rate;
+    const rb = decompressRate ?? l.rate;
+    const rc = ((1 - gamma) * ra * rb) / (l.ratio * (1 - gamma) * ra + l.ratio * rb);
+    if (rc >= linkRate && (!best || l.ratio > best.ratio)) best = l;
+  }
+  return best;
+}
+
+/** Harmonic mean of the last `k` rate samples (HyCloud Eq. 4): robust to one fast outlier. */
+export class RateEstimator {
+  private readonly samples: number[] = [];
+  constructor(
+    private readonly k = 5,
+    private readonly fallback = 10 * 1024 * 1024,
+  ) {}
+
+  add(bytes: number, seconds: number): void {
+    if (bytes <= 0 || seconds <= 0) return;
+    this.samples.push(bytes / seconds);
+    if (this.samples.length > this.k) this.samples.shift();
+  }
+
+  get rate(): number {
+    if (this.samples.length === 0) return this.fallback;
+    return this.samples.length / this.samples.reduce((s, r) => s + 1 / r, 0);
+  }
+}

@@ -1,0 +1,353 @@
+/**
+ * HTTP + WebSocket client of the Weft proxy API (docs/formats/api.md). Every response body
+ * is validated with the shared schemas of @weft/wire; failures become RemoteError with the
+ * server's error code, or OfflineError when the server could not be reached.
+ */
+import WebSocket from 'ws';
+import type { z } from 'zod/v4';
+import {
+  API_PREFIX,
+  ApiErrorBody,
+  BlockAck,
+  BundleUploadResponse,
+  ChangesResponse,
+  EnrolResponse,
+  EntryInfo,
+  type ErrorCode,
+  FeedServerMessage,
+  type FileOp,
+  ListResponse,
+  type MerkleNode,
+  MerkleResponse,
+  OpResult,
+  OpsResponse,
+  TransferState,
+  WhoAmIResponse,
+  decodeBundle,
+  decodeDeltaContainer,
+  type DecodedBundle,
+  type DecodedDeltaContainer,
+} from '@weft/wire';
+import { type Disposable, toDisposable } from '../lifecycle.ts';
+
+export class RemoteError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: ErrorCode | 'UNKNOWN',
+    message: string,
+    readonly details?: Record<string, unknown>,
+    readonly retryAfterMs?: number,
+  ) {
+    super(message);
+    this.name = 'RemoteError';
+  }
+}
+
+/** The server could not be reached (or the connection broke): stay queued, retry later. */
+export class OfflineError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'OfflineError';
+  }
+}
+
+export interface ProxyClientOptions {
+  readonly baseUrl: string;
+  readonly token: string;
+  /** Count of every request made, for benchmarks and savings figures. */
+  readonly onRequest?: (info: { method: string; route: string; bytesOut: number; bytesIn: number }) => void;
+}
+
+type Schema<T> = { parse(input: unknown): T };
+
+export class ProxyClient {
+  readonly baseUrl: string;
+  private readonly token: string;
+  requests = 0;
+  bytesSent = 0;
+  bytesReceived = 0;
+
+  constructor(private readonly options: ProxyClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.token = options.token;
+  }
+
+  /** Enrol a device: admin token or invite. Returns the device token (shown once). */
+  static async enrol(
+    baseUrl: string,
+    request: { user: string; deviceName: string; adminToken?: string; invite?: string },
+  ): Promise<z.infer<typeof EnrolResponse>> {
+    const res = await safeFetch(`${baseUrl.replace(/\/+$/, '')}${API_PREFIX}/enrol`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        ...(request.adminToken ? { authorization: `Bearer ${request.adminToken}` } : {}),
+      },
+      body: JSON.stringify({
+        user: request.user,
+        deviceName: request.deviceName,
+        ...(request.invite ? { invite: request.invite } : {}),
+      }),
+    });
+    return parseJson(res, EnrolResponse);
+  }
+
+  private url(route: string, query?: Record<string, string | number | undefined>): string {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) q.set(k, String(v));
+    const qs = q.toString();
+    return `${this.baseUrl}${API_PREFIX}${route}${qs ? `?${qs}` : ''}`;
+  }
+
+  private async request(
+    method: string,
+    route: string,
+    options: {
+      query?: Record<string, string | number | undefined>;
+      json?: unknown;
+      body?: Uint8Array;
+      headers?: Record<string, string>;
+      signal?: AbortSignal;
+    } = {},
+  ): Promise<Response> {
+    const body = options.json !== undefined ? JSON.stringify(options.json) : options.body;
+    const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, ...options.headers };
+    if (options.json !== undefined) headers['content-type'] = 'application/json';
+    else if (options.body !== undefined) headers['content-type'] = 'application/octet-stream';
+    const res = await safeFetch(this.url(route, options.query), {
+      method,
+      headers,
+      body: body as RequestInit['body'],
+      signal: options.signal,
+    });
+    this.requests += 1;
+    const out = typeof body === 'string' ? Buffer.byteLength(body) : (body?.byteLength ?? 0);
+    this.bytesSent += out;
+    const len = Number(res.headers.get('content-length') ?? 0);
+    this.bytesReceived += len;
+    this.options.onRequest?.({ method, route, bytesOut: out, bytesIn: len });
+    return res;
+  }
+
+  async whoami(): Promise<z.infer<typeof WhoAmIResponse>> {
+    return parseJson(await this.request('GET', '/whoami'), WhoAmIResponse);
+  }
+
+  async list(path = '', recursive = true): Promise<ListResponse> {
+    return parseJson(
+      await this.request('GET', '/list', { query: { path, recursive: recursive ? '1' : '0' } }),
+      ListResponse,
+    );
+  }
+
+  async stat(path: string): Promise<EntryInfo | undefined> {
+    const res = await this.request('GET', '/stat', { query: { path } });
+    if (res.status === 404) {
+      await res.body?.cancel();
+      return undefined;
+    }
+    return parseJson(res, EntryInfo);
+  }
+
+  /** Download a file (optionally a byte range); the body streams. */
+  async download(
+    path: string,
+    range?: { offset: number; length?: number },
+    signal?: AbortSignal,
+  ): Promise<{ body: AsyncIterable<Uint8Array>; revision: string; sha256: string; size: number }> {
+    const headers: Record<string, string> = {};
+    if (range)
+      headers.range = `bytes=${range.offset}-${range.length === undefined ? '' : range.offset + range.length - 1}`;
+    const res = await this.request('GET', '/files', { query: { path }, headers, signal });
+    await ensureOk(res);
+    const body = res.body as unknown as AsyncIterable<Uint8Array> | null;
+    return {
+      body: body ?? (async function* () {})(),
+      revision: res.headers.get('x-weft-revision') ?? '',
+      sha256: res.headers.get('x-weft-sha256') ?? '',
+      size: Number(res.headers.get('content-length') ?? 0),
+    };
+  }
+
+  async ops(ops: readonly FileOp[]): Promise<OpResult[]> {
+    return (await parseJson(await this.request('POST', '/ops', { json: { ops } }), OpsResponse)).results;
+  }
+
+  async uploadBundle(bundle: Uint8Array): Promise<BundleUploadResponse['results']> {
+    return (await parseJson(await this.request('POST', '/bundles', { body: bundle }), BundleUploadResponse))
+      .results;
+  }
+
+  async downloadBundle(
+    paths: readonly string[],
+    compress = true,
+  ): Promise<{ bundle: DecodedBundle; deferred: string[] }> {
+    const res = await this.request('POST', '/bundles/download', { json: { paths, compress } });
+    await ensureOk(res);
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    const deferredHeader = res.headers.get('x-weft-deferred');
+    let deferred: string[] = [];
+    if (deferredHeader) {
+      const parsed: unknown = JSON.parse(deferredHeader);
+      if (!Array.isArray(parsed) || !parsed.every((p) => typeof p === 'string')) {
+        throw new RemoteError(502, 'UNKNOWN', 'malformed x-weft-deferred header');
+      }
+      deferred = parsed;
+    }
+    return { bundle: decodeBundle(bytes), deferred };
+  }
+
+  async createTransfer(req: {
+    path: string;
+    size: number;
+    sha256: string;
+    mtimeMs: number;
+    baseRevision?: string | null;
+  }): Promise<TransferState> {
+    return parseJson(await this.request('POST', '/transfers', { json: req }), TransferState);
+  }
+
+  async getTransfer(id: string): Promise<TransferState | undefined> {
+    const res = await this.request('GET', `/transfers/${id}`);
+    if (res.status === 404) {
+      await res.body?.cancel();
+      return undefined;
+    }
+    return parseJson(res, TransferState);
+  }
+
+  async putBlock(id: string, frame: Uint8Array): Promise<z.infer<typeof BlockAck>> {
+    return parseJson(await this.request('PUT', `/transfers/${id}/blocks`, { body: frame }), BlockAck);
+  }
+
+  async abandonTransfer(id: string): Promise<void> {
+    const res = await this.request('DELETE', `/transfers/${id}`);
+    if (res.status !== 404) await ensureOk(res);
+    await res.body?.cancel();
+  }
+
+  async uploadDelta(
+    path: string,
+    baseRevision: string,
+    mtimeMs: number,
+    container: Uint8Array,
+  ): Promise<OpResult> {
+    return parseJson(
+      await this.request('POST', '/deltas', { query: { path, baseRevision, mtimeMs }, body: container }),
+      OpResult,
+    );
+  }
+
+  async downloadDelta(
+    path: string,
+    baseSha256: string,
+    signatureBytes: Uint8Array,
+  ): Promise<DecodedDeltaContainer> {
+    const res = await this.request('POST', '/files/delta', {
+      query: { path, baseSha256 },
+      body: signatureBytes,
+    });
+    await ensureOk(res);
+    return decodeDeltaContainer(new Uint8Array(await res.arrayBuffer()));
+  }
+
+  async changes(cursor: number, limit = 1000): Promise<ChangesResponse> {
+    return parseJson(await this.request('GET', '/changes', { query: { cursor, limit } }), ChangesResponse);
+  }
+
+  async merkle(paths: readonly string[]): Promise<MerkleNode[]> {
+    return (await parseJson(await this.request('POST', '/merkle', { json: { paths } }), MerkleResponse))
+      .nodes;
+  }
+
+  /**
+   * Open the live change feed from `cursor`. `onMessage` gets each validated message;
+   * `onClose` fires once when the socket ends for any reason. Dispose to close.
+   */
+  openFeed(
+    cursor: number,
+    onMessage: (m: FeedServerMessage) => void,
+    onClose: (reason: string) => void,
+  ): Disposable {
+    const wsUrl = this.url('/feed', { cursor }).replace(/^http/, 'ws');
+    const ws = new WebSocket(wsUrl, { headers: { authorization: `Bearer ${this.token}` } });
+    let closed = false;
+    const close = (reason: string): void => {
+      if (closed) return;
+      closed = true;
+      onClose(reason);
+    };
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) return;
+      try {
+        onMessage(FeedServerMessage.parse(JSON.parse(data.toString())));
+      } catch (e) {
+        close(`malformed feed message: ${(e as Error).message}`);
+        ws.terminate();
+      }
+    });
+    ws.on('error', (e) => close(e.message));
+    ws.on('close', (code) => close(`closed (${code})`));
+    const ping = setInterval(() => {
+      if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'ping' }));
+    }, 25_000);
+    return toDisposable(() => {
+      clearInterval(ping);
+      closed = true;
+      ws.terminate();
+    });
+  }
+}
+
+async function safeFetch(url: string, init: RequestInit): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (e) {
+    if ((e as Error).name === 'AbortError') throw e;
+    throw new OfflineError(`cannot reach ${new URL(url).origin}: ${(e as Error).message}`, { cause: e });
+  }
+}
+
+async function ensureOk(res: Response): Promise<void> {
+  if (res.ok) return;
+  const text = await res.text().catch(() => '');
+  let parsed: ApiErrorBody | undefined;
+  try {
+    parsed = ApiErrorBody.parse(JSON.parse(text));
+  } catch {
+    parsed = undefined;
+  }
+  const retryAfter = res.headers.get('retry-after');
+  const retryAfterMs =
+    retryAfter && Number.isFinite(Number(retryAfter)) ? Number(retryAfter) * 1000 : undefined;
+  if (res.status >= 500 && !parsed)
+    throw new OfflineError(`server error ${res.status}: ${text.slice(0, 200)}`);
+  throw new RemoteError(
+    res.status,
+    parsed?.error.code ?? 'UNKNOWN',
+    parsed?.error.message ?? `HTTP ${res.status}: ${text.slice(0, 200)}`,
+    parsed?.error.details,
+    retryAfterMs,
+  );
+}
+
+async function parseJson<T>(res: Response, schema: Schema<T>): Promise<T> {
+  await ensureOk(res);
+  let json: unknown;
+  try {
+    json = await res.json();
+  } catch (e) {
+    throw new RemoteError(res.status, 'UNKNOWN', `response is not JSON: ${(e as Error).message}`);
+  }
+  try {
+    return schema.parse(json);
+  } catch (e) {
+    throw new RemoteError(
+      res.status,
+      'UNKNOWN',
+      `response does not match the API schema: ${(e as Error).message}`,
+    );
+  }
+}
+
+export { OpResult };
