@@ -178,6 +178,10 @@ let records: usize = 0;
 let heads: usize = 0;
 let nexts: usize = 0;
 let hashShift: u32 = 0;
+// One bit per slot of a table ~32× larger than the block count: most non-matching
+// positions are rejected with one L1/L2 load instead of a probe of the hash chains.
+let filter: usize = 0;
+let filterShift: u32 = 0;
 
 let buf: usize = 0;
 let bufCap: u32 = 0;
@@ -224,6 +228,11 @@ function bucketOf(weak: u32): usize {
   return (<usize>((weak * 0x9e3779b1) >> hashShift)) << 2;
 }
 
+function bitOf(f: u32): u8 {
+  const bit: u32 = (<u32>1) << (f & 7);
+  return <u8>bit;
+}
+
 function recordPtr(i: u32): usize {
   return records + <usize>i * recordSize;
 }
@@ -253,6 +262,10 @@ export function deltaInit(bs: u32, sl: u32, nb: u32, last: u32, hashWhole: bool)
   while (bits < 30 && (<u32>1) << bits < nb * 2) bits++;
   hashShift = 32 - bits;
   heads = alloc((<usize>4) << bits);
+  let fbits: u32 = 10;
+  while (fbits < 30 && (<u32>1) << fbits < nb * 32) fbits++;
+  filterShift = 32 - fbits;
+  filter = alloc((<usize>1) << (fbits - 3));
   nexts = alloc(<usize>nb * 4 + 4);
   bufCap = MAX_LITERAL + bs + INPUT_CAP;
   buf = alloc(bufCap);
@@ -289,6 +302,9 @@ export function deltaBuild(): void {
     if (duplicate) continue;
     store<u32>(nexts + ((<usize>i) << 2), load<u32>(h));
     store<u32>(h, i + 1);
+    const f = (w * 0x9e3779b1) >> filterShift;
+    const q = filter + (f >> 3);
+    store<u8>(q, load<u8>(q) | bitOf(f));
   }
 }
 
@@ -410,34 +426,53 @@ export function deltaRun(last: bool): u32 {
   let a = s1;
   let b = s2;
   if (nBlocks > 0) {
+    // Hot loop: state lives in locals (wasm globals are memory accesses in V8).
+    const base = buf;
+    const e = end;
+    const flt = filter;
+    const fsh = filterShift;
+    let p = pos;
+    let ls = litStart;
+    let hs = hasSum;
     while (true) {
-      if (!hasSum) {
-        if (pos + bs > end) break;
-        sumBlock(buf + pos, bs);
+      let candidate = false;
+      if (!hs) {
+        if (p + bs > e) break;
+        sumBlock(base + p, bs);
         a = s1;
         b = s2;
-        hasSum = true;
+        hs = true;
+        const f0 = (((b << 16) | (a & 0xffff)) * 0x9e3779b1) >> fsh;
+        candidate = (load<u8>(flt + (f0 >> 3)) & ((<u32>1) << (f0 & 7))) != 0;
       } else {
-        if (pos + bs >= end) break;
-        // Roll by one byte, skipping quickly over positions whose bucket is empty.
-        const x = <u32>load<u8>(buf + pos);
-        const y = <u32>load<u8>(buf + pos + bs);
-        a += y - x;
-        b += a - bs * x - mult;
-        pos++;
+        if (p + bs >= e) break;
+        // Roll until the filter says a block may match, the literal is full, or input ends.
+        let lim = e - bs;
+        if (ls + MAX_LITERAL < lim) lim = ls + MAX_LITERAL;
+        do {
+          const x = <u32>load<u8>(base + p);
+          const y = <u32>load<u8>(base + p + bs);
+          a += y - x;
+          b += a - bs * x - mult;
+          p++;
+          const f = (((b << 16) | (a & 0xffff)) * 0x9e3779b1) >> fsh;
+          if ((load<u8>(flt + (f >> 3)) & ((<u32>1) << (f & 7))) != 0) {
+            candidate = true;
+            break;
+          }
+        } while (p < lim);
       }
-      const weak = weakOf(a, b);
-      if (load<u32>(heads + bucketOf(weak)) != 0) {
-        const found = findBlock(buf + pos, weak);
+      if (candidate) {
+        const found = findBlock(base + p, weakOf(a, b));
         if (found >= 0) {
           const idx = <u32>found;
-          emitLiteral(litStart, pos);
+          emitLiteral(ls, p);
           addCopy(<u64>idx * bs, bs);
           if (wholeHash) addLeaf(bs, digest);
           nextExpected = idx + 1;
-          pos += bs;
-          litStart = pos;
-          hasSum = false;
+          p += bs;
+          ls = p;
+          hs = false;
           if (outLen >= OUT_SOFT) {
             outPending = true;
             break;
@@ -445,16 +480,19 @@ export function deltaRun(last: bool): u32 {
           continue;
         }
       }
-      // The window at pos did not match; bytes before it are settled literals.
-      if (pos - litStart >= MAX_LITERAL) {
-        emitLiteral(litStart, pos);
-        litStart = pos;
+      // The window at p did not match; bytes before it are settled literals.
+      if (p - ls >= MAX_LITERAL) {
+        emitLiteral(ls, p);
+        ls = p;
         if (outLen >= OUT_SOFT) {
           outPending = true;
           break;
         }
       }
     }
+    pos = p;
+    litStart = ls;
+    hasSum = hs;
   } else {
     // Empty signature: everything is literal.
     while (end - litStart >= MAX_LITERAL) {
