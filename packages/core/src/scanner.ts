@@ -35,6 +35,10 @@ export interface ScanResult {
   readonly unsettled: string[];
   readonly warnings: string[];
   readonly scannedFiles: number;
+  /** Files (not folders) that vanished from disk in this scan, counting those inside deleted folders. */
+  readonly deletedFiles: number;
+  /** Files the journal knew in the scanned scope before this scan. */
+  readonly knownFilesBefore: number;
 }
 
 interface DiskEntry {
@@ -141,6 +145,7 @@ export async function scan(
 
   const known = new Map<string, FileRow>();
   for (const s of scope ?? ['']) for (const r of journal.filesUnder(s)) known.set(r.path, r);
+  const knownFilesBefore = [...known.values()].filter((r) => r.kind === 'file').length;
 
   const ops: Op[] = [];
   const nowNs = BigInt(Math.floor(now())) * 1_000_000n;
@@ -243,8 +248,9 @@ export async function scan(
     if (r.kind === 'dir') deletedDirs.push(r.path);
   }
   for (const r of gone) journal.deleteFile(r.path);
+  const deletedFiles = gone.filter((r) => r.kind === 'file').length;
 
-  return { ops, unsettled, warnings, scannedFiles: disk.size };
+  return { ops, unsettled, warnings, scannedFiles: disk.size, deletedFiles, knownFilesBefore };
 }
 
 function newRow(e: DiskEntry, hash: string | null): FileRow {

@@ -1,0 +1,171 @@
+/**
+ * The headless agent: one engine for one folder, enrolled with a proxy, plus a small local
+ * HTTP server for `weft status` and the status page (127.0.0.1 only, random port, and a
+ * per-run secret for the control calls).
+ */
+import { randomBytes } from 'node:crypto';
+import * as fsp from 'node:fs/promises';
+import * as http from 'node:http';
+import * as os from 'node:os';
+import * as nodePath from 'node:path';
+import { Engine } from './engine.ts';
+import { ProxyClient } from './remote/proxy-client.ts';
+import type { FolderStatus } from './status.ts';
+
+export interface AgentOptions {
+  readonly folder: string;
+  readonly server: string;
+  /** Where the journal, trash and device credentials live. Default: ~/.weft/agent-<hash>. */
+  readonly stateDir: string;
+  readonly deviceName?: string;
+  readonly user?: string;
+  /** A device token already issued; otherwise enrol with adminToken or invite. */
+  readonly token?: string;
+  readonly adminToken?: string;
+  readonly invite?: string;
+  /** Port for the status server; 0 = any free port. */
+  readonly statusPort?: number;
+  readonly watch?: boolean;
+  readonly settleMs?: number;
+}
+
+export interface RunningAgent {
+  readonly engine: Engine;
+  readonly client: ProxyClient;
+  readonly statusUrl: string;
+  stop(): Promise<void>;
+}
+
+interface DeviceFile {
+  server: string;
+  user: string;
+  deviceName: string;
+  token: string;
+}
+
+async function readDevice(file: string): Promise<DeviceFile | undefined> {
+  try {
+    const d = JSON.parse(await fsp.readFile(file, 'utf8')) as Partial<DeviceFile>;
+    if (typeof d.token === 'string' && typeof d.server === 'string' && typeof d.user === 'string') {
+      return { server: d.server, user: d.user, deviceName: d.deviceName ?? os.hostname(), token: d.token };
+    }
+  } catch {
+    /* none yet */
+  }
+  return undefined;
+}
+
+export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
+  await fsp.mkdir(options.stateDir, { recursive: true, mode: 0o700 });
+  const deviceFile = nodePath.join(options.stateDir, 'device.json');
+  let device = await readDevice(deviceFile);
+  if (device && device.server !== options.server) device = undefined;
+  const deviceName = options.deviceName ?? device?.deviceName ?? os.hostname().slice(0, 60);
+  if (!device) {
+    if (options.token) {
+      device = { server: options.server, user: options.user ?? '', deviceName, token: options.token };
+    } else {
+      const enrolled = await ProxyClient.enrol(options.server, {
+        user: options.user ?? 'me',
+        deviceName,
+        ...(options.adminToken ? { adminToken: options.adminToken } : {}),
+        ...(options.invite ? { invite: options.invite } : {}),
+      });
+      device = { server: options.server, user: enrolled.user, deviceName, token: enrolled.token };
+    }
+    await fsp.writeFile(deviceFile, JSON.stringify(device, null, 2), { mode: 0o600 });
+  }
+  const client = new ProxyClient({ baseUrl: options.server, token: device.token });
+  const engine = await Engine.open({
+    folder: options.folder,
+    stateDir: options.stateDir,
+    client,
+    deviceName,
+    watch: options.watch ?? true,
+    settleMs: options.settleMs,
+  });
+  await engine.start();
+
+  const secret = randomBytes(16).toString('hex');
+  const server = http.createServer((req, res) => {
+    void handle(req, res);
+  });
+  const handle = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const send = (code: number, body: string, type = 'application/json'): void => {
+      res.writeHead(code, { 'content-type': type, 'cache-control': 'no-store' });
+      res.end(body);
+    };
+    if (req.method === 'GET' && url.pathname === '/api/status')
+      return send(200, JSON.stringify(engine.getStatus()));
+    if (req.method === 'GET' && url.pathname === '/')
+      return send(200, statusPage(engine.getStatus()), 'text/html; charset=utf-8');
+    if (req.method === 'POST' && url.pathname.startsWith('/api/')) {
+      if (req.headers['x-weft-secret'] !== secret) return send(403, JSON.stringify({ error: 'forbidden' }));
+      switch (url.pathname) {
+        case '/api/pause':
+          engine.pause(Number(url.searchParams.get('until')) || undefined);
+          return send(200, JSON.stringify(engine.getStatus()));
+        case '/api/resume':
+          engine.resume();
+          return send(200, JSON.stringify(engine.getStatus()));
+        case '/api/sync':
+          await engine.syncNow();
+          return send(200, JSON.stringify(engine.getStatus()));
+        default:
+          return send(404, JSON.stringify({ error: 'no such call' }));
+      }
+    }
+    send(404, JSON.stringify({ error: 'not found' }));
+  };
+  await new Promise<void>((resolve) => server.listen(options.statusPort ?? 0, '127.0.0.1', resolve));
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  const statusUrl = `http://127.0.0.1:${port}/`;
+  await fsp.writeFile(
+    nodePath.join(options.stateDir, 'agent.json'),
+    JSON.stringify({ statusUrl, secret, pid: process.pid, folder: options.folder }, null, 2),
+    { mode: 0o600 },
+  );
+  return {
+    engine,
+    client,
+    statusUrl,
+    async stop() {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      await engine.stop();
+      await fsp.rm(nodePath.join(options.stateDir, 'agent.json'), { force: true });
+    },
+  };
+}
+
+function escapeHtml(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** A plain status page (the desktop renderer replaces it). */
+export function statusPage(s: FolderStatus): string {
+  const rows = s.recent
+    .slice(0, 50)
+    .map(
+      (a) =>
+        `<tr><td>${new Date(a.atMs).toISOString()}</td><td>${escapeHtml(a.kind)}</td><td>${escapeHtml(a.path)}</td></tr>`,
+    )
+    .join('');
+  const transfers = s.transfers
+    .map(
+      (t) =>
+        `<li>${escapeHtml(t.path)} — <progress max="${t.bytesTotal}" value="${t.bytesDone}"></progress> ${Math.round((t.bytesDone / Math.max(1, t.bytesTotal)) * 100)}%</li>`,
+    )
+    .join('');
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="2">
+<title>Weft — ${escapeHtml(s.state)}</title>
+<style>body{font:15px system-ui,sans-serif;margin:2rem;max-width:60rem}table{border-collapse:collapse}td{padding:.2rem .6rem;border-bottom:1px solid #ddd}</style>
+</head><body><h1>Weft</h1>
+<p>Folder <code>${escapeHtml(s.folder)}</code>: <strong>${escapeHtml(s.state === 'idle' && s.pendingOperations === 0 ? 'up to date' : s.state)}</strong>${s.error ? ` — ${escapeHtml(s.error)}` : ''}</p>
+<p>${s.files} files · ${s.pendingOperations} waiting · ${s.conflicts.length} conflicts · saved ${s.savings.deltaBytesSaved} bytes by delta, ${s.savings.requestsSavedByBundling} requests by bundling, ${s.savings.operationsEliminated} operations eliminated</p>
+<h2>Transfers</h2><ul>${transfers || '<li>none</li>'}</ul>
+<h2>Recent activity</h2><table>${rows || '<tr><td>nothing yet</td></tr>'}</table>
+</body></html>`;
+}

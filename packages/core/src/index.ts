@@ -1,0 +1,16 @@
+export { Engine, type EngineOptions } from './engine.ts';
+export { startAgent, statusPage, type AgentOptions, type RunningAgent } from './agent.ts';
+export { ProxyClient, RemoteError, OfflineError } from './remote/proxy-client.ts';
+export {
+  StatusModel,
+  type FolderStatus,
+  type FolderState,
+  type TransferStatus,
+  type ActivityItem,
+} from './status.ts';
+export { Journal } from './journal/journal.ts';
+export { coalesce, coalesceAll } from './coalesce.ts';
+export { DECISIONS, decide } from './decisions.ts';
+export { conflictCopyPath, isConflictCopy } from './conflict-name.ts';
+export { IgnoreRules, DEFAULT_IGNORES } from './ignore-rules.ts';
+export type { Op } from './ops.ts';
