@@ -16,6 +16,7 @@ let segment: u32 = 0;
 let inputs: usize = 0;
 let outputs: usize = 0;
 let coefficients: usize = 0;
+let expanded: usize = 0; // per (row, input): the 32-byte nibble tables of its coefficient
 
 function alloc(n: usize): usize {
   const p = heap.alloc(n);
@@ -56,6 +57,7 @@ export function init(maxIn: u32, maxOut: u32, seg: u32): void {
   inputs = alloc(<usize>maxIn * seg);
   outputs = alloc(<usize>maxOut * seg);
   coefficients = alloc(<usize>maxIn * maxOut + 16);
+  expanded = alloc(<usize>maxIn * maxOut * 32);
 }
 
 export function inputPtr(): usize {
@@ -71,66 +73,179 @@ export function segmentSize(): u32 {
   return segment;
 }
 
-/** dst = c·src (first) or dst ^= c·src, over len bytes. */
-function mulRow(dst: usize, src: usize, c: u32, len: usize, first: bool): void {
-  let i: usize = 0;
-  if (c == 0) {
-    if (first) memory.fill(dst, 0, len);
-    return;
-  }
-  if (c == 1) {
-    if (first) {
-      memory.copy(dst, src, len);
-      return;
+// Row kernels: for each 32-byte column, every input is loaded and split into nibbles once,
+// then multiplied into the accumulators of up to four output rows (kept in registers).
+
+function tail(r: u32, nIn: u32, from: usize, len: usize): void {
+  const seg = <usize>segment;
+  const dst = outputs + <usize>r * seg;
+  for (let i = from; i < len; i++) {
+    let acc: u32 = 0;
+    for (let j: u32 = 0; j < nIn; j++) {
+      const c = <usize>load<u8>(coefficients + <usize>r * nIn + j);
+      acc ^= <u32>load<u8>(mulTable + (c << 8) + <usize>load<u8>(inputs + <usize>j * seg + i));
     }
-    for (; i + 16 <= len; i += 16) v128.store(dst + i, v128.xor(v128.load(dst + i), v128.load(src + i)));
-    for (; i < len; i++) store<u8>(dst + i, load<u8>(dst + i) ^ load<u8>(src + i));
-    return;
+    store<u8>(dst + i, <u8>acc);
   }
-  const lo = v128.load(nibbles + ((<usize>c) << 5));
-  const hi = v128.load(nibbles + ((<usize>c) << 5) + 16);
+}
+
+function rows4(r: u32, nIn: u32, len: usize): usize {
+  const seg = <usize>segment;
+  const stride = (<usize>nIn) << 5;
+  const t0 = expanded + <usize>r * stride;
+  const t1 = t0 + stride;
+  const t2 = t1 + stride;
+  const t3 = t2 + stride;
+  const d0 = outputs + <usize>r * seg;
+  const d1 = d0 + seg;
+  const d2 = d1 + seg;
+  const d3 = d2 + seg;
   const mask = i8x16.splat(0x0f);
-  if (first) {
-    for (; i + 32 <= len; i += 32) {
-      const a = v128.load(src + i);
-      const b = v128.load(src + i + 16);
-      v128.store(
-        dst + i,
-        v128.xor(i8x16.swizzle(lo, v128.and(a, mask)), i8x16.swizzle(hi, i8x16.shr_u(a, 4))),
-      );
-      v128.store(
-        dst + i + 16,
-        v128.xor(i8x16.swizzle(lo, v128.and(b, mask)), i8x16.swizzle(hi, i8x16.shr_u(b, 4))),
-      );
+  let off: usize = 0;
+  for (; off + 32 <= len; off += 32) {
+    let a0 = i8x16.splat(0);
+    let b0 = a0;
+    let a1 = a0;
+    let b1 = a0;
+    let a2 = a0;
+    let b2 = a0;
+    let a3 = a0;
+    let b3 = a0;
+    let src = inputs + off;
+    for (let j: usize = 0; j < <usize>nIn; j++) {
+      const v = v128.load(src);
+      const w = v128.load(src, 16);
+      const vl = v128.and(v, mask);
+      const vh = i8x16.shr_u(v, 4);
+      const wl = v128.and(w, mask);
+      const wh = i8x16.shr_u(w, 4);
+      const k = j << 5;
+      let lo = v128.load(t0 + k);
+      let hi = v128.load(t0 + k, 16);
+      a0 = v128.xor(a0, v128.xor(i8x16.swizzle(lo, vl), i8x16.swizzle(hi, vh)));
+      b0 = v128.xor(b0, v128.xor(i8x16.swizzle(lo, wl), i8x16.swizzle(hi, wh)));
+      lo = v128.load(t1 + k);
+      hi = v128.load(t1 + k, 16);
+      a1 = v128.xor(a1, v128.xor(i8x16.swizzle(lo, vl), i8x16.swizzle(hi, vh)));
+      b1 = v128.xor(b1, v128.xor(i8x16.swizzle(lo, wl), i8x16.swizzle(hi, wh)));
+      lo = v128.load(t2 + k);
+      hi = v128.load(t2 + k, 16);
+      a2 = v128.xor(a2, v128.xor(i8x16.swizzle(lo, vl), i8x16.swizzle(hi, vh)));
+      b2 = v128.xor(b2, v128.xor(i8x16.swizzle(lo, wl), i8x16.swizzle(hi, wh)));
+      lo = v128.load(t3 + k);
+      hi = v128.load(t3 + k, 16);
+      a3 = v128.xor(a3, v128.xor(i8x16.swizzle(lo, vl), i8x16.swizzle(hi, vh)));
+      b3 = v128.xor(b3, v128.xor(i8x16.swizzle(lo, wl), i8x16.swizzle(hi, wh)));
+      src += seg;
     }
-  } else {
-    for (; i + 32 <= len; i += 32) {
-      const a = v128.load(src + i);
-      const b = v128.load(src + i + 16);
-      const pa = v128.xor(i8x16.swizzle(lo, v128.and(a, mask)), i8x16.swizzle(hi, i8x16.shr_u(a, 4)));
-      const pb = v128.xor(i8x16.swizzle(lo, v128.and(b, mask)), i8x16.swizzle(hi, i8x16.shr_u(b, 4)));
-      v128.store(dst + i, v128.xor(v128.load(dst + i), pa));
-      v128.store(dst + i + 16, v128.xor(v128.load(dst + i + 16), pb));
+    v128.store(d0 + off, a0);
+    v128.store(d0 + off, b0, 16);
+    v128.store(d1 + off, a1);
+    v128.store(d1 + off, b1, 16);
+    v128.store(d2 + off, a2);
+    v128.store(d2 + off, b2, 16);
+    v128.store(d3 + off, a3);
+    v128.store(d3 + off, b3, 16);
+  }
+  return off;
+}
+
+function rows2(r: u32, nIn: u32, len: usize): usize {
+  const seg = <usize>segment;
+  const stride = (<usize>nIn) << 5;
+  const t0 = expanded + <usize>r * stride;
+  const t1 = t0 + stride;
+  const d0 = outputs + <usize>r * seg;
+  const d1 = d0 + seg;
+  const mask = i8x16.splat(0x0f);
+  let off: usize = 0;
+  for (; off + 32 <= len; off += 32) {
+    let a0 = i8x16.splat(0);
+    let b0 = a0;
+    let a1 = a0;
+    let b1 = a0;
+    let src = inputs + off;
+    for (let j: usize = 0; j < <usize>nIn; j++) {
+      const v = v128.load(src);
+      const w = v128.load(src, 16);
+      const vl = v128.and(v, mask);
+      const vh = i8x16.shr_u(v, 4);
+      const wl = v128.and(w, mask);
+      const wh = i8x16.shr_u(w, 4);
+      const k = j << 5;
+      let lo = v128.load(t0 + k);
+      let hi = v128.load(t0 + k, 16);
+      a0 = v128.xor(a0, v128.xor(i8x16.swizzle(lo, vl), i8x16.swizzle(hi, vh)));
+      b0 = v128.xor(b0, v128.xor(i8x16.swizzle(lo, wl), i8x16.swizzle(hi, wh)));
+      lo = v128.load(t1 + k);
+      hi = v128.load(t1 + k, 16);
+      a1 = v128.xor(a1, v128.xor(i8x16.swizzle(lo, vl), i8x16.swizzle(hi, vh)));
+      b1 = v128.xor(b1, v128.xor(i8x16.swizzle(lo, wl), i8x16.swizzle(hi, wh)));
+      src += seg;
     }
+    v128.store(d0 + off, a0);
+    v128.store(d0 + off, b0, 16);
+    v128.store(d1 + off, a1);
+    v128.store(d1 + off, b1, 16);
   }
-  const row = mulTable + ((<usize>c) << 8);
-  for (; i < len; i++) {
-    const p = load<u8>(row + <usize>load<u8>(src + i));
-    store<u8>(dst + i, first ? p : load<u8>(dst + i) ^ p);
+  return off;
+}
+
+function rows1(r: u32, nIn: u32, len: usize): usize {
+  const seg = <usize>segment;
+  const t0 = expanded + <usize>r * ((<usize>nIn) << 5);
+  const d0 = outputs + <usize>r * seg;
+  const mask = i8x16.splat(0x0f);
+  let off: usize = 0;
+  for (; off + 32 <= len; off += 32) {
+    let a0 = i8x16.splat(0);
+    let b0 = a0;
+    let src = inputs + off;
+    for (let j: usize = 0; j < <usize>nIn; j++) {
+      const v = v128.load(src);
+      const w = v128.load(src, 16);
+      const k = j << 5;
+      const lo = v128.load(t0 + k);
+      const hi = v128.load(t0 + k, 16);
+      a0 = v128.xor(a0, v128.xor(i8x16.swizzle(lo, v128.and(v, mask)), i8x16.swizzle(hi, i8x16.shr_u(v, 4))));
+      b0 = v128.xor(b0, v128.xor(i8x16.swizzle(lo, v128.and(w, mask)), i8x16.swizzle(hi, i8x16.shr_u(w, 4))));
+      src += seg;
+    }
+    v128.store(d0 + off, a0);
+    v128.store(d0 + off, b0, 16);
   }
+  return off;
 }
 
 /**
  * outputs[r] = Σ_j coefficients[r·nIn + j] · inputs[j] over len bytes (len ≤ segment),
  * for r < nOut. Shard j lives at inputPtr() + j·segment; output r at outputPtr() + r·segment.
+ * Call prepare(nOut, nIn) after writing the coefficients.
  */
 export function matMul(nOut: u32, nIn: u32, len: u32): void {
-  const seg = <usize>segment;
-  for (let r: u32 = 0; r < nOut; r++) {
-    const dst = outputs + <usize>r * seg;
-    const row = coefficients + <usize>r * nIn;
-    for (let j: u32 = 0; j < nIn; j++) {
-      mulRow(dst, inputs + <usize>j * seg, <u32>load<u8>(row + j), len, j == 0);
+  let r: u32 = 0;
+  while (r < nOut) {
+    let done: usize;
+    let count: u32;
+    if (nOut - r >= 4) {
+      done = rows4(r, nIn, len);
+      count = 4;
+    } else if (nOut - r >= 2) {
+      done = rows2(r, nIn, len);
+      count = 2;
+    } else {
+      done = rows1(r, nIn, len);
+      count = 1;
     }
+    for (let q: u32 = 0; q < count; q++) tail(r + q, nIn, done, len);
+    r += count;
+  }
+}
+
+/** Expands the coefficient matrix into per-entry nibble tables. */
+export function prepare(nOut: u32, nIn: u32): void {
+  for (let i: usize = 0; i < <usize>nOut * nIn; i++) {
+    const c = <usize>load<u8>(coefficients + i);
+    memory.copy(expanded + (i << 5), nibbles + (c << 5), 32);
   }
 }

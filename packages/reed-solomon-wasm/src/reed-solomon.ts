@@ -194,6 +194,7 @@ export class ReedSolomon {
     const memory = new Uint8Array(w.memory.buffer);
     const coefficients = w.coefficientPtr();
     rows.forEach((row, r) => memory.set(row.subarray(0, nIn), coefficients + r * nIn));
+    w.prepare(nOut, nIn);
     const inputPtr = w.inputPtr();
     const outputPtr = w.outputPtr();
     const size = outputs[0]?.length ?? 0;

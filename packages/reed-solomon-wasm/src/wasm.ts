@@ -8,6 +8,7 @@ export interface ReedSolomonWasm {
   outputPtr(): number;
   coefficientPtr(): number;
   segmentSize(): number;
+  prepare(nOut: number, nIn: number): void;
   matMul(nOut: number, nIn: number, length: number): void;
 }
 
