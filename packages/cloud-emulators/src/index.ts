@@ -10,3 +10,11 @@ export { EmulatorServer, HttpError, type EmulatorOptions } from './http.ts';
 export { OAuthServer } from './oauth.ts';
 export { DropboxContentHasher, QuickXorHasher, dropboxContentHash, quickXorHash } from './hashes.ts';
 export { Tree, type TreeNode } from './tree.ts';
+export {
+  GDriveEmulator,
+  type GDriveEmulatorOptions,
+  FOLDER_MIME,
+  parseFields,
+  applyFields,
+  parseQuery,
+} from './gdrive.ts';

@@ -1,0 +1,983 @@
+/**
+ * Google Drive through the official `googleapis` client (Drive API v3).
+ *
+ * - Drive is id-based: provider paths are mapped to ids by walking from the root folder
+ *   (`'<parent>' in parents and name = '<name>' and trashed = false`), with a path ↔ id
+ *   cache this adapter keeps correct across its own moves and deletes and across what
+ *   the change feed reports. A cached id is checked (name, parent, not trashed) whenever
+ *   its metadata is fetched, and re-resolved when it no longer matches.
+ * - Duplicate names: Drive lets several items in one folder share a name. The rule here:
+ *   the oldest item (createdTime, then id) owns the path; the others are not listed and
+ *   never touched. Names containing '/' or breaking the path rules are not listed either.
+ * - `rootUrl` is set in the constructor and on every media call (the client builds media
+ *   URLs from the per-call options only). Retries in the client are off: the retry wrapper
+ *   is the one place that retries.
+ * - Small writes are multipart uploads; larger ones use the resumable protocol, sent
+ *   through the auth client (the generated client has no resumable support): chunks of a
+ *   multiple of 256 KiB, and after a dropped chunk the session's status (`bytes *∕N`)
+ *   says where to resume. A failed or aborted upload cancels its session.
+ * - Conditional writes: Drive v3 has no If-Match, so ifRevision/ifNotExists are checked
+ *   against headRevisionId just before the upload (features.conditionalWrite = false:
+ *   not atomic on the server; writes through one provider are serialised per path).
+ */
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { google, type drive_v3 } from 'googleapis';
+import { openBody, rechunk, throwIfAborted } from '../body.ts';
+import {
+  AlreadyExistsError,
+  AuthError,
+  InvalidArgumentError,
+  InvalidPathError,
+  NotFoundError,
+  NotSupportedError,
+  PreconditionFailedError,
+  ProviderError,
+  QuotaExceededError,
+  TransientError,
+} from '../errors.ts';
+import type { Features } from '../features.ts';
+import { KeyedMutex } from '../keyed-mutex.ts';
+import { baseName, isWithin, normalizeEntryPath, normalizePath, parentPath } from '../paths.ts';
+import type {
+  Body,
+  Change,
+  ChangePage,
+  Entry,
+  ListOptions,
+  Provider,
+  ReadOptions,
+  RemoveOptions,
+  TransferOptions,
+  WriteOptions,
+} from '../provider.ts';
+import { type AccessTokenSource, toTokenSource } from '../oauth/token-source.ts';
+
+export interface GDriveProviderOptions {
+  readonly token: string | AccessTokenSource;
+  /** Folder id the provider's root lives under. Default 'root' (My Drive). */
+  readonly rootFolderId?: string;
+  /** Path of the provider's root below rootFolderId, created when missing ('' = rootFolderId itself). */
+  readonly root?: string;
+  /** API root, e.g. the emulator's URL. Default https://www.googleapis.com/. */
+  readonly rootUrl?: string;
+  /** Writes above this use a resumable upload, in chunks of this size (a multiple of 256 KiB). Default 8 MiB. */
+  readonly chunkSize?: number;
+}
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+const FOLDER_MIME = 'application/vnd.google-apps.folder';
+const FILE_FIELDS =
+  'id,name,mimeType,parents,trashed,size,sha256Checksum,md5Checksum,headRevisionId,modifiedTime,createdTime';
+const CURSOR_PREFIX = 'gd1:';
+
+type DriveFile = drive_v3.Schema$File;
+
+interface GaxiosLike {
+  status?: number;
+  code?: string;
+  message?: string;
+  response?: { status?: number; data?: unknown; headers?: { get?: (n: string) => string | null } };
+}
+
+function driveReason(data: unknown): string {
+  const errors = (data as { error?: { errors?: { reason?: string }[] } } | undefined)?.error?.errors;
+  return errors?.[0]?.reason ?? '';
+}
+
+/** Map a Drive failure to the contract's errors. */
+export function classifyGDrive(e: unknown, where: string): Error {
+  if (e instanceof ProviderError) return e;
+  if (e instanceof Error && e.name === 'AbortError') return e;
+  const err = (e ?? {}) as GaxiosLike;
+  const status = err.response?.status ?? err.status;
+  const data = err.response?.data;
+  const reason = driveReason(data);
+  const msg = `${where}: Drive ${status ?? err.code ?? ''} ${reason || err.message || ''}`.trim();
+  const ra = err.response?.headers?.get?.('retry-after');
+  const retryAfter = ra && Number.isFinite(Number(ra)) ? Number(ra) * 1000 : undefined;
+  if (status === undefined) return new TransientError(msg, undefined, { cause: e });
+  if (status === 404) return new NotFoundError(msg, { cause: e });
+  if (status === 401) return new AuthError(msg, { cause: e });
+  if (status === 429 || status >= 500) return new TransientError(msg, retryAfter, { cause: e });
+  if (status === 403) {
+    if (['userRateLimitExceeded', 'rateLimitExceeded', 'sharingRateLimitExceeded'].includes(reason)) {
+      return new TransientError(msg, retryAfter, { cause: e });
+    }
+    if (reason === 'storageQuotaExceeded' || reason === 'quotaExceeded')
+      return new QuotaExceededError(msg, { cause: e });
+    return new AuthError(msg, { cause: e });
+  }
+  if (status === 412) return new PreconditionFailedError(msg, undefined, { cause: e });
+  return new InvalidArgumentError(msg, { cause: e });
+}
+
+function escapeQ(s: string): string {
+  return s.replace(/\\/g, '\\\\').replace(/'/g, "\\'");
+}
+
+function validName(name: string | null | undefined): string | undefined {
+  if (!name || name.includes('/')) return undefined;
+  try {
+    const n = normalizePath(name);
+    return n === name.normalize('NFC') ? n : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The item that owns a name among duplicates: the oldest (createdTime, then id). */
+function owner(files: DriveFile[]): DriveFile | undefined {
+  let best: DriveFile | undefined;
+  for (const f of files) {
+    if (!best) best = f;
+    else {
+      const a = f.createdTime ?? '';
+      const b = best.createdTime ?? '';
+      if (a < b || (a === b && (f.id ?? '') < (best.id ?? ''))) best = f;
+    }
+  }
+  return best;
+}
+
+/** Path ↔ id cache for one provider root. */
+class IdIndex {
+  private readonly byPath = new Map<string, { id: string; dir: boolean }>();
+  private readonly byId = new Map<string, string>();
+  /** The last path each id was seen at, kept after it is forgotten (for the change feed's deletes). */
+  private readonly lastKnown = new Map<string, string>();
+
+  get(path: string): { id: string; dir: boolean } | undefined {
+    return this.byPath.get(path);
+  }
+
+  pathOf(id: string): string | undefined {
+    return this.byId.get(id);
+  }
+
+  lastPathOf(id: string): string | undefined {
+    return this.lastKnown.get(id);
+  }
+
+  set(path: string, id: string, dir: boolean): void {
+    const old = this.byId.get(id);
+    if (old !== undefined && old !== path) this.forget(old);
+    const prev = this.byPath.get(path);
+    if (prev && prev.id !== id) this.forget(path);
+    this.byPath.set(path, { id, dir });
+    this.byId.set(id, path);
+    this.lastKnown.set(id, path);
+  }
+
+  /** Forget a path and everything cached below it. */
+  forget(path: string): void {
+    for (const [p, v] of this.byPath) {
+      if (isWithin(p, path)) {
+        this.byPath.delete(p);
+        this.byId.delete(v.id);
+      }
+    }
+  }
+
+  /** After the feed reported a removal: drop what is left of the id. */
+  drop(id: string): void {
+    const p = this.byId.get(id);
+    if (p !== undefined) this.forget(p);
+    this.lastKnown.delete(id);
+  }
+}
+
+export class GDriveProvider implements Provider {
+  readonly name: string;
+  readonly features: Features;
+  readonly drive: drive_v3.Drive;
+  private readonly auth: InstanceType<typeof google.auth.OAuth2>;
+  private readonly tokens: AccessTokenSource;
+  private readonly rootUrl: string;
+  private readonly chunkSize: number;
+  private readonly index = new IdIndex();
+  private readonly locks = new KeyedMutex();
+  private rootId: Promise<string> | undefined;
+  /** Parents of folders outside the root seen by the change feed (id → parent id or null). */
+  private readonly foreignParents = new Map<string, string | null>();
+  /** Moves made through this provider, not yet seen in the feed: id → old path. */
+  private readonly movedFrom = new Map<string, string>();
+
+  constructor(private readonly options: GDriveProviderOptions) {
+    this.tokens = toTokenSource(options.token);
+    this.rootUrl = (options.rootUrl ?? 'https://www.googleapis.com/').replace(/\/?$/, '/');
+    this.chunkSize = options.chunkSize ?? 8 * MiB;
+    if (this.chunkSize % (256 * KiB) !== 0) throw new RangeError('chunkSize must be a multiple of 256 KiB');
+    this.auth = new google.auth.OAuth2();
+    this.drive = google.drive({
+      version: 'v3',
+      auth: this.auth,
+      rootUrl: this.rootUrl,
+      retry: false,
+    } as drive_v3.Options);
+    this.name = `gdrive:${options.rootFolderId ?? 'root'}/${options.root ?? ''}`;
+    this.features = {
+      move: 'files-and-folders',
+      copy: 'files',
+      changeFeed: true,
+      conditionalWrite: false,
+      rangeRead: true,
+      caseSensitive: true,
+      setModTime: true,
+      maxSingleUploadBytes: this.chunkSize,
+      hashAlgorithm: 'sha256',
+      hashInListing: true,
+      folders: 'real',
+      notes: {
+        copy: 'files.copy copies files only; Drive has no folder copy',
+        conditionalWrite:
+          'Drive v3 has no If-Match: revisions are compared just before the upload, not atomically',
+        duplicates:
+          'several items may share a name in a folder; the oldest (createdTime, id) owns the path, the rest are hidden',
+        changeFeed: 'changes.list reports the latest state of each changed item, not every version',
+      },
+    };
+  }
+
+  /** Media calls need rootUrl per call; every call gets a fresh token first. */
+  private async opts(signal?: AbortSignal): Promise<{ rootUrl: string; signal?: AbortSignal }> {
+    this.auth.setCredentials({ access_token: await this.tokens.getAccessToken(signal) });
+    return signal ? { rootUrl: this.rootUrl, signal } : { rootUrl: this.rootUrl };
+  }
+
+  private async call<T>(where: string, fn: () => Promise<{ data: T }>, signal?: AbortSignal): Promise<T> {
+    throwIfAborted(signal);
+    try {
+      return (await fn()).data;
+    } catch (e) {
+      if (signal?.aborted) throw e;
+      const status = (e as GaxiosLike).response?.status;
+      if (status === 401) this.tokens.invalidate?.();
+      throw classifyGDrive(e, `${this.name}: ${where}`);
+    }
+  }
+
+  // ---- path resolution ----
+
+  private getRootId(): Promise<string> {
+    this.rootId ??= (async () => {
+      const base = this.options.rootFolderId ?? 'root';
+      let id = base;
+      if (base === 'root') {
+        const o = await this.opts();
+        id =
+          (await this.call('root', () => this.drive.files.get({ fileId: 'root', fields: 'id' }, o))).id ??
+          'root';
+      }
+      const rel = normalizePath((this.options.root ?? '').replace(/^\/+|\/+$/g, ''));
+      for (const seg of rel === '' ? [] : rel.split('/'))
+        id = await this.ensureChildFolder(id, seg, undefined);
+      return id;
+    })().catch((e: unknown) => {
+      this.rootId = undefined;
+      throw e;
+    });
+    return this.rootId;
+  }
+
+  private async children(
+    parentId: string,
+    name: string | undefined,
+    signal?: AbortSignal,
+  ): Promise<DriveFile[]> {
+    const q =
+      `'${escapeQ(parentId)}' in parents and trashed = false` +
+      (name === undefined ? '' : ` and name = '${escapeQ(name)}'`);
+    const out: DriveFile[] = [];
+    let pageToken: string | undefined;
+    do {
+      const o = await this.opts(signal);
+      const page = await this.call(
+        'files.list',
+        () =>
+          this.drive.files.list(
+            { q, pageSize: 1000, pageToken, fields: `nextPageToken,files(${FILE_FIELDS})` },
+            o,
+          ),
+        signal,
+      );
+      out.push(...(page.files ?? []));
+      pageToken = page.nextPageToken ?? undefined;
+    } while (pageToken);
+    return out;
+  }
+
+  private async child(parentId: string, name: string, signal?: AbortSignal): Promise<DriveFile | undefined> {
+    return owner(await this.children(parentId, name, signal));
+  }
+
+  /** The Drive item at `p`, or undefined. Uses and refreshes the cache. */
+  private async lookup(p: string, signal?: AbortSignal): Promise<DriveFile | undefined> {
+    const rootId = await this.getRootId();
+    if (p === '') return { id: rootId, mimeType: FOLDER_MIME, name: '' };
+    const cached = this.index.get(p);
+    if (cached) {
+      const parentId = parentPath(p) === '' ? rootId : this.index.get(parentPath(p))?.id;
+      try {
+        const o = await this.opts(signal);
+        const f = await this.call(
+          'files.get',
+          () => this.drive.files.get({ fileId: cached.id, fields: FILE_FIELDS }, o),
+          signal,
+        );
+        if (!f.trashed && f.name === baseName(p) && parentId !== undefined && f.parents?.includes(parentId))
+          return f;
+      } catch (e) {
+        if (!(e instanceof NotFoundError)) throw e;
+      }
+      this.index.forget(p); // moved, renamed, trashed or deleted behind our back
+    }
+    let parentId = rootId;
+    let found: DriveFile | undefined;
+    const segs = p.split('/');
+    for (let i = 0; i < segs.length; i++) {
+      const sub = segs.slice(0, i + 1).join('/');
+      const c = i < segs.length - 1 ? this.index.get(sub) : undefined;
+      if (c) {
+        if (!c.dir) return undefined;
+        parentId = c.id;
+        continue;
+      }
+      found = await this.child(parentId, segs[i] as string, signal);
+      if (!found?.id) return undefined;
+      this.index.set(sub, found.id, found.mimeType === FOLDER_MIME);
+      if (i < segs.length - 1) {
+        if (found.mimeType !== FOLDER_MIME) return undefined;
+        parentId = found.id;
+      }
+    }
+    return found;
+  }
+
+  private toEntry(p: string, f: DriveFile): Entry {
+    if (f.mimeType === FOLDER_MIME) {
+      return {
+        path: p,
+        kind: 'dir',
+        size: 0,
+        modifiedMs: f.modifiedTime ? Date.parse(f.modifiedTime) : 0,
+        revision: '',
+      };
+    }
+    return {
+      path: p,
+      kind: 'file',
+      size: Number(f.size ?? 0),
+      modifiedMs: f.modifiedTime ? Date.parse(f.modifiedTime) : 0,
+      revision: f.headRevisionId ?? '',
+      ...(f.sha256Checksum ? { hash: { algorithm: 'sha256', value: f.sha256Checksum } } : {}),
+    };
+  }
+
+  /** Make sure folder `name` exists under `parentId`; a file there is AlreadyExists. Returns its id. */
+  private ensureChildFolder(
+    parentId: string,
+    name: string,
+    path: string | undefined,
+    signal?: AbortSignal,
+  ): Promise<string> {
+    return this.locks.run([`folder:${parentId}/${name}`], async () => {
+      const existing = await this.child(parentId, name, signal);
+      if (existing?.id) {
+        if (existing.mimeType !== FOLDER_MIME)
+          throw new AlreadyExistsError(`${this.name}: a file is in the way of folder ${path ?? name}`);
+        if (path !== undefined) this.index.set(path, existing.id, true);
+        return existing.id;
+      }
+      const o = await this.opts(signal);
+      const created = await this.call(
+        'files.create (folder)',
+        () =>
+          this.drive.files.create(
+            { requestBody: { name, mimeType: FOLDER_MIME, parents: [parentId] }, fields: 'id' },
+            o,
+          ),
+        signal,
+      );
+      if (!created.id) throw new TransientError(`${this.name}: folder create returned no id`);
+      if (path !== undefined) this.index.set(path, created.id, true);
+      return created.id;
+    });
+  }
+
+  /** Folder id for `dir`, creating missing folders. */
+  private async ensureFolders(dir: string, signal?: AbortSignal): Promise<string> {
+    let id = await this.getRootId();
+    if (dir === '') return id;
+    const segs = dir.split('/');
+    for (let i = 0; i < segs.length; i++) {
+      const sub = segs.slice(0, i + 1).join('/');
+      const cached = this.index.get(sub);
+      if (cached?.dir) {
+        id = cached.id;
+        continue;
+      }
+      id = await this.ensureChildFolder(id, segs[i] as string, sub, signal);
+    }
+    return id;
+  }
+
+  // ---- contract ----
+
+  async *list(dir: string, options: ListOptions = {}): AsyncIterable<Entry> {
+    const d = normalizePath(dir);
+    const folder = await this.lookup(d, options.signal);
+    if (!folder?.id || folder.mimeType !== FOLDER_MIME)
+      throw new NotFoundError(`${this.name}: folder not found: ${d}`);
+    const queue: { path: string; id: string }[] = [{ path: d, id: folder.id }];
+    while (queue.length > 0) {
+      const { path, id } = queue.shift() as { path: string; id: string };
+      const byName = new Map<string, DriveFile[]>();
+      for (const f of await this.children(id, undefined, options.signal)) {
+        const name = validName(f.name);
+        if (name === undefined || !f.id) continue;
+        const list = byName.get(name) ?? [];
+        list.push(f);
+        byName.set(name, list);
+      }
+      for (const [name, files] of [...byName].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+        const f = owner(files) as DriveFile & { id: string };
+        const p = path === '' ? name : `${path}/${name}`;
+        this.index.set(p, f.id, f.mimeType === FOLDER_MIME);
+        throwIfAborted(options.signal);
+        yield this.toEntry(p, f);
+        if (options.recursive && f.mimeType === FOLDER_MIME) queue.push({ path: p, id: f.id });
+      }
+    }
+  }
+
+  async stat(path: string, options: { signal?: AbortSignal } = {}): Promise<Entry> {
+    const p = normalizeEntryPath(path);
+    const f = await this.lookup(p, options.signal);
+    if (!f) throw new NotFoundError(`${this.name}: not found: ${p}`);
+    return this.toEntry(p, f);
+  }
+
+  async read(path: string, options: ReadOptions = {}): Promise<AsyncIterable<Uint8Array>> {
+    const p = normalizeEntryPath(path);
+    const offset = options.offset ?? 0;
+    const length = options.length;
+    if (!Number.isSafeInteger(offset) || offset < 0)
+      throw new InvalidArgumentError(`bad read offset ${offset}`);
+    if (length !== undefined && (!Number.isSafeInteger(length) || length < 0))
+      throw new InvalidArgumentError(`bad read length ${length}`);
+    const f = await this.lookup(p, options.signal);
+    if (!f?.id || f.mimeType === FOLDER_MIME) throw new NotFoundError(`${this.name}: no file at ${p}`);
+    const size = Number(f.size ?? 0);
+    if (length === 0 || offset >= size) return (async function* () {})();
+    const headers: Record<string, string> =
+      offset === 0 && length === undefined
+        ? {}
+        : { range: `bytes=${offset}-${length === undefined ? '' : offset + length - 1}` };
+    const fileId = f.id;
+    const o = await this.opts(options.signal);
+    let stream: Readable;
+    try {
+      const res = await this.drive.files.get(
+        { fileId, alt: 'media' },
+        { ...o, responseType: 'stream', headers },
+      );
+      stream = res.data as unknown as Readable;
+    } catch (e) {
+      if (options.signal?.aborted) throw e;
+      throw classifyGDrive(await withBody(e), `${this.name}: read ${p}`);
+    }
+    const name = this.name;
+    return (async function* () {
+      try {
+        for await (const chunk of stream) yield chunk as Uint8Array;
+      } catch (e) {
+        if (options.signal?.aborted) throw e;
+        throw new TransientError(`${name}: read ${p} broke: ${String(e)}`, undefined, { cause: e });
+      }
+    })();
+  }
+
+  async write(path: string, body: Body, options: WriteOptions = {}): Promise<Entry> {
+    const p = normalizeEntryPath(path);
+    const parts = rechunk(openBody(body), this.chunkSize)[Symbol.asyncIterator]();
+    const sha = createHash('sha256');
+    const first = await parts.next();
+    const firstChunk = first.done ? Buffer.alloc(0) : first.value;
+    sha.update(firstChunk);
+    const second = first.done ? ({ done: true, value: undefined } as const) : await parts.next();
+    throwIfAborted(options.signal);
+    return this.locks.run([`path:${p}`], async () => {
+      const parentId = await this.ensureFolders(parentPath(p), options.signal);
+      const existing = await this.child(parentId, baseName(p), options.signal);
+      if (existing?.mimeType === FOLDER_MIME)
+        throw new AlreadyExistsError(`${this.name}: a folder exists at ${p}`);
+      if (options.ifNotExists && existing) throw new AlreadyExistsError(`${this.name}: ${p} exists`);
+      if (options.ifRevision !== undefined) {
+        if (!existing) throw new NotFoundError(`${this.name}: conditional write on missing ${p}`);
+        if (existing.headRevisionId !== options.ifRevision) {
+          throw new PreconditionFailedError(
+            `${this.name}: ${p} is at revision ${existing.headRevisionId ?? ''}, not ${options.ifRevision}`,
+            existing.headRevisionId ?? undefined,
+          );
+        }
+      }
+      const meta: DriveFile =
+        options.modifiedMs !== undefined ? { modifiedTime: new Date(options.modifiedMs).toISOString() } : {};
+      let result: DriveFile;
+      if (second.done) {
+        checkBody(this.name, p, options, firstChunk.byteLength, sha.digest('hex'));
+        const o = await this.opts(options.signal);
+        const media = { mimeType: 'application/octet-stream', body: Readable.from([firstChunk]) };
+        result = existing?.id
+          ? await this.call(
+              'files.update',
+              () =>
+                this.drive.files.update(
+                  { fileId: existing.id as string, requestBody: meta, media, fields: FILE_FIELDS },
+                  o,
+                ),
+              options.signal,
+            )
+          : await this.call(
+              'files.create',
+              () =>
+                this.drive.files.create(
+                  {
+                    requestBody: { ...meta, name: baseName(p), parents: [parentId] },
+                    media,
+                    fields: FILE_FIELDS,
+                  },
+                  o,
+                ),
+              options.signal,
+            );
+      } else {
+        result = await this.resumable(
+          p,
+          existing?.id ?? undefined,
+          parentId,
+          meta,
+          firstChunk,
+          second.value,
+          parts,
+          sha,
+          options,
+        );
+      }
+      if (!result.id) throw new TransientError(`${this.name}: write ${p}: no id returned`);
+      this.index.set(p, result.id, false);
+      return this.toEntry(p, result);
+    });
+  }
+
+  /** Resumable upload: chunks sent through the auth client, resuming from the session's status. */
+  private async resumable(
+    p: string,
+    fileId: string | undefined,
+    parentId: string,
+    meta: DriveFile,
+    first: Buffer,
+    second: Buffer,
+    rest: AsyncIterator<Buffer>,
+    sha: ReturnType<typeof createHash>,
+    options: WriteOptions,
+  ): Promise<DriveFile> {
+    const base = `${this.rootUrl}upload/drive/v3/files`;
+    const url = fileId
+      ? `${base}/${encodeURIComponent(fileId)}?uploadType=resumable&fields=${FILE_FIELDS}`
+      : `${base}?uploadType=resumable&fields=${FILE_FIELDS}`;
+    const init = await this.request(
+      url,
+      fileId ? 'PATCH' : 'POST',
+      fileId ? meta : { ...meta, name: baseName(p), parents: [parentId] },
+      {
+        'x-upload-content-type': 'application/octet-stream',
+        ...(options.size !== undefined ? { 'x-upload-content-length': String(options.size) } : {}),
+      },
+      options.signal,
+    );
+    if (init.status !== 200)
+      throw classifyGDrive({ response: init }, `${this.name}: start resumable upload ${p}`);
+    const session = init.headers.get('location');
+    if (!session) throw new TransientError(`${this.name}: resumable upload of ${p} got no session URI`);
+    try {
+      let offset = 0;
+      let chunk = first;
+      let next: Buffer | undefined = second;
+      for (;;) {
+        throwIfAborted(options.signal);
+        const last = next === undefined;
+        if (last) checkBody(this.name, p, options, offset + chunk.byteLength, sha.digest('hex'));
+        const done = await this.sendChunk(session, chunk, offset, last, options.signal);
+        if (done) return done;
+        offset += chunk.byteLength;
+        chunk = next as Buffer;
+        const following = await rest.next();
+        next = following.done ? undefined : following.value;
+        sha.update(chunk);
+      }
+    } catch (e) {
+      // Cancel the session so nothing is left behind (best effort; it also expires in a week).
+      await this.request(session, 'DELETE', undefined, {}, undefined).catch(() => undefined);
+      throw e;
+    }
+  }
+
+  /** PUT one chunk; on a dropped connection or 5xx ask the session where it stands and resume. */
+  private async sendChunk(
+    session: string,
+    chunk: Buffer,
+    offset: number,
+    last: boolean,
+    signal?: AbortSignal,
+  ): Promise<DriveFile | undefined> {
+    const total = last ? String(offset + chunk.byteLength) : '*';
+    const end = offset + chunk.byteLength;
+    let sent = 0; // bytes of this chunk the session already holds
+    for (let attempt = 1; ; attempt++) {
+      throwIfAborted(signal);
+      let res: Response | undefined;
+      try {
+        res = await this.request(
+          session,
+          'PUT',
+          chunk.subarray(sent),
+          { 'content-range': `bytes ${offset + sent}-${end - 1}/${total}` },
+          signal,
+        );
+      } catch (e) {
+        if (signal?.aborted) throw e;
+      }
+      if (res && (res.status === 200 || res.status === 201)) return (await res.json()) as DriveFile;
+      let have: number | undefined;
+      if (res?.status === 308) have = rangeEnd(res.headers.get('range'));
+      else if (res && res.status < 500 && res.status !== 429) {
+        const data: unknown = await res.json().catch(() => undefined);
+        throw classifyGDrive(
+          { response: { status: res.status, data, headers: res.headers } },
+          `${this.name}: upload chunk`,
+        );
+      }
+      if (attempt >= 6) {
+        throw new TransientError(
+          `${this.name}: upload chunk failed ${attempt} times (last: ${res?.status ?? 'network error'})`,
+        );
+      }
+      if (have === undefined) {
+        // Dropped or refused: ask where the session stands (status query `bytes */N`).
+        await new Promise((r) => setTimeout(r, Math.min(2000, 50 * 2 ** attempt)));
+        const status = await this.request(
+          session,
+          'PUT',
+          Buffer.alloc(0),
+          { 'content-range': `bytes */${total}` },
+          signal,
+        ).catch(() => undefined);
+        if (status && (status.status === 200 || status.status === 201))
+          return (await status.json()) as DriveFile;
+        if (status?.status !== 308) continue;
+        have = rangeEnd(status.headers.get('range'));
+      }
+      if (have >= end) return undefined;
+      sent = Math.max(0, have - offset);
+    }
+  }
+
+  /** One request through the auth client (Authorization set by it), answered as a fetch Response. */
+  private async request(
+    url: string,
+    method: string,
+    data: unknown,
+    headers: Record<string, string>,
+    signal?: AbortSignal,
+  ): Promise<Response> {
+    await this.opts(signal);
+    const res = await this.auth.request<string>({
+      url,
+      method: method as 'PUT',
+      headers:
+        data !== undefined && !Buffer.isBuffer(data)
+          ? { 'content-type': 'application/json; charset=UTF-8', ...headers }
+          : headers,
+      data: data === undefined ? undefined : Buffer.isBuffer(data) ? data : JSON.stringify(data),
+      responseType: 'text',
+      validateStatus: () => true,
+      retry: false,
+      ...(signal ? { signal } : {}),
+    });
+    const h = new Headers();
+    const raw = res.headers as unknown as Headers | Record<string, string>;
+    if (typeof (raw as Headers).get === 'function') (raw as Headers).forEach((v, k) => h.set(k, v));
+    else for (const [k, v] of Object.entries(raw)) h.set(k, String(v));
+    const empty = res.status === 204 || res.status === 205 || res.status === 304;
+    return new Response(empty ? null : (res.data ?? ''), { status: res.status, headers: h });
+  }
+
+  async remove(path: string, options: RemoveOptions = {}): Promise<void> {
+    const p = normalizeEntryPath(path);
+    await this.locks.run([`path:${p}`], async () => {
+      const f = await this.lookup(p, options.signal);
+      if (!f?.id) throw new NotFoundError(`${this.name}: not found: ${p}`);
+      if (options.ifRevision !== undefined && f.headRevisionId !== options.ifRevision) {
+        throw new PreconditionFailedError(
+          `${this.name}: ${p} is at revision ${f.headRevisionId ?? ''}, not ${options.ifRevision}`,
+          f.headRevisionId ?? undefined,
+        );
+      }
+      const o = await this.opts(options.signal);
+      await this.call(
+        'files.delete',
+        () => this.drive.files.delete({ fileId: f.id as string }, o),
+        options.signal,
+      );
+      this.index.forget(p);
+    });
+  }
+
+  async mkdir(path: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const p = normalizeEntryPath(path);
+    await this.ensureFolders(p, options.signal);
+  }
+
+  async move(from: string, to: string, options: TransferOptions = {}): Promise<Entry> {
+    const f = normalizeEntryPath(from);
+    const t = normalizeEntryPath(to);
+    if (t !== f && isWithin(t, f))
+      throw new InvalidPathError(`${this.name}: cannot put ${f} inside itself`, t);
+    return this.locks.run([`path:${f}`, `path:${t}`], async () => {
+      const src = await this.lookup(f, options.signal);
+      if (!src?.id) throw new NotFoundError(`${this.name}: not found: ${f}`);
+      const parentId = await this.ensureFolders(parentPath(t), options.signal);
+      const dst = await this.child(parentId, baseName(t), options.signal);
+      if (dst?.id && dst.id !== src.id) {
+        if (dst.mimeType === FOLDER_MIME || src.mimeType === FOLDER_MIME || !options.overwrite) {
+          throw new AlreadyExistsError(`${this.name}: ${t} exists`);
+        }
+        const o = await this.opts(options.signal);
+        await this.call(
+          'files.delete',
+          () => this.drive.files.delete({ fileId: dst.id as string }, o),
+          options.signal,
+        );
+        this.index.forget(t);
+      }
+      const oldParent = src.parents?.[0];
+      const o = await this.opts(options.signal);
+      const moved = await this.call(
+        'files.update (move)',
+        () =>
+          this.drive.files.update(
+            {
+              fileId: src.id as string,
+              requestBody: { name: baseName(t) },
+              ...(oldParent !== parentId
+                ? { addParents: parentId, removeParents: oldParent ?? undefined }
+                : {}),
+              fields: FILE_FIELDS,
+            },
+            o,
+          ),
+        options.signal,
+      );
+      this.movedFrom.set(src.id, f);
+      this.index.forget(f);
+      this.index.set(t, src.id, src.mimeType === FOLDER_MIME);
+      return this.toEntry(t, moved);
+    });
+  }
+
+  async copy(from: string, to: string, options: TransferOptions = {}): Promise<Entry> {
+    const f = normalizeEntryPath(from);
+    const t = normalizeEntryPath(to);
+    if (t === f) throw new AlreadyExistsError(`${this.name}: ${t} exists`);
+    return this.locks.run([`path:${t}`], async () => {
+      const src = await this.lookup(f, options.signal);
+      if (!src?.id) throw new NotFoundError(`${this.name}: not found: ${f}`);
+      if (src.mimeType === FOLDER_MIME)
+        throw new NotSupportedError(`${this.name}: Drive cannot copy folders (features.copy = 'files')`);
+      const parentId = await this.ensureFolders(parentPath(t), options.signal);
+      const dst = await this.child(parentId, baseName(t), options.signal);
+      if (dst?.id) {
+        if (dst.mimeType === FOLDER_MIME || !options.overwrite)
+          throw new AlreadyExistsError(`${this.name}: ${t} exists`);
+        const o = await this.opts(options.signal);
+        await this.call(
+          'files.delete',
+          () => this.drive.files.delete({ fileId: dst.id as string }, o),
+          options.signal,
+        );
+      }
+      const o = await this.opts(options.signal);
+      const copied = await this.call(
+        'files.copy',
+        () =>
+          this.drive.files.copy(
+            {
+              fileId: src.id as string,
+              requestBody: { name: baseName(t), parents: [parentId] },
+              fields: FILE_FIELDS,
+            },
+            o,
+          ),
+        options.signal,
+      );
+      if (copied.id) this.index.set(t, copied.id, false);
+      return this.toEntry(t, copied);
+    });
+  }
+
+  async latestCursor(options: { signal?: AbortSignal } = {}): Promise<string> {
+    await this.getRootId();
+    const o = await this.opts(options.signal);
+    const out = await this.call(
+      'changes.getStartPageToken',
+      () => this.drive.changes.getStartPageToken({}, o),
+      options.signal,
+    );
+    if (!out.startPageToken) throw new TransientError(`${this.name}: no startPageToken`);
+    return CURSOR_PREFIX + out.startPageToken;
+  }
+
+  /** Provider path of a file from the feed: walk its parents up to our root (undefined when outside). */
+  private async feedPath(f: DriveFile, signal?: AbortSignal): Promise<string | undefined> {
+    const rootId = await this.getRootId();
+    const name = validName(f.name);
+    const parent = f.parents?.[0];
+    if (name === undefined || !parent) return undefined;
+    if (parent === rootId) return name;
+    const known = this.index.pathOf(parent);
+    if (known !== undefined) return `${known}/${name}`;
+    // Walk up through folders we have not seen, remembering the ones outside the root.
+    const chain: DriveFile[] = [];
+    let cur: string | null = parent;
+    for (let depth = 0; cur && depth < 64; depth++) {
+      if (cur === rootId) break;
+      const k = this.index.pathOf(cur);
+      if (k !== undefined) break;
+      if (this.foreignParents.has(cur) && this.foreignParents.get(cur) === null) return undefined;
+      const o = await this.opts(signal);
+      let folder: DriveFile;
+      try {
+        folder = await this.call(
+          'files.get',
+          () =>
+            this.drive.files.get({ fileId: cur as string, fields: 'id,name,parents,mimeType,trashed' }, o),
+          signal,
+        );
+      } catch (e) {
+        if (e instanceof NotFoundError) return undefined;
+        throw e;
+      }
+      chain.push(folder);
+      cur = folder.parents?.[0] ?? null;
+    }
+    if (cur === null || cur === undefined) {
+      for (const c of chain) if (c.id) this.foreignParents.set(c.id, null);
+      return undefined;
+    }
+    let base = cur === rootId ? '' : (this.index.pathOf(cur) ?? '');
+    for (const c of chain.reverse()) {
+      const n = validName(c.name);
+      if (n === undefined || !c.id) return undefined;
+      base = base === '' ? n : `${base}/${n}`;
+      this.index.set(base, c.id, true);
+    }
+    return base === '' ? name : `${base}/${name}`;
+  }
+
+  async changes(cursor: string, options: { signal?: AbortSignal; limit?: number } = {}): Promise<ChangePage> {
+    const reset = async (): Promise<ChangePage> => ({
+      changes: [],
+      cursor: await this.latestCursor(options),
+      hasMore: false,
+      reset: true,
+    });
+    if (!cursor.startsWith(CURSOR_PREFIX)) return reset();
+    const rootId = await this.getRootId();
+    let page: drive_v3.Schema$ChangeList;
+    try {
+      const o = await this.opts(options.signal);
+      page = await this.call(
+        'changes.list',
+        () =>
+          this.drive.changes.list(
+            {
+              pageToken: cursor.slice(CURSOR_PREFIX.length),
+              pageSize: Math.max(1, Math.min(1000, options.limit ?? 1000)),
+              includeRemoved: true,
+              fields: `nextPageToken,newStartPageToken,changes(fileId,removed,file(${FILE_FIELDS}))`,
+            },
+            o,
+          ),
+        options.signal,
+      );
+    } catch (e) {
+      if (e instanceof InvalidArgumentError) return reset(); // an invalid or expired page token
+      throw e;
+    }
+    const out: Change[] = [];
+    // A delete is only reported for a path no other live item is known to hold now.
+    const pushDelete = (path: string, id: string): void => {
+      const holder = this.index.get(path);
+      if (holder && holder.id !== id) return;
+      out.push({ type: 'delete', path });
+    };
+    for (const c of page.changes ?? []) {
+      const id = c.fileId ?? c.file?.id;
+      if (!id || id === rootId) continue;
+      const before = this.movedFrom.get(id) ?? this.index.lastPathOf(id);
+      this.movedFrom.delete(id);
+      if (c.removed || !c.file || c.file.trashed) {
+        if (before !== undefined) pushDelete(before, id);
+        this.index.drop(id);
+        continue;
+      }
+      const now = await this.feedPath(c.file, options.signal);
+      if (before !== undefined && before !== now) pushDelete(before, id);
+      if (now === undefined) {
+        this.index.drop(id);
+        continue;
+      }
+      const dir = c.file.mimeType === FOLDER_MIME;
+      this.index.set(now, id, dir);
+      out.push({ type: 'upsert', path: now, entry: this.toEntry(now, c.file) });
+    }
+    const next = page.nextPageToken ?? page.newStartPageToken;
+    if (!next) throw new TransientError(`${this.name}: changes.list returned no token`);
+    return { changes: out, cursor: CURSOR_PREFIX + next, hasMore: Boolean(page.nextPageToken), reset: false };
+  }
+}
+
+function checkBody(name: string, p: string, options: WriteOptions, size: number, shaHex: string): void {
+  if (options.size !== undefined && options.size !== size) {
+    throw new InvalidArgumentError(`${name}: expected ${options.size} bytes for ${p}, received ${size}`);
+  }
+  if (options.sha256 !== undefined && options.sha256.toLowerCase() !== shaHex) {
+    throw new InvalidArgumentError(`${name}: SHA-256 of the bytes received for ${p} does not match`);
+  }
+}
+
+/** Last byte + 1 from a 308's `Range: bytes=0-N` (0 when absent). */
+function rangeEnd(header: string | null): number {
+  const m = header ? /bytes=0-(\d+)/.exec(header) : null;
+  return m ? Number(m[1]) + 1 : 0;
+}
+
+/** For responseType 'stream' errors the body is a stream: read it so the reason can be classified. */
+async function withBody(e: unknown): Promise<unknown> {
+  const err = e as GaxiosLike;
+  const data = err.response?.data;
+  if (data && typeof (data as Readable).pipe === 'function') {
+    const chunks: Buffer[] = [];
+    try {
+      for await (const c of data as Readable) chunks.push(Buffer.from(c as Uint8Array));
+      const parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
+      return { ...err, message: err.message, response: { ...err.response, data: parsed } };
+    } catch {
+      return e;
+    }
+  }
+  return e;
+}
