@@ -1,0 +1,133 @@
+/**
+ * Server configuration: one JSON file plus WEFT_PROXY_* environment overrides, validated
+ * with zod. Everything has an embedded default, so `{}` starts a working server.
+ */
+import { readFileSync } from 'node:fs';
+import * as nodePath from 'node:path';
+import * as os from 'node:os';
+import { z } from 'zod/v4';
+
+const MiB = 1024 * 1024;
+
+export const ObjectTierConfig = z.discriminatedUnion('type', [
+  z.object({
+    type: z.literal('fs'),
+    /** Default: <dataDir>/objects. */
+    dir: z.string().optional(),
+  }),
+  z.object({
+    type: z.literal('s3'),
+    bucket: z.string().min(1),
+    prefix: z.string().default(''),
+    endpoint: z.string().optional(),
+    region: z.string().default('us-east-1'),
+    forcePathStyle: z.boolean().default(false),
+    accessKeyId: z.string().optional(),
+    secretAccessKey: z.string().optional(),
+  }),
+]);
+
+export const ProxyConfig = z.object({
+  host: z.string().default('127.0.0.1'),
+  port: z.number().int().min(0).max(65535).default(0),
+  /** Root of everything the server stores unless placed elsewhere below. */
+  dataDir: z.string().default(nodePath.join(os.homedir(), '.weft', 'proxy')),
+  /** Filesystem tier (EFS in production). Default: <dataDir>/fs. */
+  fsTierDir: z.string().optional(),
+  objectTier: ObjectTierConfig.default({ type: 'fs' }),
+  /** SQLite file. Default: <dataDir>/metadata.sqlite. */
+  metadataFile: z.string().optional(),
+  /** Guards enrolment. Default: a random token, returned by startProxyServer and logged once. */
+  adminToken: z.string().min(16).optional(),
+  tls: z.object({ certFile: z.string(), keyFile: z.string() }).optional(),
+  smallFileBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(2 * MiB),
+  relayCacheBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(1024 * MiB),
+  /** How long an unreferenced object is kept (default 24 h). */
+  gcGraceMs: z
+    .number()
+    .int()
+    .min(0)
+    .default(24 * 3600 * 1000),
+  gcIntervalMs: z
+    .number()
+    .int()
+    .min(0)
+    .default(3600 * 1000),
+  /** Unrelated operations applied at once. */
+  concurrency: z.number().int().positive().default(8),
+  /** Largest delta container / signature accepted. */
+  maxDeltaBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(512 * MiB),
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+export type ProxyConfig = z.infer<typeof ProxyConfig>;
+export type ProxyConfigInput = z.input<typeof ProxyConfig>;
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+/** Environment variables that override the file, and the config key each sets. */
+export const ENV_OVERRIDES: Record<string, (c: Record<string, unknown>, v: string) => void> = {
+  WEFT_PROXY_HOST: (c, v) => (c.host = v),
+  WEFT_PROXY_PORT: (c, v) => (c.port = Number(v)),
+  WEFT_PROXY_DATA_DIR: (c, v) => (c.dataDir = v),
+  WEFT_PROXY_FS_TIER_DIR: (c, v) => (c.fsTierDir = v),
+  WEFT_PROXY_METADATA_FILE: (c, v) => (c.metadataFile = v),
+  WEFT_PROXY_ADMIN_TOKEN: (c, v) => (c.adminToken = v),
+  WEFT_PROXY_LOG_LEVEL: (c, v) => (c.logLevel = v),
+  WEFT_PROXY_CONCURRENCY: (c, v) => (c.concurrency = Number(v)),
+  WEFT_PROXY_RELAY_CACHE_BYTES: (c, v) => (c.relayCacheBytes = Number(v)),
+  WEFT_PROXY_GC_GRACE_MS: (c, v) => (c.gcGraceMs = Number(v)),
+  WEFT_PROXY_TLS_CERT_FILE: (c, v) => (c.tls = { ...(c.tls as object), certFile: v }),
+  WEFT_PROXY_TLS_KEY_FILE: (c, v) => (c.tls = { ...(c.tls as object), keyFile: v }),
+  WEFT_PROXY_S3_BUCKET: (c, v) => (c.objectTier = { ...s3(c), bucket: v }),
+  WEFT_PROXY_S3_PREFIX: (c, v) => (c.objectTier = { ...s3(c), prefix: v }),
+  WEFT_PROXY_S3_ENDPOINT: (c, v) => (c.objectTier = { ...s3(c), endpoint: v }),
+  WEFT_PROXY_S3_REGION: (c, v) => (c.objectTier = { ...s3(c), region: v }),
+  WEFT_PROXY_S3_FORCE_PATH_STYLE: (c, v) =>
+    (c.objectTier = { ...s3(c), forcePathStyle: v === 'true' || v === '1' }),
+  WEFT_PROXY_S3_ACCESS_KEY_ID: (c, v) => (c.objectTier = { ...s3(c), accessKeyId: v }),
+  WEFT_PROXY_S3_SECRET_ACCESS_KEY: (c, v) => (c.objectTier = { ...s3(c), secretAccessKey: v }),
+};
+
+function s3(c: Record<string, unknown>): Record<string, unknown> {
+  const cur = c.objectTier as Record<string, unknown> | undefined;
+  return cur?.type === 's3' ? cur : { type: 's3' };
+}
+
+/** Validate a config object (after env overrides), filling defaults. */
+export function parseConfig(input: unknown, env: NodeJS.ProcessEnv = {}): ProxyConfig {
+  const raw: Record<string, unknown> = {
+    ...(typeof input === 'object' && input !== null ? (input as object) : {}),
+  };
+  for (const [name, apply] of Object.entries(ENV_OVERRIDES)) {
+    const v = env[name];
+    if (v !== undefined && v !== '') apply(raw, v);
+  }
+  const parsed = ProxyConfig.safeParse(raw);
+  if (!parsed.success) throw new ConfigError(`invalid proxy configuration: ${z.prettifyError(parsed.error)}`);
+  return parsed.data;
+}
+
+/** Read a JSON config file and apply the environment. */
+export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.env): ProxyConfig {
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new ConfigError(`cannot read ${file}: ${(e as Error).message}`);
+  }
+  return parseConfig(json, env);
+}

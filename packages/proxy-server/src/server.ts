@@ -1,0 +1,1075 @@
+/**
+ * The Weft proxy server: Fastify HTTP API + WebSockets (change feed, block stream) over the
+ * hybrid store. `startProxyServer(config)` runs it in-process (tests, `npm start`);
+ * bin/weft-proxy.mjs runs it from a config file.
+ */
+import { EventEmitter } from 'node:events';
+import { randomBytes } from 'node:crypto';
+import { createWriteStream, readFileSync } from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createHash } from 'node:crypto';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import websocket from '@fastify/websocket';
+import pino, { type Logger } from 'pino';
+import { z } from 'zod/v4';
+import { FsProvider, S3Provider, type Provider } from '@weft/providers';
+import { collect, delta as rsyncDelta, parseSignature, patch, type OldFileReader } from '@weft/rsync-wasm';
+import {
+  API_PREFIX,
+  ApiErrorBody,
+  BlockNack,
+  BundleDownloadRequest,
+  BundleUploadResponse,
+  ChangesQuery,
+  ChangesResponse,
+  DeltaDownloadQuery,
+  DeltaUploadQuery,
+  EnrolRequest,
+  EnrolResponse,
+  EntryInfo,
+  FeedClientMessage,
+  type FeedServerMessage,
+  type FileOp,
+  HEADER_DEFERRED,
+  HEADER_MTIME,
+  HEADER_REVISION,
+  HEADER_SHA256,
+  HealthResponse,
+  InviteRequest,
+  InviteResponse,
+  ListQuery,
+  ListResponse,
+  MAX_BUNDLE_BYTES,
+  MerkleRequest,
+  MerkleResponse,
+  OpResult,
+  OpsRequest,
+  OpsResponse,
+  PathQuery,
+  TransferCreateRequest,
+  TransferState,
+  BlockAck,
+  WhoAmIResponse,
+  decodeBundle,
+  decodeDeltaContainer,
+  encodeBundle,
+  encodeDeltaContainer,
+  peekTransferBlockHeader,
+  type BundleEntry,
+  type ChangeRecord,
+  type ErrorCode,
+  BLOCK_HEADER_SIZE,
+  MAX_BLOCK_PAYLOAD,
+} from '@weft/wire';
+import { type AuthContext, bearer, hashSecret, newInvite, newToken, safeEqual } from './auth.ts';
+import { parseConfig, type ProxyConfig, type ProxyConfigInput } from './config.ts';
+import { ApiError, toApiError } from './errors.ts';
+import { MerkleIndex } from './merkle.ts';
+import { ProxyMetrics } from './metrics.ts';
+import { OpScheduler } from './scheduler.ts';
+import { checkUserPath, HybridStore, type Writer } from './store/hybrid.ts';
+import { RelayCache } from './store/relay-cache.ts';
+import { SqliteMetadataStore } from './store/sqlite.ts';
+import { TransferService } from './transfers.ts';
+
+export const SERVER_VERSION = '0.1.0';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    auth?: AuthContext;
+  }
+}
+
+export interface RunningProxyServer {
+  /** Base URL, e.g. http://127.0.0.1:41234 */
+  readonly url: string;
+  /** The admin token guarding enrolment (the configured one, or a generated one). */
+  readonly adminToken: string;
+  readonly config: ProxyConfig;
+  readonly app: FastifyInstance;
+  readonly store: HybridStore;
+  readonly scheduler: OpScheduler;
+  /** Run garbage collection now (grace period from the config unless given). */
+  gc(graceMs?: number): Promise<{ objects: number; orphans: number; transfers: number }>;
+  /** Enrol a device directly (for `npm start` and tests). */
+  enrol(user: string, deviceName: string): Promise<{ token: string; deviceId: string }>;
+  close(): Promise<void>;
+}
+
+interface RouteDoc {
+  method: string;
+  url: string;
+  summary: string;
+  auth: 'device' | 'admin' | 'none';
+  query?: z.ZodType;
+  body?: z.ZodType;
+  binaryBody?: string;
+  response?: z.ZodType;
+  binaryResponse?: string;
+  websocket?: boolean;
+}
+
+function parse<T extends z.ZodType>(schema: T, data: unknown): z.infer<T> {
+  const r = schema.safeParse(data);
+  if (r.success) return r.data;
+  const pathIssue = r.error.issues.some((i) =>
+    i.path.some((k) => ['path', 'from', 'to', 'paths'].includes(String(k))),
+  );
+  throw new ApiError(pathIssue ? 'INVALID_PATH' : 'BAD_REQUEST', z.prettifyError(r.error).slice(0, 2000));
+}
+
+function errorBody(e: ApiError): ApiErrorBody {
+  return { error: { code: e.code, message: e.message, ...(e.details ? { details: e.details } : {}) } };
+}
+
+async function openProviders(
+  config: ProxyConfig,
+): Promise<{ fs: FsProvider; objects: Provider; fsRoot: string }> {
+  const fsRoot = config.fsTierDir ?? nodePath.join(config.dataDir, 'fs');
+  const fs = await FsProvider.open({ root: fsRoot, portable: false });
+  const ot = config.objectTier;
+  const objects: Provider =
+    ot.type === 'fs'
+      ? await FsProvider.open({ root: ot.dir ?? nodePath.join(config.dataDir, 'objects'), portable: false })
+      : new S3Provider({
+          bucket: ot.bucket,
+          prefix: ot.prefix,
+          ...(ot.endpoint ? { endpoint: ot.endpoint } : {}),
+          region: ot.region,
+          forcePathStyle: ot.forcePathStyle,
+          ...(ot.accessKeyId && ot.secretAccessKey
+            ? { credentials: { accessKeyId: ot.accessKeyId, secretAccessKey: ot.secretAccessKey } }
+            : {}),
+        });
+  return { fs, objects, fsRoot };
+}
+
+/** Start a proxy server. Defaults: 127.0.0.1, a free port, everything under config.dataDir. */
+export async function startProxyServer(
+  input: ProxyConfigInput = {},
+  options: { logger?: Logger } = {},
+): Promise<RunningProxyServer> {
+  const config = parseConfig(input);
+  const log = options.logger ?? pino({ level: config.logLevel, name: 'weft-proxy' });
+  await fsp.mkdir(config.dataDir, { recursive: true });
+  const adminToken = config.adminToken ?? 'wfa_' + randomBytes(24).toString('base64url');
+  const metrics = new ProxyMetrics();
+  const { fs, objects, fsRoot } = await openProviders(config);
+  const meta = new SqliteMetadataStore(
+    config.metadataFile ?? nodePath.join(config.dataDir, 'metadata.sqlite'),
+  );
+  const hub = new EventEmitter();
+  hub.setMaxListeners(0);
+  const merkle = new MerkleIndex(meta);
+  const scheduler = new OpScheduler({ concurrency: config.concurrency });
+  const relay = new RelayCache(
+    nodePath.join(fsRoot, 'relay'),
+    config.relayCacheBytes,
+    objects,
+    (bytes, ms) => {
+      metrics.transferSeconds.observe({ kind: 'relay-stage' }, ms / 1000);
+      metrics.bytes.inc({ tier: 'object', direction: 'out' }, bytes);
+      scheduler.bandwidth.record(bytes, ms);
+    },
+  );
+  await relay.init();
+  const store = new HybridStore({
+    fs,
+    objects,
+    meta,
+    relay,
+    stagingDir: nodePath.join(fsRoot, 'staging'),
+    smallFileBytes: config.smallFileBytes,
+    log,
+    metrics,
+    onChanges: (userId: string, records: ChangeRecord[]) => {
+      for (const r of records) {
+        merkle.invalidate(userId, r.path);
+        if (r.type === 'move') merkle.invalidate(userId, r.from);
+      }
+      hub.emit(`changes:${userId}`);
+    },
+    onObjectTransfer: (bytes, ms) => scheduler.bandwidth.record(bytes, ms),
+  });
+  await store.clearTemps();
+  // Crash recovery: the filesystem tier is the truth for every namespace.
+  for (const user of meta.listUsers()) await store.reconcile(user);
+  meta.recomputeRefcounts(Date.now());
+  const transfers = new TransferService(store, metrics);
+
+  const tls = config.tls
+    ? { key: readFileSync(config.tls.keyFile), cert: readFileSync(config.tls.certFile) }
+    : undefined;
+  const app = (tls
+    ? Fastify({ loggerInstance: log, https: tls, bodyLimit: 1 << 20 })
+    : Fastify({ loggerInstance: log, bodyLimit: 1 << 20 })) as unknown as FastifyInstance;
+  await app.register(websocket, {
+    options: { maxPayload: BLOCK_HEADER_SIZE + MAX_BLOCK_PAYLOAD + 1024 * 1024 },
+  });
+  app.addContentTypeParser('application/octet-stream', { parseAs: 'buffer' }, (_req, body, done) =>
+    done(null, body),
+  );
+  app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
+    let e: ApiError;
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+      e = new ApiError('PAYLOAD_TOO_LARGE', 'request body too large');
+    else if (typeof err.code === 'string' && err.code.startsWith('FST_ERR_CTP'))
+      e = new ApiError('BAD_REQUEST', err.message);
+    else if (
+      err instanceof SyntaxError ||
+      (err.statusCode !== undefined &&
+        err.statusCode >= 400 &&
+        err.statusCode < 500 &&
+        !(err instanceof ApiError))
+    )
+      e = new ApiError('BAD_REQUEST', err.message);
+    else e = toApiError(err);
+    if (e.status >= 500) req.log.error({ err }, 'request failed');
+    void reply.code(e.status).send(errorBody(e));
+  });
+  app.setNotFoundHandler((_req, reply) => {
+    void reply.code(404).send(errorBody(new ApiError('NOT_FOUND', 'no such route')));
+  });
+
+  app.addHook('onRequest', async (req: FastifyRequest) => {
+    const url = req.url.split('?')[0] ?? '';
+    if (!url.startsWith(API_PREFIX + '/') || url === `${API_PREFIX}/enrol` || url === `${API_PREFIX}/invites`)
+      return;
+    const token = bearer(req.headers.authorization);
+    const device = token ? meta.deviceByTokenHash(hashSecret(token)) : undefined;
+    if (!device) throw new ApiError('UNAUTHORIZED', 'missing or unknown device token');
+    req.auth = { userId: device.userId, deviceId: device.id, deviceName: device.name };
+  });
+  app.addHook('onResponse', async (req, reply) => {
+    metrics.requests.inc({
+      method: req.method,
+      route: req.routeOptions.url ?? 'unmatched',
+      status: String(reply.statusCode),
+    });
+    const inBytes = Number(req.headers['content-length'] ?? 0);
+    if (inBytes > 0) metrics.bytes.inc({ tier: 'client', direction: 'in' }, inBytes);
+    const out = Number(reply.getHeader('content-length') ?? 0);
+    if (out > 0) metrics.bytes.inc({ tier: 'client', direction: 'out' }, out);
+  });
+
+  const docs: RouteDoc[] = [];
+  const auth = (req: FastifyRequest): AuthContext => {
+    if (!req.auth) throw new ApiError('UNAUTHORIZED', 'missing or unknown device token');
+    return req.auth;
+  };
+  const requireAdmin = (req: FastifyRequest): void => {
+    const t = bearer(req.headers.authorization);
+    if (!t || !safeEqual(t, adminToken)) throw new ApiError('FORBIDDEN', 'admin token required');
+  };
+  const writer = (a: AuthContext): Writer => ({
+    userId: a.userId,
+    deviceId: a.deviceId,
+    deviceName: a.deviceName,
+  });
+
+  // ---------------------------------------------------------------- ops through the scheduler
+
+  const runOp = (a: AuthContext, op: FileOp): Promise<OpResult> => {
+    const w = writer(a);
+    const paths = op.op === 'move' || op.op === 'copy' ? [op.from, op.to] : [op.path];
+    const bytes = op.op === 'commit' ? op.size : 0;
+    return scheduler
+      .submit({
+        namespace: a.userId,
+        paths,
+        bytes,
+        run: async (): Promise<OpResult> => {
+          metrics.queueDepth.set(scheduler.depth);
+          switch (op.op) {
+            case 'mkdir':
+              return store.mkdir(w, op.path);
+            case 'delete':
+              return store.remove(w, op.path, op.baseRevision);
+            case 'move':
+              return store.move(w, op.from, op.to);
+            case 'copy':
+              return store.copy(w, op.from, op.to);
+            case 'commit': {
+              if (!op.transferId)
+                return store.linkObject(w, op.path, op.sha256, op.size, op.mtimeMs, op.baseRevision);
+              const { t, file } = await transfers.complete(a, op.transferId);
+              if (t.sha256 !== op.sha256 || t.size !== op.size || t.path !== op.path) {
+                throw new ApiError('BAD_REQUEST', 'commit does not match the transfer (path, size, sha256)');
+              }
+              try {
+                const res = await store.writeFile(
+                  w,
+                  op.path,
+                  { file, size: t.size },
+                  t.sha256,
+                  op.mtimeMs,
+                  op.baseRevision,
+                );
+                await transfers.remove(t.id);
+                return res;
+              } catch (e) {
+                if (e instanceof ApiError && e.code === 'HASH_MISMATCH') await transfers.remove(t.id);
+                throw e;
+              }
+            }
+          }
+        },
+      })
+      .catch((e: unknown): OpResult => {
+        const err = toApiError(e);
+        if (err.status >= 500) log.error({ err: e }, 'operation failed');
+        return { status: 'error', error: errorBody(err).error };
+      })
+      .finally(() => metrics.queueDepth.set(scheduler.depth));
+  };
+
+  // ---------------------------------------------------------------- routes
+
+  const route = (
+    doc: RouteDoc,
+    handler: (req: FastifyRequest, reply: FastifyReply) => Promise<unknown>,
+    bodyLimit?: number,
+  ): void => {
+    docs.push(doc);
+    app.route({ method: doc.method as 'GET', url: doc.url, handler, ...(bodyLimit ? { bodyLimit } : {}) });
+  };
+
+  route(
+    { method: 'GET', url: '/healthz', summary: 'Liveness', auth: 'none', response: HealthResponse },
+    async () => ({
+      status: 'ok',
+      version: SERVER_VERSION,
+    }),
+  );
+  route(
+    {
+      method: 'GET',
+      url: '/metrics',
+      summary: 'Prometheus metrics',
+      auth: 'none',
+      binaryResponse: 'text/plain',
+    },
+    async (_req, reply) => {
+      metrics.queueDepth.set(scheduler.depth);
+      void reply.header('content-type', metrics.registry.contentType);
+      return metrics.registry.metrics();
+    },
+  );
+  route({ method: 'GET', url: '/openapi.json', summary: 'This document', auth: 'none' }, async () =>
+    openApi(docs),
+  );
+
+  route(
+    {
+      method: 'POST',
+      url: '/v1/invites',
+      summary: 'Create a one-time enrolment invite',
+      auth: 'admin',
+      body: InviteRequest,
+      response: InviteResponse,
+    },
+    async (req, reply) => {
+      requireAdmin(req);
+      const body = parse(InviteRequest, req.body);
+      const invite = newInvite();
+      meta.addInvite(hashSecret(invite), body.user, Date.now());
+      void reply.code(201);
+      return { user: body.user, invite };
+    },
+  );
+
+  const enrolDevice = async (
+    user: string,
+    deviceName: string,
+  ): Promise<{ token: string; deviceId: string }> => {
+    await store.ensureNamespace(user);
+    const token = newToken();
+    const deviceId = 'd_' + randomBytes(8).toString('hex');
+    meta.addDevice({ id: deviceId, userId: user, name: deviceName }, hashSecret(token), Date.now());
+    return { token, deviceId };
+  };
+
+  route(
+    {
+      method: 'POST',
+      url: '/v1/enrol',
+      summary: 'Enrol a device (admin token or invite)',
+      auth: 'admin',
+      body: EnrolRequest,
+      response: EnrolResponse,
+    },
+    async (req, reply) => {
+      const body = parse(EnrolRequest, req.body);
+      if (body.invite !== undefined) {
+        const user = meta.consumeInvite(hashSecret(body.invite), Date.now());
+        if (user !== body.user) throw new ApiError('FORBIDDEN', 'invalid or used invite');
+      } else requireAdmin(req);
+      const { token, deviceId } = await enrolDevice(body.user, body.deviceName);
+      void reply.code(201);
+      return { user: body.user, deviceId, deviceName: body.deviceName, token };
+    },
+  );
+
+  route(
+    {
+      method: 'GET',
+      url: '/v1/whoami',
+      summary: 'The calling device',
+      auth: 'device',
+      response: WhoAmIResponse,
+    },
+    async (req) => {
+      const a = auth(req);
+      return {
+        user: a.userId,
+        deviceId: a.deviceId,
+        deviceName: a.deviceName,
+        seq: meta.currentSeq(a.userId),
+      };
+    },
+  );
+
+  route(
+    {
+      method: 'GET',
+      url: '/v1/list',
+      summary: 'List a folder',
+      auth: 'device',
+      query: ListQuery,
+      response: ListResponse,
+    },
+    async (req) => {
+      const a = auth(req);
+      const q = parse(ListQuery, req.query);
+      const seq = meta.currentSeq(a.userId);
+      const entries = store.list(a.userId, q.path, q.recursive === '1' || q.recursive === 'true');
+      return { entries, seq };
+    },
+  );
+
+  route(
+    {
+      method: 'GET',
+      url: '/v1/stat',
+      summary: 'One entry',
+      auth: 'device',
+      query: PathQuery,
+      response: EntryInfo,
+    },
+    async (req) => {
+      const a = auth(req);
+      const q = parse(PathQuery, req.query);
+      const e = store.stat(a.userId, q.path);
+      if (!e) throw new ApiError('NOT_FOUND', 'not found');
+      return e;
+    },
+  );
+
+  route(
+    {
+      method: 'GET',
+      url: '/v1/files',
+      summary: 'Download a file (Range supported)',
+      auth: 'device',
+      query: PathQuery,
+      binaryResponse: 'application/octet-stream',
+    },
+    async (req, reply) => {
+      const a = auth(req);
+      const q = parse(PathQuery, req.query);
+      const e = store.stat(a.userId, q.path);
+      if (!e) throw new ApiError('NOT_FOUND', 'not found');
+      if (e.kind !== 'file') throw new ApiError('NOT_FOUND', 'not a file');
+      const range = parseRange(req.headers.range, e.size);
+      const { stream } = await store.openRead(a.userId, e, range && e.size > 0 ? range : undefined);
+      fileHeaders(reply, e);
+      void reply.header('accept-ranges', 'bytes');
+      if (range) {
+        void reply
+          .code(206)
+          .header('content-range', `bytes ${range.start}-${range.end}/${e.size}`)
+          .header('content-length', String(range.end - range.start + 1));
+      } else void reply.header('content-length', String(e.size));
+      void reply.type('application/octet-stream');
+      return reply.send(Readable.from(stream));
+    },
+  );
+
+  route(
+    {
+      method: 'POST',
+      url: '/v1/ops',
+      summary: 'Apply file operations (ordered per path)',
+      auth: 'device',
+      body: OpsRequest,
+      response: OpsResponse,
+    },
+    async (req) => {
+      const a = auth(req);
+      const body = parse(OpsRequest, req.body);
+      for (const op of body.ops)
+        for (const p of op.op === 'move' || op.op === 'copy' ? [op.from, op.to] : [op.path]) checkUserPath(p);
+      const results = await Promise.all(body.ops.map((op) => runOp(a, op)));
+      return { results };
+    },
+  );
+
+  route(
+    {
+      method: 'POST',
+      url: '/v1/bundles',
+      summary: 'Upload small files as a bundle',
+      auth: 'device',
+      binaryBody: 'application/octet-stream',
+      response: BundleUploadResponse,
+    },
+    async (req) => {
+      const a = auth(req);
+      const bytes = binaryBody(req);
+      const bundle = decodeBundle(bytes);
+      for (const e of bundle.entries) checkUserPath(e.path);
+      const w = writer(a);
+      const results = await Promise.all(
+        bundle.entries.map(async (e) => ({
+          path: e.path,
+          result: await scheduler
+            .submit({
+              namespace: a.userId,
+              paths: [e.path],
+              bytes: 0,
+              run: () => store.writeFile(w, e.path, { bytes: e.content }, e.sha256, e.mtimeMs, e.rev, true),
+            })
+            .catch((err: unknown): OpResult => ({
+              status: 'error',
+              error: errorBody(toApiError(err)).error,
+            })),
+        })),
+      );
+      return { results };
+    },
+    MAX_BUNDLE_BYTES + 1024,
+  );
+
+  route(
+    {
+      method: 'POST',
+      url: '/v1/bundles/download',
+      summary: 'Download many small files as one bundle',
+      auth: 'device',
+      body: BundleDownloadRequest,
+      binaryResponse: 'application/octet-stream',
+    },
+    async (req, reply) => {
+      const a = auth(req);
+      const body = parse(BundleDownloadRequest, req.body);
+      const entries: BundleEntry[] = [];
+      const deferred: string[] = [];
+      let used = 32;
+      for (const p of body.paths) {
+        const e = store.stat(a.userId, p);
+        if (!e || e.kind !== 'file' || e.tier === 'large' || !e.sha256) {
+          deferred.push(p);
+          continue;
+        }
+        const cost = e.size + Buffer.byteLength(p) + 64 + e.revision.length;
+        if (used + cost > MAX_BUNDLE_BYTES) {
+          deferred.push(p);
+          continue;
+        }
+        const content = await store.readAll(a.userId, e);
+        if (content.byteLength !== e.size) {
+          deferred.push(p); // changed while reading: fetch again
+          continue;
+        }
+        used += cost;
+        entries.push({ path: p, rev: e.revision, mtimeMs: e.mtimeMs, sha256: e.sha256, content });
+      }
+      let out = encodeBundle(entries);
+      if (body.compress !== false && entries.length > 0) {
+        const packed = encodeBundle(entries, { compress: true });
+        if (packed.byteLength <= out.byteLength * 0.9) out = packed;
+      }
+      void reply.type('application/octet-stream').header(HEADER_DEFERRED, JSON.stringify(deferred));
+      return reply.send(Buffer.from(out.buffer, out.byteOffset, out.byteLength));
+    },
+  );
+
+  route(
+    {
+      method: 'POST',
+      url: '/v1/transfers',
+      summary: 'Open a large-file transfer',
+      auth: 'device',
+      body: TransferCreateRequest,
+      response: TransferState,
+    },
+    async (req, reply) => {
+      const a = auth(req);
+      const body = parse(TransferCreateRequest, req.body);
+      checkUserPath(body.path);
+      const id = randomBytes(16).toString('hex');
+      const st = await transfers.create(
+        a,
+        { id, path: body.path, size: body.size, sha256: body.sha256, mtimeMs: body.mtimeMs },
+        Date.now(),
+      );
+      void reply.code(201);
+      return st;
+    },
+  );
+  const TransferParams = z.object({ id: z.string().regex(/^[0-9a-f]{32}$/) });
+  route(
+    {
+      method: 'GET',
+      url: '/v1/transfers/:id',
+      summary: 'Transfer state (acknowledged ranges)',
+      auth: 'device',
+      response: TransferState,
+    },
+    async (req) => {
+      const a = auth(req);
+      const { id } = parse(TransferParams, req.params);
+      return transfers.state(transfers.get(a, id));
+    },
+  );
+  route(
+    { method: 'DELETE', url: '/v1/transfers/:id', summary: 'Abandon a transfer', auth: 'device' },
+    async (req, reply) => {
+      const a = auth(req);
+      const { id } = parse(TransferParams, req.params);
+      transfers.get(a, id);
+      await transfers.remove(id);
+      return reply.code(204).send();
+    },
+  );
+  route(
+    {
+      method: 'PUT',
+      url: '/v1/transfers/:id/blocks',
+      summary: 'Send one transfer block (synchronous ack)',
+      auth: 'device',
+      binaryBody: 'application/octet-stream',
+      response: BlockAck,
+    },
+    async (req) => {
+      const a = auth(req);
+      const { id } = parse(TransferParams, req.params);
+      const bytes = binaryBody(req);
+      const peek = peekTransferBlockHeader(bytes);
+      if (peek && peek.transferId !== id)
+        throw new ApiError('BAD_REQUEST', 'block belongs to another transfer');
+      return transfers.block(a, bytes);
+    },
+    BLOCK_HEADER_SIZE + MAX_BLOCK_PAYLOAD + 1024,
+  );
+
+  docs.push({
+    method: 'GET',
+    url: '/v1/stream',
+    summary: 'WebSocket: send transfer blocks (binary), receive BlockAck/BlockNack (JSON)',
+    auth: 'device',
+    websocket: true,
+    response: BlockAck,
+  });
+  app.get('/v1/stream', { websocket: true }, (socket, req) => {
+    const a = auth(req);
+    socket.on('message', (data: Buffer, isBinary: boolean) => {
+      const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+      const peek = isBinary ? peekTransferBlockHeader(bytes) : undefined;
+      const work = isBinary
+        ? transfers.block(a, bytes)
+        : Promise.reject(new ApiError('BAD_REQUEST', 'send blocks as binary messages'));
+      work.then(
+        (ack) => socket.send(JSON.stringify(ack)),
+        (e: unknown) => {
+          const err = toApiError(e);
+          const nack: BlockNack = {
+            type: 'block-error',
+            ...(peek ? { transferId: peek.transferId, seq: peek.seq } : {}),
+            error: errorBody(err).error,
+          };
+          socket.send(JSON.stringify(nack));
+        },
+      );
+    });
+  });
+
+  route(
+    {
+      method: 'POST',
+      url: '/v1/deltas',
+      summary: 'Upload a large file as a delta against its base revision',
+      auth: 'device',
+      query: DeltaUploadQuery,
+      binaryBody: 'application/octet-stream',
+      response: OpResult,
+    },
+    async (req) => {
+      const a = auth(req);
+      const q = parse(DeltaUploadQuery, req.query);
+      checkUserPath(q.path);
+      const c = decodeDeltaContainer(binaryBody(req), { maxRawBytes: config.maxDeltaBytes });
+      const found = store.findContent(a.userId, q.path, c.baseSha256);
+      if (!found)
+        throw new ApiError(
+          'DELTA_BASE_UNKNOWN',
+          'the server does not have the base content; upload the whole file',
+        );
+      const baseEntry = found.entry;
+      let old: OldFileReader | Uint8Array;
+      let release = (): void => undefined;
+      if (baseEntry && baseEntry.tier !== 'large') old = await store.readAll(a.userId, baseEntry);
+      else {
+        const size = baseEntry?.size ?? found.objectSize ?? 0;
+        const staged = await store.stageObject(c.baseSha256, size);
+        release = staged.release;
+        const fh = await fsp.open(staged.file, 'r');
+        const prev = release;
+        release = () => {
+          void fh.close();
+          prev();
+        };
+        old = {
+          size,
+          read: async (offset, length) => {
+            const buf = Buffer.alloc(length);
+            let got = 0;
+            while (got < length) {
+              const { bytesRead } = await fh.read(buf, got, length - got, offset + got);
+              if (bytesRead === 0) break;
+              got += bytesRead;
+            }
+            return buf.subarray(0, got);
+          },
+        };
+      }
+      const tmp = store.tempFile();
+      try {
+        const hash = createHash('sha256');
+        let size = 0;
+        const out = createWriteStream(tmp);
+        await pipeline(
+          Readable.from(
+            (async function* () {
+              for await (const chunk of patch(old, c.delta)) {
+                hash.update(chunk);
+                size += chunk.byteLength;
+                yield chunk;
+              }
+            })(),
+          ),
+          out,
+        );
+        release();
+        if (size !== c.targetSize || hash.digest('hex') !== c.targetSha256) {
+          throw new ApiError(
+            'HASH_MISMATCH',
+            'the patched result does not match the target size and SHA-256',
+          );
+        }
+        return await scheduler.submit({
+          namespace: a.userId,
+          paths: [q.path],
+          bytes: size,
+          run: () =>
+            store.writeFile(
+              writer(a),
+              q.path,
+              { file: tmp, size },
+              c.targetSha256,
+              q.mtimeMs,
+              q.baseRevision,
+              true,
+            ),
+        });
+      } finally {
+        release();
+        await fsp.rm(tmp, { force: true });
+      }
+    },
+    config.maxDeltaBytes,
+  );
+
+  route(
+    {
+      method: 'POST',
+      url: '/v1/files/delta',
+      summary: 'Delta download: send a signature, receive a delta container',
+      auth: 'device',
+      query: DeltaDownloadQuery,
+      binaryBody: 'application/octet-stream',
+      binaryResponse: 'application/octet-stream',
+    },
+    async (req, reply) => {
+      const a = auth(req);
+      const q = parse(DeltaDownloadQuery, req.query);
+      const sig = parseSignature(binaryBody(req));
+      const e = store.stat(a.userId, q.path);
+      if (!e || e.kind !== 'file' || !e.sha256) throw new ApiError('NOT_FOUND', 'not found');
+      const { stream, release } = await store.openRead(a.userId, e, undefined);
+      let d: Uint8Array;
+      try {
+        d = await collect(rsyncDelta(sig, stream));
+      } finally {
+        release();
+      }
+      let out = encodeDeltaContainer({
+        baseSha256: q.baseSha256,
+        targetSha256: e.sha256,
+        targetSize: e.size,
+        delta: d,
+      });
+      const packed = encodeDeltaContainer(
+        { baseSha256: q.baseSha256, targetSha256: e.sha256, targetSize: e.size, delta: d },
+        { compress: true },
+      );
+      if (packed.byteLength <= out.byteLength * 0.9) out = packed;
+      fileHeaders(reply, e);
+      void reply.type('application/octet-stream');
+      return reply.send(Buffer.from(out.buffer, out.byteOffset, out.byteLength));
+    },
+    config.maxDeltaBytes,
+  );
+
+  route(
+    {
+      method: 'GET',
+      url: '/v1/changes',
+      summary: 'Changes after a cursor (polling)',
+      auth: 'device',
+      query: ChangesQuery,
+      response: ChangesResponse,
+    },
+    async (req) => {
+      const a = auth(req);
+      const q = parse(ChangesQuery, req.query);
+      const seq = meta.currentSeq(a.userId);
+      if (q.cursor > seq) return { changes: [], cursor: seq, hasMore: false, reset: true };
+      const changes = meta.changesSince(a.userId, q.cursor, q.limit);
+      const cursor = changes.at(-1)?.seq ?? q.cursor;
+      return { changes, cursor, hasMore: cursor < seq, reset: false };
+    },
+  );
+
+  docs.push({
+    method: 'GET',
+    url: '/v1/feed',
+    summary: 'WebSocket change feed: ?cursor=N, then hello / changes / reset messages',
+    auth: 'device',
+    websocket: true,
+  });
+  app.get('/v1/feed', { websocket: true }, (socket, req) => {
+    const a = auth(req);
+    const cursorRaw = (req.query as Record<string, unknown>).cursor ?? '0';
+    const parsed = z.coerce.number().int().min(0).safeParse(cursorRaw);
+    const send = (m: FeedServerMessage): void => socket.send(JSON.stringify(m));
+    if (!parsed.success) {
+      send({
+        type: 'error',
+        error: { code: 'BAD_REQUEST', message: 'cursor must be a non-negative integer' },
+      });
+      socket.close(1008, 'bad cursor');
+      return;
+    }
+    metrics.feedClients.inc();
+    let sent = parsed.data;
+    const seqNow = meta.currentSeq(a.userId);
+    send({ type: 'hello', user: a.userId, seq: seqNow, cursor: Math.min(sent, seqNow) });
+    if (sent > seqNow) {
+      send({ type: 'reset', cursor: seqNow });
+      sent = seqNow;
+    }
+    let busy = false;
+    let again = false;
+    const pump = (): void => {
+      if (busy) {
+        again = true;
+        return;
+      }
+      busy = true;
+      try {
+        do {
+          again = false;
+          for (;;) {
+            if (socket.readyState !== socket.OPEN) return;
+            const page = meta.changesSince(a.userId, sent, 500);
+            const last = page.at(-1);
+            if (!last) break;
+            send({ type: 'changes', changes: page, cursor: last.seq });
+            sent = last.seq;
+          }
+        } while (again);
+      } finally {
+        busy = false;
+      }
+    };
+    const key = `changes:${a.userId}`;
+    hub.on(key, pump);
+    socket.on('message', (data: Buffer) => {
+      const msg = FeedClientMessage.safeParse(safeJson(data.toString('utf8')));
+      if (!msg.success) send({ type: 'error', error: { code: 'BAD_REQUEST', message: 'unknown message' } });
+    });
+    socket.on('close', () => {
+      hub.off(key, pump);
+      metrics.feedClients.dec();
+    });
+    pump();
+  });
+
+  route(
+    {
+      method: 'POST',
+      url: '/v1/merkle',
+      summary: 'Merkle hashes of entries and their children (top-down check)',
+      auth: 'device',
+      body: MerkleRequest,
+      response: MerkleResponse,
+    },
+    async (req) => {
+      const a = auth(req);
+      const body = parse(MerkleRequest, req.body);
+      return { nodes: body.paths.map((p) => merkle.node(a.userId, p)) };
+    },
+  );
+
+  let gcTimer: NodeJS.Timeout | undefined;
+  if (config.gcIntervalMs > 0) {
+    gcTimer = setInterval(() => {
+      store.gc(config.gcGraceMs).catch((err: unknown) => log.error({ err }, 'garbage collection failed'));
+    }, config.gcIntervalMs);
+    gcTimer.unref();
+  }
+
+  const address = await app.listen({ host: config.host, port: config.port });
+  const url = address.replace('[::1]', 'localhost');
+  log.info({ url, dataDir: config.dataDir, objectTier: config.objectTier.type }, 'weft proxy listening');
+  if (!config.adminToken) log.info('no adminToken configured: a random one was generated for this run');
+
+  let closed = false;
+  return {
+    url,
+    adminToken,
+    config,
+    app,
+    store,
+    scheduler,
+    gc: (graceMs?: number) => store.gc(graceMs ?? config.gcGraceMs),
+    enrol: enrolDevice,
+    async close() {
+      if (closed) return;
+      closed = true;
+      if (gcTimer) clearInterval(gcTimer);
+      for (const c of app.websocketServer?.clients ?? []) c.terminate();
+      await app.close();
+      await fs.close();
+      await objects.close?.();
+      meta.close();
+    },
+  };
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+function binaryBody(req: FastifyRequest): Uint8Array {
+  const b = req.body;
+  if (!(b instanceof Buffer)) throw new ApiError('BAD_REQUEST', 'send the body as application/octet-stream');
+  return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+}
+
+function fileHeaders(reply: FastifyReply, e: EntryInfo): void {
+  void reply
+    .header(HEADER_REVISION, e.revision)
+    .header(HEADER_MTIME, String(e.mtimeMs))
+    .header('etag', `"${e.revision}"`);
+  if (e.sha256) void reply.header(HEADER_SHA256, e.sha256);
+}
+
+/** One `bytes=` range; undefined for none; RANGE_NOT_SATISFIABLE when it cannot be served. */
+export function parseRange(
+  header: string | undefined,
+  size: number,
+): { start: number; end: number } | undefined {
+  if (!header) return undefined;
+  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!m || (m[1] === '' && m[2] === ''))
+    throw new ApiError('RANGE_NOT_SATISFIABLE', 'only one bytes=a-b range is supported', { size });
+  let start: number;
+  let end: number;
+  if (m[1] === '') {
+    const n = Number(m[2]);
+    start = Math.max(0, size - n);
+    end = size - 1;
+  } else {
+    start = Number(m[1]);
+    end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
+  }
+  if (!Number.isSafeInteger(start) || start >= size || end < start) {
+    throw new ApiError('RANGE_NOT_SATISFIABLE', `range not satisfiable for ${size} bytes`, { size });
+  }
+  return { start, end };
+}
+
+function openApi(docs: RouteDoc[]): unknown {
+  const paths: Record<string, Record<string, unknown>> = {};
+  const schema = (s: z.ZodType): unknown => z.toJSONSchema(s, { unrepresentable: 'any', io: 'input' });
+  for (const d of docs) {
+    const url = d.url.replace(/:(\w+)/g, '{$1}');
+    const op: Record<string, unknown> = {
+      summary: d.summary,
+      ...(d.websocket ? { description: 'WebSocket upgrade (GET with Upgrade: websocket).' } : {}),
+      security: d.auth === 'device' ? [{ device: [] }] : d.auth === 'admin' ? [{ admin: [] }] : [],
+      responses: {
+        '200': d.binaryResponse
+          ? {
+              description: 'OK',
+              content: { [d.binaryResponse]: { schema: { type: 'string', format: 'binary' } } },
+            }
+          : {
+              description: 'OK',
+              ...(d.response ? { content: { 'application/json': { schema: schema(d.response) } } } : {}),
+            },
+        default: { description: 'Error', content: { 'application/json': { schema: schema(ApiErrorBody) } } },
+      },
+    };
+    const params: unknown[] = [];
+    for (const m of d.url.matchAll(/:(\w+)/g))
+      params.push({ name: m[1], in: 'path', required: true, schema: { type: 'string' } });
+    if (d.query) {
+      const js = schema(d.query) as { properties?: Record<string, unknown>; required?: string[] };
+      for (const [name, s] of Object.entries(js.properties ?? {})) {
+        params.push({ name, in: 'query', required: js.required?.includes(name) ?? false, schema: s });
+      }
+    }
+    if (params.length) op.parameters = params;
+    if (d.body)
+      op.requestBody = { required: true, content: { 'application/json': { schema: schema(d.body) } } };
+    if (d.binaryBody)
+      op.requestBody = {
+        required: true,
+        content: { [d.binaryBody]: { schema: { type: 'string', format: 'binary' } } },
+      };
+    paths[url] = { ...(paths[url] ?? {}), [d.method.toLowerCase()]: op };
+  }
+  return {
+    openapi: '3.1.0',
+    info: { title: 'Weft proxy API', version: SERVER_VERSION, description: 'See docs/formats/api.md' },
+    components: {
+      securitySchemes: {
+        device: { type: 'http', scheme: 'bearer', description: 'Device token from POST /v1/enrol' },
+        admin: { type: 'http', scheme: 'bearer', description: 'Admin token from the server configuration' },
+      },
+    },
+    paths,
+  };
+}
+
+export type { ErrorCode };

@@ -1,0 +1,415 @@
+/**
+ * SQLite implementation of the metadata store (better-sqlite3, WAL). The schema lives in
+ * numbered files under src/migrations/ (NNN.sql produces schema version NNN, tracked with
+ * PRAGMA user_version).
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import * as nodePath from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import type { ChangeRecord, EntryInfo } from '@weft/wire';
+import type { ChangeInput, DeviceRow, EntryRow, MetadataStore, ObjectRow, TransferRow } from './metadata.ts';
+
+const MIGRATIONS_DIR = nodePath.resolve(fileURLToPath(import.meta.url), '../../migrations');
+
+interface EntrySql {
+  path: string;
+  kind: 'file' | 'dir';
+  size: number;
+  mtime_ms: number;
+  revision: string;
+  sha256: string | null;
+  tier: 'small' | 'large' | null;
+  fs_revision: string;
+}
+
+interface ChangeSql {
+  seq: number;
+  type: 'upsert' | 'delete' | 'move';
+  path: string;
+  from_path: string | null;
+  entry: string | null;
+  device: string | null;
+}
+
+function toEntry(r: EntrySql): EntryRow {
+  return {
+    path: r.path,
+    kind: r.kind,
+    size: r.size,
+    mtimeMs: r.mtime_ms,
+    revision: r.revision,
+    ...(r.sha256 !== null ? { sha256: r.sha256 } : {}),
+    ...(r.tier !== null ? { tier: r.tier } : {}),
+    fsRevision: r.fs_revision,
+  };
+}
+
+export function publicEntry(e: EntryRow): EntryInfo {
+  const { fsRevision: _fs, ...rest } = e;
+  return rest;
+}
+
+function toChange(r: ChangeSql): ChangeRecord {
+  const device = r.device !== null ? { device: r.device } : {};
+  if (r.type === 'delete') return { seq: r.seq, type: 'delete', path: r.path, ...device };
+  const entry = JSON.parse(r.entry ?? 'null') as EntryInfo;
+  if (r.type === 'move')
+    return { seq: r.seq, type: 'move', from: r.from_path ?? '', path: r.path, entry, ...device };
+  return { seq: r.seq, type: 'upsert', path: r.path, entry, ...device };
+}
+
+/** The half-open key range of everything strictly below `dir` ('/' is 0x2F, '0' is 0x30). */
+function below(dir: string): [string, string] {
+  return [dir + '/', dir + '0'];
+}
+
+export class SqliteMetadataStore implements MetadataStore {
+  private readonly db: Database.Database;
+
+  constructor(file: string) {
+    this.db = new Database(file);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = FULL');
+    this.db.pragma('foreign_keys = ON');
+    this.db.pragma('busy_timeout = 5000');
+    this.migrate();
+  }
+
+  private migrate(): void {
+    const files = readdirSync(MIGRATIONS_DIR)
+      .filter((f) => /^\d{3}\.sql$/.test(f))
+      .sort();
+    const current = this.db.pragma('user_version', { simple: true }) as number;
+    for (const f of files) {
+      const version = Number(f.slice(0, 3));
+      if (version <= current) continue;
+      const sql = readFileSync(nodePath.join(MIGRATIONS_DIR, f), 'utf8');
+      this.db.transaction(() => {
+        this.db.exec(sql);
+        this.db.pragma(`user_version = ${version}`);
+      })();
+    }
+  }
+
+  schemaVersion(): number {
+    return this.db.pragma('user_version', { simple: true }) as number;
+  }
+
+  ensureUser(userId: string, nowMs: number): void {
+    this.db.prepare('INSERT OR IGNORE INTO users (id, seq, created_ms) VALUES (?, 0, ?)').run(userId, nowMs);
+  }
+
+  listUsers(): string[] {
+    return (this.db.prepare('SELECT id FROM users ORDER BY id').all() as { id: string }[]).map((r) => r.id);
+  }
+
+  addDevice(device: DeviceRow, tokenSha256: string, nowMs: number): void {
+    this.db
+      .prepare('INSERT INTO devices (id, user_id, name, token_sha256, created_ms) VALUES (?, ?, ?, ?, ?)')
+      .run(device.id, device.userId, device.name, tokenSha256, nowMs);
+  }
+
+  deviceByTokenHash(tokenSha256: string): DeviceRow | undefined {
+    const r = this.db
+      .prepare('SELECT id, user_id, name FROM devices WHERE token_sha256 = ?')
+      .get(tokenSha256) as { id: string; user_id: string; name: string } | undefined;
+    return r ? { id: r.id, userId: r.user_id, name: r.name } : undefined;
+  }
+
+  addInvite(inviteSha256: string, userId: string, nowMs: number): void {
+    this.db
+      .prepare('INSERT INTO invites (invite_sha256, user_id, created_ms) VALUES (?, ?, ?)')
+      .run(inviteSha256, userId, nowMs);
+  }
+
+  consumeInvite(inviteSha256: string, nowMs: number): string | undefined {
+    return this.db.transaction(() => {
+      const r = this.db
+        .prepare('SELECT user_id FROM invites WHERE invite_sha256 = ? AND used_ms IS NULL')
+        .get(inviteSha256) as { user_id: string } | undefined;
+      if (!r) return undefined;
+      this.db.prepare('UPDATE invites SET used_ms = ? WHERE invite_sha256 = ?').run(nowMs, inviteSha256);
+      return r.user_id;
+    })();
+  }
+
+  currentSeq(userId: string): number {
+    const r = this.db.prepare('SELECT seq FROM users WHERE id = ?').get(userId) as
+      { seq: number } | undefined;
+    return r?.seq ?? 0;
+  }
+
+  getEntry(userId: string, path: string): EntryRow | undefined {
+    const r = this.db.prepare('SELECT * FROM entries WHERE user_id = ? AND path = ?').get(userId, path) as
+      EntrySql | undefined;
+    return r ? toEntry(r) : undefined;
+  }
+
+  listEntries(userId: string, dir: string, recursive: boolean): EntryRow[] {
+    let rows: EntrySql[];
+    if (dir === '') {
+      rows = this.db
+        .prepare('SELECT * FROM entries WHERE user_id = ? ORDER BY path')
+        .all(userId) as EntrySql[];
+    } else {
+      const [lo, hi] = below(dir);
+      rows = this.db
+        .prepare('SELECT * FROM entries WHERE user_id = ? AND path >= ? AND path < ? ORDER BY path')
+        .all(userId, lo, hi) as EntrySql[];
+    }
+    if (recursive) return rows.map(toEntry);
+    const prefix = dir === '' ? '' : dir + '/';
+    return rows.filter((r) => !r.path.slice(prefix.length).includes('/')).map(toEntry);
+  }
+
+  private subtree(userId: string, path: string): EntrySql[] {
+    const [lo, hi] = below(path);
+    return this.db
+      .prepare('SELECT * FROM entries WHERE user_id = ? AND (path = ? OR (path >= ? AND path < ?))')
+      .all(userId, path, lo, hi) as EntrySql[];
+  }
+
+  private adjustRef(sha256: string, size: number, delta: number, nowMs: number): void {
+    this.db
+      .prepare(
+        'INSERT OR IGNORE INTO objects (sha256, size, refcount, unreferenced_since_ms, created_ms) VALUES (?, ?, 0, ?, ?)',
+      )
+      .run(sha256, size, nowMs, nowMs);
+    this.db
+      .prepare(
+        `UPDATE objects SET refcount = refcount + ?,
+           unreferenced_since_ms = CASE WHEN refcount + ? <= 0 THEN ? ELSE NULL END
+         WHERE sha256 = ?`,
+      )
+      .run(delta, delta, nowMs, sha256);
+  }
+
+  private putRow(userId: string, e: EntryRow, nowMs: number): void {
+    const old = this.db
+      .prepare('SELECT * FROM entries WHERE user_id = ? AND path = ?')
+      .get(userId, e.path) as EntrySql | undefined;
+    if (old?.tier === 'large' && old.sha256) this.adjustRef(old.sha256, old.size, -1, nowMs);
+    if (e.tier === 'large' && e.sha256) this.adjustRef(e.sha256, e.size, +1, nowMs);
+    this.db
+      .prepare(
+        `INSERT OR REPLACE INTO entries (user_id, path, kind, size, mtime_ms, revision, sha256, tier, fs_revision)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(
+        userId,
+        e.path,
+        e.kind,
+        e.size,
+        e.mtimeMs,
+        e.revision,
+        e.sha256 ?? null,
+        e.tier ?? null,
+        e.fsRevision,
+      );
+  }
+
+  private removeRows(userId: string, rows: EntrySql[], nowMs: number): void {
+    const del = this.db.prepare('DELETE FROM entries WHERE user_id = ? AND path = ?');
+    for (const r of rows) {
+      if (r.tier === 'large' && r.sha256) this.adjustRef(r.sha256, r.size, -1, nowMs);
+      del.run(userId, r.path);
+    }
+  }
+
+  applyChanges(
+    userId: string,
+    changes: ChangeInput[],
+    device: string | undefined,
+    nowMs: number,
+  ): ChangeRecord[] {
+    return this.db.transaction(() => {
+      let seq = this.currentSeq(userId);
+      const out: ChangeRecord[] = [];
+      const insert = this.db.prepare(
+        'INSERT INTO changes (user_id, seq, type, path, from_path, entry, device) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      );
+      for (const c of changes) {
+        seq += 1;
+        if (c.type === 'upsert') {
+          const row: EntryRow = { ...c.entry, revision: c.entry.revision ?? `r${seq}` };
+          this.putRow(userId, row, nowMs);
+          const entry = publicEntry(row);
+          insert.run(userId, seq, 'upsert', row.path, null, JSON.stringify(entry), device ?? null);
+          out.push({ seq, type: 'upsert', path: row.path, entry, ...(device ? { device } : {}) });
+        } else if (c.type === 'delete') {
+          this.removeRows(userId, this.subtree(userId, c.path), nowMs);
+          insert.run(userId, seq, 'delete', c.path, null, null, device ?? null);
+          out.push({ seq, type: 'delete', path: c.path, ...(device ? { device } : {}) });
+        } else {
+          const rows = this.subtree(userId, c.from);
+          const del = this.db.prepare('DELETE FROM entries WHERE user_id = ? AND path = ?');
+          for (const r of rows) del.run(userId, r.path);
+          this.removeRows(userId, this.subtree(userId, c.path), nowMs);
+          let root: EntryRow | undefined;
+          for (const r of rows) {
+            const moved = toEntry({ ...r, path: c.path + r.path.slice(c.from.length) });
+            this.db
+              .prepare(
+                `INSERT INTO entries (user_id, path, kind, size, mtime_ms, revision, sha256, tier, fs_revision)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+              )
+              .run(
+                userId,
+                moved.path,
+                moved.kind,
+                moved.size,
+                moved.mtimeMs,
+                moved.revision,
+                moved.sha256 ?? null,
+                moved.tier ?? null,
+                moved.fsRevision,
+              );
+            if (r.path === c.from) root = moved;
+          }
+          if (!root) throw new Error(`move of ${c.from}: not in the index`);
+          const entry = publicEntry(root);
+          insert.run(userId, seq, 'move', c.path, c.from, JSON.stringify(entry), device ?? null);
+          out.push({ seq, type: 'move', from: c.from, path: c.path, entry, ...(device ? { device } : {}) });
+        }
+      }
+      this.db.prepare('UPDATE users SET seq = ? WHERE id = ?').run(seq, userId);
+      return out;
+    })();
+  }
+
+  /** Update a moved entry's tier revision without a change record (the rename changed ctime). */
+  setFsRevision(userId: string, path: string, fsRevision: string): void {
+    this.db
+      .prepare('UPDATE entries SET fs_revision = ? WHERE user_id = ? AND path = ?')
+      .run(fsRevision, userId, path);
+  }
+
+  changesSince(userId: string, cursor: number, limit: number): ChangeRecord[] {
+    const rows = this.db
+      .prepare(
+        'SELECT seq, type, path, from_path, entry, device FROM changes WHERE user_id = ? AND seq > ? ORDER BY seq LIMIT ?',
+      )
+      .all(userId, cursor, limit) as ChangeSql[];
+    return rows.map(toChange);
+  }
+
+  getObject(sha256: string): ObjectRow | undefined {
+    const r = this.db.prepare('SELECT * FROM objects WHERE sha256 = ?').get(sha256) as
+      { sha256: string; size: number; refcount: number; unreferenced_since_ms: number | null } | undefined;
+    return r
+      ? { sha256: r.sha256, size: r.size, refcount: r.refcount, unreferencedSinceMs: r.unreferenced_since_ms }
+      : undefined;
+  }
+
+  addObject(sha256: string, size: number, nowMs: number): void {
+    this.db
+      .prepare(
+        'INSERT OR IGNORE INTO objects (sha256, size, refcount, unreferenced_since_ms, created_ms) VALUES (?, ?, 0, ?, ?)',
+      )
+      .run(sha256, size, nowMs, nowMs);
+  }
+
+  collectableObjects(cutoffMs: number): ObjectRow[] {
+    const rows = this.db
+      .prepare(
+        'SELECT * FROM objects WHERE refcount <= 0 AND unreferenced_since_ms IS NOT NULL AND unreferenced_since_ms < ?',
+      )
+      .all(cutoffMs) as {
+      sha256: string;
+      size: number;
+      refcount: number;
+      unreferenced_since_ms: number | null;
+    }[];
+    return rows.map((r) => ({
+      sha256: r.sha256,
+      size: r.size,
+      refcount: r.refcount,
+      unreferencedSinceMs: r.unreferenced_since_ms,
+    }));
+  }
+
+  deleteObject(sha256: string): void {
+    this.db.prepare('DELETE FROM objects WHERE sha256 = ? AND refcount <= 0').run(sha256);
+  }
+
+  recomputeRefcounts(nowMs: number): void {
+    this.db.transaction(() => {
+      this.db.exec(
+        `UPDATE objects SET refcount = (SELECT COUNT(*) FROM entries e WHERE e.tier = 'large' AND e.sha256 = objects.sha256)`,
+      );
+      this.db
+        .prepare(
+          'UPDATE objects SET unreferenced_since_ms = COALESCE(unreferenced_since_ms, ?) WHERE refcount = 0',
+        )
+        .run(nowMs);
+      this.db.exec('UPDATE objects SET unreferenced_since_ms = NULL WHERE refcount > 0');
+    })();
+  }
+
+  addTransfer(t: TransferRow): void {
+    this.db
+      .prepare(
+        'INSERT INTO transfers (id, user_id, path, size, sha256, mtime_ms, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      )
+      .run(t.id, t.userId, t.path, t.size, t.sha256, t.mtimeMs, t.createdMs);
+  }
+
+  getTransfer(id: string): TransferRow | undefined {
+    const r = this.db.prepare('SELECT * FROM transfers WHERE id = ?').get(id) as
+      | {
+          id: string;
+          user_id: string;
+          path: string;
+          size: number;
+          sha256: string;
+          mtime_ms: number;
+          created_ms: number;
+        }
+      | undefined;
+    return r
+      ? {
+          id: r.id,
+          userId: r.user_id,
+          path: r.path,
+          size: r.size,
+          sha256: r.sha256,
+          mtimeMs: r.mtime_ms,
+          createdMs: r.created_ms,
+        }
+      : undefined;
+  }
+
+  addTransferRange(id: string, offset: number, length: number): void {
+    this.db
+      .prepare('INSERT OR REPLACE INTO transfer_ranges (transfer_id, offset, length) VALUES (?, ?, ?)')
+      .run(id, offset, length);
+  }
+
+  transferRanges(id: string): { offset: number; length: number }[] {
+    return this.db
+      .prepare('SELECT offset, length FROM transfer_ranges WHERE transfer_id = ? ORDER BY offset')
+      .all(id) as {
+      offset: number;
+      length: number;
+    }[];
+  }
+
+  deleteTransfer(id: string): void {
+    this.db.transaction(() => {
+      this.db.prepare('DELETE FROM transfer_ranges WHERE transfer_id = ?').run(id);
+      this.db.prepare('DELETE FROM transfers WHERE id = ?').run(id);
+    })();
+  }
+
+  transfersOlderThan(cutoffMs: number): TransferRow[] {
+    const ids = this.db.prepare('SELECT id FROM transfers WHERE created_ms < ?').all(cutoffMs) as {
+      id: string;
+    }[];
+    return ids.map((r) => this.getTransfer(r.id)).filter((t): t is TransferRow => t !== undefined);
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * Large-file transfers: blocks written into a staging file at their offsets, each fsynced
+ * and recorded before it is acknowledged, so acks survive a crash and a client resumes by
+ * re-sending only unacknowledged ranges.
+ */
+import { constants as fsc } from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import { decodeTransferBlock, MAX_BLOCK_PAYLOAD, type BlockAck, type TransferState } from '@weft/wire';
+import type { AuthContext } from './auth.ts';
+import { ApiError } from './errors.ts';
+import type { HybridStore } from './store/hybrid.ts';
+import type { TransferRow } from './store/metadata.ts';
+import type { ProxyMetrics } from './metrics.ts';
+
+export function mergeRanges(
+  ranges: { offset: number; length: number }[],
+): { offset: number; length: number }[] {
+  const sorted = [...ranges].filter((r) => r.length > 0).sort((a, b) => a.offset - b.offset);
+  const out: { offset: number; length: number }[] = [];
+  for (const r of sorted) {
+    const last = out.at(-1);
+    if (last && r.offset <= last.offset + last.length) {
+      last.length = Math.max(last.length, r.offset + r.length - last.offset);
+    } else out.push({ ...r });
+  }
+  return out;
+}
+
+export class TransferService {
+  constructor(
+    private readonly store: HybridStore,
+    private readonly metrics: ProxyMetrics,
+  ) {}
+
+  /** The transfer, if it exists and belongs to the caller (another user's looks absent). */
+  get(auth: AuthContext, id: string): TransferRow {
+    const t = this.store.meta.getTransfer(id);
+    if (!t || t.userId !== auth.userId)
+      throw new ApiError('TRANSFER_UNKNOWN', 'no such transfer; open a new one');
+    return t;
+  }
+
+  state(t: TransferRow): TransferState {
+    const received = mergeRanges(this.store.meta.transferRanges(t.id));
+    return {
+      transferId: t.id,
+      path: t.path,
+      size: t.size,
+      sha256: t.sha256,
+      received,
+      receivedBytes: received.reduce((s, r) => s + r.length, 0),
+      haveObject: this.store.meta.getObject(t.sha256) !== undefined,
+      maxBlockBytes: MAX_BLOCK_PAYLOAD,
+    };
+  }
+
+  async create(
+    auth: AuthContext,
+    t: Omit<TransferRow, 'userId' | 'createdMs'>,
+    nowMs: number,
+  ): Promise<TransferState> {
+    const row: TransferRow = { ...t, userId: auth.userId, createdMs: nowMs };
+    const file = await this.store.stagingFile(t.id);
+    await (await fsp.open(file, 'w')).close();
+    this.store.meta.addTransfer(row);
+    return this.state(row);
+  }
+
+  async block(auth: AuthContext, bytes: Uint8Array): Promise<BlockAck> {
+    const b = decodeTransferBlock(bytes);
+    const t = this.get(auth, b.transferId);
+    if (b.offset + b.payload.byteLength > t.size) {
+      throw new ApiError(
+        'BAD_REQUEST',
+        `block [${b.offset}, ${b.offset + b.payload.byteLength}) lies beyond the file size ${t.size}`,
+      );
+    }
+    const file = await this.store.stagingFile(t.id);
+    const fh = await fsp.open(file, fsc.O_RDWR | fsc.O_CREAT, 0o600);
+    try {
+      let written = 0;
+      while (written < b.payload.byteLength) {
+        const { bytesWritten } = await fh.write(
+          b.payload,
+          written,
+          b.payload.byteLength - written,
+          b.offset + written,
+        );
+        written += bytesWritten;
+      }
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    // Durable before acknowledged: the ack promises the client it need not resend.
+    this.store.meta.addTransferRange(t.id, b.offset, b.payload.byteLength);
+    this.metrics.bytes.inc({ tier: 'client', direction: 'in' }, b.payload.byteLength);
+    const st = this.state(t);
+    return {
+      type: 'block-ack',
+      transferId: t.id,
+      seq: b.seq,
+      offset: b.offset,
+      length: b.payload.byteLength,
+      receivedBytes: st.receivedBytes,
+    };
+  }
+
+  /** The staged file, once every byte has been acknowledged. */
+  async complete(auth: AuthContext, id: string): Promise<{ t: TransferRow; file: string }> {
+    const t = this.get(auth, id);
+    const st = this.state(t);
+    if (st.receivedBytes !== t.size) {
+      throw new ApiError('TRANSFER_INCOMPLETE', `${st.receivedBytes} of ${t.size} bytes received`, {
+        received: st.received,
+      });
+    }
+    return { t, file: await this.store.stagingFile(t.id) };
+  }
+
+  async remove(id: string): Promise<void> {
+    await fsp.rm(await this.store.stagingFile(id), { force: true });
+    this.store.meta.deleteTransfer(id);
+  }
+}

@@ -1,0 +1,36 @@
+/**
+ * Starts one s3proxy for the object-tier-on-S3 tests (reusing @weft/providers/testing),
+ * unless WEFT_TEST_S3_ENDPOINT points at another S3-compatible endpoint.
+ */
+import type { TestProject } from 'vitest/node';
+import { type RunningS3Proxy, type S3Endpoint, startS3Proxy } from '@weft/providers/testing';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    proxyS3: S3Endpoint;
+  }
+}
+
+let proxy: RunningS3Proxy | undefined;
+
+export async function setup(project: TestProject): Promise<void> {
+  const env = process.env;
+  if (env.WEFT_TEST_S3_ENDPOINT) {
+    project.provide('proxyS3', {
+      endpoint: env.WEFT_TEST_S3_ENDPOINT,
+      region: env.WEFT_TEST_S3_REGION ?? 'us-east-1',
+      bucket: env.WEFT_TEST_S3_BUCKET ?? 'weft-test',
+      accessKeyId: env.WEFT_TEST_S3_ACCESS_KEY_ID ?? '',
+      secretAccessKey: env.WEFT_TEST_S3_SECRET_ACCESS_KEY ?? '',
+      forcePathStyle: env.WEFT_TEST_S3_PATH_STYLE !== 'false',
+    });
+    return;
+  }
+  proxy = await startS3Proxy({ bucket: 'weft-proxy-test' });
+  const { stop: _stop, ...endpoint } = proxy;
+  project.provide('proxyS3', endpoint);
+}
+
+export async function teardown(): Promise<void> {
+  await proxy?.stop();
+}
