@@ -29,6 +29,7 @@ import {
   type DecodedDeltaContainer,
 } from '@weft/wire';
 import { type Disposable, toDisposable } from '../lifecycle.ts';
+import { ByteRateLimiter } from './rate-limit.ts';
 
 export class RemoteError extends Error {
   constructor(
@@ -56,6 +57,10 @@ export interface ProxyClientOptions {
   readonly token: string;
   /** Count of every request made, for benchmarks and savings figures. */
   readonly onRequest?: (info: { method: string; route: string; bytesOut: number; bytesIn: number }) => void;
+  /** Upload limit in bytes per second (request bodies). */
+  readonly uploadBytesPerSecond?: number;
+  /** Download limit in bytes per second (response bodies). */
+  readonly downloadBytesPerSecond?: number;
 }
 
 type Schema<T> = { parse(input: unknown): T };
@@ -67,9 +72,54 @@ export class ProxyClient {
   bytesSent = 0;
   bytesReceived = 0;
 
+  private readonly upLimit: ByteRateLimiter | undefined;
+  private readonly downLimit: ByteRateLimiter | undefined;
+
   constructor(private readonly options: ProxyClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
     this.token = options.token;
+    this.upLimit = options.uploadBytesPerSecond ? new ByteRateLimiter(options.uploadBytesPerSecond) : undefined;
+    this.downLimit = options.downloadBytesPerSecond ? new ByteRateLimiter(options.downloadBytesPerSecond) : undefined;
+  }
+
+  private async parseJson<T>(res: Response, schema: Schema<T>): Promise<T> {
+    await ensureOk(res);
+    const bytes = await this.bodyBytes(res);
+    let json: unknown;
+    try {
+      json = JSON.parse(Buffer.from(bytes).toString('utf8'));
+    } catch (e) {
+      throw new RemoteError(res.status, 'UNKNOWN', `response is not JSON: ${(e as Error).message}`);
+    }
+    try {
+      return schema.parse(json);
+    } catch (e) {
+      throw new RemoteError(res.status, 'UNKNOWN', `response does not match the API schema: ${(e as Error).message}`);
+    }
+  }
+
+  /** Read a whole response body, counting it and honouring the download limit. */
+  private async bodyBytes(res: Response): Promise<Uint8Array> {
+    const parts: Uint8Array[] = [];
+    let n = 0;
+    for await (const chunk of this.limitDown(res.body as unknown as AsyncIterable<Uint8Array> | null)) {
+      parts.push(chunk);
+      n += chunk.byteLength;
+    }
+    return Buffer.concat(parts, n);
+  }
+
+  private limitDown(body: AsyncIterable<Uint8Array> | null): AsyncIterable<Uint8Array> {
+    const empty = (async function* () {})();
+    if (!body) return empty;
+    const self = this;
+    return (async function* () {
+      for await (const chunk of body) {
+        self.bytesReceived += chunk.byteLength;
+        if (self.downLimit) await self.downLimit.take(chunk.byteLength);
+        yield chunk;
+      }
+    })();
   }
 
   /** Enrol a device: admin token or invite. Returns the device token (shown once). */
@@ -112,6 +162,9 @@ export class ProxyClient {
   ): Promise<Response> {
     const body = options.json !== undefined ? JSON.stringify(options.json) : options.body;
     const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, ...options.headers };
+    if (this.upLimit && body !== undefined) {
+      await this.upLimit.take(typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength, options.signal);
+    }
     if (options.json !== undefined) headers['content-type'] = 'application/json';
     else if (options.body !== undefined) headers['content-type'] = 'application/octet-stream';
     const res = await safeFetch(this.url(route, options.query), {
@@ -124,17 +177,16 @@ export class ProxyClient {
     const out = typeof body === 'string' ? Buffer.byteLength(body) : (body?.byteLength ?? 0);
     this.bytesSent += out;
     const len = Number(res.headers.get('content-length') ?? 0);
-    this.bytesReceived += len;
     this.options.onRequest?.({ method, route, bytesOut: out, bytesIn: len });
     return res;
   }
 
   async whoami(): Promise<z.infer<typeof WhoAmIResponse>> {
-    return parseJson(await this.request('GET', '/whoami'), WhoAmIResponse);
+    return this.parseJson(await this.request('GET', '/whoami'), WhoAmIResponse);
   }
 
   async list(path = '', recursive = true): Promise<ListResponse> {
-    return parseJson(
+    return this.parseJson(
       await this.request('GET', '/list', { query: { path, recursive: recursive ? '1' : '0' } }),
       ListResponse,
     );
@@ -146,7 +198,7 @@ export class ProxyClient {
       await res.body?.cancel();
       return undefined;
     }
-    return parseJson(res, EntryInfo);
+    return this.parseJson(res, EntryInfo);
   }
 
   /** Download a file (optionally a byte range); the body streams. */
@@ -162,7 +214,7 @@ export class ProxyClient {
     await ensureOk(res);
     const body = res.body as unknown as AsyncIterable<Uint8Array> | null;
     return {
-      body: body ?? (async function* () {})(),
+      body: this.limitDown(body),
       revision: res.headers.get('x-weft-revision') ?? '',
       sha256: res.headers.get('x-weft-sha256') ?? '',
       size: Number(res.headers.get('content-length') ?? 0),
@@ -170,11 +222,11 @@ export class ProxyClient {
   }
 
   async ops(ops: readonly FileOp[]): Promise<OpResult[]> {
-    return (await parseJson(await this.request('POST', '/ops', { json: { ops } }), OpsResponse)).results;
+    return (await this.parseJson(await this.request('POST', '/ops', { json: { ops } }), OpsResponse)).results;
   }
 
   async uploadBundle(bundle: Uint8Array): Promise<BundleUploadResponse['results']> {
-    return (await parseJson(await this.request('POST', '/bundles', { body: bundle }), BundleUploadResponse))
+    return (await this.parseJson(await this.request('POST', '/bundles', { body: bundle }), BundleUploadResponse))
       .results;
   }
 
@@ -184,7 +236,7 @@ export class ProxyClient {
   ): Promise<{ bundle: DecodedBundle; deferred: string[] }> {
     const res = await this.request('POST', '/bundles/download', { json: { paths, compress } });
     await ensureOk(res);
-    const bytes = new Uint8Array(await res.arrayBuffer());
+    const bytes = await this.bodyBytes(res);
     const deferredHeader = res.headers.get('x-weft-deferred');
     let deferred: string[] = [];
     if (deferredHeader) {
@@ -204,7 +256,7 @@ export class ProxyClient {
     mtimeMs: number;
     baseRevision?: string | null;
   }): Promise<TransferState> {
-    return parseJson(await this.request('POST', '/transfers', { json: req }), TransferState);
+    return this.parseJson(await this.request('POST', '/transfers', { json: req }), TransferState);
   }
 
   async getTransfer(id: string): Promise<TransferState | undefined> {
@@ -213,11 +265,11 @@ export class ProxyClient {
       await res.body?.cancel();
       return undefined;
     }
-    return parseJson(res, TransferState);
+    return this.parseJson(res, TransferState);
   }
 
   async putBlock(id: string, frame: Uint8Array): Promise<z.infer<typeof BlockAck>> {
-    return parseJson(await this.request('PUT', `/transfers/${id}/blocks`, { body: frame }), BlockAck);
+    return this.parseJson(await this.request('PUT', `/transfers/${id}/blocks`, { body: frame }), BlockAck);
   }
 
   async abandonTransfer(id: string): Promise<void> {
@@ -232,7 +284,7 @@ export class ProxyClient {
     mtimeMs: number,
     container: Uint8Array,
   ): Promise<OpResult> {
-    return parseJson(
+    return this.parseJson(
       await this.request('POST', '/deltas', { query: { path, baseRevision, mtimeMs }, body: container }),
       OpResult,
     );
@@ -248,15 +300,15 @@ export class ProxyClient {
       body: signatureBytes,
     });
     await ensureOk(res);
-    return decodeDeltaContainer(new Uint8Array(await res.arrayBuffer()));
+    return decodeDeltaContainer(await this.bodyBytes(res));
   }
 
   async changes(cursor: number, limit = 1000): Promise<ChangesResponse> {
-    return parseJson(await this.request('GET', '/changes', { query: { cursor, limit } }), ChangesResponse);
+    return this.parseJson(await this.request('GET', '/changes', { query: { cursor, limit } }), ChangesResponse);
   }
 
   async merkle(paths: readonly string[]): Promise<MerkleNode[]> {
-    return (await parseJson(await this.request('POST', '/merkle', { json: { paths } }), MerkleResponse))
+    return (await this.parseJson(await this.request('POST', '/merkle', { json: { paths } }), MerkleResponse))
       .nodes;
   }
 

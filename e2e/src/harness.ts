@@ -1,0 +1,162 @@
+/**
+ * Scenario helpers: a real proxy server (object tier on the embedded fs default or on
+ * s3proxy), real agents (in-process engines, or `weft agent` child processes for crash
+ * tests), and tree comparisons by content hash.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as nodePath from 'node:path';
+import { Engine, type EngineOptions, ProxyClient } from '@weft/core';
+import type { S3Endpoint } from '@weft/providers/testing';
+import { startProxyServer } from '@weft/proxy-server';
+
+export interface TestProxy {
+  readonly url: string;
+  readonly adminToken: string;
+  readonly dataDir: string;
+  close(): Promise<void>;
+}
+
+export async function tempDir(prefix: string): Promise<string> {
+  return fsp.mkdtemp(nodePath.join(os.tmpdir(), `weft-e2e-${prefix}-`));
+}
+
+export async function startTestProxy(
+  tier: 'fs' | S3Endpoint,
+  dataDir?: string,
+  port = 0,
+): Promise<TestProxy> {
+  const dir = dataDir ?? (await tempDir('proxy'));
+  const adminToken = randomBytes(24).toString('hex');
+  const server = await startProxyServer({
+    dataDir: dir,
+    port,
+    adminToken,
+    logLevel: 'warn',
+    gcGraceMs: 0,
+    objectTier:
+      tier === 'fs'
+        ? { type: 'fs' }
+        : {
+            type: 's3',
+            bucket: tier.bucket,
+            prefix: `e2e-${randomBytes(4).toString('hex')}`,
+            endpoint: tier.endpoint,
+            region: tier.region,
+            forcePathStyle: true,
+            accessKeyId: tier.accessKeyId,
+            secretAccessKey: tier.secretAccessKey,
+          },
+  });
+  return { url: server.url, adminToken, dataDir: dir, close: () => server.close() };
+}
+
+export interface Device {
+  readonly name: string;
+  readonly folder: string;
+  readonly stateDir: string;
+  readonly engine: Engine;
+  readonly client: ProxyClient;
+  stop(): Promise<void>;
+}
+
+export async function enrol(proxy: TestProxy, user: string, deviceName: string): Promise<string> {
+  const r = await ProxyClient.enrol(proxy.url, { user, deviceName, adminToken: proxy.adminToken });
+  return r.token;
+}
+
+export async function startDevice(
+  proxy: TestProxy,
+  name: string,
+  options: {
+    user?: string;
+    token?: string;
+    folder?: string;
+    stateDir?: string;
+    engine?: Partial<EngineOptions>;
+  } = {},
+): Promise<Device> {
+  const token = options.token ?? (await enrol(proxy, options.user ?? 'alice', name));
+  const folder = options.folder ?? nodePath.join(await tempDir(name), 'Weft');
+  const stateDir = options.stateDir ?? nodePath.join(nodePath.dirname(folder), 'state');
+  const client = new ProxyClient({ baseUrl: proxy.url, token });
+  const engine = await Engine.open({
+    folder,
+    stateDir,
+    client,
+    deviceName: name,
+    watch: false,
+    settleMs: 0,
+    offlineRetryMs: 200,
+    ...options.engine,
+  });
+  await engine.start();
+  return { name, folder, stateDir, engine, client, stop: () => engine.stop() };
+}
+
+export async function sha256File(file: string): Promise<string> {
+  const h = createHash('sha256');
+  for await (const c of createReadStream(file)) h.update(c as Buffer);
+  return h.digest('hex');
+}
+
+/** path → sha256 for files, 'dir' for folders, of a local folder (engine files excluded). */
+export async function localTree(root: string): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  const walk = async (dir: string, rel: string): Promise<void> => {
+    for (const e of await fsp.readdir(dir, { withFileTypes: true })) {
+      if (e.name.startsWith('.weft-partial-')) continue;
+      const p = rel ? `${rel}/${e.name}` : e.name;
+      const abs = nodePath.join(dir, e.name);
+      if (e.isDirectory()) {
+        out.set(p, 'dir');
+        await walk(abs, p);
+      } else if (e.isFile()) out.set(p, await sha256File(abs));
+    }
+  };
+  await walk(root, '');
+  return out;
+}
+
+/** The same map for what the proxy holds for a user (through the API). */
+export async function remoteTree(client: ProxyClient): Promise<Map<string, string>> {
+  const listing = await client.list('', true);
+  return new Map(listing.entries.map((e) => [e.path, e.kind === 'dir' ? 'dir' : (e.sha256 ?? '?')]));
+}
+
+export function sorted(m: Map<string, string>): [string, string][] {
+  return [...m.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1));
+}
+
+/** Sync every device until a full round changes nothing (bounded). */
+export async function settle(devices: readonly Device[], rounds = 8): Promise<void> {
+  for (let i = 0; i < rounds; i++) {
+    for (const d of devices) await d.engine.syncNow();
+    const pending = devices.reduce((n, d) => n + d.engine.journal.pendingOps().length, 0);
+    if (pending === 0 && i >= 1) {
+      // One more round to pull what the last pushes produced.
+      for (const d of devices) await d.engine.syncNow();
+      return;
+    }
+  }
+}
+
+export async function copyTree(from: string, to: string): Promise<number> {
+  await fsp.cp(from, to, { recursive: true });
+  let n = 0;
+  const walk = async (d: string): Promise<void> => {
+    for (const e of await fsp.readdir(d, { withFileTypes: true })) {
+      if (e.isDirectory()) await walk(nodePath.join(d, e.name));
+      else n += 1;
+    }
+  };
+  await walk(to);
+  return n;
+}
+
+/** Repo-root cache folder (gitignored) for corpus downloads. */
+export function cacheDir(): string {
+  return nodePath.resolve(new URL('../../.cache', import.meta.url).pathname);
+}

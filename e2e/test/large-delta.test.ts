@@ -1,0 +1,86 @@
+/**
+ * A large real file edited (next 15.0.2 → 15.0.3 as an uncompressed npm tarball, 123 MB)
+ * syncs to the server as an rsync delta, and a second device updates by delta download.
+ * Runs once with the object tier on the embedded fs default and once on s3proxy.
+ * The upload link is limited to 20 MB/s, as a real uplink would be, so HyCloud Eq. 2
+ * weighs delta against whole upload on realistic terms (on raw loopback the whole file is faster).
+ */
+import { execFileSync } from 'node:child_process';
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import {
+  type Device,
+  type TestProxy,
+  cacheDir,
+  enrol,
+  remoteTree,
+  sha256File,
+  startDevice,
+  startTestProxy,
+} from '../src/harness.ts';
+import { ProxyClient } from '@weft/core';
+
+const SCRIPT = nodePath.resolve(new URL('../../../shared/corpus/npm-versions.sh', import.meta.url).pathname);
+const PKG = process.env.WEFT_DELTA_PACKAGE ?? 'next';
+const V1 = process.env.WEFT_DELTA_V1 ?? '15.0.2';
+const V2 = process.env.WEFT_DELTA_V2 ?? '15.0.3';
+
+describe.each(['fs', 's3'] as const)('large-file delta sync (object tier: %s)', (tier) => {
+  let proxy: TestProxy | undefined;
+  const devices: Device[] = [];
+
+  afterEach(async () => {
+    for (const d of devices.splice(0)) await d.stop();
+    await proxy?.close();
+  });
+
+  it('uploads the edit as a delta and the other device downloads a delta', async () => {
+    const dir = nodePath.join(cacheDir(), 'corpus');
+    execFileSync('bash', [SCRIPT, dir, PKG, V1, V2], { stdio: 'ignore' });
+    const v1 = nodePath.join(dir, `${PKG}-${V1}.tar`);
+    const v2 = nodePath.join(dir, `${PKG}-${V2}.tar`);
+    const size2 = (await fsp.stat(v2)).size;
+    expect(size2).toBeGreaterThan(50 * 1024 * 1024);
+
+    proxy = await startTestProxy(tier === 'fs' ? 'fs' : inject('s3'));
+    const limits = { uploadBytesPerSecond: 20 * 1024 * 1024 };
+    const mk = async (name: string): Promise<Device> => {
+      const token = await enrol(proxy as TestProxy, 'alice', name);
+      const client = new ProxyClient({ baseUrl: (proxy as TestProxy).url, token, ...limits });
+      const d = await startDevice(proxy as TestProxy, name, { token, engine: { client } });
+      devices.push(d);
+      return d;
+    };
+    const a = await mk('laptop');
+    const b = await mk('desktop');
+
+    await fsp.copyFile(v1, nodePath.join(a.folder, 'pkg.tar'));
+    await a.engine.syncNow();
+    expect(a.engine.lastUpload?.mode).toBe('whole');
+    await b.engine.syncNow();
+    expect(await sha256File(nodePath.join(b.folder, 'pkg.tar'))).toBe(await sha256File(v1));
+
+    // The edit: the next release replaces the file in place.
+    await fsp.copyFile(v2, nodePath.join(a.folder, 'pkg.tar'));
+    const sentBefore = a.client.bytesSent;
+    await a.engine.syncNow();
+    const sentForEdit = a.client.bytesSent - sentBefore;
+    expect(a.engine.lastUpload?.mode).toBe('delta');
+    expect(sentForEdit).toBeLessThan(size2 / 4);
+    const remote = await remoteTree(a.client);
+    expect(remote.get('pkg.tar')).toBe(await sha256File(v2));
+
+    const receivedBefore = b.client.bytesReceived;
+    const sentByB = b.client.bytesSent;
+    await b.engine.syncNow();
+    const receivedForEdit = b.client.bytesReceived - receivedBefore;
+    expect(await sha256File(nodePath.join(b.folder, 'pkg.tar'))).toBe(await sha256File(v2));
+    expect(receivedForEdit).toBeLessThan(size2 / 4);
+    expect(b.engine.getStatus().savings.deltaBytesSaved).toBeGreaterThan(size2 / 2);
+    process.stdout.write(
+      `delta e2e (${tier}): ${PKG} ${V1}→${V2}, ${size2} bytes; upload sent ${sentForEdit} bytes; ` +
+        `download sent ${b.client.bytesSent - sentByB} bytes (signature) and received ${receivedForEdit} bytes\n`,
+    );
+  });
+});

@@ -1,0 +1,60 @@
+/**
+ * 10,000 small real files (npm package sources) dropped into the folder arrive in the
+ * proxy's store byte-identical, in bundles, and a second device receives them all.
+ */
+import { execFileSync } from 'node:child_process';
+import * as nodePath from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  type Device,
+  type TestProxy,
+  cacheDir,
+  copyTree,
+  localTree,
+  remoteTree,
+  sorted,
+  startDevice,
+  startTestProxy,
+} from '../src/harness.ts';
+
+const PACKAGES = ['lodash@4.17.21', 'rxjs@7.8.1', 'date-fns@4.1.0', 'ramda@0.30.1', 'lodash-es@4.17.21'];
+const SCRIPT = nodePath.resolve(new URL('../../../shared/corpus/small-files.sh', import.meta.url).pathname);
+
+describe('small-file drop', () => {
+  let proxy: TestProxy;
+  let a: Device;
+  let b: Device;
+  const corpus = nodePath.join(cacheDir(), 'small');
+
+  beforeAll(async () => {
+    execFileSync('bash', [SCRIPT, corpus, ...PACKAGES], { stdio: 'ignore' });
+    proxy = await startTestProxy('fs');
+    a = await startDevice(proxy, 'laptop');
+    b = await startDevice(proxy, 'desktop');
+  });
+
+  afterAll(async () => {
+    await a?.stop();
+    await b?.stop();
+    await proxy?.close();
+  });
+
+  it('uploads every file in bundles and a second device receives them all', async () => {
+    const count = await copyTree(corpus, nodePath.join(a.folder, 'corpus'));
+    expect(count).toBeGreaterThanOrEqual(10_000);
+    await a.engine.syncNow();
+    const requests = a.client.requests;
+    const local = await localTree(a.folder);
+    const remote = await remoteTree(a.client);
+    expect(sorted(remote)).toEqual(sorted(local));
+    // Bundled: far fewer requests than files.
+    expect(requests).toBeLessThan(count / 20);
+    expect(a.engine.getStatus().savings.requestsSavedByBundling).toBeGreaterThan(count * 0.9);
+    await b.engine.syncNow();
+    expect(sorted(await localTree(b.folder))).toEqual(sorted(local));
+    process.stdout.write(
+      `small-file drop: ${count} files, ${requests} requests up, ${a.client.bytesSent} bytes sent; ` +
+        `second device ${b.client.requests} requests, ${b.client.bytesReceived} bytes received\n`,
+    );
+  });
+});
