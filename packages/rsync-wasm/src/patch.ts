@@ -12,6 +12,8 @@ export interface OldFileReader {
 
 const READ_LIMIT = 1 << 20;
 const OUTPUT_CHUNK = 1 << 18;
+/** Checksum leaves record their length as u32. */
+const MAX_LITERAL_LENGTH = 0xffffffff;
 const MAX_VARINT_BYTES = 8; // 56 bits, enough for any length below 2^53
 
 function fail(code: RsyncFormatErrorCode, message: string): never {
@@ -161,6 +163,7 @@ export async function* patch(
     if (op === OP_LITERAL) {
       const length = await reader.varint('literal length');
       if (length === 0) fail('BAD_LENGTH', 'empty literal');
+      if (length > MAX_LITERAL_LENGTH) fail('BAD_LENGTH', `literal of ${length} bytes exceeds 2^32 - 1`);
       for (let left = length; left > 0;) {
         const part = await reader.take(left, 'literal data');
         verifier?.literal(part);

@@ -99,11 +99,16 @@ describe('malformed deltas', () => {
     // A 2^63-sized varint.
     const huge = [0x02, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01];
     await expectCode(collect(patch(oldBytes, withVarintOp(head, ...huge))), 'BAD_VARINT');
-    // A literal claiming 2^50 bytes with only 3 present.
+    // A literal of 2^49 bytes is over the 2^32 − 1 limit.
     await expectCode(
       collect(
         patch(oldBytes, withVarintOp(head, 0x01, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 1, 2, 3)),
       ),
+      'BAD_LENGTH',
+    );
+    // A literal claiming 2^31 bytes with only 3 present.
+    await expectCode(
+      collect(patch(oldBytes, withVarintOp(head, 0x01, 0x80, 0x80, 0x80, 0x80, 0x08, 1, 2, 3))),
       'TRUNCATED',
     );
     await expectCode(collect(patch(oldBytes, withVarintOp(head, 0x07))), 'BAD_OPCODE');
