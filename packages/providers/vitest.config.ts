@@ -4,6 +4,6 @@ export default defineProject({
   test: {
     name: 'providers',
     include: ['test/**/*.test.ts'],
-    globalSetup: ['./test/global-setup.ts'],
+    globalSetup: ['./test/global-setup.ts', './test/emulators-setup.ts'],
   },
 });

@@ -18,3 +18,5 @@ export {
   applyFields,
   parseQuery,
 } from './gdrive.ts';
+export { OneDriveEmulator, type OneDriveEmulatorOptions, parseEntityTags } from './onedrive.ts';
+export { createLocalCertificate, type LocalCertificate } from './tls.ts';

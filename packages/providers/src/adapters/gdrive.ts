@@ -141,8 +141,8 @@ function owner(files: DriveFile[]): DriveFile | undefined {
   return best;
 }
 
-/** Path ↔ id cache for one provider root. */
-class IdIndex {
+/** Path ↔ id cache for one provider root (also used by the OneDrive adapter's feed). */
+export class IdPathIndex {
   private readonly byPath = new Map<string, { id: string; dir: boolean }>();
   private readonly byId = new Map<string, string>();
   /** The last path each id was seen at, kept after it is forgotten (for the change feed's deletes). */
@@ -196,7 +196,7 @@ export class GDriveProvider implements Provider {
   private readonly tokens: AccessTokenSource;
   private readonly rootUrl: string;
   private readonly chunkSize: number;
-  private readonly index = new IdIndex();
+  private readonly index = new IdPathIndex();
   private readonly locks = new KeyedMutex();
   private rootId: Promise<string> | undefined;
   /** Parents of folders outside the root seen by the change feed (id → parent id or null). */

@@ -1,0 +1,825 @@
+/**
+ * OneDrive through the official `@microsoft/microsoft-graph-client` (Microsoft Graph v1.0).
+ *
+ * - Items are addressed by path (`/me/drive/root:/<root>/<path>:`); OneDrive is
+ *   case-insensitive and case-preserving, with unique names per folder. Ids are used by
+ *   the delta feed, with a path ↔ id index (shared with the Drive adapter).
+ * - The client gets `baseUrl` and `customHosts` (so it sends the token to a non-Graph
+ *   host such as the emulator) and a middleware chain without its own RetryHandler: the
+ *   retry wrapper is the one place that retries.
+ * - Writes up to 4 MiB are simple uploads (`PUT …:/content`); larger ones use an upload
+ *   session: fragments of a multiple of 320 KiB, in order, PUT to the pre-authenticated
+ *   `uploadUrl` without the Authorization header; after a drop the session's
+ *   `nextExpectedRanges` says where to resume. A failed or aborted upload deletes its
+ *   session. Graph needs the total size in every fragment, so a stream of unknown length
+ *   above 4 MiB is buffered in memory first.
+ * - Conditional writes and deletes send `If-Match: <eTag>` (412 → PreconditionFailed);
+ *   must-not-exist writes use `@microsoft.graph.conflictBehavior=fail` (409 → AlreadyExists).
+ * - Downloads: `GET …/content` (302 to a pre-authenticated URL) with Range.
+ * - Change feed: `delta` on the root folder, `@odata.nextLink`/`@odata.deltaLink` as the
+ *   cursor, 410 resyncRequired → reset.
+ */
+import { createHash } from 'node:crypto';
+import {
+  type AuthenticationProvider,
+  AuthenticationHandler,
+  Client,
+  GraphError,
+  HTTPMessageHandler,
+  RedirectHandler,
+  ResponseType,
+} from '@microsoft/microsoft-graph-client';
+import { z } from 'zod';
+import { openBody, rechunk, throwIfAborted } from '../body.ts';
+import {
+  AlreadyExistsError,
+  AuthError,
+  InvalidArgumentError,
+  InvalidPathError,
+  NotFoundError,
+  PreconditionFailedError,
+  ProviderError,
+  QuotaExceededError,
+  TransientError,
+} from '../errors.ts';
+import type { Features } from '../features.ts';
+import { KeyedMutex } from '../keyed-mutex.ts';
+import { baseName, isWithin, caseFoldKey, normalizeEntryPath, normalizePath, parentPath } from '../paths.ts';
+import type {
+  Body,
+  Change,
+  ChangePage,
+  Entry,
+  ListOptions,
+  Provider,
+  ReadOptions,
+  RemoveOptions,
+  TransferOptions,
+  WriteOptions,
+} from '../provider.ts';
+import { type AccessTokenSource, toTokenSource } from '../oauth/token-source.ts';
+import { IdPathIndex } from './gdrive.ts';
+
+export interface OneDriveProviderOptions {
+  readonly token: string | AccessTokenSource;
+  /** Folder below the drive root that is this provider's root ('' = the whole drive). */
+  readonly root?: string;
+  /** Graph origin, e.g. the emulator's https://localhost:PORT. Default https://graph.microsoft.com. */
+  readonly graphOrigin?: string;
+  /** Upload session fragment size, a multiple of 320 KiB. Default 10 MiB (32 × 320 KiB). */
+  readonly fragmentSize?: number;
+  /** fetch for the pre-authenticated upload URLs (default: the global one). */
+  readonly fetch?: typeof fetch;
+}
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+const SIMPLE_MAX = 4 * MiB;
+const CURSOR_PREFIX = 'od1:';
+
+const Item = z
+  .object({
+    id: z.string(),
+    name: z.string().optional(),
+    eTag: z.string().optional(),
+    cTag: z.string().optional(),
+    size: z.number().optional(),
+    lastModifiedDateTime: z.string().optional(),
+    fileSystemInfo: z.object({ lastModifiedDateTime: z.string().optional() }).partial().optional(),
+    parentReference: z
+      .object({ id: z.string().optional(), path: z.string().optional() })
+      .partial()
+      .optional(),
+    folder: z.object({}).passthrough().optional(),
+    file: z
+      .object({
+        hashes: z
+          .object({ quickXorHash: z.string().optional(), sha256Hash: z.string().optional() })
+          .partial()
+          .optional(),
+      })
+      .passthrough()
+      .optional(),
+    deleted: z.object({}).passthrough().optional(),
+    root: z.object({}).passthrough().optional(),
+  })
+  .passthrough();
+type Item = z.infer<typeof Item>;
+const ItemPage = z
+  .object({
+    value: z.array(z.unknown()),
+    '@odata.nextLink': z.string().optional(),
+    '@odata.deltaLink': z.string().optional(),
+  })
+  .passthrough();
+
+function graphStatus(e: unknown): { status?: number; code?: string; retryAfterMs?: number } {
+  if (e instanceof GraphError) {
+    const ra = e.headers?.get('retry-after');
+    return {
+      status: e.statusCode,
+      code: e.code ?? undefined,
+      retryAfterMs: ra && Number.isFinite(Number(ra)) ? Number(ra) * 1000 : undefined,
+    };
+  }
+  return {};
+}
+
+/** Map a Graph failure to the contract's errors. */
+export function classifyGraph(e: unknown, where: string): Error {
+  if (e instanceof ProviderError) return e;
+  if (e instanceof Error && e.name === 'AbortError') return e;
+  const { status, code, retryAfterMs } = graphStatus(e);
+  const msg = `${where}: Graph ${status ?? ''} ${code ?? ''} ${e instanceof Error ? e.message : String(e)}`;
+  if (status === undefined || status === -1) return new TransientError(msg, undefined, { cause: e });
+  if (status === 404) return new NotFoundError(msg, { cause: e });
+  if (status === 409 || code === 'nameAlreadyExists') return new AlreadyExistsError(msg, { cause: e });
+  if (status === 412) return new PreconditionFailedError(msg, undefined, { cause: e });
+  if (status === 401 || status === 403) return new AuthError(msg, { cause: e });
+  if (status === 507 || code === 'quotaLimitReached') return new QuotaExceededError(msg, { cause: e });
+  if (status === 429 || status >= 500) return new TransientError(msg, retryAfterMs, { cause: e });
+  return new InvalidArgumentError(msg, { cause: e });
+}
+
+function encodePath(p: string): string {
+  return p
+    .split('/')
+    .map((s) => encodeURIComponent(s))
+    .join('/');
+}
+
+export class OneDriveProvider implements Provider {
+  readonly name: string;
+  readonly features: Features;
+  readonly client: Client;
+  private readonly tokens: AccessTokenSource;
+  private readonly root: string;
+  private readonly fragment: number;
+  private readonly fetchImpl: typeof fetch;
+  private readonly locks = new KeyedMutex();
+  private readonly index = new IdPathIndex();
+  private rootItem: Promise<Item> | undefined;
+  /** Moves made through this provider, not yet seen in the feed: id → old path. */
+  private readonly movedFrom = new Map<string, string>();
+
+  constructor(private readonly options: OneDriveProviderOptions) {
+    this.tokens = toTokenSource(options.token);
+    const root = (options.root ?? '').replace(/^\/+|\/+$/g, '');
+    this.root = root === '' ? '' : normalizeEntryPath(root);
+    this.fragment = options.fragmentSize ?? 32 * 320 * KiB;
+    if (this.fragment % (320 * KiB) !== 0) throw new RangeError('fragmentSize must be a multiple of 320 KiB');
+    this.fetchImpl = options.fetch ?? fetch;
+    const origin = (options.graphOrigin ?? 'https://graph.microsoft.com').replace(/\/$/, '');
+    const tokens = this.tokens;
+    const authProvider: AuthenticationProvider = { getAccessToken: () => tokens.getAccessToken() };
+    const auth = new AuthenticationHandler(authProvider);
+    const redirect = new RedirectHandler();
+    auth.setNext(redirect);
+    redirect.setNext(new HTTPMessageHandler());
+    this.client = Client.initWithMiddleware({
+      middleware: auth,
+      baseUrl: origin + '/',
+      defaultVersion: 'v1.0',
+      customHosts: new Set([new URL(origin).hostname]),
+    });
+    this.name = `onedrive:/${this.root}`;
+    this.features = {
+      move: 'files-and-folders',
+      copy: false,
+      changeFeed: true,
+      conditionalWrite: true,
+      rangeRead: true,
+      caseSensitive: false,
+      setModTime: true,
+      maxSingleUploadBytes: SIMPLE_MAX,
+      hashAlgorithm: 'quickxor',
+      hashInListing: true,
+      folders: 'real',
+      notes: {
+        copy: 'Graph copy is asynchronous (202 and a monitor URL); not offered',
+        caseSensitive: 'OneDrive names are case-insensitive and case-preserving',
+        names: 'OneDrive refuses " * : < > ? / \\ | and some reserved names',
+        changeFeed: 'delta reports the latest state of each changed item, not every version',
+      },
+    };
+  }
+
+  private itemPath(p: string): string {
+    const full = [this.root, p].filter((s) => s !== '').join('/');
+    return full === '' ? '/me/drive/root' : `/me/drive/root:/${encodePath(full)}:`;
+  }
+
+  private async call<T>(where: string, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    throwIfAborted(signal);
+    try {
+      return await fn();
+    } catch (e) {
+      if (signal?.aborted) throw e;
+      if (e instanceof GraphError && e.statusCode === 401) this.tokens.invalidate?.();
+      throw classifyGraph(e, `${this.name}: ${where}`);
+    }
+  }
+
+  private parseItem(v: unknown): Item {
+    const r = Item.safeParse(v);
+    if (!r.success) throw new TransientError(`${this.name}: unexpected item from Graph: ${r.error.message}`);
+    return r.data;
+  }
+
+  private toEntry(p: string, it: Item): Entry {
+    const modified = it.fileSystemInfo?.lastModifiedDateTime ?? it.lastModifiedDateTime;
+    if (it.folder || it.root)
+      return { path: p, kind: 'dir', size: 0, modifiedMs: modified ? Date.parse(modified) : 0, revision: '' };
+    const qx = it.file?.hashes?.quickXorHash;
+    return {
+      path: p,
+      kind: 'file',
+      size: it.size ?? 0,
+      modifiedMs: modified ? Date.parse(modified) : 0,
+      revision: it.eTag ?? '',
+      ...(qx ? { hash: { algorithm: 'quickxor', value: qx } } : {}),
+    };
+  }
+
+  private async getItem(p: string, signal?: AbortSignal): Promise<Item | undefined> {
+    try {
+      return this.parseItem(
+        await this.call(
+          `get ${p}`,
+          () => this.client.api(this.itemPath(p)).get() as Promise<unknown>,
+          signal,
+        ),
+      );
+    } catch (e) {
+      if (e instanceof NotFoundError) return undefined;
+      throw e;
+    }
+  }
+
+  /** The root folder exists (created on first use). */
+  private ensureRoot(signal?: AbortSignal): Promise<Item> {
+    this.rootItem ??= (async () => {
+      if (this.root !== '') await this.mkdirs(this.root, signal, true);
+      const it = await this.getItem('', signal);
+      if (!it) throw new NotFoundError(`${this.name}: root folder missing`);
+      return it;
+    })().catch((e: unknown) => {
+      this.rootItem = undefined;
+      throw e;
+    });
+    return this.rootItem;
+  }
+
+  /** Create folders along `p` (relative to the drive root when `absolute`, else to ours). */
+  private async mkdirs(p: string, signal: AbortSignal | undefined, absolute = false): Promise<void> {
+    const segs = p.split('/');
+    for (let i = 0; i < segs.length; i++) {
+      const sub = segs.slice(0, i + 1).join('/');
+      await this.locks.run([`dir:${absolute ? '/' : ''}${caseFoldKey(sub)}`], async () => {
+        const parent = segs.slice(0, i).join('/');
+        const at = absolute
+          ? sub === ''
+            ? '/me/drive/root'
+            : `/me/drive/root:/${encodePath(sub)}:`
+          : this.itemPath(sub);
+        const parentAt = absolute
+          ? parent === ''
+            ? '/me/drive/root'
+            : `/me/drive/root:/${encodePath(parent)}:`
+          : this.itemPath(parent);
+        const existing = await this.call(
+          `get ${sub}`,
+          () => this.client.api(at).get() as Promise<unknown>,
+          signal,
+        ).catch((e: unknown) => {
+          if (e instanceof NotFoundError) return undefined;
+          throw e;
+        });
+        if (existing) {
+          if (!this.parseItem(existing).folder)
+            throw new AlreadyExistsError(`${this.name}: a file is in the way of folder ${sub}`);
+          return;
+        }
+        try {
+          await this.call(
+            `mkdir ${sub}`,
+            () =>
+              this.client.api(`${parentAt}/children`).post({
+                name: segs[i],
+                folder: {},
+                '@microsoft.graph.conflictBehavior': 'fail',
+              }) as Promise<unknown>,
+            signal,
+          );
+        } catch (e) {
+          if (!(e instanceof AlreadyExistsError)) throw e;
+          const now = this.parseItem(
+            await this.call(`get ${sub}`, () => this.client.api(at).get() as Promise<unknown>, signal),
+          );
+          if (!now.folder)
+            throw new AlreadyExistsError(`${this.name}: a file is in the way of folder ${sub}`);
+        }
+      });
+    }
+  }
+
+  private validName(name: string | undefined): string | undefined {
+    if (!name || name.includes('/')) return undefined;
+    try {
+      return normalizePath(name);
+    } catch {
+      return undefined;
+    }
+  }
+
+  async *list(dir: string, options: ListOptions = {}): AsyncIterable<Entry> {
+    const d = normalizePath(dir);
+    await this.ensureRoot(options.signal);
+    const top = Math.max(1, Math.min(1000, options.pageSize ?? 1000));
+    const queue = [d];
+    while (queue.length > 0) {
+      const folder = queue.shift() as string;
+      let url: string | undefined = `${this.itemPath(folder)}/children?$top=${top}`;
+      while (url) {
+        const target: string = url;
+        const page = ItemPage.parse(
+          await this.call(
+            `list ${folder}`,
+            () => this.client.api(target).get() as Promise<unknown>,
+            options.signal,
+          ),
+        );
+        for (const raw of page.value) {
+          const it = this.parseItem(raw);
+          const name = this.validName(it.name);
+          if (name === undefined) continue;
+          const p = folder === '' ? name : `${folder}/${name}`;
+          this.index.set(p, it.id, Boolean(it.folder));
+          yield this.toEntry(p, it);
+          if (options.recursive && it.folder) queue.push(p);
+        }
+        url = page['@odata.nextLink'];
+      }
+    }
+  }
+
+  async stat(path: string, options: { signal?: AbortSignal } = {}): Promise<Entry> {
+    const p = normalizeEntryPath(path);
+    await this.ensureRoot(options.signal);
+    const it = await this.getItem(p, options.signal);
+    if (!it) throw new NotFoundError(`${this.name}: not found: ${p}`);
+    this.index.set(p, it.id, Boolean(it.folder));
+    return this.toEntry(p, it);
+  }
+
+  async read(path: string, options: ReadOptions = {}): Promise<AsyncIterable<Uint8Array>> {
+    const p = normalizeEntryPath(path);
+    const offset = options.offset ?? 0;
+    const length = options.length;
+    if (!Number.isSafeInteger(offset) || offset < 0)
+      throw new InvalidArgumentError(`bad read offset ${offset}`);
+    if (length !== undefined && (!Number.isSafeInteger(length) || length < 0))
+      throw new InvalidArgumentError(`bad read length ${length}`);
+    await this.ensureRoot(options.signal);
+    if (length === 0) {
+      const e = await this.stat(p, options);
+      if (e.kind !== 'file') throw new NotFoundError(`${this.name}: not a file: ${p}`);
+      return (async function* () {})();
+    }
+    const headers: Record<string, string> =
+      offset === 0 && length === undefined
+        ? {}
+        : { Range: `bytes=${offset}-${length === undefined ? '' : offset + length - 1}` };
+    const res = await this.call(
+      `read ${p}`,
+      () =>
+        this.client
+          .api(`${this.itemPath(p)}/content`)
+          .headers(headers)
+          .responseType(ResponseType.RAW)
+          .get() as Promise<Response>,
+      options.signal,
+    );
+    if (res.status === 416) {
+      await res.body?.cancel();
+      return (async function* () {})();
+    }
+    if (!res.ok) {
+      const body = await res.text().catch(() => '');
+      const err = new GraphError(res.status, body);
+      err.code = /"code"\s*:\s*"([^"]+)"/.exec(body)?.[1] ?? null;
+      err.headers = res.headers;
+      throw classifyGraph(err, `${this.name}: read ${p}`);
+    }
+    const stream = res.body;
+    const name = this.name;
+    if (!stream) return (async function* () {})();
+    return (async function* () {
+      try {
+        for await (const chunk of stream as unknown as AsyncIterable<Uint8Array>) yield chunk;
+      } catch (e) {
+        if (options.signal?.aborted) throw e;
+        throw new TransientError(`${name}: read ${p} broke: ${String(e)}`, undefined, { cause: e });
+      }
+    })();
+  }
+
+  /** A lost If-Match means the revision moved on — or the file is gone. */
+  private async refine(e: unknown, p: string, ifRevision: string | undefined): Promise<unknown> {
+    if (!(e instanceof PreconditionFailedError) || ifRevision === undefined) return e;
+    const now = await this.getItem(p);
+    if (!now) return new NotFoundError(`${this.name}: conditional operation on missing ${p}`, { cause: e });
+    return new PreconditionFailedError(
+      `${this.name}: ${p} is at revision ${now.eTag ?? ''}, not ${ifRevision}`,
+      now.eTag,
+      { cause: e },
+    );
+  }
+
+  async write(path: string, body: Body, options: WriteOptions = {}): Promise<Entry> {
+    const p = normalizeEntryPath(path);
+    await this.ensureRoot(options.signal);
+    const sha = createHash('sha256');
+    let chunks: Buffer[] = [];
+    let total = 0;
+    const parts = rechunk(openBody(body), options.size !== undefined ? this.fragment : SIMPLE_MAX)[
+      Symbol.asyncIterator
+    ]();
+    const first = await parts.next();
+    if (!first.done) {
+      chunks.push(first.value);
+      total += first.value.byteLength;
+      sha.update(first.value);
+    }
+    const second = first.done ? ({ done: true, value: undefined } as const) : await parts.next();
+    throwIfAborted(options.signal);
+    let item: Item;
+    try {
+      if (second.done && total <= SIMPLE_MAX) {
+        checkBody(this.name, p, options, total, sha.digest('hex'));
+        item = await this.simpleUpload(p, chunks[0] ?? Buffer.alloc(0), options);
+      } else {
+        let source: AsyncIterator<Buffer>;
+        let size = options.size;
+        if (size === undefined) {
+          // Graph needs the total in every Content-Range: learn it first.
+          chunks.push(second.value as Buffer);
+          sha.update(second.value as Buffer);
+          total += (second.value as Buffer).byteLength;
+          for (let n = await parts.next(); !n.done; n = await parts.next()) {
+            throwIfAborted(options.signal);
+            chunks.push(n.value);
+            sha.update(n.value);
+            total += n.value.byteLength;
+          }
+          size = total;
+          const all = Buffer.concat(chunks);
+          chunks = [];
+          source = rechunk(
+            (async function* () {
+              yield all;
+            })(),
+            this.fragment,
+          )[Symbol.asyncIterator]();
+          checkBody(this.name, p, options, total, sha.digest('hex'));
+          item = await this.sessionUpload(p, size, source, undefined, options);
+        } else {
+          const firstChunk = chunks[0] ?? Buffer.alloc(0);
+          const rest = parts;
+          source = (async function* () {
+            yield firstChunk;
+            if (!second.done) yield second.value;
+            for (let n = await rest.next(); !n.done; n = await rest.next()) yield n.value;
+          })()[Symbol.asyncIterator]();
+          item = await this.sessionUpload(p, size, source, createHash('sha256'), options);
+        }
+      }
+    } catch (e) {
+      throw await this.refine(e, p, options.ifRevision);
+    }
+    if (
+      options.modifiedMs !== undefined &&
+      !item.fileSystemInfo?.lastModifiedDateTime?.startsWith(
+        new Date(options.modifiedMs).toISOString().slice(0, 19),
+      )
+    ) {
+      item = this.parseItem(
+        await this.call(
+          `set modified time ${p}`,
+          () =>
+            this.client
+              .api(this.itemPath(p))
+              .patch({
+                fileSystemInfo: {
+                  lastModifiedDateTime: new Date(options.modifiedMs as number).toISOString(),
+                },
+              }) as Promise<unknown>,
+          options.signal,
+        ),
+      );
+    }
+    this.index.set(p, item.id, false);
+    return this.toEntry(p, item);
+  }
+
+  private async simpleUpload(p: string, data: Buffer, options: WriteOptions): Promise<Item> {
+    const conflict = options.ifNotExists ? 'fail' : 'replace';
+    let req = this.client
+      .api(`${this.itemPath(p)}/content`)
+      .query({ '@microsoft.graph.conflictBehavior': conflict })
+      .header('Content-Type', 'application/octet-stream');
+    if (options.ifRevision !== undefined) req = req.header('If-Match', options.ifRevision);
+    return this.parseItem(
+      await this.call(`upload ${p}`, () => req.put(data) as Promise<unknown>, options.signal),
+    );
+  }
+
+  /** Upload session: fragments PUT to uploadUrl (no Authorization), resuming from nextExpectedRanges. */
+  private async sessionUpload(
+    p: string,
+    size: number,
+    source: AsyncIterator<Buffer>,
+    sha: ReturnType<typeof createHash> | undefined,
+    options: WriteOptions,
+  ): Promise<Item> {
+    let req = this.client.api(`${this.itemPath(p)}/createUploadSession`);
+    if (options.ifRevision !== undefined) req = req.header('If-Match', options.ifRevision);
+    const created = z
+      .object({ uploadUrl: z.string() })
+      .passthrough()
+      .parse(
+        await this.call(
+          `createUploadSession ${p}`,
+          () =>
+            req.post({
+              item: {
+                '@microsoft.graph.conflictBehavior': options.ifNotExists ? 'fail' : 'replace',
+                ...(options.modifiedMs !== undefined
+                  ? { fileSystemInfo: { lastModifiedDateTime: new Date(options.modifiedMs).toISOString() } }
+                  : {}),
+              },
+            }) as Promise<unknown>,
+          options.signal,
+        ),
+      );
+    const uploadUrl = created.uploadUrl;
+    try {
+      let offset = 0;
+      let cur = await source.next();
+      while (!cur.done) {
+        throwIfAborted(options.signal);
+        const chunk = cur.value;
+        if (sha) sha.update(chunk);
+        const next = await source.next();
+        const last = next.done === true;
+        if (last && sha) checkBody(this.name, p, options, offset + chunk.byteLength, sha.digest('hex'));
+        if (offset + chunk.byteLength > size)
+          throw new InvalidArgumentError(`${this.name}: more than the ${size} bytes declared for ${p}`);
+        if (last && offset + chunk.byteLength !== size) {
+          throw new InvalidArgumentError(
+            `${this.name}: expected ${size} bytes for ${p}, received ${offset + chunk.byteLength}`,
+          );
+        }
+        const done = await this.sendFragment(uploadUrl, chunk, offset, size, options.signal);
+        if (done) return done;
+        offset += chunk.byteLength;
+        cur = next;
+      }
+      throw new InvalidArgumentError(`${this.name}: expected ${size} bytes for ${p}, received ${offset}`);
+    } catch (e) {
+      await this.fetchImpl(uploadUrl, { method: 'DELETE' }).then(
+        (r) => r.body?.cancel(),
+        () => undefined,
+      );
+      throw e;
+    }
+  }
+
+  private async sendFragment(
+    uploadUrl: string,
+    chunk: Buffer,
+    offset: number,
+    size: number,
+    signal?: AbortSignal,
+  ): Promise<Item | undefined> {
+    const end = offset + chunk.byteLength;
+    let sent = 0;
+    for (let attempt = 1; ; attempt++) {
+      throwIfAborted(signal);
+      let res: Response | undefined;
+      try {
+        res = await this.fetchImpl(uploadUrl, {
+          method: 'PUT',
+          headers: { 'content-range': `bytes ${offset + sent}-${end - 1}/${size}` },
+          body: chunk.subarray(sent),
+          signal,
+        });
+      } catch (e) {
+        if (signal?.aborted) throw e;
+      }
+      if (res && (res.status === 200 || res.status === 201)) return this.parseItem(await res.json());
+      if (res?.status === 202) {
+        await res.body?.cancel();
+        return undefined;
+      }
+      if (res && res.status !== 416 && res.status < 500 && res.status !== 429) {
+        const text = await res.text().catch(() => '');
+        const err = new GraphError(res.status, text);
+        err.code = /"code"\s*:\s*"([^"]+)"/.exec(text)?.[1] ?? null;
+        err.headers = res.headers;
+        throw classifyGraph(err, `${this.name}: upload fragment`);
+      }
+      await res?.body?.cancel().catch(() => undefined);
+      if (attempt >= 6)
+        throw new TransientError(
+          `${this.name}: upload fragment failed ${attempt} times (last: ${res?.status ?? 'network error'})`,
+        );
+      await new Promise((r) => setTimeout(r, Math.min(2000, 50 * 2 ** attempt)));
+      // Where does the session stand?
+      const status = await this.fetchImpl(uploadUrl, { method: 'GET', signal }).catch(() => undefined);
+      if (!status?.ok) {
+        await status?.body?.cancel().catch(() => undefined);
+        continue;
+      }
+      const body = z
+        .object({ nextExpectedRanges: z.array(z.string()).optional() })
+        .passthrough()
+        .parse(await status.json());
+      const nextStart = Number((body.nextExpectedRanges?.[0] ?? '').split('-')[0]);
+      if (!Number.isFinite(nextStart)) continue;
+      if (nextStart >= end) return undefined;
+      sent = Math.max(0, nextStart - offset);
+    }
+  }
+
+  async remove(path: string, options: RemoveOptions = {}): Promise<void> {
+    const p = normalizeEntryPath(path);
+    await this.ensureRoot(options.signal);
+    let req = this.client.api(this.itemPath(p));
+    if (options.ifRevision !== undefined) req = req.header('If-Match', options.ifRevision);
+    try {
+      await this.call(`delete ${p}`, () => req.delete() as Promise<unknown>, options.signal);
+    } catch (e) {
+      throw await this.refine(e, p, options.ifRevision);
+    }
+    this.index.forget(p);
+  }
+
+  async mkdir(path: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const p = normalizeEntryPath(path);
+    await this.ensureRoot(options.signal);
+    await this.mkdirs(p, options.signal);
+  }
+
+  async move(from: string, to: string, options: TransferOptions = {}): Promise<Entry> {
+    const f = normalizeEntryPath(from);
+    const t = normalizeEntryPath(to);
+    await this.ensureRoot(options.signal);
+    if (caseFoldKey(t) !== caseFoldKey(f) && isWithin(caseFoldKey(t), caseFoldKey(f))) {
+      throw new InvalidPathError(`${this.name}: cannot put ${f} inside itself`, t);
+    }
+    if (!(await this.getItem(f, options.signal))) throw new NotFoundError(`${this.name}: not found: ${f}`);
+    if (parentPath(t) !== '') await this.mkdirs(parentPath(t), options.signal);
+    const parent = await this.getItem(parentPath(t), options.signal);
+    if (!parent) throw new NotFoundError(`${this.name}: no folder ${parentPath(t)}`);
+    const moved = this.parseItem(
+      await this.call(
+        `move ${f} -> ${t}`,
+        () =>
+          this.client
+            .api(this.itemPath(f))
+            .query({ '@microsoft.graph.conflictBehavior': options.overwrite ? 'replace' : 'fail' })
+            .patch({ name: baseName(t), parentReference: { id: parent.id } }) as Promise<unknown>,
+        options.signal,
+      ),
+    );
+    this.movedFrom.set(moved.id, f);
+    this.index.forget(f);
+    this.index.set(t, moved.id, Boolean(moved.folder));
+    return this.toEntry(t, moved);
+  }
+
+  private async rootId(signal?: AbortSignal): Promise<string> {
+    return (await this.ensureRoot(signal)).id;
+  }
+
+  private deltaBase(rootId: string): string {
+    return `/me/drive/items/${encodeURIComponent(rootId)}/delta`;
+  }
+
+  async latestCursor(options: { signal?: AbortSignal } = {}): Promise<string> {
+    const rootId = await this.rootId(options.signal);
+    const page = ItemPage.parse(
+      await this.call(
+        'delta latest',
+        () => this.client.api(this.deltaBase(rootId)).query({ token: 'latest' }).get() as Promise<unknown>,
+        options.signal,
+      ),
+    );
+    const link = page['@odata.deltaLink'] ?? page['@odata.nextLink'];
+    if (!link) throw new TransientError(`${this.name}: delta gave no link`);
+    return CURSOR_PREFIX + link;
+  }
+
+  /** Provider path of a delta item: parent path (index, or a walk up by id) + name. */
+  private async itemPathOf(it: Item, rootId: string, signal?: AbortSignal): Promise<string | undefined> {
+    const name = this.validName(it.name);
+    const parent = it.parentReference?.id;
+    if (name === undefined || !parent) return undefined;
+    if (parent === rootId) return name;
+    const known = this.index.pathOf(parent);
+    if (known !== undefined) return `${known}/${name}`;
+    const chain: Item[] = [];
+    let cur: string | undefined = parent;
+    for (let depth = 0; cur && cur !== rootId && depth < 64; depth++) {
+      if (this.index.pathOf(cur) !== undefined) break;
+      const id: string = cur;
+      const got = await this.call(
+        `get item ${id}`,
+        () => this.client.api(`/me/drive/items/${encodeURIComponent(id)}`).get() as Promise<unknown>,
+        signal,
+      ).catch((e: unknown) => {
+        if (e instanceof NotFoundError) return undefined;
+        throw e;
+      });
+      if (!got) return undefined;
+      const folder = this.parseItem(got);
+      if (folder.root) return undefined; // reached the drive root: outside our folder
+      chain.push(folder);
+      cur = folder.parentReference?.id;
+    }
+    if (!cur) return undefined;
+    let base = cur === rootId ? '' : (this.index.pathOf(cur) ?? '');
+    for (const c of chain.reverse()) {
+      const n = this.validName(c.name);
+      if (n === undefined) return undefined;
+      base = base === '' ? n : `${base}/${n}`;
+      this.index.set(base, c.id, true);
+    }
+    return base === '' ? name : `${base}/${name}`;
+  }
+
+  async changes(cursor: string, options: { signal?: AbortSignal; limit?: number } = {}): Promise<ChangePage> {
+    const reset = async (): Promise<ChangePage> => ({
+      changes: [],
+      cursor: await this.latestCursor(options),
+      hasMore: false,
+      reset: true,
+    });
+    if (!cursor.startsWith(CURSOR_PREFIX)) return reset();
+    const rootId = await this.rootId(options.signal);
+    const link = cursor.slice(CURSOR_PREFIX.length);
+    let page: z.infer<typeof ItemPage>;
+    try {
+      page = ItemPage.parse(
+        await this.call('delta', () => this.client.api(link).get() as Promise<unknown>, options.signal),
+      );
+    } catch (e) {
+      const { status } = graphStatus((e as { cause?: unknown }).cause);
+      if (status === 410 || e instanceof InvalidArgumentError) return reset();
+      throw e;
+    }
+    const out: Change[] = [];
+    const pushDelete = (path: string, id: string): void => {
+      const holder = this.index.get(path);
+      if (holder && holder.id !== id) return;
+      out.push({ type: 'delete', path });
+    };
+    for (const raw of page.value) {
+      const it = this.parseItem(raw);
+      if (it.id === rootId || it.root) continue;
+      const before = this.movedFrom.get(it.id) ?? this.index.lastPathOf(it.id);
+      this.movedFrom.delete(it.id);
+      if (it.deleted) {
+        if (before !== undefined) pushDelete(before, it.id);
+        this.index.drop(it.id);
+        continue;
+      }
+      const now = await this.itemPathOf(it, rootId, options.signal);
+      if (before !== undefined && before !== now) pushDelete(before, it.id);
+      if (now === undefined) {
+        this.index.drop(it.id);
+        continue;
+      }
+      this.index.set(now, it.id, Boolean(it.folder));
+      out.push({ type: 'upsert', path: now, entry: this.toEntry(now, it) });
+    }
+    const next = page['@odata.nextLink'] ?? page['@odata.deltaLink'];
+    if (!next) throw new TransientError(`${this.name}: delta gave no link`);
+    return {
+      changes: out,
+      cursor: CURSOR_PREFIX + next,
+      hasMore: page['@odata.nextLink'] !== undefined,
+      reset: false,
+    };
+  }
+}
+
+function checkBody(name: string, p: string, options: WriteOptions, size: number, shaHex: string): void {
+  if (options.size !== undefined && options.size !== size) {
+    throw new InvalidArgumentError(`${name}: expected ${options.size} bytes for ${p}, received ${size}`);
+  }
+  if (options.sha256 !== undefined && options.sha256.toLowerCase() !== shaHex) {
+    throw new InvalidArgumentError(`${name}: SHA-256 of the bytes received for ${p} does not match`);
+  }
+}
