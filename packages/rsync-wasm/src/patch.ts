@@ -15,6 +15,8 @@ const OUTPUT_CHUNK = 1 << 18;
 /** Checksum leaves record their length as u32. */
 const MAX_LITERAL_LENGTH = 0xffffffff;
 const MAX_VARINT_BYTES = 8; // 56 bits, enough for any length below 2^53
+/** Opcode and two varints: an instruction header is parsed from the buffer without awaiting. */
+const INSTRUCTION_HEADER = 1 + 2 * MAX_VARINT_BYTES;
 
 function fail(code: RsyncFormatErrorCode, message: string): never {
   throw new RsyncFormatError('delta', code, message);
@@ -66,13 +68,14 @@ class DeltaReader {
     this.off += n;
   }
 
-  async byte(what: string): Promise<number> {
-    if (this.available < 1 && (await this.fill(1)) < 1) fail('TRUNCATED', `input ends before ${what}`);
+  /** Next byte from what is buffered (call fill() first). */
+  byteNow(what: string): number {
+    if (this.available < 1) fail('TRUNCATED', `input ends before ${what}`);
     return this.buf[this.off++] ?? 0;
   }
 
-  async varint(what: string): Promise<number> {
-    if (this.available < MAX_VARINT_BYTES) await this.fill(MAX_VARINT_BYTES);
+  /** Next varint from what is buffered (call fill() first). */
+  varintNow(what: string): number {
     let value = 0;
     let scale = 1;
     for (let i = 0; i < MAX_VARINT_BYTES; i++) {
@@ -91,7 +94,12 @@ class DeltaReader {
 
   /** Up to n bytes (at least 1), without copying; fails at end of input. */
   async take(n: number, what: string): Promise<Uint8Array> {
+    if (this.available > 0) return this.takeNow(n);
     if (this.available < 1 && (await this.fill(1)) < 1) fail('TRUNCATED', `input ends inside ${what}`);
+    return this.takeNow(n);
+  }
+
+  private takeNow(n: number): Uint8Array {
     const part = this.buf.subarray(this.off, this.off + Math.min(n, this.available));
     this.off += part.length;
     return part;
@@ -159,9 +167,10 @@ export async function* patch(
   const ready: Uint8Array[] = [];
   let cursor = 0;
   for (;;) {
-    const op = await reader.byte('an instruction');
+    if (reader.available < INSTRUCTION_HEADER) await reader.fill(INSTRUCTION_HEADER);
+    const op = reader.byteNow('an instruction');
     if (op === OP_LITERAL) {
-      const length = await reader.varint('literal length');
+      const length = reader.varintNow('literal length');
       if (length === 0) fail('BAD_LENGTH', 'empty literal');
       if (length > MAX_LITERAL_LENGTH) fail('BAD_LENGTH', `literal of ${length} bytes exceeds 2^32 - 1`);
       for (let left = length; left > 0;) {
@@ -169,13 +178,13 @@ export async function* patch(
         verifier?.literal(part);
         output.push(part, ready);
         left -= part.length;
-        yield* ready.splice(0);
+        if (ready.length > 0) yield* ready.splice(0);
       }
       verifier?.endInstruction();
     } else if (op === OP_COPY) {
-      const zigzag = await reader.varint('copy offset');
+      const zigzag = reader.varintNow('copy offset');
       const diff = zigzag % 2 === 0 ? zigzag / 2 : -(zigzag + 1) / 2;
-      const length = await reader.varint('copy length');
+      const length = reader.varintNow('copy length');
       const offset = cursor + diff;
       if (length === 0) fail('BAD_LENGTH', 'empty copy');
       if (offset < 0 || offset + length > oldFile.size) {
@@ -187,18 +196,19 @@ export async function* patch(
       cursor = offset + length;
       for (let at = offset; at < cursor;) {
         const n = Math.min(READ_LIMIT, cursor - at);
-        const piece = await oldFile.read(at, n);
+        const pending = oldFile.read(at, n);
+        const piece = pending instanceof Uint8Array ? pending : await pending;
         if (piece.length !== n) {
           throw new OldReaderError(`old file read at ${at} returned ${piece.length} bytes, expected ${n}`);
         }
         verifier?.copy(piece);
         output.push(piece, ready);
         at += n;
-        yield* ready.splice(0);
+        if (ready.length > 0) yield* ready.splice(0);
       }
       verifier?.endInstruction();
     } else if (op === OP_END) {
-      const newLength = await reader.varint('new length');
+      const newLength = reader.varintNow('new length');
       let expected: Uint8Array | undefined;
       if (header.hasChecksum) {
         if ((await reader.fill(CHECKSUM_SIZE)) < CHECKSUM_SIZE)

@@ -13,7 +13,7 @@ describe('openOldFile', () => {
   it('serves patch() from positioned reads, including ranges across its read-ahead window', async () => {
     const oldBytes = pseudoRandom(3_500_000, 9);
     const newBytes = oldBytes.slice();
-    newBytes.set(pseudoRandom(5000, 1), 1_048_000); // an edit straddling the 1 MiB window edge
+    newBytes.set(pseudoRandom(5000, 1), 1_048_000);
     const path = join(dir, 'old.bin');
     writeFileSync(path, oldBytes);
     const sig = await collect(signature(oldBytes, { blockSize: 1000 }));
