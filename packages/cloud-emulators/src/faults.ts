@@ -54,6 +54,8 @@ interface LiveRule {
   readonly rule: z.infer<typeof FaultRuleSchema>;
   matched: number;
   fired: number;
+  /** Fired while another rule had already decided the request: applies to the next match. */
+  pending: boolean;
 }
 
 export interface FaultDecision {
@@ -75,7 +77,7 @@ export class FaultInjector {
 
   /** Add a rule; returns a function that removes it. */
   add(rule: FaultRule): () => void {
-    const live: LiveRule = { rule: FaultRuleSchema.parse(rule), matched: 0, fired: 0 };
+    const live: LiveRule = { rule: FaultRuleSchema.parse(rule), matched: 0, fired: 0, pending: false };
     this.rules.push(live);
     return () => {
       this.rules = this.rules.filter((r) => r !== live);
@@ -107,19 +109,22 @@ export class FaultInjector {
       if (rule.nth !== undefined) fires = rule.nth.includes(n);
       else if (rule.rate !== undefined) fires = Math.floor((n + 1) * rule.rate) > Math.floor(n * rule.rate);
       else fires = true;
-      if (!fires) continue;
+      if (!fires && !live.pending) continue;
       const a = rule.action;
-      // The first status/reset wins; latency adds up; the tightest bandwidth wins.
-      if (a.kind === 'status') {
-        if (status || reset) continue;
-        status = a;
-      } else if (a.kind === 'reset') {
-        if (status || reset) continue;
-        reset = a;
+      // One status/reset per request (the first rule wins; a later one waits for the next
+      // request, so every rule keeps its rate); latency adds up; the tightest bandwidth wins.
+      if (a.kind === 'status' || a.kind === 'reset') {
+        if (status || reset) {
+          live.pending = true;
+          continue;
+        }
+        live.pending = false;
+        if (a.kind === 'status') status = a;
+        else reset = a;
       } else if (a.kind === 'latency') latencyMs += a.ms;
       else bytesPerSecond = Math.min(bytesPerSecond ?? Infinity, a.bytesPerSecond);
       live.fired += 1;
-      const key = `${endpoint}:${a.kind}`;
+      const key = `${endpoint}:${a.kind === 'status' ? a.status : a.kind === 'reset' ? `reset-${a.when}` : a.kind}`;
       this.fired.set(key, (this.fired.get(key) ?? 0) + 1);
     }
     return { status, reset, latencyMs, bytesPerSecond };
