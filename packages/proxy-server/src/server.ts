@@ -204,8 +204,12 @@ export async function startProxyServer(
     ? { key: readFileSync(config.tls.keyFile), cert: readFileSync(config.tls.certFile) }
     : undefined;
   const app = (tls
-    ? Fastify({ loggerInstance: log, https: tls, bodyLimit: 1 << 20 })
-    : Fastify({ loggerInstance: log, bodyLimit: 1 << 20 })) as unknown as FastifyInstance;
+    ? Fastify({ loggerInstance: log, https: tls, bodyLimit: 1 << 20, forceCloseConnections: true })
+    : Fastify({
+        loggerInstance: log,
+        bodyLimit: 1 << 20,
+        forceCloseConnections: true,
+      })) as unknown as FastifyInstance;
   await app.register(websocket, {
     options: { maxPayload: BLOCK_HEADER_SIZE + MAX_BLOCK_PAYLOAD + 1024 * 1024 },
   });

@@ -49,7 +49,7 @@ export class TransferService {
       sha256: t.sha256,
       received,
       receivedBytes: received.reduce((s, r) => s + r.length, 0),
-      haveObject: this.store.meta.getObject(t.sha256) !== undefined,
+      haveObject: this.store.meta.userLargeContent(t.userId, t.sha256) === t.size,
       maxBlockBytes: MAX_BLOCK_PAYLOAD,
     };
   }

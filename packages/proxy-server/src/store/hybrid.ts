@@ -173,8 +173,8 @@ export class HybridStore {
   ): { entry?: EntryInfo; objectSize?: number } | undefined {
     const cur = this.meta.getEntry(userId, path);
     if (cur?.sha256 === sha256) return { entry: publicEntry(cur) };
-    const obj = this.meta.getObject(sha256);
-    if (obj) return { objectSize: obj.size };
+    const size = this.meta.userLargeContent(userId, sha256);
+    if (size !== undefined && this.meta.getObject(sha256)) return { objectSize: size };
     return undefined;
   }
 

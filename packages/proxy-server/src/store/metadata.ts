@@ -69,6 +69,12 @@ export interface MetadataStore {
   changesSince(userId: string, cursor: number, limit: number): ChangeRecord[];
 
   // objects
+  /**
+   * Size of large content this user has held (and the object tier still keeps). Deduplication is
+   * global, but only content the caller already holds may be linked or used as a delta
+   * base without sending it — otherwise a client could probe other users' files.
+   */
+  userLargeContent(userId: string, sha256: string): number | undefined;
   getObject(sha256: string): ObjectRow | undefined;
   /** Insert an object row (refcount 0, unreferenced now) if absent. */
   addObject(sha256: string, size: number, nowMs: number): void;

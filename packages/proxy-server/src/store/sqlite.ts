@@ -190,7 +190,12 @@ export class SqliteMetadataStore implements MetadataStore {
       .prepare('SELECT * FROM entries WHERE user_id = ? AND path = ?')
       .get(userId, e.path) as EntrySql | undefined;
     if (old?.tier === 'large' && old.sha256) this.adjustRef(old.sha256, old.size, -1, nowMs);
-    if (e.tier === 'large' && e.sha256) this.adjustRef(e.sha256, e.size, +1, nowMs);
+    if (e.tier === 'large' && e.sha256) {
+      this.adjustRef(e.sha256, e.size, +1, nowMs);
+      this.db
+        .prepare('INSERT OR REPLACE INTO user_objects (user_id, sha256, last_linked_ms) VALUES (?, ?, ?)')
+        .run(userId, e.sha256, nowMs);
+    }
     this.db
       .prepare(
         `INSERT OR REPLACE INTO entries (user_id, path, kind, size, mtime_ms, revision, sha256, tier, fs_revision)
@@ -294,6 +299,15 @@ export class SqliteMetadataStore implements MetadataStore {
     return rows.map(toChange);
   }
 
+  userLargeContent(userId: string, sha256: string): number | undefined {
+    const r = this.db
+      .prepare(
+        'SELECT o.size FROM user_objects u JOIN objects o ON o.sha256 = u.sha256 WHERE u.user_id = ? AND u.sha256 = ?',
+      )
+      .get(userId, sha256) as { size: number } | undefined;
+    return r?.size;
+  }
+
   getObject(sha256: string): ObjectRow | undefined {
     const r = this.db.prepare('SELECT * FROM objects WHERE sha256 = ?').get(sha256) as
       { sha256: string; size: number; refcount: number; unreferenced_since_ms: number | null } | undefined;
@@ -330,7 +344,10 @@ export class SqliteMetadataStore implements MetadataStore {
   }
 
   deleteObject(sha256: string): void {
-    this.db.prepare('DELETE FROM objects WHERE sha256 = ? AND refcount <= 0').run(sha256);
+    this.db.transaction(() => {
+      const gone = this.db.prepare('DELETE FROM objects WHERE sha256 = ? AND refcount <= 0').run(sha256);
+      if (gone.changes > 0) this.db.prepare('DELETE FROM user_objects WHERE sha256 = ?').run(sha256);
+    })();
   }
 
   recomputeRefcounts(nowMs: number): void {
