@@ -4,5 +4,6 @@ export default defineProject({
   test: {
     name: 'cloud-emulators',
     include: ['test/**/*.test.ts'],
+    globalSetup: ['./test/tls-setup.ts'],
   },
 });

@@ -297,8 +297,10 @@ export abstract class EmulatorServer {
   private async control(x: Exchange): Promise<void> {
     const p = x.url.pathname;
     if (p === '/__emulator/faults' && x.method === 'POST') {
-      const rule = FaultRuleSchema.parse(await x.json());
-      this.faults.add(rule);
+      const parsed = FaultRuleSchema.safeParse(await x.json());
+      if (!parsed.success)
+        throw new HttpError(400, { error: 'invalid fault rule', issues: parsed.error.issues });
+      this.faults.add(parsed.data);
       await x.sendJson(200, { ok: true });
     } else if (p === '/__emulator/faults' && x.method === 'DELETE') {
       this.faults.clear();

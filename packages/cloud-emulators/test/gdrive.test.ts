@@ -1,0 +1,230 @@
+/* eslint-disable @typescript-eslint/no-explicit-any -- wire tests read JSON bodies loosely; shapes are what they assert */
+/** Google Drive v3 emulator, at the wire: formats as https://developers.google.com/drive/api/reference/rest/v3 */
+import { createHash, randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FOLDER_MIME, GDriveEmulator, parseQuery } from '../src/gdrive.ts';
+
+let emu: GDriveEmulator;
+beforeAll(async () => {
+  emu = await new GDriveEmulator().start();
+});
+afterAll(() => emu.close());
+
+async function api(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(`${emu.url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${emu.accessToken}`,
+      ...(body !== undefined && !Buffer.isBuffer(body) ? { 'content-type': 'application/json' } : {}),
+      ...headers,
+    },
+    body: body === undefined ? undefined : Buffer.isBuffer(body) ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json: any = text;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    /* not JSON */
+  }
+  return { status: res.status, body: json, headers: res.headers };
+}
+
+function multipart(meta: unknown, data: Buffer): { body: Buffer; type: string } {
+  const b = 'xyzBOUNDARY';
+  const body = Buffer.concat([
+    Buffer.from(
+      `--${b}\r\ncontent-type: application/json\r\n\r\n${JSON.stringify(meta)}\r\n--${b}\r\ncontent-type: application/octet-stream\r\n\r\n`,
+    ),
+    data,
+    Buffer.from(`\r\n--${b}--`),
+  ]);
+  return { body, type: `multipart/related; boundary=${b}` };
+}
+
+describe('gdrive emulator (wire)', () => {
+  it('parses the q subset and refuses the rest', () => {
+    expect(parseQuery("'abc' in parents and name = 'it\\'s' and trashed = false")).toEqual([
+      { kind: 'parent', id: 'abc' },
+      { kind: 'name', op: '=', value: "it's" },
+      { kind: 'trashed', value: false },
+    ]);
+    expect(() => parseQuery('fullText contains "x"')).toThrow();
+  });
+
+  it('creates folders and files (multipart, media), allows duplicate names, and reports checksums', async () => {
+    const folder = await api('POST', '/drive/v3/files?fields=id,name,mimeType,parents', {
+      name: 'wire',
+      mimeType: FOLDER_MIME,
+      parents: ['root'],
+    });
+    expect(folder.status).toBe(200);
+    expect(folder.body.mimeType).toBe(FOLDER_MIME);
+    const data = Buffer.from('hello drive');
+    const mp = multipart({ name: 'a.txt', parents: [folder.body.id] }, data);
+    const f1 = await api('POST', '/upload/drive/v3/files?uploadType=multipart&fields=*', mp.body, {
+      'content-type': mp.type,
+    });
+    expect(f1.status).toBe(200);
+    expect(f1.body.size).toBe(String(data.byteLength));
+    expect(f1.body.md5Checksum).toBe(createHash('md5').update(data).digest('hex'));
+    expect(f1.body.sha256Checksum).toBe(createHash('sha256').update(data).digest('hex'));
+    expect(f1.body.headRevisionId).toBeTruthy();
+    const f2 = await api(
+      'POST',
+      '/upload/drive/v3/files?uploadType=multipart',
+      multipart({ name: 'a.txt', parents: [folder.body.id] }, data).body,
+      { 'content-type': mp.type },
+    );
+    expect(f2.body).toEqual({
+      kind: 'drive#file',
+      id: f2.body.id,
+      name: 'a.txt',
+      mimeType: 'application/octet-stream',
+    });
+    const media = await api(
+      'POST',
+      '/upload/drive/v3/files?uploadType=media&fields=name,parents',
+      Buffer.from('x'),
+    );
+    expect(media.body.name).toBe('Untitled');
+    const dupes = await api(
+      'GET',
+      `/drive/v3/files?q=${encodeURIComponent(`'${folder.body.id}' in parents and name = 'a.txt' and trashed = false`)}&fields=files(id)`,
+    );
+    expect(dupes.body.files).toHaveLength(2);
+  });
+
+  it('pages files.list with pageSize and nextPageToken', async () => {
+    const folder = await api('POST', '/drive/v3/files', { name: 'paged', mimeType: FOLDER_MIME });
+    for (let i = 0; i < 5; i++)
+      await api('POST', '/drive/v3/files', { name: `n${i}`, parents: [folder.body.id] });
+    const q = encodeURIComponent(`'${folder.body.id}' in parents and mimeType != '${FOLDER_MIME}'`);
+    const seen: string[] = [];
+    let token = '';
+    do {
+      const page = await api(
+        'GET',
+        `/drive/v3/files?q=${q}&pageSize=2&fields=nextPageToken,files(name)${token ? `&pageToken=${token}` : ''}`,
+      );
+      expect(page.body.files.length).toBeLessThanOrEqual(2);
+      seen.push(...page.body.files.map((f: any) => f.name));
+      token = page.body.nextPageToken ?? '';
+    } while (token);
+    expect(seen).toEqual(['n0', 'n1', 'n2', 'n3', 'n4']);
+    const bad = await api('GET', '/drive/v3/files?pageToken=bogus');
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.errors[0]).toMatchObject({
+      domain: 'global',
+      reason: 'invalid',
+      location: 'pageToken',
+    });
+  });
+
+  it('resumable uploads: 256 KiB multiples, 308 with Range, status queries, cancel with 499', async () => {
+    const start = await api(
+      'POST',
+      '/upload/drive/v3/files?uploadType=resumable&fields=id,size,sha256Checksum',
+      { name: 'big.bin' },
+      { 'x-upload-content-length': String(600 * 1024) },
+    );
+    expect(start.status).toBe(200);
+    const session = start.headers.get('location') ?? '';
+    expect(session).toContain('upload_id=');
+    const data = randomBytes(600 * 1024);
+    const put = (body: Buffer, range: string) =>
+      fetch(session, { method: 'PUT', headers: { 'content-range': range }, body });
+    expect((await put(data.subarray(0, 1000), 'bytes 0-999/*')).status).toBe(400);
+    const first = await put(data.subarray(0, 256 * 1024), `bytes 0-${256 * 1024 - 1}/*`);
+    expect(first.status).toBe(308);
+    expect(first.headers.get('range')).toBe(`bytes=0-${256 * 1024 - 1}`);
+    const status = await put(Buffer.alloc(0), `bytes */${data.byteLength}`);
+    expect(status.status).toBe(308);
+    expect(status.headers.get('range')).toBe(`bytes=0-${256 * 1024 - 1}`);
+    const done = await put(
+      data.subarray(256 * 1024),
+      `bytes ${256 * 1024}-${data.byteLength - 1}/${data.byteLength}`,
+    );
+    expect(done.status).toBe(200);
+    const file = (await done.json()) as any;
+    expect(file.size).toBe(String(data.byteLength));
+    expect(file.sha256Checksum).toBe(createHash('sha256').update(data).digest('hex'));
+    const s2 = await api('POST', '/upload/drive/v3/files?uploadType=resumable', { name: 'cancelled.bin' });
+    const cancel = await fetch(s2.headers.get('location') ?? '', { method: 'DELETE' });
+    expect(cancel.status).toBe(499);
+    expect(emu.openSessions()).toBe(0);
+  });
+
+  it('downloads with alt=media and Range → 206; 416 past the end; 404 body', async () => {
+    const mp = multipart({ name: 'r.bin' }, Buffer.from('0123456789'));
+    const f = await api('POST', '/upload/drive/v3/files?uploadType=multipart', mp.body, {
+      'content-type': mp.type,
+    });
+    const part = await fetch(`${emu.url}/drive/v3/files/${f.body.id}?alt=media`, {
+      headers: { authorization: `Bearer ${emu.accessToken}`, range: 'bytes=2-4' },
+    });
+    expect(part.status).toBe(206);
+    expect(part.headers.get('content-range')).toBe('bytes 2-4/10');
+    expect(await part.text()).toBe('234');
+    const past = await fetch(`${emu.url}/drive/v3/files/${f.body.id}?alt=media`, {
+      headers: { authorization: `Bearer ${emu.accessToken}`, range: 'bytes=20-' },
+    });
+    expect(past.status).toBe(416);
+    const missing = await api('GET', '/drive/v3/files/nope');
+    expect(missing.status).toBe(404);
+    expect(missing.body.error).toMatchObject({
+      code: 404,
+      errors: [{ domain: 'global', reason: 'notFound' }],
+    });
+  });
+
+  it('moves with addParents/removeParents and reports changes, collapsed per file', async () => {
+    const start = (await api('GET', '/drive/v3/changes/startPageToken')).body.startPageToken;
+    const a = await api('POST', '/drive/v3/files', { name: 'fa', mimeType: FOLDER_MIME });
+    const b = await api('POST', '/drive/v3/files', { name: 'fb', mimeType: FOLDER_MIME });
+    const f = await api('POST', '/drive/v3/files', { name: 'moving', parents: [a.body.id] });
+    const noRemove = await api('PATCH', `/drive/v3/files/${f.body.id}?addParents=${b.body.id}`, {});
+    expect(noRemove.status).toBe(403);
+    const moved = await api(
+      'PATCH',
+      `/drive/v3/files/${f.body.id}?addParents=${b.body.id}&removeParents=${a.body.id}&fields=parents,name`,
+      { name: 'moved' },
+    );
+    expect(moved.body).toEqual({ parents: [b.body.id], name: 'moved' });
+    await api('DELETE', `/drive/v3/files/${a.body.id}`);
+    const page1 = await api('GET', `/drive/v3/changes?pageToken=${start}&pageSize=2`);
+    expect(page1.body.nextPageToken).toBeTruthy();
+    expect(page1.body.newStartPageToken).toBeUndefined();
+    const page2 = await api(
+      'GET',
+      `/drive/v3/changes?pageToken=${page1.body.nextPageToken}&pageSize=10&fields=newStartPageToken,changes(fileId,removed,file(name))`,
+    );
+    const all = [...page1.body.changes, ...page2.body.changes];
+    // An item changed again after its page was cut appears again, with its latest state.
+    expect([...new Set(all.map((c: any) => c.fileId))].sort()).toEqual(
+      [a.body.id, b.body.id, f.body.id].sort(),
+    );
+    expect(all.findLast((c: any) => c.fileId === a.body.id).removed).toBe(true);
+    expect(all.find((c: any) => c.fileId === f.body.id).file.name).toBe('moved');
+    const idle = await api('GET', `/drive/v3/changes?pageToken=${page2.body.newStartPageToken}`);
+    expect(idle.body.changes).toEqual([]);
+  });
+
+  it('injects 403 userRateLimitExceeded and 429 rateLimitExceeded', async () => {
+    emu.faults.add({ endpoint: 'files.list', nth: [0], action: { kind: 'status', status: 403 } });
+    emu.faults.add({
+      endpoint: 'files.list',
+      nth: [1],
+      action: { kind: 'status', status: 429, retryAfterSeconds: 2 },
+    });
+    const r1 = await api('GET', '/drive/v3/files');
+    expect(r1.status).toBe(403);
+    expect(r1.body.error.errors[0]).toMatchObject({ domain: 'usageLimits', reason: 'userRateLimitExceeded' });
+    const r2 = await api('GET', '/drive/v3/files');
+    expect(r2.status).toBe(429);
+    expect(r2.headers.get('retry-after')).toBe('2');
+    expect(r2.body.error.errors[0].reason).toBe('rateLimitExceeded');
+    expect((await api('GET', '/drive/v3/files')).status).toBe(200);
+    emu.faults.clear();
+  });
+});
