@@ -26,6 +26,14 @@ export const WRAP_DEFAULTS: Readonly<Record<string, WrapConfig>> = {
   fs: { retry: { maxAttempts: 3 }, concurrency: 64 },
   // S3 scales to thousands of requests per second per prefix; the SDK's own retries are off.
   s3: { retry: { maxAttempts: 6 }, concurrency: 32 },
+  // Dropbox publishes no fixed rate; it answers 429 with Retry-After (honoured by retry and
+  // pacer) and serialises writes per namespace. rclone paces at ~100 calls/s; we stay below.
+  dropbox: { retry: { maxAttempts: 8 }, pacer: { requestsPerSecond: 50, burst: 50 }, concurrency: 16 },
+  // Drive: 12,000 queries per minute per user (200/s) per project quota; sustained writes
+  // of a few per second per user; 403 userRateLimitExceeded / 429 rateLimitExceeded.
+  gdrive: { retry: { maxAttempts: 8 }, pacer: { requestsPerSecond: 10, burst: 100 }, concurrency: 8 },
+  // Graph throttling is dynamic (429/503 with Retry-After); rclone paces OneDrive at ~100/s.
+  onedrive: { retry: { maxAttempts: 8 }, pacer: { requestsPerSecond: 20, burst: 40 }, concurrency: 8 },
 };
 
 export function wrapProvider(p: Provider, config: WrapConfig = {}): Provider {
