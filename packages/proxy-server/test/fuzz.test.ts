@@ -1,0 +1,305 @@
+/**
+ * Every parser that reads client input, through the real HTTP API: bundles, transfer
+ * blocks, delta containers, signatures, JSON bodies and paths. Each malformed input gets
+ * a 4xx with a clear error body; the server never crashes and never writes outside the
+ * namespace. CI runs a scaled-down count; WEFT_FULL=1 runs 100,000+ inputs.
+ */
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { collect, signature } from '@weft/rsync-wasm';
+import {
+  encodeBundle,
+  encodeDeltaContainer,
+  encodeTransferBlock,
+  type EntryInfo,
+  type TransferState,
+} from '@weft/wire';
+import { crc32 } from 'node:zlib';
+import { pseudoRandom, sha, startTestServer, TestClient } from './helpers.ts';
+
+const FULL = process.env.WEFT_FULL === '1';
+/** Inputs per property; 6 properties → 6 × 17,000 = 102,000 with WEFT_FULL=1. */
+const RUNS = FULL ? 17_000 : 400;
+
+let server: Awaited<ReturnType<typeof startTestServer>>;
+let c: TestClient;
+let transfer: TransferState;
+let base: EntryInfo;
+let validBundle: Uint8Array;
+let validBlock: Uint8Array;
+let validDelta: Uint8Array;
+let validSig: Uint8Array;
+let count = 0;
+
+beforeAll(async () => {
+  server = await startTestServer({ smallFileBytes: 64 * 1024 });
+  c = await TestClient.enrol(server, 'fuzz', 'fuzzer');
+  const content = Buffer.from('fuzz target');
+  validBundle = encodeBundle([{ path: 'ok/a.txt', mtimeMs: 1, sha256: sha(content), content }], {
+    compress: true,
+  });
+  const big = pseudoRandom(100_000, 3);
+  transfer = await c.json<TransferState>('POST', '/v1/transfers', {
+    path: 'big.bin',
+    size: big.length,
+    sha256: sha(big),
+    mtimeMs: 1,
+  });
+  validBlock = encodeTransferBlock(
+    { transferId: transfer.transferId, seq: 0, offset: 0, last: false, payload: big.subarray(0, 5000) },
+    { compress: true },
+  );
+  await c.req(
+    'PUT',
+    `/v1/transfers/${transfer.transferId}/blocks`,
+    encodeTransferBlock({ transferId: transfer.transferId, seq: 0, offset: 0, last: true, payload: big }),
+  );
+  await c.ops({
+    op: 'commit',
+    path: 'big.bin',
+    sha256: sha(big),
+    size: big.length,
+    mtimeMs: 1,
+    transferId: transfer.transferId,
+  });
+  base = await c.json<EntryInfo>('GET', '/v1/stat?path=big.bin');
+  transfer = await c.json<TransferState>('POST', '/v1/transfers', {
+    path: 'big2.bin',
+    size: big.length,
+    sha256: sha(big),
+    mtimeMs: 1,
+  });
+  validSig = await collect(signature(big, { blockSize: 1024 }));
+  validDelta = encodeDeltaContainer(
+    {
+      baseSha256: sha(big),
+      targetSha256: sha('x'),
+      targetSize: 1,
+      delta: Buffer.concat([Buffer.from('WFTD'), pseudoRandom(200, 9)]),
+    },
+    { compress: true },
+  );
+});
+
+afterAll(async () => {
+  // Nothing was written outside the namespace: only the expected layout exists.
+  const top = (await fsp.readdir(server.dir)).sort();
+  expect(top.filter((n) => !/^(fs|objects|metadata\.sqlite(-wal|-shm)?)$/.test(n))).toEqual([]);
+  const fsTop = (await fsp.readdir(nodePath.join(server.dir, 'fs'))).sort();
+  expect(fsTop.filter((n) => !['.weft-fs', 'ns', 'relay', 'staging'].includes(n))).toEqual([]);
+  expect(await fsp.readdir(nodePath.join(server.dir, 'fs/ns'))).toEqual(['fuzz']);
+  expect(count).toBeGreaterThanOrEqual(RUNS * 6);
+  await server.stop();
+});
+
+async function expect4xx(res: Response, what: string): Promise<void> {
+  count += 1;
+  const text = await res.text();
+  if (res.status < 400 || res.status >= 500)
+    throw new Error(`${what}: status ${res.status} ${text.slice(0, 300)}`);
+  const body = JSON.parse(text) as { error?: { code?: string; message?: string } };
+  if (!body.error?.code || !body.error.message)
+    throw new Error(`${what}: no clear error body: ${text.slice(0, 300)}`);
+}
+
+async function expectNot5xx(res: Response, what: string): Promise<void> {
+  count += 1;
+  const text = await res.text();
+  if (res.status >= 500) throw new Error(`${what}: status ${res.status} ${text.slice(0, 300)}`);
+}
+
+type Mutation =
+  | { kind: 'flip'; at: number; xor: number }
+  | { kind: 'cut'; at: number }
+  | { kind: 'append'; extra: Uint8Array }
+  | { kind: 'random'; bytes: Uint8Array };
+
+const mutation: fc.Arbitrary<Mutation> = fc.oneof(
+  fc.record({ kind: fc.constant('flip' as const), at: fc.nat(), xor: fc.integer({ min: 1, max: 255 }) }),
+  fc.record({ kind: fc.constant('cut' as const), at: fc.nat() }),
+  fc.record({ kind: fc.constant('append' as const), extra: fc.uint8Array({ minLength: 1, maxLength: 16 }) }),
+  fc.record({ kind: fc.constant('random' as const), bytes: fc.uint8Array({ maxLength: 300 }) }),
+);
+
+function mutate(bytes: Uint8Array, m: Mutation): Uint8Array {
+  switch (m.kind) {
+    case 'flip': {
+      const out = bytes.slice();
+      const i = m.at % out.length;
+      out[i] = (out[i] ?? 0) ^ m.xor;
+      return out;
+    }
+    case 'cut':
+      return bytes.subarray(0, m.at % bytes.length);
+    case 'append':
+      return Buffer.concat([bytes, m.extra]);
+    case 'random':
+      return m.bytes;
+  }
+}
+
+/** A structurally valid bundle (right CRC) around arbitrary path bytes. */
+function rawBundle(pathBytes: Uint8Array): Uint8Array {
+  const content = Buffer.from('x');
+  const entry = Buffer.concat([
+    Buffer.from(Uint16Array.of(pathBytes.length).buffer),
+    pathBytes,
+    Buffer.from([0]),
+    Buffer.alloc(8),
+    Buffer.from(Uint32Array.of(1).buffer),
+    Buffer.from(sha(content), 'hex'),
+    content,
+  ]);
+  const header = Buffer.alloc(24);
+  header.write('WFTB', 0, 'latin1');
+  header[4] = 1;
+  header.writeUInt32LE(1, 8);
+  header.writeUInt32LE(entry.length, 12);
+  header.writeUInt32LE(entry.length, 16);
+  const body = Buffer.concat([header, entry]);
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32LE(crc32(body) >>> 0);
+  return Buffer.concat([body, crc]);
+}
+
+const nastyPath = fc.oneof(
+  fc.constantFrom(
+    '..',
+    '../x',
+    '/etc/passwd',
+    'a/../../b',
+    'a//b',
+    './a',
+    'a/.',
+    'nul\0x',
+    'x.weftlink',
+    'a/b.WEFTLINK/c',
+    '.weft-fs/x',
+    'e\u0301',
+    '\uD800',
+    'a/',
+    '',
+  ),
+  fc.string({ maxLength: 40 }),
+  fc.string({ unit: 'binary', maxLength: 40 }),
+  fc.constant('a'.repeat(5000)),
+);
+
+describe('fuzzing every parser of client input', () => {
+  it('bundles', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          mutation.map((m) => ({ m })),
+          fc.uint8Array({ maxLength: 300 }).map((p) => ({ p })),
+        ),
+        async (x) => {
+          const bytes = 'm' in x ? mutate(validBundle, x.m) : rawBundle(x.p);
+          const res = await c.req('POST', '/v1/bundles', bytes);
+          if ('m' in x) await expect4xx(res, 'bundle');
+          else await expectNot5xx(res, 'bundle path');
+        },
+      ),
+      { numRuns: RUNS },
+    );
+  }, 600_000);
+
+  it('transferBlocks', async () => {
+    await fc.assert(
+      fc.asyncProperty(mutation, async (m) => {
+        const res = await c.req('PUT', `/v1/transfers/${transfer.transferId}/blocks`, mutate(validBlock, m));
+        await expect4xx(res, 'block');
+      }),
+      { numRuns: RUNS },
+    );
+  }, 600_000);
+
+  it('deltaContainers', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(mutation, fc.constant(null)), async (m) => {
+        const bytes = m === null ? validDelta : mutate(validDelta, m);
+        const res = await c.req(
+          'POST',
+          `/v1/deltas?path=big.bin&baseRevision=${base.revision}&mtimeMs=1`,
+          bytes,
+        );
+        await expect4xx(res, 'delta');
+      }),
+      { numRuns: RUNS },
+    );
+  }, 600_000);
+
+  it('signatures', async () => {
+    await fc.assert(
+      fc.asyncProperty(mutation, async (m) => {
+        const bytes = mutate(validSig, m);
+        const res = await c.req('POST', `/v1/files/delta?path=big.bin&baseSha256=${sha('old')}`, bytes);
+        await expectNot5xx(res, 'signature'); // a mutation may still be a valid signature
+      }),
+      { numRuns: RUNS },
+    );
+  }, 600_000);
+
+  it('jsonBodies', async () => {
+    const routes = [
+      '/v1/ops',
+      '/v1/transfers',
+      '/v1/merkle',
+      '/v1/bundles/download',
+      '/v1/enrol',
+      '/v1/invites',
+    ];
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...routes),
+        fc.oneof(
+          fc.jsonValue().map((v) => JSON.stringify(v)),
+          fc.string({ maxLength: 100 }),
+          fc
+            .record({
+              ops: fc.array(
+                fc.record({
+                  op: fc.constantFrom('mkdir', 'delete', 'move', 'copy', 'commit'),
+                  path: nastyPath,
+                  from: nastyPath,
+                  to: nastyPath,
+                }),
+              ),
+            })
+            .map((v) => JSON.stringify(v)),
+        ),
+        async (route, body) => {
+          const res = await fetch(`${c.url}${route}`, {
+            method: 'POST',
+            headers: c.headers({ 'content-type': 'application/json' }),
+            body,
+          });
+          await expectNot5xx(res, `${route} ${body.slice(0, 100)}`);
+        },
+      ),
+      { numRuns: RUNS },
+    );
+  }, 600_000);
+
+  it('paths', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          nastyPath.map((p) => Buffer.from(p, 'utf8')),
+          fc.uint8Array({ maxLength: 40 }),
+        ),
+        fc.constantFrom('/v1/files', '/v1/stat', '/v1/list'),
+        async (p, route) => {
+          const encoded = [...p].map((b) => '%' + b.toString(16).padStart(2, '0')).join('');
+          const res = await c.req('GET', `${route}?path=${encoded}`);
+          await expectNot5xx(res, `${route} ${encoded}`);
+        },
+      ),
+      { numRuns: RUNS },
+    );
+    const [mk] = await c.ops({ op: 'mkdir', path: 'still/works' });
+    expect(mk?.status).toBe('applied');
+  }, 600_000);
+});
