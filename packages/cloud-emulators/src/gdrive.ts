@@ -204,6 +204,7 @@ export class GDriveEmulator extends EmulatorServer {
   readonly tree: Tree;
   private readonly sessions = new Map<string, ResumableSession>();
   private pageTokens = new Map<string, { ids: string[]; offset: number }>();
+  private minPageToken = 0;
 
   constructor(options: GDriveEmulatorOptions = {}) {
     super(options, { authorize: '/o/oauth2/v2/auth', token: '/token' });
@@ -215,7 +216,10 @@ export class GDriveEmulator extends EmulatorServer {
   }
 
   override expireCursors(): void {
-    this.tree.expireLog();
+    // Page tokens are positions in the log: skip one so every token issued so far is older
+    // than the oldest valid one.
+    this.tree.seq += 1;
+    this.minPageToken = this.tree.seq + 1;
     this.pageTokens.clear();
   }
 
@@ -802,7 +806,7 @@ export class GDriveEmulator extends EmulatorServer {
         location: 'pageToken',
       });
     const from = Number(token);
-    if (from > this.tree.seq + 1 || from <= this.tree.oldestSeq()) {
+    if (from > this.tree.seq + 1 || from <= this.tree.oldestSeq() || from < this.minPageToken) {
       throw driveError(400, 'Invalid Value', 'invalid', 'global', {
         locationType: 'parameter',
         location: 'pageToken',
