@@ -325,6 +325,7 @@ export function deltaCompact(): void {
 /** Accepts n bytes written at deltaInputPtr(). */
 export function deltaAppend(n: u32): void {
   end += n;
+  scanned += n;
 }
 export function deltaOutputPtr(): usize {
   return out;
@@ -386,12 +387,23 @@ function addCopy(off: u64, len: u64): void {
   copyLen = len;
 }
 
+// Bytes hashed for strong checks that found no match. Real data rarely wastes any, but a
+// crafted signature can make every position a weak hit; past this budget such candidates
+// are skipped, so a scan costs at most ~8 hashes per input byte (a delta, never a hang).
+let scanned: u64 = 0;
+let wasted: u64 = 0;
+
+function overBudget(): bool {
+  return wasted > (scanned << 3) + (16 << 20);
+}
+
 /** Finds a block whose checksums match the window [p, p + blockSize); -1 when none. */
 function findBlock(p: usize, weak: u32): i64 {
   let strongDone = false;
   // Prefer the block after the previous match: keeps copies contiguous.
   const ne = nextExpected;
   if (ne < nBlocks && (ne != nBlocks - 1 || lastLen == blockSize) && load<u32>(recordPtr(ne)) == weak) {
+    if (overBudget()) return -1;
     strongOf(p, blockSize);
     strongDone = true;
     if (strongEquals(ne)) return <i64>ne;
@@ -402,6 +414,7 @@ function findBlock(p: usize, weak: u32): i64 {
     const i = e - 1;
     if (load<u32>(recordPtr(i)) == weak && (i != nBlocks - 1 || lastLen == blockSize)) {
       if (!strongDone) {
+        if (overBudget()) return -1;
         strongOf(p, blockSize);
         strongDone = true;
       }
@@ -410,6 +423,7 @@ function findBlock(p: usize, weak: u32): i64 {
     e = load<u32>(nexts + ((<usize>i) << 2));
     steps++;
   }
+  if (strongDone) wasted += blockSize;
   return -1;
 }
 

@@ -238,3 +238,17 @@ describe('malformed signatures', () => {
     );
   });
 });
+
+describe('adversarial signatures', () => {
+  it('a signature whose weak checksum matches every window but whose strong hash never does finishes', async () => {
+    // Without a budget this is one 64 KiB BLAKE2b per input byte: ~64 GB of hashing.
+    const blockSize = 65536;
+    const zeros = new Uint8Array(blockSize);
+    const sig = await collect(signature(zeros, { blockSize, strongLength: 8 }));
+    sig[16 + 4] = (sig[16 + 4] ?? 0) ^ 0xff; // corrupt the strong hash, keep the weak one
+    const newBytes = new Uint8Array(1 << 20);
+    const d = await collect(delta(sig, newBytes));
+    const out = await collect(patch(zeros, d));
+    expect(equalBytes(out, newBytes)).toBe(true);
+  });
+});
