@@ -354,6 +354,19 @@ export class DropboxEmulator extends EmulatorServer {
     return cur;
   }
 
+  /** The folder at `parent` if it exists; undefined when missing; a file in the way throws. */
+  private findFolder(parent: string): TreeNode | undefined {
+    let cur = this.tree.root;
+    if (parent === '') return cur;
+    for (const seg of parent.slice(1).split('/')) {
+      const next = this.tree.childrenNamed(cur.id, seg)[0];
+      if (!next) return undefined;
+      if (next.kind === 'file') throw writeConflict('path', 'file_ancestor');
+      cur = next;
+    }
+    return cur;
+  }
+
   private checkName(name: string, outer: string): void {
     if (DISALLOWED_NAMES.has(name.toLowerCase()) || name.includes('\\') || name.includes('\0')) {
       throw routeError([outer, 'disallowed_name'], { '.tag': outer, [outer]: { '.tag': 'disallowed_name' } });
@@ -378,11 +391,22 @@ export class DropboxEmulator extends EmulatorServer {
     }
     const mode = typeof commit.mode === 'string' ? { '.tag': commit.mode } : commit.mode;
     const clientModified = commit.client_modified ? Date.parse(commit.client_modified) : undefined;
-    // Parent folders: a file in the way is conflict/file_ancestor.
+    // Parent folders: a file in the way is conflict/file_ancestor. Missing ones are only
+    // created once the commit cannot fail any more (a failed commit changes nothing).
     let folder: TreeNode;
     try {
-      folder = this.ensureFolder(parent, 'path');
-    } catch {
+      const found = this.findFolder(parent);
+      if (!found && mode['.tag'] === 'update' && commit.strict_conflict) {
+        throw fail(['conflict', 'file'], { '.tag': 'conflict', conflict: { '.tag': 'file' } });
+      }
+      folder = found ?? this.ensureFolder(parent, 'path');
+    } catch (e) {
+      if (
+        e instanceof HttpError &&
+        e.status === 409 &&
+        !String((e.body as { error_summary?: string }).error_summary).includes('file_ancestor')
+      )
+        throw e;
       throw fail(['conflict', 'file_ancestor'], {
         '.tag': 'conflict',
         conflict: { '.tag': 'file_ancestor' },

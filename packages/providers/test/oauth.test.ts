@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DropboxEmulator } from '@weft/cloud-emulators/dropbox';
 import { GDriveEmulator } from '@weft/cloud-emulators/gdrive';
 import { DropboxProvider } from '../src/adapters/dropbox.ts';
+import { GDriveProvider } from '../src/adapters/gdrive.ts';
 import { AuthError } from '../src/errors.ts';
 import {
   OAuthSession,
@@ -79,6 +80,22 @@ describe('OAuth 2 for desktop apps (PKCE, loopback redirect)', () => {
     expect(a).toBe(b);
     expect(a).not.toBe(first?.accessToken);
     expect(gd.requestLog.filter((r) => r.endpoint === 'oauth.token')).toHaveLength(2);
+  });
+
+  it('drive: a refused token is refreshed once and the call repeated', async () => {
+    const config = googleOAuth('weft-desktop', undefined, { accounts: gd.url, token: `${gd.url}/token` });
+    const store = memoryTokenStore();
+    await authorizeWithLoopback(config, store, { openBrowser: browser });
+    const provider = new GDriveProvider({
+      token: new OAuthSession(config, store),
+      root: 'oauth',
+      rootUrl: gd.url,
+    });
+    await provider.write('a.txt', Buffer.from('drive'));
+    const before = store.current()?.accessToken;
+    gd.oauth.expireAccessTokens();
+    expect((await provider.stat('a.txt')).size).toBe(5);
+    expect(store.current()?.accessToken).not.toBe(before);
   });
 
   it('refuses a forged state and reports a refused grant as AuthError', async () => {

@@ -246,14 +246,24 @@ export class GDriveProvider implements Provider {
     return signal ? { rootUrl: this.rootUrl, signal } : { rootUrl: this.rootUrl };
   }
 
-  private async call<T>(where: string, fn: () => Promise<{ data: T }>, signal?: AbortSignal): Promise<T> {
+  private async call<T>(
+    where: string,
+    fn: () => Promise<{ data: T }>,
+    signal?: AbortSignal,
+    retried = false,
+  ): Promise<T> {
     throwIfAborted(signal);
     try {
       return (await fn()).data;
     } catch (e) {
       if (signal?.aborted) throw e;
       const status = (e as GaxiosLike).response?.status;
-      if (status === 401) this.tokens.invalidate?.();
+      if (status === 401 && !retried && this.tokens.invalidate) {
+        // The token was refused (expired early, revoked): refresh once and try again.
+        this.tokens.invalidate();
+        await this.opts(signal);
+        return this.call(where, fn, signal, true);
+      }
       throw classifyGDrive(e, `${this.name}: ${where}`);
     }
   }

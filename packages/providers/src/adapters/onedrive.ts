@@ -209,13 +209,22 @@ export class OneDriveProvider implements Provider {
     return full === '' ? '/me/drive/root' : `/me/drive/root:/${encodePath(full)}:`;
   }
 
-  private async call<T>(where: string, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+  private async call<T>(
+    where: string,
+    fn: () => Promise<T>,
+    signal?: AbortSignal,
+    retried = false,
+  ): Promise<T> {
     throwIfAborted(signal);
     try {
       return await fn();
     } catch (e) {
       if (signal?.aborted) throw e;
-      if (e instanceof GraphError && e.statusCode === 401) this.tokens.invalidate?.();
+      if (e instanceof GraphError && e.statusCode === 401 && !retried && this.tokens.invalidate) {
+        // The token was refused (expired early, revoked): refresh once and try again.
+        this.tokens.invalidate();
+        return this.call(where, fn, signal, true);
+      }
       throw classifyGraph(e, `${this.name}: ${where}`);
     }
   }
@@ -507,13 +516,11 @@ export class OneDriveProvider implements Provider {
         await this.call(
           `set modified time ${p}`,
           () =>
-            this.client
-              .api(this.itemPath(p))
-              .patch({
-                fileSystemInfo: {
-                  lastModifiedDateTime: new Date(options.modifiedMs as number).toISOString(),
-                },
-              }) as Promise<unknown>,
+            this.client.api(this.itemPath(p)).patch({
+              fileSystemInfo: {
+                lastModifiedDateTime: new Date(options.modifiedMs as number).toISOString(),
+              },
+            }) as Promise<unknown>,
           options.signal,
         ),
       );
