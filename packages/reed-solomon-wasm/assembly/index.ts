@@ -17,6 +17,10 @@ let inputs: usize = 0;
 let outputs: usize = 0;
 let coefficients: usize = 0;
 let expanded: usize = 0; // per (row, input): the 32-byte nibble tables of its coefficient
+let inPtrs: usize = 0; // u32 address of each input shard
+let outPtrs: usize = 0; // u32 address of each output shard
+let stripe: usize = 0; // in-memory stripe for the zero-copy API
+let stripeCap: usize = 0;
 
 function alloc(n: usize): usize {
   const p = heap.alloc(n);
@@ -58,6 +62,8 @@ export function init(maxIn: u32, maxOut: u32, seg: u32): void {
   outputs = alloc(<usize>maxOut * seg);
   coefficients = alloc(<usize>maxIn * maxOut + 16);
   expanded = alloc(<usize>maxIn * maxOut * 32);
+  inPtrs = alloc(<usize>maxIn * 4);
+  outPtrs = alloc(<usize>maxOut * 4);
 }
 
 export function inputPtr(): usize {
@@ -72,34 +78,47 @@ export function coefficientPtr(): usize {
 export function segmentSize(): u32 {
   return segment;
 }
+export function inputTablePtr(): usize {
+  return inPtrs;
+}
+export function outputTablePtr(): usize {
+  return outPtrs;
+}
+/** Room for a whole stripe in wasm memory (reused while big enough; may grow memory). */
+export function stripeAlloc(bytes: usize): usize {
+  if (bytes > stripeCap) {
+    stripe = alloc(bytes);
+    stripeCap = bytes;
+  }
+  return stripe;
+}
 
 // Row kernels: for each 32-byte column, every input is loaded and split into nibbles once,
 // then multiplied into the accumulators of up to four output rows (kept in registers).
 
 function tail(r: u32, nIn: u32, from: usize, len: usize): void {
-  const seg = <usize>segment;
-  const dst = outputs + <usize>r * seg;
+  const dst = <usize>load<u32>(outPtrs + ((<usize>r) << 2));
   for (let i = from; i < len; i++) {
     let acc: u32 = 0;
     for (let j: u32 = 0; j < nIn; j++) {
       const c = <usize>load<u8>(coefficients + <usize>r * nIn + j);
-      acc ^= <u32>load<u8>(mulTable + (c << 8) + <usize>load<u8>(inputs + <usize>j * seg + i));
+      const src = <usize>load<u32>(inPtrs + ((<usize>j) << 2));
+      acc ^= <u32>load<u8>(mulTable + (c << 8) + <usize>load<u8>(src + i));
     }
     store<u8>(dst + i, <u8>acc);
   }
 }
 
 function rows4(r: u32, nIn: u32, len: usize): usize {
-  const seg = <usize>segment;
   const stride = (<usize>nIn) << 5;
   const t0 = expanded + <usize>r * stride;
   const t1 = t0 + stride;
   const t2 = t1 + stride;
   const t3 = t2 + stride;
-  const d0 = outputs + <usize>r * seg;
-  const d1 = d0 + seg;
-  const d2 = d1 + seg;
-  const d3 = d2 + seg;
+  const d0 = <usize>load<u32>(outPtrs + ((<usize>r) << 2));
+  const d1 = <usize>load<u32>(outPtrs + ((<usize>r) << 2) + 4);
+  const d2 = <usize>load<u32>(outPtrs + ((<usize>r) << 2) + 8);
+  const d3 = <usize>load<u32>(outPtrs + ((<usize>r) << 2) + 12);
   const mask = i8x16.splat(0x0f);
   let off: usize = 0;
   for (; off + 32 <= len; off += 32) {
@@ -111,8 +130,8 @@ function rows4(r: u32, nIn: u32, len: usize): usize {
     let b2 = a0;
     let a3 = a0;
     let b3 = a0;
-    let src = inputs + off;
     for (let j: usize = 0; j < <usize>nIn; j++) {
+      const src = <usize>load<u32>(inPtrs + (j << 2)) + off;
       const v = v128.load(src);
       const w = v128.load(src, 16);
       const vl = v128.and(v, mask);
@@ -136,7 +155,6 @@ function rows4(r: u32, nIn: u32, len: usize): usize {
       hi = v128.load(t3 + k, 16);
       a3 = v128.xor(a3, v128.xor(i8x16.swizzle(lo, vl), i8x16.swizzle(hi, vh)));
       b3 = v128.xor(b3, v128.xor(i8x16.swizzle(lo, wl), i8x16.swizzle(hi, wh)));
-      src += seg;
     }
     v128.store(d0 + off, a0);
     v128.store(d0 + off, b0, 16);
@@ -151,12 +169,11 @@ function rows4(r: u32, nIn: u32, len: usize): usize {
 }
 
 function rows2(r: u32, nIn: u32, len: usize): usize {
-  const seg = <usize>segment;
   const stride = (<usize>nIn) << 5;
   const t0 = expanded + <usize>r * stride;
   const t1 = t0 + stride;
-  const d0 = outputs + <usize>r * seg;
-  const d1 = d0 + seg;
+  const d0 = <usize>load<u32>(outPtrs + ((<usize>r) << 2));
+  const d1 = <usize>load<u32>(outPtrs + ((<usize>r) << 2) + 4);
   const mask = i8x16.splat(0x0f);
   let off: usize = 0;
   for (; off + 32 <= len; off += 32) {
@@ -164,8 +181,8 @@ function rows2(r: u32, nIn: u32, len: usize): usize {
     let b0 = a0;
     let a1 = a0;
     let b1 = a0;
-    let src = inputs + off;
     for (let j: usize = 0; j < <usize>nIn; j++) {
+      const src = <usize>load<u32>(inPtrs + (j << 2)) + off;
       const v = v128.load(src);
       const w = v128.load(src, 16);
       const vl = v128.and(v, mask);
@@ -181,7 +198,6 @@ function rows2(r: u32, nIn: u32, len: usize): usize {
       hi = v128.load(t1 + k, 16);
       a1 = v128.xor(a1, v128.xor(i8x16.swizzle(lo, vl), i8x16.swizzle(hi, vh)));
       b1 = v128.xor(b1, v128.xor(i8x16.swizzle(lo, wl), i8x16.swizzle(hi, wh)));
-      src += seg;
     }
     v128.store(d0 + off, a0);
     v128.store(d0 + off, b0, 16);
@@ -192,16 +208,15 @@ function rows2(r: u32, nIn: u32, len: usize): usize {
 }
 
 function rows1(r: u32, nIn: u32, len: usize): usize {
-  const seg = <usize>segment;
   const t0 = expanded + <usize>r * ((<usize>nIn) << 5);
-  const d0 = outputs + <usize>r * seg;
+  const d0 = <usize>load<u32>(outPtrs + ((<usize>r) << 2));
   const mask = i8x16.splat(0x0f);
   let off: usize = 0;
   for (; off + 32 <= len; off += 32) {
     let a0 = i8x16.splat(0);
     let b0 = a0;
-    let src = inputs + off;
     for (let j: usize = 0; j < <usize>nIn; j++) {
+      const src = <usize>load<u32>(inPtrs + (j << 2)) + off;
       const v = v128.load(src);
       const w = v128.load(src, 16);
       const k = j << 5;
@@ -209,7 +224,6 @@ function rows1(r: u32, nIn: u32, len: usize): usize {
       const hi = v128.load(t0 + k, 16);
       a0 = v128.xor(a0, v128.xor(i8x16.swizzle(lo, v128.and(v, mask)), i8x16.swizzle(hi, i8x16.shr_u(v, 4))));
       b0 = v128.xor(b0, v128.xor(i8x16.swizzle(lo, v128.and(w, mask)), i8x16.swizzle(hi, i8x16.shr_u(w, 4))));
-      src += seg;
     }
     v128.store(d0 + off, a0);
     v128.store(d0 + off, b0, 16);
@@ -218,9 +232,9 @@ function rows1(r: u32, nIn: u32, len: usize): usize {
 }
 
 /**
- * outputs[r] = Σ_j coefficients[r·nIn + j] · inputs[j] over len bytes (len ≤ segment),
- * for r < nOut. Shard j lives at inputPtr() + j·segment; output r at outputPtr() + r·segment.
- * Call prepare(nOut, nIn) after writing the coefficients.
+ * out[r] = Σ_j coefficients[r·nIn + j] · in[j] over len bytes, for r < nOut, where in[j] and
+ * out[r] are the addresses in the input and output pointer tables (segment buffers, or the
+ * shards of an in-memory stripe). Call prepare(nOut, nIn) after writing the coefficients.
  */
 export function matMul(nOut: u32, nIn: u32, len: u32): void {
   let r: u32 = 0;

@@ -1,4 +1,4 @@
-export { ReedSolomon, type MaybeShard, type VerifyResult } from './reed-solomon.ts';
+export { ReedSolomon, type MaybeShard, type VerifyResult, type WasmStripe } from './reed-solomon.ts';
 export {
   encodeStripes,
   joinShards,

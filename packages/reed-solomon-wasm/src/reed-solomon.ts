@@ -69,6 +69,69 @@ export class ReedSolomon {
   }
 
   /**
+   * Zero-copy stripe: n shards of shardSize bytes that live in wasm memory. Fill the data
+   * shards (e.g. read a file straight into them), then encode() or reconstruct() work in
+   * place without copying shards in and out. One stripe per codec: calling stripe() again
+   * may move it and makes the previous views unusable (their length becomes 0).
+   */
+  stripe(shardSize: number): WasmStripe {
+    if (!Number.isInteger(shardSize) || shardSize < 0 || shardSize * this.n > 0x7fff0000) {
+      throw new ShardSizeMismatchError(`shard size ${shardSize} does not fit in wasm memory`);
+    }
+    const w = this.wasm;
+    const base = w.stripeAlloc(Math.max(1, this.n * shardSize));
+    const shards = Array.from(
+      { length: this.n },
+      (_, i) => new Uint8Array(w.memory.buffer, base + i * shardSize, shardSize),
+    );
+    const address = (i: number): number => base + i * shardSize;
+    return {
+      shardSize,
+      shards,
+      encode: () =>
+        this.multiplyInPlace(
+          this.parity,
+          range(this.k).map(address),
+          range(this.k, this.n).map(address),
+          shardSize,
+        ),
+      reconstruct: (missing: readonly number[]) => {
+        const lost = new Set(missing);
+        for (const i of lost) {
+          if (!Number.isInteger(i) || i < 0 || i >= this.n) throw new ShardSizeMismatchError(`no shard ${i}`);
+        }
+        const present = range(this.n).filter((i) => !lost.has(i));
+        if (present.length < this.k)
+          throw new TooFewShardsError(
+            present.length,
+            this.k,
+            [...lost].sort((a, b) => a - b),
+          );
+        const missingData = [...lost].filter((i) => i < this.k).sort((a, b) => a - b);
+        if (missingData.length > 0) {
+          const chosen = present.slice(0, this.k);
+          const decode = invert(chosen.map((i) => generatorRow(this.parity, this.k, i)));
+          this.multiplyInPlace(
+            missingData.map((i) => decode[i] ?? new Uint8Array(this.k)),
+            chosen.map(address),
+            missingData.map(address),
+            shardSize,
+          );
+        }
+        const missingParity = [...lost].filter((i) => i >= this.k).sort((a, b) => a - b);
+        if (missingParity.length > 0) {
+          this.multiplyInPlace(
+            missingParity.map((i) => generatorRow(this.parity, this.k, i)),
+            range(this.k).map(address),
+            missingParity.map(address),
+            shardSize,
+          );
+        }
+      },
+    };
+  }
+
+  /**
    * Returns all n shards, rebuilding the missing ones from any k present ones.
    * Present shards are returned as given; with `verify: true` the shards beyond the first k
    * present ones are checked and CorruptShardError is thrown if any disagree.
@@ -181,6 +244,25 @@ export class ReedSolomon {
     return { present, missing, size: Math.max(size, 0) };
   }
 
+  /** out[r] = Σ_j rows[r][j] · in[j] for shards already in wasm memory (addresses). */
+  private multiplyInPlace(
+    rows: readonly Uint8Array[],
+    inputs: readonly number[],
+    outputs: readonly number[],
+    size: number,
+  ): void {
+    const w = this.wasm;
+    const memory = new Uint8Array(w.memory.buffer);
+    rows.forEach((row, r) =>
+      memory.set(row.subarray(0, inputs.length), w.coefficientPtr() + r * inputs.length),
+    );
+    w.prepare(outputs.length, inputs.length);
+    const tables = new Uint32Array(w.memory.buffer);
+    inputs.forEach((address, j) => (tables[(w.inputTablePtr() >> 2) + j] = address));
+    outputs.forEach((address, r) => (tables[(w.outputTablePtr() >> 2) + r] = address));
+    if (size > 0 && outputs.length > 0) w.matMul(outputs.length, inputs.length, size);
+  }
+
   /** outputs[r] = Σ_j rows[r][j] · inputs[j], one segment at a time in wasm. */
   private multiply(
     rows: readonly Uint8Array[],
@@ -197,6 +279,9 @@ export class ReedSolomon {
     w.prepare(nOut, nIn);
     const inputPtr = w.inputPtr();
     const outputPtr = w.outputPtr();
+    const tables = new Uint32Array(w.memory.buffer);
+    for (let j = 0; j < nIn; j++) tables[(w.inputTablePtr() >> 2) + j] = inputPtr + j * SEGMENT;
+    for (let r = 0; r < nOut; r++) tables[(w.outputTablePtr() >> 2) + r] = outputPtr + r * SEGMENT;
     const size = outputs[0]?.length ?? 0;
     for (let offset = 0; offset < size; offset += SEGMENT) {
       const length = Math.min(SEGMENT, size - offset);
@@ -209,6 +294,22 @@ export class ReedSolomon {
       );
     }
   }
+}
+
+/** A stripe whose shards live in wasm memory (see ReedSolomon.stripe). */
+export interface WasmStripe {
+  readonly shardSize: number;
+  /** n views: data shards 0..k-1, then parity shards k..n-1. */
+  readonly shards: readonly Uint8Array[];
+  /** Computes the parity shards from the data shards, in place. */
+  encode(): void;
+  /** Rebuilds the listed shards in place from the others (any k of them suffice). */
+  reconstruct(missing: readonly number[]): void;
+}
+
+function range(from: number, to?: number): number[] {
+  const [start, end] = to === undefined ? [0, from] : [from, to];
+  return Array.from({ length: Math.max(0, end - start) }, (_, i) => start + i);
 }
 
 function equalBytes(a: Uint8Array, b: Uint8Array): boolean {

@@ -8,6 +8,9 @@ export interface ReedSolomonWasm {
   outputPtr(): number;
   coefficientPtr(): number;
   segmentSize(): number;
+  inputTablePtr(): number;
+  outputTablePtr(): number;
+  stripeAlloc(bytes: number): number;
   prepare(nOut: number, nIn: number): void;
   matMul(nOut: number, nIn: number, length: number): void;
 }

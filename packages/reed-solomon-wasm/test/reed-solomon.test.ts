@@ -239,3 +239,46 @@ describe('ReedSolomon errors', () => {
     );
   });
 });
+
+describe('ReedSolomon.stripe (zero-copy, shards in wasm memory)', () => {
+  it('encodes like encode() and reconstructs any n − k lost shards in place', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom([3, 2], [6, 4], [10, 4], [14, 10], [40, 7]),
+        fc.integer({ min: 0, max: 40_000 }),
+        fc.integer(),
+        fc.integer(),
+        async ([n, k], size, seed, pick) => {
+          const rs = await codec(n ?? 0, k ?? 0);
+          const data = randomShards(k ?? 0, size, seed);
+          const expected = [...data, ...rs.encode(data)];
+          const stripe = rs.stripe(size);
+          data.forEach((d, i) => stripe.shards[i]?.set(d));
+          stripe.encode();
+          expect(sameShards(stripe.shards, expected)).toBe(true);
+          // Lose a pseudo-random set of n − k shards, overwrite them with junk, rebuild.
+          const order = Array.from({ length: n ?? 0 }, (_, i) => i);
+          let s = pick >>> 0 || 3;
+          for (let i = order.length - 1; i > 0; i--) {
+            s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+            const j = s % (i + 1);
+            [order[i], order[j]] = [order[j] ?? 0, order[i] ?? 0];
+          }
+          const lost = order.slice(0, (n ?? 0) - (k ?? 0));
+          for (const i of lost) stripe.shards[i]?.fill(0xa5);
+          stripe.reconstruct(lost);
+          expect(sameShards(stripe.shards, expected)).toBe(true);
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('reports too few shards and unknown indices', async () => {
+    const rs = await codec(6, 4);
+    const stripe = rs.stripe(64);
+    expect(() => stripe.reconstruct([0, 1, 2])).toThrow(TooFewShardsError);
+    expect(() => stripe.reconstruct([6])).toThrow(ShardSizeMismatchError);
+    expect(() => rs.stripe(-1)).toThrow(ShardSizeMismatchError);
+  });
+});
