@@ -27,6 +27,8 @@ import { Tree, type TreeNode, foldName } from './tree.ts';
 export interface DropboxEmulatorOptions extends EmulatorOptions {
   /** Multiply longpoll timeouts by this (tests use a small factor). Default 1. */
   readonly longpollTimeScale?: number;
+  /** `backoff` (seconds) in longpoll answers, asking clients to wait before the next call. Default none. */
+  readonly longpollBackoffSeconds?: number;
   /** list_folder page size when the caller gives no limit. Default 500. */
   readonly defaultListLimit?: number;
 }
@@ -801,7 +803,8 @@ export class DropboxEmulator extends EmulatorServer {
     if (c.k !== undefined)
       throw badRequest('files/list_folder/longpoll', 'cursor: must be a cursor from the end of a listing');
     this.checkCursor(c);
-    if (this.hasChanges(c)) return { changes: true };
+    const backoff = this.opts.longpollBackoffSeconds;
+    if (this.hasChanges(c)) return { changes: true, ...(backoff ? { backoff } : {}) };
     const ms = a.timeout * 1000 * (this.opts.longpollTimeScale ?? 1);
     const changed = await new Promise<boolean>((resolve) => {
       const done = (v: boolean): void => {
@@ -816,7 +819,8 @@ export class DropboxEmulator extends EmulatorServer {
       timer.unref();
       this.waiters.add(onChange);
     });
-    return changed ? { changes: true } : { changes: false, backoff: 0 };
+    if (changed) return { changes: true, ...(backoff ? { backoff } : {}) };
+    return { changes: false, backoff: backoff ?? 0 };
   }
 
   // ---- write operations ----
