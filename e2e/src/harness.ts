@@ -105,15 +105,30 @@ export async function sha256File(file: string): Promise<string> {
 /** path → sha256 for files, 'dir' for folders, of a local folder (engine files excluded). */
 export async function localTree(root: string): Promise<Map<string, string>> {
   const out = new Map<string, string>();
+  // A live engine may move things while we look: entries that vanish are skipped.
+  const gone = (e: unknown): boolean => (e as NodeJS.ErrnoException).code === 'ENOENT';
   const walk = async (dir: string, rel: string): Promise<void> => {
-    for (const e of await fsp.readdir(dir, { withFileTypes: true })) {
+    let entries: import('node:fs').Dirent[];
+    try {
+      entries = await fsp.readdir(dir, { withFileTypes: true });
+    } catch (e) {
+      if (gone(e)) return;
+      throw e;
+    }
+    for (const e of entries) {
       if (e.name.startsWith('.weft-partial-')) continue;
       const p = rel ? `${rel}/${e.name}` : e.name;
       const abs = nodePath.join(dir, e.name);
       if (e.isDirectory()) {
         out.set(p, 'dir');
         await walk(abs, p);
-      } else if (e.isFile()) out.set(p, await sha256File(abs));
+      } else if (e.isFile()) {
+        try {
+          out.set(p, await sha256File(abs));
+        } catch (err) {
+          if (!gone(err)) throw err;
+        }
+      }
     }
   };
   await walk(root, '');
@@ -133,6 +148,7 @@ export function sorted(m: Map<string, string>): [string, string][] {
 /** Sync every device until a full round changes nothing (bounded). */
 export async function settle(devices: readonly Device[], rounds = 8): Promise<void> {
   for (let i = 0; i < rounds; i++) {
+    for (const d of devices) await d.engine.waitIdle();
     for (const d of devices) await d.engine.syncNow();
     const pending = devices.reduce((n, d) => n + d.engine.journal.pendingOps().length, 0);
     if (pending === 0 && i >= 1) {

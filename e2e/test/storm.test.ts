@@ -97,6 +97,19 @@ describe('operation storms', () => {
     await settle([a, b]);
     const ta = await localTree(a.folder);
     const tb = await localTree(b.folder);
+    if (process.env.WEFT_DEBUG) {
+      const show = (m: Map<string, string>): string =>
+        sorted(m)
+          .map(([k, v]) => `${k}=${v.slice(0, 6)}`)
+          .join(' ');
+      process.stderr.write(`A: ${show(ta)}\nB: ${show(tb)}\nR: ${show(await remoteTree(a.client))}\n`);
+      process.stderr.write(
+        `A ops ${JSON.stringify(a.engine.journal.pendingOps())}\nB ops ${JSON.stringify(b.engine.journal.pendingOps())}\n`,
+      );
+      process.stderr.write(
+        `A status ${JSON.stringify(a.engine.getStatus().recent.slice(0, 15))}\nB status ${JSON.stringify(b.engine.getStatus().recent.slice(0, 15))}\n`,
+      );
+    }
     expect(sorted(ta)).toEqual(sorted(tb));
     expect(sorted(await remoteTree(a.client))).toEqual(sorted(ta));
     const finalContents = new Set(ta.values());

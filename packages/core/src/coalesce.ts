@@ -109,9 +109,72 @@ function merge(earlier: Op, op: Op): Merge | undefined {
   }
 }
 
+function ancestorsOf(p: string): string[] {
+  const out: string[] = [];
+  for (let i = p.indexOf('/'); i >= 0; i = p.indexOf('/', i + 1)) out.push(p.slice(0, i));
+  return out;
+}
+
+/**
+ * A queue that coalesces as operations arrive, fast for the common case: an operation on
+ * paths unrelated to everything queued is appended after an index look-up (O(depth))
+ * instead of a walk over the whole queue.
+ */
+export class CoalescingQueue {
+  private ops: Op[];
+  private exact = new Map<string, number>();
+  private inner = new Map<string, number>();
+
+  constructor(initial: readonly Op[] = []) {
+    this.ops = [...initial];
+    this.reindex();
+  }
+
+  get items(): readonly Op[] {
+    return this.ops;
+  }
+
+  private bump(map: Map<string, number>, key: string, by: number): void {
+    const n = (map.get(key) ?? 0) + by;
+    if (n === 0) map.delete(key);
+    else map.set(key, n);
+  }
+
+  private index(op: Op, by: number): void {
+    for (const p of opPaths(op)) {
+      this.bump(this.exact, p, by);
+      for (const a of ancestorsOf(p)) this.bump(this.inner, a, by);
+    }
+  }
+
+  private reindex(): void {
+    this.exact.clear();
+    this.inner.clear();
+    for (const op of this.ops) this.index(op, 1);
+  }
+
+  private touchesQueue(op: Op): boolean {
+    for (const p of opPaths(op)) {
+      if (this.exact.has(p) || this.inner.has(p)) return true;
+      for (const a of ancestorsOf(p)) if (this.exact.has(a)) return true;
+    }
+    return false;
+  }
+
+  push(op: Op): void {
+    if (!this.touchesQueue(op)) {
+      this.ops.push(op);
+      this.index(op, 1);
+      return;
+    }
+    this.ops = coalesce(this.ops, op);
+    this.reindex();
+  }
+}
+
 /** Coalesce a whole sequence, in order. */
 export function coalesceAll(ops: readonly Op[]): Op[] {
-  let q: Op[] = [];
-  for (const op of ops) q = coalesce(q, op);
-  return q;
+  const q = new CoalescingQueue();
+  for (const op of ops) q.push(op);
+  return [...q.items];
 }

@@ -7,6 +7,7 @@
  * goes to the trash first; a delete of more than the mass-delete threshold pauses the
  * folder until the person confirms; a conflict keeps both versions.
  */
+import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
@@ -237,14 +238,30 @@ export class Engine implements Disposable {
   // ------------------------------------------------------------------ one pass
 
   private async pass(): Promise<void> {
+    const trace = process.env.WEFT_TRACE
+      ? (m: string, t: number) =>
+          process.stderr.write(`[trace] ${m} ${Math.round(performance.now() - t)} ms\n`)
+      : undefined;
+    let t0 = performance.now();
     if (this.paused) {
       this.status.update({ state: 'paused' });
       return;
     }
+    trace?.('start', t0);
+    // Offline, the scan still runs: edits are queued (and coalesced) until the server is back.
+    let offline: OfflineError | undefined;
     if (this.remoteDirty) {
       this.remoteDirty = false;
-      await this.pull();
+      try {
+        await this.pull();
+      } catch (e) {
+        if (!(e instanceof OfflineError)) throw e;
+        this.remoteDirty = true;
+        offline = e;
+      }
     }
+    trace?.('pull', t0);
+    t0 = performance.now();
     const scope = [...this.pendingScope];
     this.pendingScope.clear();
     if (scope.length > 0) {
@@ -256,7 +273,7 @@ export class Engine implements Disposable {
       });
       for (const w of result.warnings) this.status.warn(w);
       if (this.isMassDelete(result.deletedFiles, result.knownFilesBefore)) {
-        for (const op of result.ops) this.journal.enqueue(op);
+        this.journal.enqueueMany(result.ops, result.commit);
         this.massDeletePending = true;
         this.status.update({
           state: 'paused',
@@ -265,14 +282,17 @@ export class Engine implements Disposable {
         return;
       }
       const before = this.journal.pendingOps().length;
-      for (const op of result.ops) this.journal.enqueue(op);
-      const after = this.journal.pendingOps().length;
+      const after = this.journal.enqueueMany(result.ops, result.commit);
       this.status.save('operationsEliminated', before + result.ops.length - after);
       if (result.unsettled.length > 0) {
         setTimeout(() => this.markDirty(result.unsettled), this.options.settleMs ?? 1000).unref();
       }
     }
+    trace?.('scan', t0);
+    t0 = performance.now();
+    if (offline) throw offline;
     await this.push();
+    trace?.('push', t0);
     this.status.update({
       state: 'idle',
       error: undefined,
@@ -649,32 +669,41 @@ export class Engine implements Disposable {
       const queue = this.journal.pendingOps();
       if (queue.length === 0) return;
       this.status.update({ state: 'syncing', pendingOperations: queue.length });
-      const first = queue[0];
-      if (!first) return;
-      if (first.op.kind === 'put') {
-        // A run of consecutive small puts travels as bundles.
+      // A window of creates (puts and mkdirs, no deletes or moves) can send all its folders
+      // first, then all its files: within such a window the two kinds commute.
+      const window: typeof queue = [];
+      for (const q of queue) {
+        if (q.op.kind !== 'put' && q.op.kind !== 'mkdir') break;
+        window.push(q);
+      }
+      if (window.length === 0) {
         const run: typeof queue = [];
         for (const q of queue) {
-          if (q.op.kind !== 'put') break;
-          run.push(q);
-        }
-        const smallRun: typeof queue = [];
-        for (const q of run) {
-          const st = await fsp
-            .lstat(absPath(this.options.folder, q.op.kind === 'put' ? q.op.path : ''))
-            .catch(() => undefined);
-          if (st && st.isFile() && st.size < this.small) smallRun.push(q);
-          else break;
-        }
-        if (smallRun.length > 0) await this.pushBundles(smallRun);
-        else await this.pushLarge(first.id, first.op as Extract<Op, { kind: 'put' }>);
-      } else {
-        const run: typeof queue = [];
-        for (const q of queue) {
-          if (q.op.kind === 'put' || run.length >= 500) break;
+          if (q.op.kind === 'put' || q.op.kind === 'mkdir' || run.length >= 500) break;
           run.push(q);
         }
         await this.pushOps(run);
+        await this.resolveServerConflicts();
+        continue;
+      }
+      const mkdirs = window.filter((q) => q.op.kind === 'mkdir');
+      for (let i = 0; i < mkdirs.length; i += 500) await this.pushOps(mkdirs.slice(i, i + 500));
+      const puts = window.filter((q) => q.op.kind === 'put');
+      const small: typeof queue = [];
+      const large: typeof queue = [];
+      for (const q of puts) {
+        const st = await fsp
+          .lstat(absPath(this.options.folder, q.op.kind === 'put' ? q.op.path : ''))
+          .catch(() => undefined);
+        if (st && st.isFile() && st.size >= this.small) large.push(q);
+        else small.push(q);
+      }
+      if (small.length > 0) await this.pushBundles(small);
+      await this.resolveServerConflicts();
+      for (const q of large) {
+        if (this.paused) return;
+        await this.pushLarge(q.id, q.op as Extract<Op, { kind: 'put' }>);
+        await this.resolveServerConflicts();
       }
     }
   }
@@ -726,11 +755,17 @@ export class Engine implements Disposable {
       );
       const started = performance.now();
       const results = await this.options.client.uploadBundle(encoded);
+      if (process.env.WEFT_TRACE)
+        process.stderr.write(
+          `[trace] bundle ${current.length} files ${encoded.byteLength} B in ${Math.round(performance.now() - started)} ms\n`,
+        );
       this.uploadRate.add(encoded.byteLength, (performance.now() - started) / 1000);
       if (current.length > 1) this.status.save('requestsSavedByBundling', current.length - 1);
-      current.forEach((b, i) => {
-        const r = results[i]?.result;
-        this.finishPut(b.id, b.entry.path, b.entry.sha256, r);
+      this.journal.transaction(() => {
+        current.forEach((b, i) => {
+          const r = results[i]?.result;
+          this.finishPut(b.id, b.entry.path, b.entry.sha256, r);
+        });
       });
       this.status.update({ bytesUploaded: this.status.get().bytesUploaded + encoded.byteLength });
     };
@@ -744,7 +779,7 @@ export class Engine implements Disposable {
         this.journal.completeOp(q.id, () => undefined); // gone since: the scanner queues its delete
         continue;
       }
-      const sha = (await import('node:crypto')).createHash('sha256').update(content).digest('hex');
+      const sha = createHash('sha256').update(content).digest('hex');
       const row = this.journal.getFile(q.op.path);
       const st = await fsp.lstat(abs, { bigint: true });
       const entry: BundleEntry = {
@@ -793,51 +828,56 @@ export class Engine implements Disposable {
 
   /**
    * The server kept our write as a conflicted copy (someone else changed the file first).
-   * Mirror that locally: our content moves to the copy's name; the other version arrives
-   * through the feed and lands at the original name (our row there now has no local file).
+   * Mirror that locally once the current request is done: our content moves to the
+   * copy's name, and the version the server has at the original name is fetched now —
+   * the feed may have delivered it before our write, so it would not come again.
    */
   private handleServerConflict(op: Op, r: Extract<OpResult, { status: 'conflict' }>): void {
     const { path, conflictPath } = r.conflict;
     this.status.conflict(path, conflictPath || path);
-    if (op.kind !== 'put' || conflictPath === '') {
-      this.remoteDirty = true;
-      return;
-    }
-    const row = this.journal.getFile(path);
-    const from = absPath(this.options.folder, path);
-    const to = absPath(this.options.folder, conflictPath);
-    this.pendingMoves.push(async () => {
-      await fsp.mkdir(nodePath.dirname(to), { recursive: true });
-      await fsp.rename(from, to).catch(() => undefined);
-      const st = await fsp.lstat(to, { bigint: true }).catch(() => undefined);
-      this.journal.transaction(() => {
-        if (st && row) {
-          this.journal.upsertFile({
-            ...row,
-            path: conflictPath,
-            size: Number(st.size),
-            mtimeNs: st.mtimeNs,
-            inode: st.ino,
-            syncedRev: r.entry?.revision ?? null,
-            syncedHash: r.entry?.sha256 ?? row.hash,
-          });
-        }
-        // The original name now belongs to the other version, which the feed brings (D3).
-        this.journal.deleteFile(path);
-      });
-    });
+    this.serverConflicts.push({ op, path, conflictPath, entry: r.entry });
     this.remoteDirty = true;
     this.again = true;
-    void this.runPendingMoves();
   }
 
-  private pendingMoves: (() => Promise<void>)[] = [];
-  private async runPendingMoves(): Promise<void> {
-    for (const m of this.pendingMoves.splice(0)) await m();
+  private serverConflicts: { op: Op; path: string; conflictPath: string; entry: EntryInfo | undefined }[] =
+    [];
+
+  private async resolveServerConflicts(): Promise<void> {
+    for (const c of this.serverConflicts.splice(0)) {
+      if (c.op.kind === 'put' && c.conflictPath !== '') {
+        const row = this.journal.getFile(c.path);
+        const from = absPath(this.options.folder, c.path);
+        const to = absPath(this.options.folder, c.conflictPath);
+        await fsp.mkdir(nodePath.dirname(to), { recursive: true });
+        const moved = await fsp
+          .rename(from, to)
+          .then(() => true)
+          .catch(() => false);
+        const st = moved ? await fsp.lstat(to, { bigint: true }).catch(() => undefined) : undefined;
+        this.journal.transaction(() => {
+          if (st && row) {
+            this.journal.upsertFile({
+              ...row,
+              path: c.conflictPath,
+              size: Number(st.size),
+              mtimeNs: st.mtimeNs,
+              inode: st.ino,
+              syncedRev: c.entry?.revision ?? null,
+              syncedHash: c.entry?.sha256 ?? row.hash,
+            });
+          }
+          this.journal.deleteFile(c.path);
+        });
+      }
+      // Whatever the server now has at the path (or nothing): apply it as a remote change.
+      const current = await this.options.client.stat(c.path);
+      if (current?.kind === 'file') await this.downloadMany([current]);
+      else if (current?.kind === 'dir') await this.applyUpsert(current);
+    }
   }
 
   private async pushLarge(opId: number, op: Extract<Op, { kind: 'put' }>): Promise<void> {
-    await this.runPendingMoves();
     const abs = absPath(this.options.folder, op.path);
     let st: import('node:fs').BigIntStats;
     try {

@@ -39,6 +39,12 @@ export interface ScanResult {
   readonly deletedFiles: number;
   /** Files the journal knew in the scanned scope before this scan. */
   readonly knownFilesBefore: number;
+  /**
+   * Writes the index rows this scan found. The scanner changes nothing itself: the caller
+   * runs this in the same transaction that queues `ops` (Journal.enqueueMany), so a crash
+   * can never record a change without the operation that sends it.
+   */
+  readonly commit: () => void;
 }
 
 interface DiskEntry {
@@ -55,11 +61,20 @@ function inScope(p: string, scope: readonly string[] | undefined): boolean {
 
 export async function scan(
   root: string,
-  journal: Journal,
+  realJournal: Journal,
   ignore: IgnoreRules,
   options: ScanOptions = {},
 ): Promise<ScanResult> {
   const now = options.now ?? Date.now;
+  // Reads go to the journal; writes are deferred into `commit` (see ScanResult.commit).
+  const deferred: (() => void)[] = [];
+  const journal = {
+    filesUnder: (dir: string) => realJournal.filesUnder(dir),
+    upsertFile: (row: FileRow) => void deferred.push(() => realJournal.upsertFile(row)),
+    deleteFile: (p: string) => void deferred.push(() => realJournal.deleteFile(p)),
+    deleteFilesUnder: (p: string) => void deferred.push(() => realJournal.deleteFilesUnder(p)),
+    moveFiles: (from: string, to: string) => void deferred.push(() => realJournal.moveFiles(from, to)),
+  };
   const settleNs = BigInt(options.settleMs ?? 1000) * 1_000_000n;
   const warnings: string[] = [];
   const unsettled: string[] = [];
@@ -167,8 +182,12 @@ export async function scan(
     ops.push({ kind: 'move', from: from.path, to: e.path, replaces: false });
     movedFrom.add(from.path);
     journal.moveFiles(from.path, e.path);
-    for (const r of journal.filesUnder(e.path)) known.set(r.path, r);
-    for (const k of [...known.keys()]) if (k === from.path || k.startsWith(from.path + '/')) known.delete(k);
+    for (const [k, r] of [...known]) {
+      if (k !== from.path && !k.startsWith(from.path + '/')) continue;
+      known.delete(k);
+      const moved = e.path + k.slice(from.path.length);
+      known.set(moved, { ...r, path: moved });
+    }
   }
 
   for (const e of sortedDisk) {
@@ -250,7 +269,17 @@ export async function scan(
   for (const r of gone) journal.deleteFile(r.path);
   const deletedFiles = gone.filter((r) => r.kind === 'file').length;
 
-  return { ops, unsettled, warnings, scannedFiles: disk.size, deletedFiles, knownFilesBefore };
+  return {
+    ops,
+    unsettled,
+    warnings,
+    scannedFiles: disk.size,
+    deletedFiles,
+    knownFilesBefore,
+    commit: () => {
+      for (const w of deferred) w();
+    },
+  };
 }
 
 function newRow(e: DiskEntry, hash: string | null): FileRow {

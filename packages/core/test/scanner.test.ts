@@ -4,7 +4,14 @@ import * as nodePath from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { IgnoreRules } from '../src/ignore-rules.ts';
 import { Journal } from '../src/journal/journal.ts';
-import { scan } from '../src/scanner.ts';
+import { scan as rawScan } from '../src/scanner.ts';
+
+/** Scan and commit the index rows, as the engine does. */
+async function scan(...args: Parameters<typeof rawScan>): ReturnType<typeof rawScan> {
+  const r = await rawScan(...args);
+  r.commit();
+  return r;
+}
 
 async function setup(): Promise<{ root: string; journal: Journal }> {
   const base = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-scan-'));

@@ -6,7 +6,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
-import { coalesce } from '../coalesce.ts';
+import { CoalescingQueue } from '../coalesce.ts';
 import type { Op } from '../ops.ts';
 
 export interface FileRow {
@@ -103,7 +103,10 @@ export class Journal {
   constructor(file: string) {
     this.db = new Database(file);
     this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = FULL');
+    // WAL + NORMAL: a process crash (kill -9) loses no committed transaction; only a power
+    // loss may roll back the last few, which the next scan redoes (the server recognises
+    // content it already has, so nothing is duplicated).
+    this.db.pragma('synchronous = NORMAL');
     this.db.pragma('foreign_keys = ON');
     this.db.defaultSafeIntegers(true);
     this.migrate();
@@ -204,28 +207,39 @@ export class Journal {
 
   /** Add an operation, coalescing it with those waiting (one transaction). */
   enqueue(op: Op): void {
-    this.db.transaction(() => {
+    this.enqueueMany([op]);
+  }
+
+  /**
+   * Add operations in order, coalescing them with those waiting, in one transaction
+   * (together with `alsoInTransaction`, e.g. the index rows the scan produced, so a crash
+   * never records a change without the operation that sends it). Returns how many
+   * operations the queue has now.
+   */
+  enqueueMany(ops: readonly Op[], alsoInTransaction?: () => void): number {
+    return this.db.transaction(() => {
+      alsoInTransaction?.();
       const before = this.pendingOps();
-      const after = coalesce(
-        before.map((q) => q.op),
-        op,
-      );
-      // Rewrite the queue only where it changed: common case is a plain append.
-      const unchangedPrefix = before.findIndex((q, i) => after[i] !== q.op);
-      const keep = unchangedPrefix < 0 ? before.length : unchangedPrefix;
+      const queue = new CoalescingQueue(before.map((q) => q.op));
+      for (const op of ops) queue.push(op);
+      const after = queue.items;
+      // Rewrite the queue only where it changed: the common case is a plain append.
+      let keep = 0;
+      while (keep < before.length && keep < after.length && after[keep] === before[keep]?.op) keep++;
       const del = this.db.prepare('DELETE FROM ops WHERE id = ?');
       for (const q of before.slice(keep)) del.run(q.id);
       const ins = this.db.prepare(
         'INSERT INTO ops(kind, path, to_path, hash, size, created, replaces, queued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
       );
+      const now = Date.now();
       for (const o of after.slice(keep)) {
-        if (o.kind === 'move') ins.run('move', o.from, o.to, null, null, 0, o.replaces ? 1 : 0, Date.now());
-        else if (o.kind === 'put')
-          ins.run('put', o.path, null, o.hash, o.size, o.created ? 1 : 0, 0, Date.now());
-        else if (o.kind === 'mkdir')
-          ins.run('mkdir', o.path, null, null, null, o.created ? 1 : 0, 0, Date.now());
-        else ins.run('delete', o.path, null, o.revision ?? null, null, 0, 0, Date.now());
+        if (o.kind === 'move') ins.run('move', o.from, o.to, null, null, 0, o.replaces ? 1 : 0, now);
+        else if (o.kind === 'put') ins.run('put', o.path, null, o.hash, o.size, o.created ? 1 : 0, 0, now);
+        else if (o.kind === 'mkdir') ins.run('mkdir', o.path, null, null, null, o.created ? 1 : 0, 0, now);
+        // A delete keeps the revision it removes in the hash column.
+        else ins.run('delete', o.path, null, o.revision ?? null, null, 0, 0, now);
       }
+      return after.length;
     })();
   }
 

@@ -78,8 +78,12 @@ export class ProxyClient {
   constructor(private readonly options: ProxyClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
     this.token = options.token;
-    this.upLimit = options.uploadBytesPerSecond ? new ByteRateLimiter(options.uploadBytesPerSecond) : undefined;
-    this.downLimit = options.downloadBytesPerSecond ? new ByteRateLimiter(options.downloadBytesPerSecond) : undefined;
+    this.upLimit = options.uploadBytesPerSecond
+      ? new ByteRateLimiter(options.uploadBytesPerSecond)
+      : undefined;
+    this.downLimit = options.downloadBytesPerSecond
+      ? new ByteRateLimiter(options.downloadBytesPerSecond)
+      : undefined;
   }
 
   private async parseJson<T>(res: Response, schema: Schema<T>): Promise<T> {
@@ -94,7 +98,11 @@ export class ProxyClient {
     try {
       return schema.parse(json);
     } catch (e) {
-      throw new RemoteError(res.status, 'UNKNOWN', `response does not match the API schema: ${(e as Error).message}`);
+      throw new RemoteError(
+        res.status,
+        'UNKNOWN',
+        `response does not match the API schema: ${(e as Error).message}`,
+      );
     }
   }
 
@@ -110,16 +118,16 @@ export class ProxyClient {
   }
 
   private limitDown(body: AsyncIterable<Uint8Array> | null): AsyncIterable<Uint8Array> {
-    const empty = (async function* () {})();
-    if (!body) return empty;
-    const self = this;
-    return (async function* () {
-      for await (const chunk of body) {
-        self.bytesReceived += chunk.byteLength;
-        if (self.downLimit) await self.downLimit.take(chunk.byteLength);
-        yield chunk;
-      }
-    })();
+    if (!body) return (async function* () {})();
+    return this.countedBody(body);
+  }
+
+  private async *countedBody(body: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> {
+    for await (const chunk of body) {
+      this.bytesReceived += chunk.byteLength;
+      if (this.downLimit) await this.downLimit.take(chunk.byteLength);
+      yield chunk;
+    }
   }
 
   /** Enrol a device: admin token or invite. Returns the device token (shown once). */
@@ -163,7 +171,10 @@ export class ProxyClient {
     const body = options.json !== undefined ? JSON.stringify(options.json) : options.body;
     const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, ...options.headers };
     if (this.upLimit && body !== undefined) {
-      await this.upLimit.take(typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength, options.signal);
+      await this.upLimit.take(
+        typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength,
+        options.signal,
+      );
     }
     if (options.json !== undefined) headers['content-type'] = 'application/json';
     else if (options.body !== undefined) headers['content-type'] = 'application/octet-stream';
@@ -226,8 +237,9 @@ export class ProxyClient {
   }
 
   async uploadBundle(bundle: Uint8Array): Promise<BundleUploadResponse['results']> {
-    return (await this.parseJson(await this.request('POST', '/bundles', { body: bundle }), BundleUploadResponse))
-      .results;
+    return (
+      await this.parseJson(await this.request('POST', '/bundles', { body: bundle }), BundleUploadResponse)
+    ).results;
   }
 
   async downloadBundle(
@@ -304,7 +316,10 @@ export class ProxyClient {
   }
 
   async changes(cursor: number, limit = 1000): Promise<ChangesResponse> {
-    return this.parseJson(await this.request('GET', '/changes', { query: { cursor, limit } }), ChangesResponse);
+    return this.parseJson(
+      await this.request('GET', '/changes', { query: { cursor, limit } }),
+      ChangesResponse,
+    );
   }
 
   async merkle(paths: readonly string[]): Promise<MerkleNode[]> {

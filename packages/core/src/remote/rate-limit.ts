@@ -15,7 +15,10 @@ export class ByteRateLimiter {
     let remaining = n;
     while (remaining > 0) {
       const now = performance.now();
-      this.tokens = Math.min(this.bytesPerSecond, this.tokens + ((now - this.last) / 1000) * this.bytesPerSecond);
+      this.tokens = Math.min(
+        this.bytesPerSecond,
+        this.tokens + ((now - this.last) / 1000) * this.bytesPerSecond,
+      );
       this.last = now;
       const grant = Math.min(remaining, this.tokens);
       if (grant > 0) {
@@ -24,7 +27,10 @@ export class ByteRateLimiter {
         continue;
       }
       if (signal?.aborted) throw signal.reason instanceof Error ? signal.reason : new Error('aborted');
-      const wait = Math.min(1000, Math.ceil((Math.min(remaining, this.bytesPerSecond) / this.bytesPerSecond) * 1000));
+      const wait = Math.min(
+        1000,
+        Math.ceil((Math.min(remaining, this.bytesPerSecond) / this.bytesPerSecond) * 1000),
+      );
       await new Promise((r) => setTimeout(r, Math.max(1, wait)));
     }
   }
