@@ -5,5 +5,7 @@ export default defineProject({
     name: 'proxy-server',
     include: ['test/**/*.test.ts'],
     globalSetup: ['./test/global-setup.ts'],
+    testTimeout: process.env.WEFT_FULL === '1' ? 3_600_000 : 60_000,
+    hookTimeout: 180_000,
   },
 });

@@ -126,10 +126,11 @@ describe('crash safety', () => {
         const running = load(c, round, sent, stop);
         // Kill at a random moment once some work is under way.
         await new Promise((r) => setTimeout(r, 300 + Math.floor(Math.random() * 1500)));
+        const exited = new Promise((r) => child.once('exit', r));
         child.kill('SIGKILL');
         stop.now = true;
         await running;
-        await new Promise((r) => child.once('exit', r));
+        await exited;
 
         // Restart in-process on the same data and check every invariant.
         const server = await startTestServer({ dataDir: nodePath.join(dataDir, 'data'), adminToken: ADMIN });

@@ -70,7 +70,10 @@ export class SqliteMetadataStore implements MetadataStore {
   constructor(file: string) {
     this.db = new Database(file);
     this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = FULL');
+    // NORMAL in WAL mode survives a process crash; after a power loss the last commits may
+    // be lost, which startup reconciliation repairs from the (fsynced) filesystem tier and
+    // clients see as a feed reset or unacknowledged blocks to resend.
+    this.db.pragma('synchronous = NORMAL');
     this.db.pragma('foreign_keys = ON');
     this.db.pragma('busy_timeout = 5000');
     this.migrate();
@@ -352,6 +355,13 @@ export class SqliteMetadataStore implements MetadataStore {
 
   recomputeRefcounts(nowMs: number): void {
     this.db.transaction(() => {
+      // A referenced object must have a row, or the orphan sweep would collect it.
+      this.db
+        .prepare(
+          `INSERT OR IGNORE INTO objects (sha256, size, refcount, unreferenced_since_ms, created_ms)
+           SELECT sha256, size, 0, NULL, ? FROM entries WHERE tier = 'large' AND sha256 IS NOT NULL`,
+        )
+        .run(nowMs);
       this.db.exec(
         `UPDATE objects SET refcount = (SELECT COUNT(*) FROM entries e WHERE e.tier = 'large' AND e.sha256 = objects.sha256)`,
       );

@@ -1,0 +1,76 @@
+import { execFileSync } from 'node:child_process';
+import * as fsp from 'node:fs/promises';
+import * as https from 'node:https';
+import * as nodePath from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, parseConfig } from '../src/config.ts';
+import { startTestServer, tempDir } from './helpers.ts';
+
+describe('configuration', () => {
+  it('fillsDefaultsAndAppliesEnvironmentOverrides', () => {
+    const c = parseConfig(
+      { port: 8080, dataDir: '/srv/weft' },
+      { WEFT_PROXY_PORT: '9090', WEFT_PROXY_S3_BUCKET: 'b', WEFT_PROXY_S3_ENDPOINT: 'http://s3' },
+    );
+    expect(c).toMatchObject({
+      host: '127.0.0.1',
+      port: 9090,
+      dataDir: '/srv/weft',
+      smallFileBytes: 2 * 1024 * 1024,
+      relayCacheBytes: 1024 ** 3,
+      gcGraceMs: 86_400_000,
+    });
+    expect(c.objectTier).toMatchObject({ type: 's3', bucket: 'b', endpoint: 'http://s3' });
+    expect(parseConfig({}).objectTier).toEqual({ type: 'fs' });
+  });
+
+  it('rejectsInvalidSettingsWithAClearMessage', () => {
+    expect(() => parseConfig({ port: 'x' })).toThrow(ConfigError);
+    expect(() => parseConfig({}, { WEFT_PROXY_PORT: '-1' })).toThrow(/port/);
+  });
+
+  it('servesHttpsWhenACertificateIsConfigured', async () => {
+    const dir = await tempDir('weft-tls-');
+    const key = nodePath.join(dir, 'key.pem');
+    const cert = nodePath.join(dir, 'cert.pem');
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        key,
+        '-out',
+        cert,
+        '-days',
+        '1',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+      ],
+      { stdio: 'ignore' },
+    );
+    const server = await startTestServer({ tls: { certFile: cert, keyFile: key } });
+    try {
+      expect(server.url.startsWith('https://')).toBe(true);
+      const ca = await fsp.readFile(cert);
+      const body = await new Promise<string>((resolve, reject) => {
+        https
+          .get(`${server.url}/healthz`, { ca }, (res) => {
+            let text = '';
+            res.on('data', (d: Buffer) => (text += d.toString()));
+            res.on('end', () => resolve(text));
+          })
+          .on('error', reject);
+      });
+      expect(JSON.parse(body)).toMatchObject({ status: 'ok' });
+    } finally {
+      await server.stop();
+      await fsp.rm(dir, { recursive: true, force: true });
+    }
+  });
+});
