@@ -19,4 +19,4 @@ export {
   parseQuery,
 } from './gdrive.ts';
 export { OneDriveEmulator, type OneDriveEmulatorOptions, parseEntityTags } from './onedrive.ts';
-export { createLocalCertificate, type LocalCertificate } from './tls.ts';
+export { createLocalCertificate, sharedLocalCertificate, type LocalCertificate } from './tls.ts';

@@ -76,3 +76,33 @@ export function createLocalCertificate(
     ca: readFileSync(f('ca.pem'), 'utf8'),
   };
 }
+
+/**
+ * One certificate per process tree: the first caller makes it and records its folder in
+ * WEFT_EMULATOR_TLS_DIR; later callers (another test project's setup in the same vitest
+ * run) load it, so NODE_EXTRA_CA_CERTS names the one CA every emulator is signed by.
+ * `created` tells the caller whether it owns the folder (and should remove it).
+ */
+export function sharedLocalCertificate(): LocalCertificate & { created: boolean } {
+  const dir = process.env.WEFT_EMULATOR_TLS_DIR;
+  if (dir) {
+    try {
+      const f = (n: string): string => nodePath.join(dir, n);
+      return {
+        dir,
+        caFile: f('ca.pem'),
+        certFile: f('server.pem'),
+        keyFile: f('server.key'),
+        cert: readFileSync(f('server.pem'), 'utf8'),
+        key: readFileSync(f('server.key'), 'utf8'),
+        ca: readFileSync(f('ca.pem'), 'utf8'),
+        created: false,
+      };
+    } catch {
+      // Gone or incomplete: make a new one below.
+    }
+  }
+  const made = createLocalCertificate();
+  process.env.WEFT_EMULATOR_TLS_DIR = made.dir;
+  return { ...made, created: true };
+}

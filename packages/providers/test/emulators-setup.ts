@@ -5,7 +5,7 @@
  */
 import { rmSync } from 'node:fs';
 import type { TestProject } from 'vitest/node';
-import { createLocalCertificate, type LocalCertificate } from '@weft/cloud-emulators/tls';
+import { type LocalCertificate, sharedLocalCertificate } from '@weft/cloud-emulators/tls';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -13,14 +13,14 @@ declare module 'vitest' {
   }
 }
 
-let made: LocalCertificate | undefined;
+let made: (LocalCertificate & { created: boolean }) | undefined;
 
 export function setup(project: TestProject): void {
-  made = createLocalCertificate();
+  made = sharedLocalCertificate();
   process.env.NODE_EXTRA_CA_CERTS = made.caFile;
   project.provide('emulatorTls', { cert: made.cert, key: made.key, caFile: made.caFile });
 }
 
 export function teardown(): void {
-  if (made) rmSync(made.dir, { recursive: true, force: true });
+  if (made?.created) rmSync(made.dir, { recursive: true, force: true });
 }
