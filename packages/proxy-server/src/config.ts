@@ -63,6 +63,8 @@ export const ProxyConfig = z.object({
     .default(3600 * 1000),
   /** Unrelated operations applied at once. */
   concurrency: z.number().int().positive().default(8),
+  /** Waiting operations above which writes get 503 SLOW_DOWN (back-pressure). */
+  maxQueueDepth: z.number().int().positive().default(20_000),
   /** Largest delta container / signature accepted. */
   maxDeltaBytes: z
     .number()

@@ -276,6 +276,13 @@ export async function startProxyServer(
 
   // ---------------------------------------------------------------- ops through the scheduler
 
+  /** Back-pressure: refuse new writes while the scheduler is overloaded. */
+  const admit = (reply: FastifyReply, incoming: number): void => {
+    if (scheduler.depth + incoming <= config.maxQueueDepth) return;
+    void reply.header('retry-after', '1');
+    throw new ApiError('SLOW_DOWN', 'the server is busy; retry later', { queueDepth: scheduler.depth });
+  };
+
   const runOp = (a: AuthContext, op: FileOp): Promise<OpResult> => {
     const w = writer(a);
     const paths = op.op === 'move' || op.op === 'copy' ? [op.from, op.to] : [op.path];
@@ -511,9 +518,10 @@ export async function startProxyServer(
       body: OpsRequest,
       response: OpsResponse,
     },
-    async (req) => {
+    async (req, reply) => {
       const a = auth(req);
       const body = parse(OpsRequest, req.body);
+      admit(reply, body.ops.length);
       for (const op of body.ops)
         for (const p of op.op === 'move' || op.op === 'copy' ? [op.from, op.to] : [op.path]) checkUserPath(p);
       const results = await Promise.all(body.ops.map((op) => runOp(a, op)));
@@ -530,11 +538,12 @@ export async function startProxyServer(
       binaryBody: 'application/octet-stream',
       response: BundleUploadResponse,
     },
-    async (req) => {
+    async (req, reply) => {
       const a = auth(req);
       const bytes = binaryBody(req);
       const bundle = decodeBundle(bytes);
       for (const e of bundle.entries) checkUserPath(e.path);
+      admit(reply, bundle.entries.length);
       const w = writer(a);
       const results = await Promise.all(
         bundle.entries.map(async (e) => ({

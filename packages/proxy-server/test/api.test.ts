@@ -157,3 +157,24 @@ describe('small files through bundles', () => {
     );
   });
 });
+
+describe('back-pressure', () => {
+  it('answersSlowDownWhenTheQueueIsFull', async () => {
+    const busy = await startTestServer({ maxQueueDepth: 1 });
+    try {
+      const c = await TestClient.enrol(busy, 'busy');
+      const res = await c.req('POST', '/v1/ops', {
+        ops: [
+          { op: 'mkdir', path: 'a' },
+          { op: 'mkdir', path: 'b' },
+        ],
+      });
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('1');
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('SLOW_DOWN');
+      expect((await c.ops({ op: 'mkdir', path: 'a' }))[0]?.status).toBe('applied');
+    } finally {
+      await busy.stop();
+    }
+  });
+});
