@@ -38,28 +38,52 @@ function alloc(n: usize): usize {
   return p;
 }
 
+// Weights 0..15 of the bytes within a 16-byte chunk, as two i16x8 halves.
+const W_LO: v128 = i16x8(0, 1, 2, 3, 4, 5, 6, 7);
+const W_HI: v128 = i16x8(8, 9, 10, 11, 12, 13, 14, 15);
+
+/**
+ * Sets s1, s2 to the rolling checksum of [p, p + n). With X = Σ x_i and Y = Σ (n − i)·x_i:
+ * s1 = X + 31n and s2 = Y + 31·n(n+1)/2. SIMD computes, per 16-byte chunk c, S_c = Σ x and
+ * W_c = Σ t·x (t = 0..15), and P = Σ_c Σ_{c' < c} S_c'; then, with C chunks,
+ * Y = n·X − 16·((C − 1)·X − P) − Σ W_c. Everything is exact mod 2^32.
+ */
 function sumBlock(p: usize, n: u32): void {
-  let a: u32 = 0;
-  let b: u32 = 0;
-  let i: u32 = 0;
-  // Four bytes per step: a_k = a + x0 + ... + xk (with offsets), b gains each a_k.
-  while (i + 4 <= n) {
-    const w = load<u32>(p + i);
-    const x0 = (w & 0xff) + CHAR_OFFSET;
-    const x1 = ((w >> 8) & 0xff) + CHAR_OFFSET;
-    const x2 = ((w >> 16) & 0xff) + CHAR_OFFSET;
-    const x3 = (w >> 24) + CHAR_OFFSET;
-    b += 4 * a + 4 * x0 + 3 * x1 + 2 * x2 + x3;
-    a += x0 + x1 + x2 + x3;
-    i += 4;
+  const chunks = n >> 4;
+  let vs = i32x4.splat(0);
+  let vw = i32x4.splat(0);
+  let vp = i32x4.splat(0);
+  for (let c: u32 = 0; c < chunks; c++) {
+    const v = v128.load(p + ((<usize>c) << 4));
+    vp = i32x4.add(vp, vs);
+    vs = i32x4.add(vs, i32x4.extadd_pairwise_i16x8_u(i16x8.extadd_pairwise_i8x16_u(v)));
+    const lo = i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_u(v), W_LO);
+    const hi = i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_u(v), W_HI);
+    vw = i32x4.add(vw, i32x4.add(lo, hi));
   }
-  while (i < n) {
-    a += <u32>load<u8>(p + i) + CHAR_OFFSET;
-    b += a;
-    i++;
+  let x: u32 =
+    i32x4.extract_lane(vs, 0) +
+    i32x4.extract_lane(vs, 1) +
+    i32x4.extract_lane(vs, 2) +
+    i32x4.extract_lane(vs, 3);
+  const w: u32 =
+    i32x4.extract_lane(vw, 0) +
+    i32x4.extract_lane(vw, 1) +
+    i32x4.extract_lane(vw, 2) +
+    i32x4.extract_lane(vw, 3);
+  const pp: u32 =
+    i32x4.extract_lane(vp, 0) +
+    i32x4.extract_lane(vp, 1) +
+    i32x4.extract_lane(vp, 2) +
+    i32x4.extract_lane(vp, 3);
+  let y: u32 = chunks > 0 ? n * x - 16 * ((chunks - 1) * x - pp) - w : 0;
+  for (let i: u32 = chunks << 4; i < n; i++) {
+    const b = <u32>load<u8>(p + i);
+    x += b;
+    y += (n - i) * b;
   }
-  s1 = a;
-  s2 = b;
+  s1 = x + CHAR_OFFSET * n;
+  s2 = y + CHAR_OFFSET * <u32>((<u64>n * (<u64>n + 1)) >> 1);
 }
 
 function weakOf(a: u32, b: u32): u32 {
@@ -452,6 +476,26 @@ export function deltaRun(last: bool): u32 {
       let candidate = false;
       if (!hs) {
         if (p + bs > e) break;
+        // Right after a match the next old block usually follows. With a strong hash of at
+        // least 64 bits, comparing it alone is safe and skips the weak sum of the window.
+        const ne = nextExpected;
+        if (strongLen >= 8 && ne < nBlocks && (ne != nBlocks - 1 || lastLen == bs) && !overBudget()) {
+          strongOf(base + p, bs);
+          if (strongEquals(ne)) {
+            emitLiteral(ls, p);
+            addCopy(<u64>ne * bs, bs);
+            if (wholeHash) addLeaf(bs, digest);
+            nextExpected = ne + 1;
+            p += bs;
+            ls = p;
+            if (outLen >= OUT_SOFT) {
+              outPending = true;
+              break;
+            }
+            continue;
+          }
+          wasted += bs;
+        }
         sumBlock(base + p, bs);
         a = s1;
         b = s2;

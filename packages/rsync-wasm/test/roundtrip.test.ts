@@ -253,3 +253,44 @@ describe('patch(old, delta(signature(old), new)) == new', () => {
     expect(largest).toBeLessThanOrEqual(1 << 20);
   });
 });
+
+describe('weak checksum', () => {
+  it('signature records carry the documented rollsum32 of each block', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          fc.integer({ min: MIN_BLOCK_SIZE, max: 300 }),
+          fc.constantFrom(4096, 65_537, MAX_BLOCK_SIZE),
+        ),
+        fc.integer({ min: 0, max: 3 }),
+        fc.integer({ min: 1, max: 1000 }),
+        async (blockSize, blocks, seed) => {
+          const bytes = pseudoRandom(blockSize * blocks + (seed % blockSize), seed);
+          const sig = parseSignature(await collect(signature(bytes, { blockSize, strongLength: 4 })));
+          const view = new DataView(sig.records.buffer, sig.records.byteOffset, sig.records.byteLength);
+          for (let i = 0; i < sig.blockCount; i++) {
+            const block = bytes.subarray(i * blockSize, (i + 1) * blockSize);
+            expect(view.getUint32(i * 8, true)).toBe(rollsum(block));
+          }
+        },
+      ),
+      { numRuns: 40 },
+    );
+  });
+});
+
+describe('rolling', () => {
+  it('finds every block again after an unaligned shift (rolled and fresh sums agree)', async () => {
+    for (const blockSize of [16, 100, 512, 4096]) {
+      for (const shift of [1, 7, 15, 33]) {
+        const oldBytes = pseudoRandom(200_000, blockSize + shift);
+        const newBytes = new Uint8Array(oldBytes.length + shift);
+        newBytes.set(pseudoRandom(shift, 99), 0);
+        newBytes.set(oldBytes, shift);
+        const { delta: d } = await roundTrip(oldBytes, newBytes, { blockSize });
+        // header + one literal + one copy + END + checksum
+        expect(d.length, `block ${blockSize}, shift ${shift}`).toBeLessThan(24 + shift + 40 + 40);
+      }
+    }
+  });
+});
