@@ -129,11 +129,16 @@ async function openProviders(
   config: ProxyConfig,
 ): Promise<{ fs: FsProvider; objects: Provider; fsRoot: string }> {
   const fsRoot = config.fsTierDir ?? nodePath.join(config.dataDir, 'fs');
-  const fs = await FsProvider.open({ root: fsRoot, portable: false });
+  // The proxy keeps its own change feed in SQLite; the fs provider's journal is only kept short.
+  const fs = await FsProvider.open({ root: fsRoot, portable: false, maxJournal: 2000 });
   const ot = config.objectTier;
   const objects: Provider =
     ot.type === 'fs'
-      ? await FsProvider.open({ root: ot.dir ?? nodePath.join(config.dataDir, 'objects'), portable: false })
+      ? await FsProvider.open({
+          root: ot.dir ?? nodePath.join(config.dataDir, 'objects'),
+          portable: false,
+          maxJournal: 2000,
+        })
       : new S3Provider({
           bucket: ot.bucket,
           prefix: ot.prefix,

@@ -178,3 +178,41 @@ describe('back-pressure', () => {
     }
   });
 });
+
+describe('ordered apply through the API', () => {
+  it('appliesRelatedOperationsInRequestOrder', async () => {
+    const c = await TestClient.enrol(server, 'orderly');
+    for (let round = 0; round < 5; round++) {
+      const results = await c.ops(
+        { op: 'mkdir', path: `p${round}/inner` },
+        { op: 'move', from: `p${round}`, to: `q${round}` },
+        { op: 'mkdir', path: `p${round}` },
+        { op: 'copy', from: `q${round}`, to: `p${round}/copy` },
+        { op: 'delete', path: `q${round}/inner` },
+        { op: 'mkdir', path: `unrelated${round}` },
+      );
+      expect(results.map((r) => r.status)).toEqual([
+        'applied',
+        'applied',
+        'applied',
+        'applied',
+        'applied',
+        'applied',
+      ]);
+    }
+    const list = await c.json<ListResponse>('GET', '/v1/list?path=&recursive=1');
+    const paths = list.entries.map((e) => e.path);
+    for (let round = 0; round < 5; round++) {
+      expect(paths).toEqual(
+        expect.arrayContaining([
+          `p${round}`,
+          `p${round}/copy`,
+          `p${round}/copy/inner`,
+          `q${round}`,
+          `unrelated${round}`,
+        ]),
+      );
+      expect(paths).not.toContain(`q${round}/inner`);
+    }
+  });
+});
