@@ -121,6 +121,8 @@ export class OneDriveEmulator extends EmulatorServer {
   readonly tree: Tree;
   private readonly sessions = new Map<string, UploadSession>();
   private readonly downloads = new Map<string, { id: string; expires: number }>();
+  /** Copy jobs: the copy is made at once; the monitor reports inProgress once, then completed. */
+  private readonly copies = new Map<string, { resourceId: string; polls: number }>();
   private epoch = 1;
   private readonly opts: OneDriveEmulatorOptions;
 
@@ -192,6 +194,10 @@ export class OneDriveEmulator extends EmulatorServer {
       const id = r[1] as string;
       return { endpoint: 'uploadSession', noAuth: true, handle: (ex) => this.sessionRequest(ex, id) };
     }
+    if ((r = /^\/monitor\/([\w-]+)$/.exec(p)) && m === 'GET') {
+      const id = r[1] as string;
+      return { endpoint: 'copy.monitor', noAuth: true, handle: (ex) => this.monitor(ex, id) };
+    }
     if ((r = /^\/dl\/([\w-]+)$/.exec(p)) && m === 'GET') {
       const token = r[1] as string;
       return { endpoint: 'download', noAuth: true, handle: (ex) => this.download(ex, token) };
@@ -200,7 +206,7 @@ export class OneDriveEmulator extends EmulatorServer {
     if (!drive) return undefined;
     const rest = decodeURIComponentSafe(drive[1] as string);
     const item =
-      /^\/(root|items\/([^/:]+))(?::(\/[^:]*?)(?::)?)?(?:\/(children|content|createUploadSession|delta))?$/.exec(
+      /^\/(root|items\/([^/:]+))(?::(\/[^:]*?)(?::)?)?(?:\/(children|content|createUploadSession|delta|copy))?$/.exec(
         rest,
       );
     if (!item) return undefined;
@@ -236,6 +242,9 @@ export class OneDriveEmulator extends EmulatorServer {
         return undefined;
       case 'delta':
         if (m === 'GET') return { endpoint: 'driveItem.delta', handle: (ex) => this.delta(ex, target) };
+        return undefined;
+      case 'copy':
+        if (m === 'POST') return { endpoint: 'driveItem.copy', handle: (ex) => this.copy(ex, target) };
         return undefined;
     }
     return undefined;
@@ -590,6 +599,63 @@ export class OneDriveEmulator extends EmulatorServer {
     this.checkIfMatch(x, n);
     this.tree.remove(n);
     await x.send(204, Buffer.alloc(0));
+  }
+
+  // ---- copy (asynchronous: 202 + a monitor URL) ----
+
+  private async copy(x: Exchange, t: { base: string; rel: string | undefined }): Promise<void> {
+    const src = this.mustResolve(t);
+    if (src.parentId === null) throw graphError(400, 'invalidRequest', 'The root cannot be copied');
+    const r = ItemPatch.safeParse((await x.json()) ?? {});
+    if (!r.success) throw graphError(400, 'invalidRequest', 'Invalid request body');
+    let parent = this.tree.get(src.parentId) as TreeNode;
+    if (r.data.parentReference?.id) {
+      const p = this.tree.get(r.data.parentReference.id);
+      if (!p) throw notFound();
+      parent = p;
+    }
+    if (parent.kind !== 'folder') throw graphError(400, 'invalidRequest', 'The destination is not a folder');
+    if (this.tree.isAncestor(src, parent))
+      throw graphError(400, 'invalidRequest', 'An item cannot be copied into itself');
+    let name = r.data.name ?? src.name;
+    this.checkName(name);
+    const conflict = r.data['@microsoft.graph.conflictBehavior'] ?? this.conflictParam(x, 'fail');
+    const existing = this.tree.childrenNamed(parent.id, name)[0];
+    if (existing) {
+      if (conflict === 'fail' || existing.id === src.id)
+        throw graphError(409, 'nameAlreadyExists', 'The specified item name already exists.');
+      if (conflict === 'rename') name = this.uniqueName(parent, name);
+      else if (existing.kind === 'folder' || src.kind === 'folder')
+        throw graphError(409, 'nameAlreadyExists', 'A folder cannot be replaced.');
+      else this.tree.remove(existing);
+    }
+    const copyInto = (n: TreeNode, into: TreeNode, as: string): TreeNode => {
+      const c = this.tree.create(into, as, n.kind, Buffer.from(n.content), {
+        clientModifiedMs: n.clientModifiedMs,
+      });
+      if (n.kind === 'folder') for (const k of this.tree.children(n.id)) copyInto(k, c, k.name);
+      return c;
+    };
+    const copied = copyInto(src, parent, name);
+    const job = randomBytes(12).toString('base64url').replace(/_/g, '-');
+    this.copies.set(job, { resourceId: copied.id, polls: 0 });
+    await x.send(202, Buffer.alloc(0), { location: `${this.transferOrigin}/monitor/${job}` });
+  }
+
+  private async monitor(x: Exchange, job: string): Promise<void> {
+    const c = this.copies.get(job);
+    if (!c) throw notFound();
+    c.polls += 1;
+    if (c.polls === 1) {
+      await x.sendJson(202, { operation: 'itemCopy', status: 'inProgress', percentageComplete: 50 });
+      return;
+    }
+    await x.sendJson(200, {
+      operation: 'itemCopy',
+      status: 'completed',
+      percentageComplete: 100,
+      resourceId: c.resourceId,
+    });
   }
 
   // ---- upload sessions ----

@@ -188,6 +188,29 @@ describe('onedrive emulator (wire, https)', () => {
     expect((await graph('GET', '/me/drive/root:/mv/a.txt:')).status).toBe(404);
   });
 
+  it('copies asynchronously: 202 with a monitor URL that reports the job', async () => {
+    await graph('PUT', '/me/drive/root:/cp/src/a.txt:/content', Buffer.from('a'));
+    const dest = await graph('POST', '/me/drive/root/children', { name: 'cpdest', folder: {} });
+    const started = await graph('POST', '/me/drive/root:/cp/src:/copy', {
+      parentReference: { id: dest.body.id },
+      name: 'copied',
+    });
+    expect(started.status).toBe(202);
+    const monitor = started.headers.get('location') ?? '';
+    expect(new URL(monitor).hostname).toBe('127.0.0.1');
+    const first = (await (await fetch(monitor)).json()) as any;
+    expect(first.status).toBe('inProgress');
+    const done = (await (await fetch(monitor)).json()) as any;
+    expect(done.status).toBe('completed');
+    const item = await graph('GET', `/me/drive/items/${done.resourceId}:/a.txt:`);
+    expect(item.body.size).toBe(1);
+    const again = await graph('POST', '/me/drive/root:/cp/src:/copy', {
+      parentReference: { id: dest.body.id },
+      name: 'copied',
+    });
+    expect(again.status).toBe(409);
+  });
+
   it('injects 429 and 503 with Retry-After', async () => {
     emu.faults.add({
       endpoint: 'driveItem.get',

@@ -29,10 +29,6 @@ runProviderConformance({
   },
   danglingUploads: realToken ? undefined : async () => (await emulator)?.openSessions() ?? 0,
   skip: {
-    copyFile:
-      'Graph copy is asynchronous (202 + monitor URL); the adapter offers no copy (features.copy = false)',
-    copyFolder:
-      'Graph copy is asynchronous (202 + monitor URL); the adapter offers no copy (features.copy = false)',
     specialCharacterNames: 'OneDrive refuses names with " * : < > ? / \\ | (the suite uses x?y.txt)',
   },
   coalescedChangeFeed: 'delta returns the latest state of each changed item',

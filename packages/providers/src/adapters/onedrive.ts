@@ -185,7 +185,7 @@ export class OneDriveProvider implements Provider {
     this.name = `onedrive:/${this.root}`;
     this.features = {
       move: 'files-and-folders',
-      copy: false,
+      copy: 'files-and-folders',
       changeFeed: true,
       conditionalWrite: true,
       rangeRead: true,
@@ -196,7 +196,7 @@ export class OneDriveProvider implements Provider {
       hashInListing: true,
       folders: 'real',
       notes: {
-        copy: 'Graph copy is asynchronous (202 and a monitor URL); not offered',
+        copy: 'asynchronous in Graph: 202 and a monitor URL, polled until completed',
         caseSensitive: 'OneDrive names are case-insensitive and case-preserving',
         names: 'OneDrive refuses " * : < > ? / \\ | and some reserved names',
         changeFeed: 'delta reports the latest state of each changed item, not every version',
@@ -704,6 +704,67 @@ export class OneDriveProvider implements Provider {
     this.index.forget(f);
     this.index.set(t, moved.id, Boolean(moved.folder));
     return this.toEntry(t, moved);
+  }
+
+  /**
+   * Server-side copy: Graph answers 202 with a monitor URL (no auth needed) that reports
+   * the job until it is completed with the new item's id.
+   */
+  async copy(from: string, to: string, options: TransferOptions = {}): Promise<Entry> {
+    const f = normalizeEntryPath(from);
+    const t = normalizeEntryPath(to);
+    await this.ensureRoot(options.signal);
+    if (caseFoldKey(t) === caseFoldKey(f)) throw new AlreadyExistsError(`${this.name}: ${t} exists`);
+    if (isWithin(caseFoldKey(t), caseFoldKey(f)))
+      throw new InvalidPathError(`${this.name}: cannot put ${f} inside itself`, t);
+    if (!(await this.getItem(f, options.signal))) throw new NotFoundError(`${this.name}: not found: ${f}`);
+    if (parentPath(t) !== '') await this.mkdirs(parentPath(t), options.signal);
+    const parent = await this.getItem(parentPath(t), options.signal);
+    if (!parent) throw new NotFoundError(`${this.name}: no folder ${parentPath(t)}`);
+    const res = await this.call(
+      `copy ${f} -> ${t}`,
+      () =>
+        this.client
+          .api(`${this.itemPath(f)}/copy`)
+          .query({ '@microsoft.graph.conflictBehavior': options.overwrite ? 'replace' : 'fail' })
+          .responseType(ResponseType.RAW)
+          .post({ parentReference: { id: parent.id }, name: baseName(t) }) as Promise<Response>,
+      options.signal,
+    );
+    if (res.status !== 202) {
+      const text = await res.text().catch(() => '');
+      const err = new GraphError(res.status, text);
+      err.code = /"code"\s*:\s*"([^"]+)"/.exec(text)?.[1] ?? null;
+      err.headers = res.headers;
+      throw classifyGraph(err, `${this.name}: copy ${f} -> ${t}`);
+    }
+    await res.body?.cancel();
+    const monitor = res.headers.get('location');
+    if (!monitor) throw new TransientError(`${this.name}: copy ${f}: no monitor URL`);
+    const Job = z.object({ status: z.string(), resourceId: z.string().optional() }).passthrough();
+    for (let attempt = 0; ; attempt++) {
+      throwIfAborted(options.signal);
+      const r = await this.fetchImpl(monitor, options.signal ? { signal: options.signal } : {});
+      const job = Job.parse(await r.json());
+      if (job.status === 'completed' && job.resourceId) {
+        const id = job.resourceId;
+        const item = this.parseItem(
+          await this.call(
+            `get ${t}`,
+            () => this.client.api(`/me/drive/items/${encodeURIComponent(id)}`).get() as Promise<unknown>,
+            options.signal,
+          ),
+        );
+        this.index.set(t, item.id, Boolean(item.folder));
+        return this.toEntry(t, item);
+      }
+      if (job.status === 'failed' || attempt >= 60) {
+        throw new TransientError(
+          `${this.name}: copy ${f} -> ${t} ${job.status === 'failed' ? 'failed' : 'did not finish'}`,
+        );
+      }
+      await new Promise((done) => setTimeout(done, Math.min(2000, 50 * 2 ** attempt)));
+    }
   }
 
   private async rootId(signal?: AbortSignal): Promise<string> {
