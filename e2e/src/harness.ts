@@ -81,7 +81,7 @@ export async function startDevice(
   const token = options.token ?? (await enrol(proxy, options.user ?? 'alice', name));
   const folder = options.folder ?? nodePath.join(await tempDir(name), 'Weft');
   const stateDir = options.stateDir ?? nodePath.join(nodePath.dirname(folder), 'state');
-  const client = new ProxyClient({ baseUrl: proxy.url, token });
+  const client = options.engine?.client ?? new ProxyClient({ baseUrl: proxy.url, token });
   const engine = await Engine.open({
     folder,
     stateDir,

@@ -89,15 +89,27 @@ describe('crash safety', () => {
     for (let i = 0; i < 4; i++)
       await fsp.writeFile(nodePath.join(folder, `big${i}.bin`), randomBytes(24 * 1024 * 1024 + i));
     const rnd = prng(7);
+    let killedMidSync = 0;
     for (let k = 0; k < KILLS; k++) {
+      await fsp.rm(nodePath.join(state, 'agent.json'), { force: true });
       child = startAgent(folder, state, proxy.url, token);
-      await new Promise((r) => setTimeout(r, 300 + Math.floor(rnd() * 2500)));
+      // Wait until the agent is up and working, then kill it at a random moment.
+      for (let i = 0; i < 200 && !(await statusOf(state)); i++) await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, Math.floor(rnd() * 1500)));
+      const before = await statusOf(state);
+      if (before && (before.state !== 'idle' || before.pendingOperations > 0)) killedMidSync += 1;
       child.kill('SIGKILL');
       await new Promise((r) => child?.once('exit', r));
-      // Between crashes a person keeps working: an edit now and then.
-      if (k % 5 === 4)
-        await fsp.writeFile(nodePath.join(folder, 'small', `f${k}.txt`), `edited after crash ${k}`);
+      // Between crashes a person keeps working: edits small and large, so there is always work.
+      for (let j = 0; j < 10; j++) {
+        await fsp.writeFile(
+          nodePath.join(folder, 'small', `f${(k * 10 + j) % 400}.txt`),
+          `edited after crash ${k}.${j}`,
+        );
+      }
+      await fsp.appendFile(nodePath.join(folder, `big${k % 4}.bin`), randomBytes(64 * 1024));
     }
+    await fsp.rm(nodePath.join(state, 'agent.json'), { force: true });
     child = startAgent(folder, state, proxy.url, token);
     const client = new ProxyClient({ baseUrl: proxy.url, token });
     const local = await localTree(folder);
@@ -114,5 +126,10 @@ describe('crash safety', () => {
     expect(sorted(await remoteTree(client))).toEqual(sorted(local));
     // Nothing left half-written in the folder, nothing changed by the crashes.
     expect(sorted(await localTree(folder))).toEqual(sorted(local));
+    process.stdout.write(
+      `crash test: ${KILLS} kills, ${killedMidSync} while the agent had work in progress\n`,
+    );
+    // The scenario must actually interrupt work, or it proves nothing.
+    expect(killedMidSync).toBeGreaterThanOrEqual(Math.ceil(KILLS * 0.75));
   });
 });

@@ -406,6 +406,14 @@ export class Engine implements Disposable {
       const row = this.journal.getFile(entry.path);
       if (row?.syncedRev === entry.revision) continue; // our own write, or already applied
       const local = await this.localHash(row, entry.path);
+      if (entry.sha256 && this.journal.wasSent(entry.path, entry.sha256)) {
+        // Our own write whose acknowledgement was lost (a crash): it is the new base.
+        this.journal.transaction(() => {
+          this.recordSynced(entry, row, local ?? entry.sha256);
+          this.journal.clearSent(entry.path);
+        });
+        continue;
+      }
       const d = decide({
         baseHash: row?.syncedHash ?? undefined,
         localHash: local,
@@ -749,6 +757,7 @@ export class Engine implements Disposable {
       const current = batch;
       batch = [];
       bytes = BUNDLE_OVERHEAD;
+      this.journal.markSent(current.map((b) => ({ path: b.entry.path, sha256: b.entry.sha256 })));
       const encoded = encodeBundle(
         current.map((b) => b.entry),
         { compress: shouldCompress(current.map((b) => b.entry.path)) },
@@ -806,6 +815,7 @@ export class Engine implements Disposable {
     signature?: { bytes: Buffer; block: number },
   ): void {
     this.journal.completeOp(opId, () => {
+      this.journal.clearSent(p);
       if (!r) return;
       if (r.status === 'applied' && r.entry) {
         const row = this.journal.getFile(p);
@@ -914,6 +924,7 @@ export class Engine implements Disposable {
         )
       ) {
         try {
+          this.journal.markSent([{ path: op.path, sha256: sha }]);
           const r = await this.options.client.uploadDelta(op.path, row.syncedRev, mtimeMs, container);
           const sig = await this.signatureOf(abs, row.signatureBlock ?? blockSize);
           this.status.save('deltaBytesSaved', Math.max(0, size - container.byteLength));
@@ -1010,6 +1021,7 @@ export class Engine implements Disposable {
       this.uploadRate.add(size, (performance.now() - started) / 1000);
       this.status.update({ bytesUploaded: this.status.get().bytesUploaded + size });
     }
+    this.journal.markSent([{ path: p, sha256: sha }]);
     const [r] = await client.ops([
       {
         op: 'commit',

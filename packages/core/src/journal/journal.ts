@@ -262,6 +262,26 @@ export class Journal {
     return this.db.transaction(fn)();
   }
 
+  // ---------------------------------------------------------------- sent contents
+
+  /** Record that these contents are about to be sent (see sql/002_sent.sql). */
+  markSent(items: readonly { path: string; sha256: string }[]): void {
+    const ins = this.db.prepare('INSERT OR IGNORE INTO sent(path, sha256) VALUES (?, ?)');
+    this.db.transaction(() => {
+      for (const i of items) ins.run(i.path, i.sha256);
+    })();
+  }
+
+  wasSent(path: string, sha256: string): boolean {
+    return (
+      this.db.prepare('SELECT 1 FROM sent WHERE path = ? AND sha256 = ?').get(path, sha256) !== undefined
+    );
+  }
+
+  clearSent(path: string): void {
+    this.db.prepare('DELETE FROM sent WHERE path = ?').run(path);
+  }
+
   // ---------------------------------------------------------------- activity
 
   addActivity(kind: string, path: string, detail?: string): void {
