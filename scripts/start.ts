@@ -1,22 +1,94 @@
 /**
  * `npm start`: run Weft on its embedded defaults — no configuration, no accounts.
- * Data lives in $WEFT_HOME (default ~/.weft); the synced folder is $WEFT_HOME/../Weft
- * (default ~/Weft). Each part starts here as its package lands.
+ *
+ * Starts the proxy server (SQLite metadata, filesystem tier and object tier in a local
+ * data folder), enrols this computer as a device the first time, runs one agent syncing
+ * the Weft folder, and prints where the folder and the status page are. Everything
+ * survives a restart. WEFT_HOME (default ~/.weft) holds the data; WEFT_FOLDER (default
+ * ~/Weft) is the synced folder.
  */
+import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
+import * as net from 'node:net';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
-import { FsProvider } from '@weft/providers';
+import { startAgent } from '@weft/core';
+import { startProxyServer } from '@weft/proxy-server';
 
 const home = process.env.WEFT_HOME ?? nodePath.join(os.homedir(), '.weft');
-const folder = process.env.WEFT_FOLDER ?? nodePath.join(nodePath.dirname(home), 'Weft');
+const folder = process.env.WEFT_FOLDER ?? nodePath.join(os.homedir(), 'Weft');
+const say = (line: string): void => void process.stdout.write(line + '\n');
 
-await fsp.mkdir(home, { recursive: true });
-await fsp.mkdir(folder, { recursive: true });
-const store = await FsProvider.open({ root: nodePath.join(home, 'store') });
-let files = 0;
-for await (const e of store.list('', { recursive: true })) if (e.kind === 'file') files += 1;
-console.log(`Weft data: ${home} (embedded store: ${files} files)`);
-console.log(`Weft folder: ${folder}`);
-console.log('The proxy server and the sync agent are not built yet (see the open issues); nothing to run.');
-await store.close();
+async function readJson<T>(file: string): Promise<T | undefined> {
+  try {
+    return JSON.parse(await fsp.readFile(file, 'utf8')) as T;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The port we used last time if it is free again (so the device keeps its server URL). */
+async function preferredPort(wanted: number | undefined): Promise<number> {
+  if (!wanted) return 0;
+  return new Promise((resolve) => {
+    const probe = net.createServer();
+    probe.once('error', () => resolve(0));
+    probe.listen(wanted, '127.0.0.1', () => probe.close(() => resolve(wanted)));
+  });
+}
+
+await fsp.mkdir(home, { recursive: true, mode: 0o700 });
+const firstRun = !(await readJson(nodePath.join(home, 'start.json')));
+const saved = (await readJson<{ adminToken: string; port: number }>(nodePath.join(home, 'start.json'))) ?? {
+  adminToken: randomBytes(24).toString('hex'),
+  port: 0,
+};
+
+const proxy = await startProxyServer({
+  dataDir: nodePath.join(home, 'proxy'),
+  adminToken: saved.adminToken,
+  port: await preferredPort(saved.port),
+  logLevel: 'warn',
+});
+const port = Number(new URL(proxy.url).port);
+await fsp.writeFile(
+  nodePath.join(home, 'start.json'),
+  JSON.stringify({ adminToken: saved.adminToken, port }),
+  {
+    mode: 0o600,
+  },
+);
+
+const agent = await startAgent({
+  folder,
+  server: proxy.url,
+  stateDir: nodePath.join(home, 'agent'),
+  user:
+    os
+      .userInfo()
+      .username.toLowerCase()
+      .replace(/[^a-z0-9_.-]/g, '') || 'me',
+  deviceName:
+    os
+      .hostname()
+      .replace(/[/\\()]/g, '-')
+      .slice(0, 60) || 'this computer',
+  adminToken: saved.adminToken,
+});
+
+if (firstRun) say('Welcome to Weft. Files you put in the folder below are synced to your Weft storage.');
+say(`Weft folder:  ${folder}`);
+say(`Status page:  ${agent.statusUrl}`);
+say(`Proxy server: ${proxy.url} (data in ${home})`);
+say('Press Ctrl+C to stop.');
+
+let stopping = false;
+const stop = async (): Promise<void> => {
+  if (stopping) return;
+  stopping = true;
+  await agent.stop();
+  await proxy.close();
+  process.exit(0);
+};
+process.on('SIGINT', () => void stop());
+process.on('SIGTERM', () => void stop());

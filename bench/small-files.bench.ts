@@ -1,0 +1,154 @@
+// The 10,000-file drop: Weft (agent → proxy, object tier on s3proxy) beside `rclone copy`
+// of the same folder to the same kind of target (s3proxy), in the same run.
+// Prints wall time, requests sent and bytes sent for each. Figures are printed, never asserted.
+//
+//   npx tsx bench/small-files.bench.ts          (from the repository root)
+//
+// Needs rclone (Debian package rclone): installed with apt-get when missing and run as root.
+// Corpus: ../shared/corpus/small-files.sh (lodash, rxjs, date-fns, ramda, lodash-es: 10,029
+// real source files), cached in .cache/small.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Engine, ProxyClient } from '@weft/core';
+import { startS3Proxy } from '@weft/providers/testing';
+import { startProxyServer } from '@weft/proxy-server';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const SCRIPT = process.env.WEFT_CORPUS_SMALL ?? resolve(ROOT, '../shared/corpus/small-files.sh');
+const PACKAGES = ['lodash@4.17.21', 'rxjs@7.8.1', 'date-fns@4.1.0', 'ramda@0.30.1', 'lodash-es@4.17.21'];
+
+function has(tool: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${tool}`]).status === 0;
+}
+
+async function countFiles(dir: string): Promise<{ files: number; bytes: number }> {
+  let files = 0;
+  let bytes = 0;
+  for (const e of await fsp.readdir(dir, { withFileTypes: true, recursive: true })) {
+    if (e.isFile()) {
+      files += 1;
+      bytes += (await fsp.stat(join(e.parentPath, e.name))).size;
+    }
+  }
+  return { files, bytes };
+}
+
+const corpus = join(ROOT, '.cache', 'small');
+execFileSync('bash', [SCRIPT, corpus, ...PACKAGES], { stdio: 'ignore' });
+const { files, bytes } = await countFiles(corpus);
+if (!has('rclone') && process.getuid?.() === 0 && has('apt-get')) {
+  console.error('installing rclone with apt-get …');
+  spawnSync('sh', ['-c', 'apt-get update -qq && apt-get install -y -qq rclone'], { stdio: 'ignore' });
+}
+
+const s3 = await startS3Proxy();
+const rows: string[][] = [];
+try {
+  // --- Weft: proxy with its object tier on s3proxy, one agent dropping the folder.
+  const work = await fsp.mkdtemp(join(os.tmpdir(), 'weft-bench-small-'));
+  const adminToken = randomBytes(24).toString('hex');
+  const server = await startProxyServer({
+    dataDir: join(work, 'proxy'),
+    adminToken,
+    logLevel: 'warn',
+    objectTier: {
+      type: 's3',
+      bucket: s3.bucket,
+      prefix: 'weft',
+      endpoint: s3.endpoint,
+      region: s3.region,
+      forcePathStyle: true,
+      accessKeyId: s3.accessKeyId,
+      secretAccessKey: s3.secretAccessKey,
+    },
+  });
+  const { token } = await ProxyClient.enrol(server.url, { user: 'bench', deviceName: 'bench', adminToken });
+  const client = new ProxyClient({ baseUrl: server.url, token });
+  const folder = join(work, 'Weft');
+  await fsp.mkdir(folder);
+  await fsp.cp(corpus, join(folder, 'corpus'), { recursive: true });
+  const engine = await Engine.open({
+    folder,
+    stateDir: join(work, 'state'),
+    client,
+    deviceName: 'bench',
+    watch: false,
+    settleMs: 0,
+  });
+  const started = performance.now();
+  await engine.start();
+  await engine.syncNow();
+  const weftSeconds = (performance.now() - started) / 1000;
+  const listing = await client.list('', true);
+  const uploaded = listing.entries.filter((e) => e.kind === 'file').length;
+  rows.push([
+    'weft (bundles → proxy, s3 tier)',
+    weftSeconds.toFixed(1),
+    String(client.requests),
+    String(client.bytesSent),
+    `${uploaded}/${files}`,
+  ]);
+  await engine.stop();
+  await server.close();
+
+  // --- rclone copy of the same folder to s3proxy.
+  if (has('rclone')) {
+    const env = {
+      ...process.env,
+      RCLONE_CONFIG_BENCH_TYPE: 's3',
+      RCLONE_CONFIG_BENCH_PROVIDER: 'Other',
+      RCLONE_CONFIG_BENCH_ENDPOINT: s3.endpoint,
+      RCLONE_CONFIG_BENCH_ACCESS_KEY_ID: s3.accessKeyId,
+      RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY: s3.secretAccessKey,
+      RCLONE_CONFIG_BENCH_REGION: s3.region,
+      RCLONE_CONFIG_BENCH_FORCE_PATH_STYLE: 'true',
+    };
+    const t0 = performance.now();
+    const out = spawnSync(
+      'rclone',
+      [
+        'copy',
+        corpus,
+        `bench:${s3.bucket}/rclone`,
+        '--dump',
+        'headers',
+        '--stats',
+        '0',
+        '--stats-log-level',
+        'NOTICE',
+        '-v',
+      ],
+      {
+        env,
+        encoding: 'utf8',
+        maxBuffer: 1 << 30,
+      },
+    );
+    const rcloneSeconds = (performance.now() - t0) / 1000;
+    const log = `${out.stdout}\n${out.stderr}`;
+    const requests = (log.match(/>>>>>> REQUEST/g) ?? []).length || (log.match(/HTTP REQUEST/g) ?? []).length;
+    const sentLine = /Transferred:\s+([\d.]+\s*\S+)\s*\//.exec(log);
+    rows.push([
+      'rclone copy (1.60, s3)',
+      rcloneSeconds.toFixed(1),
+      String(requests),
+      sentLine?.[1] ?? `${bytes} (payload)`,
+      out.status === 0 ? `${files}/${files}` : `exit ${out.status}`,
+    ]);
+  } else {
+    rows.push(['rclone copy', 'skip', 'skip', 'skip', 'rclone not installed']);
+  }
+} finally {
+  await s3.stop();
+}
+
+console.log(`\n10,000-file drop: ${files} files, ${bytes} bytes of real npm package sources\n`);
+const header = ['tool', 'wall s', 'requests', 'bytes sent', 'files'];
+const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+const line = (r: string[]): string => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ');
+console.log(line(header));
+for (const r of rows) console.log(line(r));
