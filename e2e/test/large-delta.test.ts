@@ -78,6 +78,10 @@ describe.each(['fs', 's3'] as const)('large-file delta sync (object tier: %s)', 
     expect(await sha256File(nodePath.join(b.folder, 'pkg.tar'))).toBe(await sha256File(v2));
     expect(receivedForEdit).toBeLessThan(size2 / 4);
     expect(b.engine.getStatus().savings.deltaBytesSaved).toBeGreaterThan(size2 / 2);
+    // In idle time after the download, every candidate block size was measured (HyCloud Eq. 1).
+    const history = b.engine.blockSizeHistory('pkg.tar');
+    expect(history.n).toBe(1);
+    expect(Math.max(...history.probs)).toBeGreaterThan(1 / history.probs.length);
     process.stdout.write(
       `delta e2e (${tier}): ${PKG} ${V1}→${V2}, ${size2} bytes; upload sent ${sentForEdit} bytes; ` +
         `download sent ${b.client.bytesSent - sentByB} bytes (signature) and received ${receivedForEdit} bytes\n`,

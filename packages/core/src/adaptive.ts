@@ -109,3 +109,52 @@ export class RateEstimator {
     return this.samples.length / this.samples.reduce((s, r) => s + 1 / r, 0);
   }
 }
+
+/**
+ * Decides per bundle whether deflate pays (CoCloud Eq. 3–4 with the one level the bundle
+ * format offers): it deflates a sample of the batch, keeps running estimates of the ratio
+ * β and the compressor rate r_a, and compresses when r_c ≥ r_t for the measured link rate.
+ */
+export class CompressionAdvisor {
+  private ratio = 2;
+  private rate = 50 * 1024 * 1024;
+  private samples = 0;
+
+  constructor(private readonly measure: (sample: Uint8Array) => { outBytes: number; seconds: number }) {}
+
+  /** Look at (up to 256 KiB of) the data about to be sent and decide. */
+  shouldCompress(data: readonly Uint8Array[], linkBytesPerSecond: number, gamma = 0): boolean {
+    const sample = concatUpTo(data, 256 * 1024);
+    if (sample.byteLength >= 4096) {
+      const m = this.measure(sample);
+      const ratio = sample.byteLength / Math.max(1, m.outBytes);
+      const rate = sample.byteLength / Math.max(1e-6, m.seconds);
+      // Running means, weighted like Eq. 1's decay.
+      const lambda = this.samples / (this.samples + 1);
+      this.ratio = this.samples === 0 ? ratio : this.ratio * lambda + ratio * (1 - lambda);
+      this.rate = this.samples === 0 ? rate : this.rate * lambda + rate * (1 - lambda);
+      this.samples = Math.min(this.samples + 1, 20);
+    }
+    return (
+      chooseCompression([{ level: 6, ratio: this.ratio, rate: this.rate }], linkBytesPerSecond, gamma) !==
+      undefined
+    );
+  }
+}
+
+function concatUpTo(parts: readonly Uint8Array[], max: number): Uint8Array {
+  const out = new Uint8Array(
+    Math.min(
+      max,
+      parts.reduce((n, p) => n + p.byteLength, 0),
+    ),
+  );
+  let off = 0;
+  for (const p of parts) {
+    if (off >= out.byteLength) break;
+    const take = Math.min(p.byteLength, out.byteLength - off);
+    out.set(p.subarray(0, take), off);
+    off += take;
+  }
+  return out;
+}

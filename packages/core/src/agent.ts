@@ -4,6 +4,7 @@
  * per-run secret for the control calls).
  */
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as http from 'node:http';
 import * as os from 'node:os';
@@ -11,6 +12,9 @@ import * as nodePath from 'node:path';
 import { Engine } from './engine.ts';
 import { ProxyClient } from './remote/proxy-client.ts';
 import type { FolderStatus } from './status.ts';
+import type { CloudProvider } from '@weft/desktop/common';
+import type { OAuthClientConfig, TokenStore } from '@weft/providers';
+import { type UiService, createUiHttpHandler, createUiService, loadSettings } from './ui-server/index.ts';
 
 export interface AgentOptions {
   readonly folder: string;
@@ -27,12 +31,34 @@ export interface AgentOptions {
   readonly statusPort?: number;
   readonly watch?: boolean;
   readonly settleMs?: number;
+  /**
+   * The desktop renderer build to serve at `/` (index.html, app.js, app.css). Default:
+   * $WEFT_UI_DIR, else apps/desktop/dist/renderer of this checkout when built; without one
+   * the plain status page is served.
+   */
+  readonly uiDir?: string;
+  /** OAuth clients for connecting clouds from the UI (the emulators' in tests). */
+  readonly oauth?: Partial<Record<CloudProvider, OAuthClientConfig>>;
+  /** Token storage per cloud (Electron safeStorage); default: memory only. */
+  readonly tokenStore?: (provider: CloudProvider) => TokenStore;
+}
+
+/** The renderer build next to this checkout, if it has been built. */
+export function defaultUiDir(): string | undefined {
+  const fromEnv = process.env.WEFT_UI_DIR;
+  if (fromEnv) return fromEnv;
+  const dir = nodePath.resolve(import.meta.dirname, '../../../apps/desktop/dist/renderer');
+  return existsSync(nodePath.join(dir, 'index.html')) ? dir : undefined;
 }
 
 export interface RunningAgent {
   readonly engine: Engine;
   readonly client: ProxyClient;
   readonly statusUrl: string;
+  /** The per-run secret for control calls (also in <stateDir>/agent.json). */
+  readonly secret: string;
+  /** The desktop UI API implementation (also used by Electron main over IPC). */
+  readonly ui: UiService;
   stop(): Promise<void>;
 }
 
@@ -76,7 +102,11 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
     await fsp.writeFile(deviceFile, JSON.stringify(device, null, 2), { mode: 0o600 });
   }
   const client = new ProxyClient({ baseUrl: options.server, token: device.token });
+  const settings = await loadSettings(options.stateDir);
   const engine = await Engine.open({
+    ignore: settings.ignorePatterns,
+    massDeleteFraction: settings.massDeletePercent / 100,
+    massDeleteCount: settings.massDeleteCount,
     folder: options.folder,
     stateDir: options.stateDir,
     client,
@@ -87,10 +117,33 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
   await engine.start();
 
   const secret = randomBytes(16).toString('hex');
+  const ui = await createUiService({
+    engine,
+    client,
+    folder: options.folder,
+    stateDir: options.stateDir,
+    server: options.server,
+    user: device.user,
+    deviceName,
+    ...(options.oauth ? { oauth: options.oauth } : {}),
+    ...(options.tokenStore ? { tokenStore: options.tokenStore } : {}),
+  });
+  const uiDir = options.uiDir ?? defaultUiDir();
+  const uiHttp = createUiHttpHandler({
+    handlers: ui.handlers,
+    secret,
+    ...(uiDir ? { staticDir: uiDir } : {}),
+    onStatus: (listener) => engine.status.onChange(listener),
+    status: ui.status,
+  });
   const server = http.createServer((req, res) => {
-    void handle(req, res);
+    void handle(req, res).catch(() => {
+      if (!res.headersSent) res.writeHead(500);
+      res.end();
+    });
   });
   const handle = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+    if (await uiHttp.handle(req, res)) return;
     const url = new URL(req.url ?? '/', 'http://localhost');
     const send = (code: number, body: string, type = 'application/json'): void => {
       res.writeHead(code, { 'content-type': type, 'cache-control': 'no-store' });
@@ -131,9 +184,14 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
     engine,
     client,
     statusUrl,
+    secret,
+    ui,
     async stop() {
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      uiHttp.dispose();
+      ui.dispose();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
+      await closed;
       await engine.stop();
       await fsp.rm(nodePath.join(options.stateDir, 'agent.json'), { force: true });
     },

@@ -9,10 +9,16 @@
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
+import { deflateRawSync } from 'node:zlib';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { caseFoldKey } from '@weft/providers/paths';
-import { delta as rsyncDelta, patch as rsyncPatch, signature as rsyncSignature } from '@weft/rsync-wasm';
+import {
+  delta as rsyncDelta,
+  estimateEliminationRatios,
+  patch as rsyncPatch,
+  signature as rsyncSignature,
+} from '@weft/rsync-wasm';
 import { openOldFile } from '@weft/rsync-wasm/node';
 import {
   type BundleEntry,
@@ -30,7 +36,9 @@ import {
 } from '@weft/wire';
 import {
   CANDIDATE_BLOCK_SIZES,
+  CompressionAdvisor,
   RateEstimator,
+  updateHistory,
   chooseBlockSize,
   deltaPays,
   initialHistory,
@@ -96,6 +104,13 @@ export class Engine implements Disposable {
   private readonly uploadRate = new RateEstimator();
   private readonly deltaRate = new RateEstimator(5, 50 * 1024 * 1024);
   private idleWaiters: (() => void)[] = [];
+  private readonly compression = new CompressionAdvisor((sample) => {
+    const t = performance.now();
+    const out = deflateRawSync(sample, { level: 6 });
+    return { outBytes: out.byteLength, seconds: (performance.now() - t) / 1000 };
+  });
+  /** Block-size measurements waiting for idle time: (old copy, new file). */
+  private readonly idleEstimates: { path: string; oldCopy: string; newFile: string }[] = [];
   private lastError: unknown;
   /** How the last large upload travelled (for tests and benchmarks). */
   lastUpload: { path: string; mode: 'delta' | 'whole'; bytes: number } | undefined;
@@ -293,6 +308,7 @@ export class Engine implements Disposable {
     if (offline) throw offline;
     await this.push();
     trace?.('push', t0);
+    if (!this.again) await this.runIdleEstimates();
     this.status.update({
       state: 'idle',
       error: undefined,
@@ -522,12 +538,16 @@ export class Engine implements Disposable {
       const pst = await fsp.lstat(absPath(this.options.folder, parentRel)).catch(() => undefined);
       if (pst && !pst.isDirectory()) return;
     }
+    let previous: string | undefined;
     const st = await atomicWrite(this.options.folder, p, content, {
       mtimeMs,
       beforeRename: async () => {
-        await this.trash.keepCopy(abs, p);
+        previous = await this.trash.keepCopy(abs, p);
       },
     });
+    // HyCloud Eq. 1: after a large download, measure every candidate block size in idle time.
+    if (previous && Number(st.size) >= this.small)
+      this.idleEstimates.push({ path: p, oldCopy: previous, newFile: abs });
     const size = Number(st.size);
     this.journal.upsertFile({
       path: p,
@@ -658,6 +678,37 @@ export class Engine implements Disposable {
 
   // ------------------------------------------------------------------ local → remote
 
+  /** Idle-time work: fold measured elimination ratios into each file's block-size history. */
+  private async runIdleEstimates(): Promise<void> {
+    while (this.idleEstimates.length > 0 && !this.again && !this.stopped) {
+      const job = this.idleEstimates.shift();
+      if (!job) return;
+      try {
+        const estimates = await estimateEliminationRatios(
+          createReadStream(job.oldCopy) as AsyncIterable<Uint8Array>,
+          createReadStream(job.newFile) as AsyncIterable<Uint8Array>,
+          { blockSizes: CANDIDATE_BLOCK_SIZES },
+        );
+        const next = updateHistory(
+          this.history(job.path),
+          CANDIDATE_BLOCK_SIZES.map((b) => estimates.find((e) => e.blockSize === b)?.eliminationRatio ?? 0),
+        );
+        this.journal.db
+          .prepare(
+            'INSERT INTO delta_history(path, block_probs, n) VALUES (?, ?, ?) ON CONFLICT(path) DO UPDATE SET block_probs = excluded.block_probs, n = excluded.n',
+          )
+          .run(job.path, JSON.stringify(next.probs), next.n);
+      } catch {
+        // The file changed or vanished meanwhile: skip this measurement.
+      }
+    }
+  }
+
+  /** The block-size history of a file (for tests and the status UI). */
+  blockSizeHistory(p: string): BlockSizeHistory {
+    return this.history(p);
+  }
+
   private history(p: string): BlockSizeHistory {
     const r = this.journal.db.prepare('SELECT block_probs, n FROM delta_history WHERE path = ?').get(p) as
       { block_probs: string; n: bigint } | undefined;
@@ -760,7 +811,14 @@ export class Engine implements Disposable {
       this.journal.markSent(current.map((b) => ({ path: b.entry.path, sha256: b.entry.sha256 })));
       const encoded = encodeBundle(
         current.map((b) => b.entry),
-        { compress: shouldCompress(current.map((b) => b.entry.path)) },
+        {
+          compress:
+            shouldCompress(current.map((b) => b.entry.path)) &&
+            this.compression.shouldCompress(
+              current.map((b) => b.entry.content),
+              this.uploadRate.rate,
+            ),
+        },
       );
       const started = performance.now();
       const results = await this.options.client.uploadBundle(encoded);

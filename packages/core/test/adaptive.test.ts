@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   CANDIDATE_BLOCK_SIZES,
+  CompressionAdvisor,
   RateEstimator,
   chooseBlockSize,
   chooseCompression,
@@ -65,5 +66,23 @@ describe('rate estimate (HyCloud Eq. 4)', () => {
     expect(r.rate).toBeCloseTo(2 / (1 / 100 + 1 / 25));
     for (let i = 0; i < 5; i++) r.add(10, 1);
     expect(r.rate).toBeCloseTo(10);
+  });
+});
+
+describe('compression advisor (CoCloud Eq. 3–4 on measured samples)', () => {
+  const measureWith = (ratio: number, bytesPerSecond: number) => (sample: Uint8Array) => ({
+    outBytes: Math.round(sample.byteLength / ratio),
+    seconds: sample.byteLength / bytesPerSecond,
+  });
+  const data = [new Uint8Array(300 * 1024)];
+
+  it('compresses on a slow link when the compressor keeps up', () => {
+    const a = new CompressionAdvisor(measureWith(4, 100e6));
+    expect(a.shouldCompress(data, 1e6)).toBe(true);
+  });
+
+  it('sends raw on a link faster than the compressor, or when data does not shrink', () => {
+    expect(new CompressionAdvisor(measureWith(4, 100e6)).shouldCompress(data, 1e9)).toBe(false);
+    expect(new CompressionAdvisor(measureWith(1, 100e6)).shouldCompress(data, 1e3)).toBe(false);
   });
 });
