@@ -49,7 +49,7 @@ import { decide } from './decisions.ts';
 import { IgnoreRules } from './ignore-rules.ts';
 import { type FileRow, Journal } from './journal/journal.ts';
 import { DisposableStore, type Disposable, toDisposable } from './lifecycle.ts';
-import { Trash, absPath, atomicWrite, sha256File, sweepPartials } from './local-fs.ts';
+import { PARTIAL_PREFIX, Trash, absPath, atomicWrite, sha256File, sweepPartials } from './local-fs.ts';
 import type { Op } from './ops.ts';
 import { OfflineError, type ProxyClient, RemoteError } from './remote/proxy-client.ts';
 import { scan } from './scanner.ts';
@@ -79,6 +79,8 @@ export interface EngineOptions {
   readonly blocksInFlight?: number;
   /** Bytes/s between the server's object tier and filesystem tier (r_t of HyCloud Eq. 2). Default 100 MiB/s. */
   readonly serverTierRate?: number;
+  /** The folder's filesystem folds case (macOS, Windows). Default: probed at open. */
+  readonly caseInsensitive?: boolean;
   /** Retry interval while offline. Default 2000 ms. */
   readonly offlineRetryMs?: number;
   readonly now?: () => number;
@@ -126,7 +128,8 @@ export class Engine implements Disposable {
   static async open(options: EngineOptions): Promise<Engine> {
     await fsp.mkdir(options.folder, { recursive: true });
     await fsp.mkdir(options.stateDir, { recursive: true });
-    const e = new Engine(options);
+    const caseInsensitive = options.caseInsensitive ?? (await probeCaseInsensitive(options.folder));
+    const e = new Engine({ ...options, caseInsensitive });
     await sweepPartials(options.folder);
     return e;
   }
@@ -285,6 +288,7 @@ export class Engine implements Disposable {
         scope,
         settleMs: this.options.settleMs ?? 1000,
         now: this.options.now,
+        detectCaseClashes: this.options.caseInsensitive ?? false,
       });
       for (const w of result.warnings) this.status.warn(w);
       if (this.isMassDelete(result.deletedFiles, result.knownFilesBefore)) {
@@ -532,6 +536,12 @@ export class Engine implements Disposable {
     mtimeMs: number,
   ): Promise<void> {
     const abs = absPath(this.options.folder, p);
+    if (this.options.caseInsensitive && this.caseClash(p)) {
+      // On this disk the name would land on another file that differs only by case: keep
+      // ours, leave theirs on the server, and say so.
+      this.status.warn(`not downloaded: ${p} differs only by case from a file already here`);
+      return;
+    }
     const parentRel = p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : '';
     // A local file where a parent folder must go: keep it (the scanner uploads it as a conflict).
     if (parentRel !== '') {
@@ -1138,9 +1148,26 @@ export class Engine implements Disposable {
     void this.stop();
   }
 
-  /** For tests: case-fold key of a path. */
-  static foldKey(p: string): string {
-    return caseFoldKey(p);
+  /** A journal entry whose name differs from `p` only by case. */
+  private caseClash(p: string): boolean {
+    const key = caseFoldKey(p);
+    const parent = p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : '';
+    return this.journal.filesUnder(parent).some((r) => r.path !== p && caseFoldKey(r.path) === key);
+  }
+}
+
+/** Does the filesystem under `dir` fold case? (A probe file looked up by another case.) */
+async function probeCaseInsensitive(dir: string): Promise<boolean> {
+  // The temp-file prefix keeps the probe invisible to the watcher and the scanner.
+  const probe = nodePath.join(dir, `${PARTIAL_PREFIX}CaseProbe`);
+  await fsp.writeFile(probe, '');
+  try {
+    await fsp.access(nodePath.join(dir, `${PARTIAL_PREFIX}caseprobe`));
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await fsp.rm(probe, { force: true });
   }
 }
 

@@ -25,7 +25,7 @@ export interface ScanOptions {
   readonly scope?: readonly string[];
   /** Files modified more recently than this are left for later. Default 1000 ms. */
   readonly settleMs?: number;
-  /** Fold case when detecting clashes (the remote or a peer is case-insensitive). Default true. */
+  /** The disk folds case: report names that differ only by case (a renamed-case file). Default false. */
   readonly detectCaseClashes?: boolean;
   readonly now?: () => number;
 }
@@ -79,8 +79,10 @@ export async function scan(
   const warnings: string[] = [];
   const unsettled: string[] = [];
   const disk = new Map<string, DiskEntry>();
+  /** Paths that exist but were skipped (case clashes): not deletions. */
+  const present = new Set<string>();
   const folded = new Map<string, string>();
-  const detectClashes = options.detectCaseClashes ?? true;
+  const detectClashes = options.detectCaseClashes ?? false;
 
   // Load .weftignore files first so they apply to this very scan.
   const walk = async (dirAbs: string, dirRel: string): Promise<void> => {
@@ -124,6 +126,7 @@ export async function scan(
         const other = folded.get(key);
         if (other !== undefined && other !== rel) {
           warnings.push(`skipped ${rel}: its name differs only by case from ${other}`);
+          present.add(rel); // skipped, not deleted: never send a delete for it
           continue;
         }
         folded.set(key, rel);
@@ -254,7 +257,7 @@ export async function scan(
   // Deletions: known rows in scope that are no longer on disk (top-most only: a folder
   // delete covers its content).
   const gone = [...known.values()]
-    .filter((r) => !disk.has(r.path) && inScope(r.path, scope))
+    .filter((r) => !disk.has(r.path) && !present.has(r.path) && inScope(r.path, scope))
     .sort((a, b) => (a.path < b.path ? -1 : 1));
   const deletedDirs: string[] = [];
   for (const r of gone) {

@@ -109,9 +109,17 @@ describe('scanner', () => {
     await fsp.writeFile(nodePath.join(root, 'case.txt'), '2');
     await fsp.writeFile(nodePath.join(root, '.weftignore'), 'secret*\n');
     await fsp.writeFile(nodePath.join(root, 'secret.key'), 'k');
-    const r = await scan(root, journal, new IgnoreRules(), { now: later });
+    const r = await scan(root, journal, new IgnoreRules(), { now: later, detectCaseClashes: true });
     const paths = r.ops.map((o) => ('path' in o ? o.path : '')).sort();
     expect(paths).toEqual(['.weftignore', 'Case.txt', 'real.txt']);
+    // A skipped clash is not a deletion, even when the journal knew that name.
+    markSynced(journal);
+    journal.upsertFile({
+      ...(journal.getFile('Case.txt') as NonNullable<ReturnType<typeof journal.getFile>>),
+      path: 'case.txt',
+    });
+    const again = await scan(root, journal, new IgnoreRules(), { now: later, detectCaseClashes: true });
+    expect(again.ops.filter((o) => o.kind === 'delete')).toEqual([]);
     expect(r.warnings.some((w) => w.includes('link') && w.includes('symbolic'))).toBe(true);
     expect(r.warnings.some((w) => w.includes('case.txt') && w.includes('case'))).toBe(true);
   });

@@ -1,0 +1,188 @@
+/**
+ * The desktop renderer, for real, in Debian's Chromium: served by an agent (engine + UI
+ * server) against a real proxy, with a second device of the same person and the Dropbox
+ * emulator for the OAuth sign-in. Screenshots of every screen go to
+ * test-artifacts/screenshots/, and axe-core checks every screen.
+ */
+import { randomBytes } from 'node:crypto';
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import { type RunningAgent, startAgent } from '@weft/core';
+import { DropboxEmulator } from '@weft/cloud-emulators';
+import { buildRenderer } from '@weft/desktop/build';
+import { dropboxOAuth } from '@weft/providers';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Device, type TestProxy, startDevice, startTestProxy, tempDir } from '../src/harness.ts';
+import { ensureChromium, launchChromium, overflowsHorizontally, runAxe, screenshot } from '../src/ui-browser.ts';
+
+const SCREENS = ['status', 'accounts', 'sharing', 'settings'] as const;
+
+describe('desktop UI in Chromium', () => {
+  let proxy: TestProxy;
+  let dropbox: DropboxEmulator;
+  let agent: RunningAgent;
+  let other: Device;
+  let folder: string;
+  let context: BrowserContext;
+  let page: Page;
+
+  beforeAll(async () => {
+    ensureChromium();
+    const root = await tempDir('desktop-ui');
+    const uiDir = await buildRenderer(nodePath.join(root, 'renderer'));
+    proxy = await startTestProxy('fs');
+    dropbox = await new DropboxEmulator().start();
+    folder = nodePath.join(root, 'Weft');
+    agent = await startAgent({
+      folder,
+      server: proxy.url,
+      stateDir: nodePath.join(root, 'state'),
+      deviceName: 'laptop',
+      user: 'alice',
+      adminToken: proxy.adminToken,
+      settleMs: 50,
+      uiDir,
+      oauth: { dropbox: dropboxOAuth('weft-desktop-test', { www: dropbox.url, api: dropbox.url }) },
+    });
+    other = await startDevice(proxy, 'phone', { user: 'alice' });
+    context = await launchChromium(nodePath.join(root, 'chromium-profile'));
+    page = await context.newPage();
+    await page.goto(agent.statusUrl);
+    await expect.poll(() => page.locator('#folder-state').textContent()).toBe('Up to date');
+  });
+
+  afterAll(async () => {
+    await context?.close();
+    await agent?.stop();
+    await other?.stop();
+    await dropbox?.close();
+    await proxy?.close();
+  });
+
+  const state = (): Promise<string | null> => page.locator('#folder-state').textContent();
+
+  it('shows files written into the folder syncing, with progress, then up to date', async () => {
+    // Record every headline and whether a progress bar was ever drawn.
+    await page.evaluate(`(() => {
+      window.__seen = { states: [], progress: false };
+      const note = () => {
+        const s = document.getElementById('folder-state');
+        if (s && window.__seen.states.at(-1) !== s.textContent) window.__seen.states.push(s.textContent);
+        if (document.querySelector('#transfers-list progress')) window.__seen.progress = true;
+      };
+      new MutationObserver(note).observe(document.getElementById('main'), { subtree: true, childList: true, characterData: true });
+    })()`);
+    await fsp.writeFile(nodePath.join(folder, 'hello.txt'), 'hello from the laptop\n');
+    await fsp.mkdir(nodePath.join(folder, 'docs'));
+    await fsp.writeFile(nodePath.join(folder, 'docs', 'plan.md'), '# plan\n');
+    await fsp.writeFile(nodePath.join(folder, 'big.bin'), randomBytes(48 * 1024 * 1024));
+    await expect.poll(() => page.locator('#activity-list').textContent(), { timeout: 120_000 }).toContain('big.bin');
+    await expect.poll(state, { timeout: 120_000 }).toBe('Up to date');
+    const seen = (await page.evaluate('window.__seen')) as { states: string[]; progress: boolean };
+    expect(seen.states).toContain('Syncing');
+    expect(seen.progress).toBe(true);
+    expect(seen.states.at(-1)).toBe('Up to date');
+    // Search narrows the activity list.
+    await page.getByLabel('Search recent activity').fill('plan');
+    await expect.poll(() => page.locator('#activity-list tbody tr').count()).toBe(1);
+    await expect(page.locator('#activity-list').textContent()).resolves.toContain('docs/plan.md');
+    await page.getByLabel('Search recent activity').fill('');
+    await expect.poll(() => page.locator('#storage').textContent()).toMatch(/Object tier/);
+    await page.getByRole('button', { name: 'Refresh storage' }).click();
+    await expect.poll(() => page.locator('#storage').textContent()).toMatch(/in 1 files/);
+  });
+
+  it('pauses and resumes from the UI; a conflict appears and is resolved with "keep mine"', async () => {
+    await other.engine.syncNow();
+    expect(await fsp.readFile(nodePath.join(other.folder, 'hello.txt'), 'utf8')).toBe('hello from the laptop\n');
+
+    await page.getByRole('button', { name: 'Pause for 1 hour' }).click();
+    await expect.poll(state).toMatch(/^Paused for \d+ more min$/);
+    await expect.poll(() => page.locator('#headline').textContent()).toBe('Paused');
+    // While paused, a local edit stays local.
+    await fsp.writeFile(nodePath.join(folder, 'hello.txt'), 'laptop version\n');
+    await fsp.writeFile(nodePath.join(other.folder, 'hello.txt'), 'phone version\n');
+    await other.engine.syncNow();
+    expect(agent.engine.getStatus().state).toBe('paused');
+
+    await page.getByRole('button', { name: 'Resume syncing' }).click();
+    const keepMine = page.getByRole('button', { name: 'Keep my version of hello.txt' });
+    await keepMine.waitFor({ timeout: 60_000 });
+    await screenshot(page, 'status-conflict');
+    expect(await runAxe(page)).toEqual([]);
+    await keepMine.click();
+    await expect.poll(() => page.locator('#conflicts-list').textContent()).toBe('No conflicts.');
+    await expect.poll(state, { timeout: 60_000 }).toBe('Up to date');
+    expect(await fsp.readFile(nodePath.join(folder, 'hello.txt'), 'utf8')).toBe('laptop version\n');
+    const names = await fsp.readdir(folder);
+    expect(names.filter((n) => n.includes('conflicted copy'))).toEqual([]);
+    // The other device converges on the kept version.
+    await expect
+      .poll(
+        async () => {
+          await other.engine.syncNow();
+          return fsp.readFile(nodePath.join(other.folder, 'hello.txt'), 'utf8');
+        },
+        { timeout: 60_000 },
+      )
+      .toBe('laptop version\n');
+  });
+
+  it('connects a Dropbox account through the emulator’s OAuth page', async () => {
+    await page.getByRole('link', { name: 'Accounts' }).click();
+    await expect.poll(() => page.locator('#state-dropbox').textContent()).toBe('Not connected');
+    const popup = context.waitForEvent('page');
+    await page.getByRole('button', { name: 'Connect Dropbox' }).click();
+    const signin = await popup;
+    await signin.waitForLoadState();
+    await expect.poll(() => signin.locator('body').textContent()).toContain('Signed in');
+    expect(new URL(signin.url()).hostname).toBe('127.0.0.1');
+    await signin.close();
+    await expect.poll(() => page.locator('#state-dropbox').textContent()).toMatch(/^Connected since /);
+    await expect(page.locator('#weft-account').textContent()).resolves.toContain(proxy.url);
+  });
+
+  it('shows sharing as not available yet and saves settings', async () => {
+    await page.getByRole('link', { name: 'Sharing' }).click();
+    await expect.poll(() => page.locator('#sharing-unavailable').textContent()).toMatch(/^Not available yet/);
+    expect(await page.getByRole('button', { name: 'Share and copy invite' }).isDisabled()).toBe(true);
+
+    await page.getByRole('link', { name: 'Settings' }).click();
+    await page.getByLabel('Upload limit (KiB/s)').fill('512');
+    await page.getByLabel('Ignore patterns, one per line (gitignore style)').fill('*.tmp\nbuild/');
+    await page.getByLabel('Ask before deleting more than this share of files (%)').fill('30');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await expect.poll(() => page.locator('#settings-saved').textContent()).toMatch(/^Saved/);
+    const saved = JSON.parse(await fsp.readFile(nodePath.join(nodePath.dirname(folder), 'state', 'settings.json'), 'utf8'));
+    expect(saved).toMatchObject({ uploadLimitKiBps: 512, ignorePatterns: ['*.tmp', 'build/'], massDeletePercent: 30 });
+  });
+
+  it('every screen passes axe, in light and dark, at 100 % and 200 % zoom (screenshots saved)', async () => {
+    for (const scheme of ['light', 'dark'] as const) {
+      await page.emulateMedia({ colorScheme: scheme });
+      for (const zoom of [1, 2]) {
+        await page.setViewportSize({ width: zoom === 1 ? 1100 : 1280, height: 900 });
+        for (const screen of SCREENS) {
+          await page.goto(`${agent.statusUrl}#${screen}`);
+          await page.evaluate(`document.documentElement.style.zoom = '${zoom}'`);
+          await page.locator(`main[data-screen="${screen}"] h2`).waitFor();
+          if (screen === 'status') await expect.poll(state).toBe('Up to date');
+          if (screen === 'accounts') await expect.poll(() => page.locator('#state-dropbox').textContent()).toMatch(/^Connected/);
+          await screenshot(page, `${screen}-${scheme}-${zoom * 100}`);
+          expect(await runAxe(page), `${screen} ${scheme} ${zoom * 100}%`).toEqual([]);
+          if (zoom === 2) expect(await overflowsHorizontally(page), `${screen} reflows at 200 %`).toBe(false);
+        }
+      }
+    }
+    // Keyboard: the skip link is the first stop, and the screens are reachable by Tab.
+    await page.emulateMedia({ colorScheme: 'light' });
+    await page.goto(`${agent.statusUrl}#status`);
+    await page.keyboard.press('Tab');
+    await expect(page.evaluate('document.activeElement.textContent')).resolves.toBe('Skip to content');
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.locator('main').getAttribute('data-screen')).toBe('accounts');
+  });
+});
