@@ -7,7 +7,7 @@
  * goes first. Transfer time = bytes / bandwidth, the bandwidth being the harmonic mean of
  * the last 5 measured transfers (Eq. 4); directory operations get a small fixed time.
  */
-import { isWithin } from '@weft/providers/paths';
+import { ancestors } from '@weft/providers/paths';
 
 export interface ScheduledOp<T> {
   /** Namespace the paths belong to (operations in different namespaces never relate). */
@@ -22,11 +22,58 @@ export interface ScheduledOp<T> {
 interface Pending {
   readonly namespace: string;
   readonly paths: readonly string[];
-  readonly arrival: number;
-  readonly order: number;
   readonly fop: number;
+  readonly order: number;
+  /** Earlier related operations not yet finished. */
+  waitingFor: number;
+  readonly dependents: Pending[];
   readonly start: () => void;
-  running: boolean;
+}
+
+/** Min-heap of ready operations by (FOP, arrival order). */
+class ReadyHeap {
+  private readonly items: Pending[] = [];
+
+  get size(): number {
+    return this.items.length;
+  }
+
+  private less(a: Pending, b: Pending): boolean {
+    return a.fop < b.fop || (a.fop === b.fop && a.order < b.order);
+  }
+
+  push(x: Pending): void {
+    const h = this.items;
+    h.push(x);
+    let i = h.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!this.less(h[i]!, h[parent]!)) break;
+      [h[i], h[parent]] = [h[parent]!, h[i]!];
+      i = parent;
+    }
+  }
+
+  pop(): Pending | undefined {
+    const h = this.items;
+    const top = h[0];
+    const last = h.pop();
+    if (h.length > 0 && last) {
+      h[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < h.length && this.less(h[l]!, h[m]!)) m = l;
+        if (r < h.length && this.less(h[r]!, h[m]!)) m = r;
+        if (m === i) break;
+        [h[i], h[m]] = [h[m]!, h[i]!];
+        i = m;
+      }
+    }
+    return top;
+  }
 }
 
 /** Harmonic mean of the last K bandwidth samples (bytes per ms). */
@@ -60,14 +107,13 @@ export interface SchedulerOptions {
   readonly onStart?: (info: { namespace: string; paths: readonly string[]; fop: number }) => void;
 }
 
-function related(a: Pending, b: { namespace: string; paths: readonly string[] }): boolean {
-  if (a.namespace !== b.namespace) return false;
-  for (const p of a.paths) for (const q of b.paths) if (isWithin(p, q) || isWithin(q, p)) return true;
-  return false;
-}
-
 export class OpScheduler {
-  private readonly queue: Pending[] = [];
+  private readonly ready = new ReadyHeap();
+  /** Pending or running ops by the exact path they touch. */
+  private readonly exact = new Map<string, Set<Pending>>();
+  /** Pending or running ops by every folder they lie in (and their own path). */
+  private readonly below = new Map<string, Set<Pending>>();
+  private pending = 0;
   private running = 0;
   private order = 0;
   readonly bandwidth: BandwidthEstimator;
@@ -84,61 +130,98 @@ export class OpScheduler {
 
   /** Operations waiting or running. */
   get depth(): number {
-    return this.queue.length;
+    return this.pending;
   }
 
   estimateMs(bytes: number): number {
     return bytes <= 0 ? this.directoryOpMs : this.directoryOpMs + bytes / this.bandwidth.bytesPerMs();
   }
 
+  private static key(ns: string, path: string): string {
+    return `${ns}\0${path}`;
+  }
+
+  private index(map: Map<string, Set<Pending>>, key: string, p: Pending, add: boolean): void {
+    let set = map.get(key);
+    if (add) {
+      if (!set) map.set(key, (set = new Set()));
+      set.add(p);
+    } else if (set) {
+      set.delete(p);
+      if (set.size === 0) map.delete(key);
+    }
+  }
+
+  /** Keys an op is indexed under: its paths in `exact`, those and every ancestor in `below`. */
+  private register(p: Pending, add: boolean): void {
+    for (const path of p.paths) {
+      this.index(this.exact, OpScheduler.key(p.namespace, path), p, add);
+      for (const dir of [...ancestors(path), path])
+        this.index(this.below, OpScheduler.key(p.namespace, dir), p, add);
+    }
+  }
+
+  /** Earlier ops related to these paths: at an ancestor, at the path, or inside it. */
+  private relatedEarlier(namespace: string, paths: readonly string[]): Set<Pending> {
+    const out = new Set<Pending>();
+    for (const path of paths) {
+      for (const dir of ancestors(path))
+        for (const q of this.exact.get(OpScheduler.key(namespace, dir)) ?? []) out.add(q);
+      for (const q of this.below.get(OpScheduler.key(namespace, path)) ?? []) out.add(q);
+    }
+    return out;
+  }
+
   submit<T>(op: ScheduledOp<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const arrival = this.now();
-      const entry: Pending = {
+      const node: Pending = {
         namespace: op.namespace,
         paths: op.paths,
-        arrival,
         order: this.order++,
         fop: arrival + this.estimateMs(op.bytes),
-        running: false,
+        waitingFor: 0,
+        dependents: [],
         start: () => {
-          this.options.onStart?.({ namespace: op.namespace, paths: op.paths, fop: entry.fop });
-          op.run()
-            .then(resolve, reject)
-            .finally(() => {
-              this.queue.splice(this.queue.indexOf(entry), 1);
-              this.running -= 1;
-              this.pump();
-            });
+          this.options.onStart?.({ namespace: op.namespace, paths: op.paths, fop: node.fop });
+          let result: Promise<T>;
+          try {
+            result = op.run();
+          } catch (e) {
+            result = Promise.reject(e);
+          }
+          result.then(resolve, reject).finally(() => this.finish(node));
         },
       };
-      this.queue.push(entry);
+      // Stop-and-wait: every related op that arrived earlier must finish first.
+      for (const earlier of this.relatedEarlier(op.namespace, op.paths)) {
+        earlier.dependents.push(node);
+        node.waitingFor += 1;
+      }
+      this.register(node, true);
+      this.pending += 1;
+      if (node.waitingFor === 0) this.ready.push(node);
       this.pump();
     });
   }
 
+  private finish(node: Pending): void {
+    this.register(node, false);
+    this.pending -= 1;
+    this.running -= 1;
+    for (const d of node.dependents) {
+      d.waitingFor -= 1;
+      if (d.waitingFor === 0) this.ready.push(d);
+    }
+    this.pump();
+  }
+
   private pump(): void {
     while (this.running < this.concurrency) {
-      let best: Pending | undefined;
-      for (let i = 0; i < this.queue.length; i++) {
-        const c = this.queue[i];
-        if (!c || c.running) continue;
-        // Stop-and-wait: anything related that arrived earlier (running or not) blocks c.
-        let blocked = false;
-        for (let j = 0; j < i; j++) {
-          const earlier = this.queue[j];
-          if (earlier && related(earlier, c)) {
-            blocked = true;
-            break;
-          }
-        }
-        if (blocked) continue;
-        if (!best || c.fop < best.fop || (c.fop === best.fop && c.order < best.order)) best = c;
-      }
-      if (!best) return;
-      best.running = true;
+      const next = this.ready.pop();
+      if (!next) return;
       this.running += 1;
-      best.start();
+      next.start();
     }
   }
 }
