@@ -101,7 +101,12 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
     }
     await fsp.writeFile(deviceFile, JSON.stringify(device, null, 2), { mode: 0o600 });
   }
-  const client = new ProxyClient({ baseUrl: options.server, token: device.token });
+  const client = new ProxyClient({
+    baseUrl: options.server,
+    token: device.token,
+    ...(options.uploadBytesPerSecond ? { uploadBytesPerSecond: options.uploadBytesPerSecond } : {}),
+    ...(options.downloadBytesPerSecond ? { downloadBytesPerSecond: options.downloadBytesPerSecond } : {}),
+  });
   const settings = await loadSettings(options.stateDir);
   const engine = await Engine.open({
     ignore: settings.ignorePatterns,

@@ -31,8 +31,21 @@ if (command === 'agent') {
       'admin-token': { type: 'string' },
       invite: { type: 'string' },
       'status-port': { type: 'string' },
+      'up-limit': { type: 'string' },
+      'down-limit': { type: 'string' },
     },
   });
+  const rate = (v: string | undefined, name: string): number | undefined => {
+    if (v === undefined) return undefined;
+    const m = /^(\d+(?:\.\d+)?)\s*([kmg]?)(?:i?b)?(?:\/s)?$/i.exec(v.trim());
+    if (!m) fail(`--${name} takes a rate such as 500k, 2m or 1g (bytes per second)`);
+    const unit = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[
+      (m?.[2] ?? '').toLowerCase() as '' | 'k' | 'm' | 'g'
+    ];
+    return Math.round(Number(m?.[1]) * unit);
+  };
+  const uploadBytesPerSecond = rate(values['up-limit'], 'up-limit');
+  const downloadBytesPerSecond = rate(values['down-limit'], 'down-limit');
   if (!values.folder || !values.server)
     fail('usage: weft agent --folder DIR --server URL [--user U] [--admin-token T]');
   const agent = await startAgent({
@@ -45,6 +58,8 @@ if (command === 'agent') {
     adminToken: values['admin-token'] ?? process.env.WEFT_ADMIN_TOKEN,
     invite: values.invite,
     statusPort: values['status-port'] ? Number(values['status-port']) : 0,
+    uploadBytesPerSecond,
+    downloadBytesPerSecond,
   });
   out(`weft agent: syncing ${values.folder} with ${values.server}`);
   out(`weft agent: status at ${agent.statusUrl}`);
