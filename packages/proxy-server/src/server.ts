@@ -54,6 +54,7 @@ import {
   BlockAck,
   WhoAmIResponse,
   decodeBundle,
+  sha256Hex,
   decodeDeltaContainer,
   encodeBundle,
   encodeDeltaContainer,
@@ -598,7 +599,7 @@ export async function startProxyServer(
           continue;
         }
         const content = await store.readAll(a.userId, e);
-        if (content.byteLength !== e.size) {
+        if (content.byteLength !== e.size || sha256Hex(content) !== e.sha256) {
           deferred.push(p); // changed while reading: fetch again
           continue;
         }
@@ -746,8 +747,11 @@ export async function startProxyServer(
         release = staged.release;
         const fh = await fsp.open(staged.file, 'r');
         const prev = release;
+        let closed = false;
         release = () => {
-          void fh.close();
+          if (closed) return;
+          closed = true;
+          fh.close().catch(() => undefined);
           prev();
         };
         old = {
