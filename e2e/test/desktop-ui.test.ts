@@ -14,7 +14,13 @@ import { dropboxOAuth } from '@weft/providers';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Device, type TestProxy, startDevice, startTestProxy, tempDir } from '../src/harness.ts';
-import { ensureChromium, launchChromium, overflowsHorizontally, runAxe, screenshot } from '../src/ui-browser.ts';
+import {
+  ensureChromium,
+  launchChromium,
+  overflowsHorizontally,
+  runAxe,
+  screenshot,
+} from '../src/ui-browser.ts';
 
 const SCREENS = ['status', 'accounts', 'sharing', 'settings'] as const;
 
@@ -49,7 +55,6 @@ describe('desktop UI in Chromium', () => {
     context = await launchChromium(nodePath.join(root, 'chromium-profile'));
     page = await context.newPage();
     await page.goto(agent.statusUrl);
-    await expect.poll(() => page.locator('#folder-state').textContent()).toBe('Up to date');
   });
 
   afterAll(async () => {
@@ -63,6 +68,7 @@ describe('desktop UI in Chromium', () => {
   const state = (): Promise<string | null> => page.locator('#folder-state').textContent();
 
   it('shows files written into the folder syncing, with progress, then up to date', async () => {
+    await expect.poll(state).toBe('Up to date');
     // Record every headline and whether a progress bar was ever drawn.
     await page.evaluate(`(() => {
       window.__seen = { states: [], progress: false };
@@ -77,7 +83,9 @@ describe('desktop UI in Chromium', () => {
     await fsp.mkdir(nodePath.join(folder, 'docs'));
     await fsp.writeFile(nodePath.join(folder, 'docs', 'plan.md'), '# plan\n');
     await fsp.writeFile(nodePath.join(folder, 'big.bin'), randomBytes(48 * 1024 * 1024));
-    await expect.poll(() => page.locator('#activity-list').textContent(), { timeout: 120_000 }).toContain('big.bin');
+    await expect
+      .poll(() => page.locator('#activity-list').textContent(), { timeout: 120_000 })
+      .toContain('big.bin');
     await expect.poll(state, { timeout: 120_000 }).toBe('Up to date');
     const seen = (await page.evaluate('window.__seen')) as { states: string[]; progress: boolean };
     expect(seen.states).toContain('Syncing');
@@ -95,7 +103,9 @@ describe('desktop UI in Chromium', () => {
 
   it('pauses and resumes from the UI; a conflict appears and is resolved with "keep mine"', async () => {
     await other.engine.syncNow();
-    expect(await fsp.readFile(nodePath.join(other.folder, 'hello.txt'), 'utf8')).toBe('hello from the laptop\n');
+    expect(await fsp.readFile(nodePath.join(other.folder, 'hello.txt'), 'utf8')).toBe(
+      'hello from the laptop\n',
+    );
 
     await page.getByRole('button', { name: 'Pause for 1 hour' }).click();
     await expect.poll(state).toMatch(/^Paused for \d+ more min$/);
@@ -107,7 +117,7 @@ describe('desktop UI in Chromium', () => {
     expect(agent.engine.getStatus().state).toBe('paused');
 
     await page.getByRole('button', { name: 'Resume syncing' }).click();
-    const keepMine = page.getByRole('button', { name: 'Keep my version of hello.txt' });
+    const keepMine = page.getByRole('button', { name: 'Keep mine: hello.txt' });
     await keepMine.waitFor({ timeout: 60_000 });
     await screenshot(page, 'status-conflict');
     expect(await runAxe(page)).toEqual([]);
@@ -154,8 +164,14 @@ describe('desktop UI in Chromium', () => {
     await page.getByLabel('Ask before deleting more than this share of files (%)').fill('30');
     await page.getByRole('button', { name: 'Save settings' }).click();
     await expect.poll(() => page.locator('#settings-saved').textContent()).toMatch(/^Saved/);
-    const saved = JSON.parse(await fsp.readFile(nodePath.join(nodePath.dirname(folder), 'state', 'settings.json'), 'utf8'));
-    expect(saved).toMatchObject({ uploadLimitKiBps: 512, ignorePatterns: ['*.tmp', 'build/'], massDeletePercent: 30 });
+    const saved = JSON.parse(
+      await fsp.readFile(nodePath.join(nodePath.dirname(folder), 'state', 'settings.json'), 'utf8'),
+    );
+    expect(saved).toMatchObject({
+      uploadLimitKiBps: 512,
+      ignorePatterns: ['*.tmp', 'build/'],
+      massDeletePercent: 30,
+    });
   });
 
   it('every screen passes axe, in light and dark, at 100 % and 200 % zoom (screenshots saved)', async () => {
@@ -168,7 +184,8 @@ describe('desktop UI in Chromium', () => {
           await page.evaluate(`document.documentElement.style.zoom = '${zoom}'`);
           await page.locator(`main[data-screen="${screen}"] h2`).waitFor();
           if (screen === 'status') await expect.poll(state).toBe('Up to date');
-          if (screen === 'accounts') await expect.poll(() => page.locator('#state-dropbox').textContent()).toMatch(/^Connected/);
+          if (screen === 'accounts')
+            await expect.poll(() => page.locator('#state-dropbox').textContent()).toMatch(/^Connected/);
           await screenshot(page, `${screen}-${scheme}-${zoom * 100}`);
           expect(await runAxe(page), `${screen} ${scheme} ${zoom * 100}%`).toEqual([]);
           if (zoom === 2) expect(await overflowsHorizontally(page), `${screen} reflows at 200 %`).toBe(false);
@@ -177,7 +194,9 @@ describe('desktop UI in Chromium', () => {
     }
     // Keyboard: the skip link is the first stop, and the screens are reachable by Tab.
     await page.emulateMedia({ colorScheme: 'light' });
+    await page.goto('about:blank');
     await page.goto(`${agent.statusUrl}#status`);
+    await page.locator('main[data-screen="status"] h2').waitFor();
     await page.keyboard.press('Tab');
     await expect(page.evaluate('document.activeElement.textContent')).resolves.toBe('Skip to content');
     await page.keyboard.press('Tab');

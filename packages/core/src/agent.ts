@@ -31,6 +31,9 @@ export interface AgentOptions {
   readonly statusPort?: number;
   readonly watch?: boolean;
   readonly settleMs?: number;
+  /** Bandwidth limits in bytes per second (0 or absent: none; else the UI settings apply). */
+  readonly uploadBytesPerSecond?: number;
+  readonly downloadBytesPerSecond?: number;
   /**
    * The desktop renderer build to serve at `/` (index.html, app.js, app.css). Default:
    * $WEFT_UI_DIR, else apps/desktop/dist/renderer of this checkout when built; without one
@@ -101,13 +104,16 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
     }
     await fsp.writeFile(deviceFile, JSON.stringify(device, null, 2), { mode: 0o600 });
   }
+  // Limits from the command line win; otherwise those saved from the desktop UI's settings.
+  const settings = await loadSettings(options.stateDir);
+  const uploadBytesPerSecond = options.uploadBytesPerSecond || settings.uploadLimitKiBps * 1024;
+  const downloadBytesPerSecond = options.downloadBytesPerSecond || settings.downloadLimitKiBps * 1024;
   const client = new ProxyClient({
     baseUrl: options.server,
     token: device.token,
-    ...(options.uploadBytesPerSecond ? { uploadBytesPerSecond: options.uploadBytesPerSecond } : {}),
-    ...(options.downloadBytesPerSecond ? { downloadBytesPerSecond: options.downloadBytesPerSecond } : {}),
+    ...(uploadBytesPerSecond ? { uploadBytesPerSecond } : {}),
+    ...(downloadBytesPerSecond ? { downloadBytesPerSecond } : {}),
   });
-  const settings = await loadSettings(options.stateDir);
   const engine = await Engine.open({
     ignore: settings.ignorePatterns,
     massDeleteFraction: settings.massDeletePercent / 100,

@@ -1,0 +1,62 @@
+/**
+ * Builds the renderer (served by `weft agent` and loaded by Electron) and the Electron main
+ * and preload bundles into apps/desktop/dist. `npm run build -w @weft/desktop`.
+ */
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { build } from 'esbuild';
+
+const here = import.meta.dirname;
+export const DESKTOP_ROOT = nodePath.resolve(here, '..');
+export const DEFAULT_RENDERER_DIR = nodePath.join(DESKTOP_ROOT, 'dist', 'renderer');
+
+/** Bundle the renderer into `outDir` (index.html, app.js, app.css); returns outDir. */
+export async function buildRenderer(outDir = DEFAULT_RENDERER_DIR): Promise<string> {
+  await fsp.mkdir(outDir, { recursive: true });
+  await build({
+    entryPoints: [nodePath.join(here, 'renderer', 'main.mts')],
+    outfile: nodePath.join(outDir, 'app.js'),
+    bundle: true,
+    format: 'esm',
+    platform: 'browser',
+    target: ['chrome120'],
+    sourcemap: true,
+    minify: false,
+    logLevel: 'silent',
+  });
+  await fsp.copyFile(nodePath.join(here, 'renderer', 'index.html'), nodePath.join(outDir, 'index.html'));
+  await fsp.copyFile(nodePath.join(here, 'renderer', 'app.css'), nodePath.join(outDir, 'app.css'));
+  return outDir;
+}
+
+/** Bundle Electron main and preload (CommonJS; electron and native modules stay external). */
+export async function buildElectron(
+  outDir = nodePath.join(DESKTOP_ROOT, 'dist', 'electron'),
+): Promise<string> {
+  const common = {
+    bundle: true,
+    platform: 'node' as const,
+    format: 'cjs' as const,
+    target: ['node20'],
+    sourcemap: true,
+    external: ['electron', 'better-sqlite3'],
+    logLevel: 'silent' as const,
+  };
+  await build({
+    ...common,
+    entryPoints: [nodePath.join(here, 'main', 'main.ts')],
+    outfile: nodePath.join(outDir, 'main.cjs'),
+  });
+  await build({
+    ...common,
+    entryPoints: [nodePath.join(here, 'preload', 'preload.ts')],
+    outfile: nodePath.join(outDir, 'preload.cjs'),
+  });
+  return outDir;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  await buildRenderer();
+  await buildElectron();
+}

@@ -1,0 +1,3 @@
+export * from './api.ts';
+export * from './format.ts';
+export * from './tray-state.ts';

@@ -1,0 +1,34 @@
+/**
+ * Main-process side of the IPC contract: one handler per prefixed channel, each validating
+ * the sender and the input (dispatch validates input and output with the shared schemas).
+ * Electron is passed in, so this module is testable without the binary.
+ */
+import { type ApiHandlers, type ApiMethod, api, channelOf, dispatch } from '../common/api.ts';
+
+export interface IpcMainLike {
+  handle(
+    channel: string,
+    listener: (event: { senderFrame: { url: string } | null }, input: unknown) => Promise<unknown>,
+  ): void;
+  removeHandler(channel: string): void;
+}
+
+/** Register every API channel; returns a function that removes them again. */
+export function registerIpc(
+  ipc: IpcMainLike,
+  handlers: ApiHandlers,
+  isTrustedUrl: (url: string) => boolean,
+): () => void {
+  const methods = Object.keys(api) as ApiMethod[];
+  for (const m of methods) {
+    ipc.handle(channelOf(m), async (event, input) => {
+      const url = event.senderFrame?.url ?? '';
+      if (!isTrustedUrl(url))
+        return { ok: false, error: { code: 'bad-request', message: 'untrusted sender' } };
+      return dispatch(handlers, m, input);
+    });
+  }
+  return () => {
+    for (const m of methods) ipc.removeHandler(channelOf(m));
+  };
+}

@@ -1,0 +1,164 @@
+/**
+ * Electron main: thin. Single-instance lock, the agent (engine + local UI server) in this
+ * process, the tray (state from ../common/tray-state.ts), the status window loading the
+ * renderer build with the preload, start-at-login, and a shutdown that lets the engine
+ * finish its current write.
+ */
+import * as os from 'node:os';
+import * as nodePath from 'node:path';
+import { type RunningAgent, startAgent } from '@weft/core';
+import {
+  app,
+  BrowserWindow,
+  ipcMain,
+  Menu,
+  type MenuItemConstructorOptions,
+  nativeImage,
+  Notification,
+  safeStorage,
+  shell,
+  Tray,
+} from 'electron';
+import { type FolderStatusDto, STATUS_EVENT } from '../common/api.ts';
+import {
+  type TrayAction,
+  type TrayMenuItem,
+  trayMenu,
+  trayNotifications,
+  trayState,
+} from '../common/tray-state.ts';
+import { registerIpc } from './ipc.ts';
+import { safeTokenStore } from './safe-token-store.ts';
+
+const rendererDir = nodePath.join(__dirname, '..', 'renderer');
+const stateDir = process.env.WEFT_STATE_DIR ?? nodePath.join(os.homedir(), '.weft', 'desktop');
+const folder = process.env.WEFT_FOLDER ?? nodePath.join(os.homedir(), 'Weft');
+const server = process.env.WEFT_SERVER ?? '';
+
+let agent: RunningAgent | undefined;
+let tray: Tray | undefined;
+let win: BrowserWindow | undefined;
+let quitting = false;
+
+function toMenu(items: readonly TrayMenuItem[], run: (a: TrayAction) => void): MenuItemConstructorOptions[] {
+  return items.map((i): MenuItemConstructorOptions => {
+    switch (i.kind) {
+      case 'separator':
+        return { type: 'separator' };
+      case 'label':
+        return { label: i.label, enabled: false };
+      case 'submenu':
+        return { label: i.label, submenu: toMenu(i.items, run) };
+      case 'item':
+        return { label: i.label, enabled: i.enabled, click: () => run(i.action) };
+    }
+  });
+}
+
+function openWindow(): void {
+  if (win) {
+    win.show();
+    win.focus();
+    return;
+  }
+  win = new BrowserWindow({
+    width: 900,
+    height: 700,
+    title: 'Weft',
+    webPreferences: {
+      preload: nodePath.join(__dirname, 'preload.cjs'),
+      contextIsolation: true,
+      sandbox: true,
+      nodeIntegration: false,
+    },
+  });
+  win.webContents.setWindowOpenHandler(({ url }) => {
+    if (/^https?:/.test(url)) void shell.openExternal(url);
+    return { action: 'deny' };
+  });
+  win.on('closed', () => (win = undefined));
+  void win.loadFile(nodePath.join(rendererDir, 'index.html'));
+}
+
+async function main(): Promise<void> {
+  if (!app.requestSingleInstanceLock()) {
+    app.quit();
+    return;
+  }
+  app.on('second-instance', openWindow);
+  await app.whenReady();
+  if (!server) throw new Error('set WEFT_SERVER to your Weft storage URL (enrolment screen: not built yet)');
+  agent = await startAgent({
+    folder,
+    server,
+    stateDir,
+    tokenStore: (provider) => safeTokenStore(safeStorage, nodePath.join(stateDir, 'tokens'), provider),
+  });
+  const running = agent;
+  const trusted = (url: string): boolean => url.startsWith('file://') && url.includes('/renderer/');
+  const handlers = running.ui.handlers;
+  const unregister = registerIpc(ipcMain, handlers, trusted);
+  const settings = await handlers.getSettings({});
+  app.setLoginItemSettings({ openAtLogin: settings.startAtLogin });
+
+  tray = new Tray(nativeImage.createEmpty());
+  let prev: FolderStatusDto | undefined;
+  const run = (a: TrayAction): void => {
+    switch (a.type) {
+      case 'openFolder':
+        void shell.openPath(folder);
+        break;
+      case 'openStatus':
+        openWindow();
+        break;
+      case 'pause':
+        void handlers.pause({ duration: a.duration });
+        break;
+      case 'resume':
+        void handlers.resume({});
+        break;
+      case 'openFile':
+        void shell.openPath(nodePath.join(folder, ...a.path.split('/')));
+        break;
+      case 'quit':
+        app.quit();
+        break;
+    }
+  };
+  const refresh = (): void => {
+    const s = running.ui.status();
+    const t = trayState(s, Date.now());
+    tray?.setToolTip(t.tooltip);
+    tray?.setImage(
+      nativeImage.createFromPath(
+        nodePath.join(__dirname, '..', '..', 'build', 'icons', `tray-${t.icon}.png`),
+      ),
+    );
+    tray?.setContextMenu(Menu.buildFromTemplate(toMenu(trayMenu(s, Date.now()), run)));
+    for (const n of trayNotifications(prev, s)) new Notification(n).show();
+    prev = s;
+    win?.webContents.send(STATUS_EVENT, s);
+  };
+  const sub = running.engine.status.onChange(refresh);
+  refresh();
+  tray.on('click', openWindow);
+
+  app.on('window-all-closed', () => {
+    /* stay in the tray */
+  });
+  app.on('before-quit', (e) => {
+    if (quitting) return;
+    e.preventDefault();
+    quitting = true;
+    sub.dispose();
+    unregister();
+    tray?.destroy();
+    // The engine finishes its current write before stop() resolves.
+    void running.stop().finally(() => app.exit(0));
+  });
+}
+
+void main().catch((e: unknown) => {
+  process.stderr.write(`weft: ${e instanceof Error ? e.message : String(e)}\n`);
+  app.exit(1);
+});

@@ -1,0 +1,126 @@
+/** Settings: bandwidth limits, ignore patterns, mass-delete threshold, start at login. */
+import type { Settings, WeftClient } from '../../common/api.ts';
+import { Scope, h } from '../dom.mts';
+
+export function settingsScreen(
+  root: HTMLElement,
+  api: WeftClient,
+  _scope: Scope,
+  report: (m: string) => void,
+): void {
+  const fail = (e: unknown): void => report(e instanceof Error ? e.message : String(e));
+  const saved = h('p', { id: 'settings-saved', role: 'status' });
+  const form = h('form', { id: 'settings-form', novalidate: true });
+  root.replaceChildren(h('h2', {}, 'Settings'), form, saved);
+  const num = (
+    id: string,
+    label: string,
+    value: number,
+    min: number,
+    max: number,
+    hint: string,
+  ): HTMLElement[] => [
+    h('label', { for: id }, label),
+    h('input', {
+      id,
+      name: id,
+      type: 'number',
+      inputmode: 'numeric',
+      min,
+      max,
+      step: 1,
+      value,
+      'aria-describedby': `${id}-hint`,
+    }),
+    h('p', { class: 'hint', id: `${id}-hint` }, hint),
+  ];
+  const draw = (s: Settings, folder: string): void => {
+    form.replaceChildren(
+      h(
+        'fieldset',
+        {},
+        h('legend', {}, 'Folders'),
+        h('p', {}, 'Synced folder: ', h('span', { class: 'path' }, folder)),
+      ),
+      h(
+        'fieldset',
+        {},
+        h('legend', {}, 'Bandwidth'),
+        ...num(
+          'upload-limit',
+          'Upload limit (KiB/s)',
+          s.uploadLimitKiBps,
+          0,
+          10_000_000,
+          '0 means no limit.',
+        ),
+        ...num(
+          'download-limit',
+          'Download limit (KiB/s)',
+          s.downloadLimitKiBps,
+          0,
+          10_000_000,
+          '0 means no limit.',
+        ),
+      ),
+      h(
+        'fieldset',
+        {},
+        h('legend', {}, 'Ignored files'),
+        h('label', { for: 'ignore-patterns' }, 'Ignore patterns, one per line (gitignore style)'),
+        h('textarea', { id: 'ignore-patterns', rows: 5, spellcheck: false }, s.ignorePatterns.join('\n')),
+      ),
+      h(
+        'fieldset',
+        {},
+        h('legend', {}, 'Safety'),
+        ...num(
+          'mass-percent',
+          'Ask before deleting more than this share of files (%)',
+          s.massDeletePercent,
+          1,
+          100,
+          'Syncing pauses and asks you first.',
+        ),
+        ...num(
+          'mass-count',
+          '…and more than this many files',
+          s.massDeleteCount,
+          10,
+          10_000_000,
+          'At least 10.',
+        ),
+      ),
+      h(
+        'fieldset',
+        {},
+        h('legend', {}, 'Startup'),
+        h('input', { id: 'start-at-login', type: 'checkbox', checked: s.startAtLogin }),
+        h('label', { for: 'start-at-login', class: 'inline' }, 'Start Weft when I log in (desktop app)'),
+      ),
+      h('button', { type: 'submit', id: 'settings-save' }, 'Save settings'),
+    );
+  };
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const v = (id: string): string =>
+      (document.getElementById(id) as HTMLInputElement | HTMLTextAreaElement).value;
+    api
+      .setSettings({
+        uploadLimitKiBps: Number(v('upload-limit')),
+        downloadLimitKiBps: Number(v('download-limit')),
+        ignorePatterns: v('ignore-patterns')
+          .split('\n')
+          .map((l) => l.trim())
+          .filter((l) => l !== ''),
+        massDeletePercent: Number(v('mass-percent')),
+        massDeleteCount: Number(v('mass-count')),
+        startAtLogin: (document.getElementById('start-at-login') as HTMLInputElement).checked,
+      })
+      .then(() => {
+        saved.textContent =
+          'Saved. Bandwidth limits, ignore patterns and the delete safety limits take effect the next time Weft starts.';
+      }, fail);
+  });
+  Promise.all([api.getSettings({}), api.getStatus({})]).then(([s, st]) => draw(s, st.folder), fail);
+}

@@ -1,0 +1,315 @@
+/** The status window: folder state, transfers, errors, conflicts, activity, savings and storage. */
+import type { FolderStatusDto, StorageSplit, WeftClient } from '../../common/api.ts';
+import {
+  DISPLAY_LABEL,
+  displayState,
+  formatBytes,
+  formatEta,
+  formatRate,
+  pausedUntilText,
+  plainError,
+} from '../../common/format.ts';
+import { Scope, h, renderInto, timeText } from '../dom.mts';
+
+const KIND_LABEL: Record<FolderStatusDto['recent'][number]['kind'], string> = {
+  uploaded: 'Uploaded',
+  downloaded: 'Downloaded',
+  deleted: 'Deleted',
+  moved: 'Moved',
+  conflicted: 'Conflict',
+  error: 'Error',
+};
+
+export function statusScreen(
+  root: HTMLElement,
+  api: WeftClient,
+  scope: Scope,
+  report: (message: string) => void,
+): (s: FolderStatusDto) => void {
+  const run = (p: Promise<unknown>): void => {
+    p.catch((e: unknown) => report(e instanceof Error ? e.message : String(e)));
+  };
+  const overview = h('div', { id: 'overview' });
+  const controls = h('div', { class: 'row', id: 'controls' });
+  const problems = h('div', { id: 'problems' });
+  const transfers = h('div', { id: 'transfers-list' });
+  const conflicts = h('div', { id: 'conflicts-list' });
+  const search = h('input', {
+    id: 'activity-search',
+    type: 'search',
+    placeholder: 'Search by file name',
+    autocomplete: 'off',
+  });
+  const activity = h('div', { id: 'activity-list' });
+  const savings = h('div', { id: 'savings' });
+  const storage = h('div', { id: 'storage' }, h('p', {}, 'Loading…'));
+  let last: FolderStatusDto | undefined;
+
+  const loadStorage = (): void => {
+    api.getStorage({}).then(
+      (s: StorageSplit) =>
+        renderInto(storage, JSON.stringify(s), () =>
+          h(
+            'dl',
+            { class: 'facts' },
+            h('dt', {}, 'Filesystem tier (small files)'),
+            h('dd', {}, `${formatBytes(s.filesystemTierBytes)} in ${s.filesystemTierFiles} files`),
+            h('dt', {}, 'Object tier (large files)'),
+            h('dd', {}, `${formatBytes(s.objectTierBytes)} in ${s.objectTierFiles} files`),
+          ),
+        ),
+      () => renderInto(storage, 'offline', () => h('p', {}, 'Not available while offline.')),
+    );
+  };
+
+  root.replaceChildren(
+    h('h2', {}, 'Status'),
+    h(
+      'section',
+      { 'aria-labelledby': 'h-folder' },
+      h('h3', { id: 'h-folder' }, 'Folder'),
+      overview,
+      controls,
+    ),
+    problems,
+    h(
+      'section',
+      { 'aria-labelledby': 'h-transfers' },
+      h('h3', { id: 'h-transfers' }, 'Transfers'),
+      transfers,
+    ),
+    h(
+      'section',
+      { 'aria-labelledby': 'h-conflicts' },
+      h('h3', { id: 'h-conflicts' }, 'Conflicts'),
+      conflicts,
+    ),
+    h(
+      'section',
+      { 'aria-labelledby': 'h-activity' },
+      h('h3', { id: 'h-activity' }, 'Recent activity'),
+      h('label', { for: 'activity-search' }, 'Search recent activity'),
+      search,
+      activity,
+    ),
+    h(
+      'section',
+      { 'aria-labelledby': 'h-savings' },
+      h('h3', { id: 'h-savings' }, 'Savings and storage'),
+      savings,
+      h('h4', {}, 'Storage split on the server'),
+      storage,
+      h('button', { type: 'button', id: 'storage-refresh', onclick: () => loadStorage() }, 'Refresh storage'),
+    ),
+  );
+  loadStorage();
+
+  const drawActivity = (s: FolderStatusDto): void => {
+    const q = search.value.trim().toLowerCase();
+    const rows = s.recent.filter((a) => q === '' || a.path.toLowerCase().includes(q)).slice(0, 100);
+    renderInto(activity, JSON.stringify([q, rows]), () =>
+      rows.length === 0
+        ? h('p', {}, q ? 'No activity matches.' : 'Nothing yet.')
+        : h(
+            'table',
+            {},
+            h('caption', { class: 'sr-only' }, 'Recent activity'),
+            h(
+              'thead',
+              {},
+              h(
+                'tr',
+                {},
+                h('th', { scope: 'col' }, 'When'),
+                h('th', { scope: 'col' }, 'What'),
+                h('th', { scope: 'col' }, 'File'),
+              ),
+            ),
+            h(
+              'tbody',
+              {},
+              rows.map((a) =>
+                h(
+                  'tr',
+                  { class: `kind-${a.kind}` },
+                  h('td', {}, timeText(a.atMs)),
+                  h('td', {}, KIND_LABEL[a.kind]),
+                  h(
+                    'td',
+                    { class: 'path' },
+                    a.path,
+                    a.detail && a.kind !== 'conflicted' ? ` — ${a.detail}` : '',
+                  ),
+                ),
+              ),
+            ),
+          ),
+    );
+  };
+  search.addEventListener('input', () => last && drawActivity(last));
+
+  const update = (s: FolderStatusDto): void => {
+    last = s;
+    const d = displayState(s);
+    const headline =
+      d === 'paused' && !s.massDeletePending ? `Paused ${pausedUntilText(s, Date.now())}` : DISPLAY_LABEL[d];
+    renderInto(overview, JSON.stringify([headline, s.folder, s.files, s.pendingOperations]), () => [
+      h('p', { class: `state state-${d}`, id: 'folder-state' }, headline),
+      h(
+        'dl',
+        { class: 'facts' },
+        h('dt', {}, 'Folder'),
+        h('dd', { class: 'path' }, s.folder),
+        h('dt', {}, 'Files'),
+        h('dd', {}, String(s.files)),
+        h('dt', {}, 'Waiting to sync'),
+        h('dd', {}, String(s.pendingOperations)),
+      ),
+    ]);
+    const paused = s.state === 'paused' && !s.massDeletePending;
+    renderInto(controls, JSON.stringify([paused]), () =>
+      paused
+        ? [
+            h(
+              'button',
+              { type: 'button', id: 'resume', onclick: () => run(api.resume({})) },
+              'Resume syncing',
+            ),
+          ]
+        : [
+            h(
+              'button',
+              { type: 'button', id: 'pause-1h', onclick: () => run(api.pause({ duration: '1h' })) },
+              'Pause for 1 hour',
+            ),
+            h(
+              'button',
+              {
+                type: 'button',
+                id: 'pause-restart',
+                onclick: () => run(api.pause({ duration: 'untilRestart' })),
+              },
+              'Pause until restart',
+            ),
+            h('button', { type: 'button', id: 'sync-now', onclick: () => run(api.syncNow({})) }, 'Sync now'),
+          ],
+    );
+    const problem = s.massDeletePending
+      ? 'mass'
+      : s.state === 'error' || s.state === 'offline'
+        ? 'error'
+        : '';
+    renderInto(problems, JSON.stringify([problem, s.error]), () => {
+      if (problem === '') return null;
+      const p = plainError(s.error);
+      return h(
+        'section',
+        { 'aria-labelledby': 'h-problem', class: 'problem', role: 'alert' },
+        h('h3', { id: 'h-problem' }, problem === 'mass' ? 'Many files were deleted' : 'Syncing stopped'),
+        h('p', {}, problem === 'mass' ? (s.error ?? p.cause) : p.cause),
+        h('p', {}, p.advice),
+        problem === 'mass'
+          ? h(
+              'div',
+              { class: 'row' },
+              h(
+                'button',
+                { type: 'button', onclick: () => run(api.resolveMassDelete({ answer: 'delete' })) },
+                'Delete them everywhere',
+              ),
+              h(
+                'button',
+                { type: 'button', onclick: () => run(api.resolveMassDelete({ answer: 'restore' })) },
+                'Restore the files',
+              ),
+            )
+          : h('button', { type: 'button', id: 'retry', onclick: () => run(api.syncNow({})) }, 'Retry now'),
+        s.error
+          ? h('details', {}, h('summary', {}, 'Technical details'), h('p', { class: 'path' }, s.error))
+          : null,
+      );
+    });
+    renderInto(transfers, JSON.stringify(s.transfers), () =>
+      s.transfers.length === 0
+        ? h('p', {}, 'No transfers right now.')
+        : h(
+            'ul',
+            { class: 'transfers' },
+            s.transfers.map((t, i) => {
+              const pct = Math.round((t.bytesDone / Math.max(1, t.bytesTotal)) * 100);
+              const id = `transfer-${i}`;
+              return h(
+                'li',
+                {},
+                h(
+                  'span',
+                  { id, class: 'path' },
+                  `${t.direction === 'up' ? 'Uploading' : 'Downloading'} ${t.path}`,
+                ),
+                h('progress', { max: t.bytesTotal, value: t.bytesDone, 'aria-labelledby': id }),
+                h(
+                  'span',
+                  {},
+                  `${pct}% · ${formatBytes(t.bytesDone)} of ${formatBytes(t.bytesTotal)} · ${formatRate(t.rate)} · ${formatEta(t.etaSeconds)}`,
+                ),
+              );
+            }),
+          ),
+    );
+    renderInto(conflicts, JSON.stringify(s.conflicts), () =>
+      s.conflicts.length === 0
+        ? h('p', {}, 'No conflicts.')
+        : h(
+            'ul',
+            { class: 'conflicts' },
+            s.conflicts.map((c) =>
+              h(
+                'li',
+                { class: 'conflict' },
+                h(
+                  'p',
+                  {},
+                  h('strong', { class: 'path' }, c.path),
+                  ` was changed in two places (${timeText(c.atMs)}). The other version is `,
+                  h('span', { class: 'path' }, c.copyPath),
+                  '.',
+                ),
+                h(
+                  'div',
+                  { class: 'row', role: 'group', 'aria-label': `Resolve ${c.path}` },
+                  (['mine', 'theirs', 'both'] as const).map((keep) =>
+                    h(
+                      'button',
+                      {
+                        type: 'button',
+                        'data-keep': keep,
+                        'aria-label': `Keep ${keep}: ${c.path}`,
+                        onclick: () => run(api.resolveConflict({ path: c.path, keep })),
+                      },
+                      keep === 'both' ? 'Keep both' : keep === 'mine' ? 'Keep mine' : 'Keep theirs',
+                    ),
+                  ),
+                ),
+              ),
+            ),
+          ),
+    );
+    drawActivity(s);
+    renderInto(savings, JSON.stringify([s.savings, s.bytesUploaded, s.bytesDownloaded]), () =>
+      h(
+        'dl',
+        { class: 'facts' },
+        h('dt', {}, 'Not sent thanks to deltas'),
+        h('dd', {}, formatBytes(s.savings.deltaBytesSaved)),
+        h('dt', {}, 'Requests saved by bundling small files'),
+        h('dd', {}, String(s.savings.requestsSavedByBundling)),
+        h('dt', {}, 'Operations eliminated in the queue'),
+        h('dd', {}, String(s.savings.operationsEliminated)),
+        h('dt', {}, 'Uploaded / downloaded'),
+        h('dd', {}, `${formatBytes(s.bytesUploaded)} / ${formatBytes(s.bytesDownloaded)}`),
+      ),
+    );
+  };
+  scope.add(() => undefined);
+  return update;
+}

@@ -1,0 +1,124 @@
+import { describe, expect, it } from 'vitest';
+import { type TrayMenuItem, trayMenu, trayNotifications, trayState } from '../src/common/tray-state.ts';
+import { formatEta, plainError } from '../src/common/format.ts';
+import { status } from './fixtures.ts';
+
+const NOW = 1_700_000_000_000;
+
+function labels(items: readonly TrayMenuItem[]): string[] {
+  return items.flatMap((i) =>
+    i.kind === 'separator'
+      ? ['—']
+      : i.kind === 'submenu'
+        ? [`${i.label} >`, ...labels(i.items).map((l) => `  ${l}`)]
+        : [i.label],
+  );
+}
+
+describe('tray icon', () => {
+  it.each([
+    [status(), 'up-to-date'],
+    [status({ state: 'syncing' }), 'syncing'],
+    [status({ pendingOperations: 2 }), 'syncing'],
+    [status({ state: 'paused', pausedUntilMs: NOW + 60_000 }), 'paused'],
+    [status({ state: 'offline', error: 'fetch failed' }), 'offline'],
+    [status({ state: 'error', error: 'boom' }), 'error'],
+    [status({ conflicts: [{ path: 'a.txt', copyPath: 'a (conflicted copy).txt', atMs: NOW }] }), 'conflict'],
+  ] as const)('%# → %s', (s, icon) => {
+    expect(trayState(s, NOW).icon).toBe(icon);
+  });
+
+  it('errors and offline win over conflicts; conflicts over syncing', () => {
+    const c = [{ path: 'a', copyPath: 'b', atMs: NOW }];
+    expect(trayState(status({ state: 'error', conflicts: c }), NOW).icon).toBe('error');
+    expect(trayState(status({ state: 'syncing', conflicts: c }), NOW).icon).toBe('conflict');
+  });
+
+  it('shows overall progress while syncing', () => {
+    const t = (bytesDone: number, bytesTotal: number) => ({
+      path: 'x',
+      direction: 'up' as const,
+      bytesDone,
+      bytesTotal,
+      rate: 1,
+      etaSeconds: 1,
+    });
+    const s = trayState(status({ state: 'syncing', transfers: [t(25, 100), t(75, 100)] }), NOW);
+    expect(s.progress).toBe(0.5);
+    expect(trayState(status(), NOW).progress).toBeUndefined();
+  });
+
+  it('says how long a pause lasts', () => {
+    expect(trayState(status({ state: 'paused', pausedUntilMs: NOW + 30 * 60_000 }), NOW).tooltip).toBe(
+      'Weft — Paused for 30 more min',
+    );
+    expect(trayState(status({ state: 'paused', pausedUntilMs: Number.MAX_SAFE_INTEGER }), NOW).tooltip).toBe(
+      'Weft — Paused until you resume',
+    );
+  });
+});
+
+describe('tray menu', () => {
+  it('offers pause for 1 h or until restart, recent files, quit', () => {
+    const s = status({
+      recent: [
+        { atMs: NOW, kind: 'uploaded', path: 'a.txt' },
+        { atMs: NOW, kind: 'deleted', path: 'gone.txt' },
+        { atMs: NOW, kind: 'downloaded', path: 'a.txt' },
+        { atMs: NOW, kind: 'downloaded', path: 'b.txt' },
+      ],
+    });
+    expect(labels(trayMenu(s, NOW))).toEqual([
+      'Weft — Up to date',
+      '—',
+      'Open Weft folder',
+      'Open status window',
+      'Pause syncing >',
+      '  For 1 hour',
+      '  Until restart',
+      'Recent files >',
+      '  a.txt',
+      '  b.txt',
+      '—',
+      'Quit Weft',
+    ]);
+  });
+
+  it('offers resume while paused, and at most five recent files', () => {
+    const recent = Array.from({ length: 9 }, (_, i) => ({
+      atMs: NOW,
+      kind: 'uploaded' as const,
+      path: `f${i}`,
+    }));
+    const items = trayMenu(status({ state: 'paused', recent }), NOW);
+    expect(items.some((i) => i.kind === 'item' && i.action.type === 'resume')).toBe(true);
+    const sub = items.find((i) => i.kind === 'submenu' && i.label === 'Recent files');
+    expect(sub?.kind === 'submenu' ? sub.items.length : 0).toBe(5);
+  });
+});
+
+describe('tray notifications', () => {
+  it('announces new conflicts, errors and mass deletes once', () => {
+    const c = { path: 'a.txt', copyPath: 'a (conflicted copy).txt', atMs: NOW };
+    expect(trayNotifications(undefined, status({ conflicts: [c] }))).toEqual([]);
+    expect(trayNotifications(status(), status({ conflicts: [c] }))).toHaveLength(1);
+    expect(trayNotifications(status({ conflicts: [c] }), status({ conflicts: [c] }))).toEqual([]);
+    expect(trayNotifications(status(), status({ state: 'error', error: 'x' }))[0]?.title).toBe(
+      'Weft needs attention',
+    );
+    expect(trayNotifications(status({ state: 'error' }), status({ state: 'error' }))).toEqual([]);
+    expect(trayNotifications(status(), status({ state: 'paused', massDeletePending: true }))[0]?.title).toBe(
+      'Many files deleted',
+    );
+  });
+});
+
+describe('plain language', () => {
+  it('explains errors and time left', () => {
+    expect(plainError('fetch failed').cause).toMatch(/cannot reach/);
+    expect(plainError('HTTP 401 unauthorized').advice).toBe('Reconnect the account.');
+    expect(plainError('ENOSPC: no space left').cause).toMatch(/space/);
+    expect(formatEta(undefined)).toBe('time left unknown');
+    expect(formatEta(95)).toBe('2 min left');
+  });
+});
