@@ -1,0 +1,1164 @@
+/**
+ * The mirror engine (DESIGN §5, CoCloud §III-A): keeps the member replicas of one share —
+ * each a folder in some provider (Dropbox, Drive, OneDrive, Weft storage, …) — identical.
+ *
+ * One step = ingest, then drain:
+ * - **Ingest**: each replica's change feed is read from its persisted cursor (a `reset`, a
+ *   first start or a provider without a feed means a full re-listing, diffed against what
+ *   the engine last saw there). Changes the engine caused itself are recognised by
+ *   revision (and, after a restart, by content hash at processing time) and dropped; the
+ *   rest are snapshotted (stat, read, stat: content and revision agree) and appended to the
+ *   share's one ordered log, with the cursor, in one transaction. A delete followed by
+ *   upserts of the same revisions/hashes becomes a move.
+ * - **Drain**: log entries are applied in order to every other replica: entries on the same
+ *   path strictly one after another (stop-and-wait), unrelated paths in parallel (the
+ *   providers' wrappers bound calls per provider); folder deletes and moves are barriers.
+ *   Every write is conditional on the revision the engine last knew on that replica
+ *   (`ifRevision`, or `ifNotExists`); when it fails and the replica's content is neither the
+ *   known one nor the incoming one, someone edited concurrently: their version stays in
+ *   place and the incoming one is written as a conflicted copy, which is itself appended
+ *   to the log and so reaches every replica. Edits win over concurrent deletes.
+ *
+ * Guarantee (tested): when activity stops, every replica holds the same tree and every
+ * version written anywhere is present, in place or as a conflicted copy.
+ */
+import { createHash } from 'node:crypto';
+import type Database from 'better-sqlite3';
+import { pino, type Logger } from 'pino';
+import { conflictCopyPath } from '@weft/core';
+import {
+  type Entry,
+  type Provider,
+  type WrapConfig,
+  caseFoldKey,
+  collect,
+  hasChangeFeed,
+  hasServerSideMove,
+  isProviderError,
+  normalizePath,
+  wrapProvider,
+} from '@weft/providers';
+import type { LoggedOp, Op } from './ops.ts';
+import { type KnownEntry, ShareStore } from './store.ts';
+
+export interface ReplicaConfig {
+  /** Stable id of this replica within the share (persisted state is keyed by it). */
+  readonly id: string;
+  /** The member who keeps it; names conflicted copies of their versions. */
+  readonly member: string;
+  /** The provider account (unwrapped: the engine composes retry/pacing/concurrency). */
+  readonly provider: Provider;
+  /** Folder in the provider that is the share's root ('' = the provider root). */
+  readonly root: string;
+  /** Wrapper configuration, e.g. WRAP_DEFAULTS.dropbox. Default: retries only. */
+  readonly wrap?: WrapConfig;
+}
+
+export interface MirrorEngineOptions {
+  readonly shareId: string;
+  readonly replicas: readonly ReplicaConfig[];
+  /** An open database (see openDatabase in store.ts); shared by the shares of a process. */
+  readonly db: Database.Database;
+  readonly logger?: Logger;
+  /** Clock for log entries and conflicted-copy names. */
+  readonly now?: () => number;
+  /** Log entries applied at once (unrelated paths). Default 16. */
+  readonly concurrency?: number;
+  /** Pause between steps in start(). Default 2,000 ms. */
+  readonly pollIntervalMs?: number;
+  /** Entries per feed page requested. Default 500. */
+  readonly pageSize?: number;
+}
+
+export interface MirrorStats {
+  /** Log entries appended from feeds (including re-listings). */
+  ingested: number;
+  /** Feed changes recognised as our own writes (echoes) and dropped. */
+  echoes: number;
+  /** Writes, removes, moves and mkdirs performed on replicas. */
+  applied: number;
+  /** Conflicted copies written. */
+  conflicts: number;
+  /** Moves done as server-side moves on a target. */
+  nativeMoves: number;
+  /** Full re-listings (first start, feed reset, provider without a feed). */
+  relistings: number;
+  /** Target applications that failed and will be retried next step. */
+  failures: number;
+}
+
+interface Replica {
+  readonly id: string;
+  readonly member: string;
+  readonly provider: Provider;
+  readonly root: string;
+}
+
+/** What the engine last saw or caused on a replica; `hash` is the provider's own hash. */
+interface Seen extends KnownEntry {
+  readonly hash?: string;
+}
+
+interface Snapshot {
+  readonly kind: 'file' | 'dir';
+  readonly revision: string;
+  readonly sha256: string;
+  readonly hash?: string;
+  readonly data?: Uint8Array;
+}
+
+type SyntheticChange = { type: 'upsert'; path: string; entry: Entry } | { type: 'delete'; path: string };
+
+const GIVE_UP_AFTER = 8;
+const OURS_KEPT = 16;
+
+function sha256Hex(data: Uint8Array): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+function isUnder(path: string, dir: string): boolean {
+  return dir === '' || path === dir || path.startsWith(dir + '/');
+}
+
+function rebase(path: string, from: string, to: string): string {
+  return path === from ? to : to + path.slice(from.length);
+}
+
+function errorCode(e: unknown): string | undefined {
+  return isProviderError(e) ? e.code : undefined;
+}
+
+export class MirrorEngine {
+  readonly shareId: string;
+  readonly stats: MirrorStats = {
+    ingested: 0,
+    echoes: 0,
+    applied: 0,
+    conflicts: 0,
+    nativeMoves: 0,
+    relistings: 0,
+    failures: 0,
+  };
+  private readonly replicas: readonly Replica[];
+  private readonly byId = new Map<string, Replica>();
+  private readonly store: ShareStore;
+  private readonly log: Logger;
+  private readonly now: () => number;
+  private readonly concurrency: number;
+  private readonly pollIntervalMs: number;
+  private readonly pageSize: number;
+  /** Per replica: path → what the engine last saw or caused there (in memory). */
+  private readonly seen = new Map<string, Map<string, Seen>>();
+  /** Per replica: path → revisions our own writes produced (recent ones). */
+  private readonly ours = new Map<string, Map<string, string[]>>();
+  private readonly attempts = new Map<string, number>();
+  /** Moves whose origin content matches the share's: a native move on a target is safe. */
+  private readonly nativeOk = new Set<number>();
+  private initialized = false;
+  private running: Promise<void> | undefined;
+  private stopping = false;
+  private wake: (() => void) | undefined;
+
+  constructor(options: MirrorEngineOptions) {
+    this.shareId = options.shareId;
+    const ids = new Set<string>();
+    this.replicas = options.replicas.map((r) => {
+      if (ids.has(r.id)) throw new Error(`duplicate replica id ${r.id}`);
+      ids.add(r.id);
+      return {
+        id: r.id,
+        member: r.member,
+        provider: wrapProvider(r.provider, r.wrap ?? { retry: { maxAttempts: 3 } }),
+        root: r.root === '' ? '' : normalizePath(r.root),
+      };
+    });
+    for (const r of this.replicas) this.byId.set(r.id, r);
+    this.store = new ShareStore(options.db, options.shareId);
+    this.log = (options.logger ?? pino({ level: 'silent' })).child({ share: options.shareId });
+    this.now = options.now ?? Date.now;
+    this.concurrency = options.concurrency ?? 16;
+    this.pollIntervalMs = options.pollIntervalMs ?? 2000;
+    this.pageSize = options.pageSize ?? 500;
+  }
+
+  // ---------------------------------------------------------------- lifecycle
+
+  private async init(): Promise<void> {
+    if (this.initialized) return;
+    for (const r of this.replicas) {
+      if (r.root !== '') await r.provider.mkdir(r.root);
+      const seen = new Map<string, Seen>();
+      for (const k of this.store.knownUnder(r.id, '')) seen.set(k.path, k);
+      this.seen.set(r.id, seen);
+      this.ours.set(r.id, new Map());
+    }
+    this.initialized = true;
+  }
+
+  /**
+   * One round: read every replica's feed into the log, then apply the log. Returns how
+   * many log entries were appended plus how many were applied (0 = nothing happened).
+   */
+  async step(): Promise<number> {
+    await this.init();
+    let n = 0;
+    for (const r of this.replicas) n += await this.ingest(r);
+    n += await this.drain();
+    return n;
+  }
+
+  /** Step until a round finds nothing new and nothing is pending. */
+  async quiesce(maxRounds = 200): Promise<void> {
+    for (let i = 0; i < maxRounds; i++) {
+      const n = await this.step();
+      if (n === 0 && this.store.pending().length === 0) return;
+    }
+    throw new Error(`share ${this.shareId}: not quiescent after ${maxRounds} rounds`);
+  }
+
+  /** Run steps until stop(); a step's error is logged and the next step retries. */
+  start(): void {
+    if (this.running) return;
+    this.stopping = false;
+    this.running = (async () => {
+      while (!this.stopping) {
+        try {
+          await this.step();
+        } catch (e) {
+          this.log.error({ err: e }, 'mirror step failed');
+        }
+        if (this.stopping) break;
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, this.pollIntervalMs);
+          this.wake = () => {
+            clearTimeout(t);
+            resolve();
+          };
+        });
+        this.wake = undefined;
+      }
+    })();
+  }
+
+  /** Finish the current step and stop. State is persisted: a new engine resumes. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.wake?.();
+    await this.running;
+    this.running = undefined;
+  }
+
+  /** Log entries not yet applied everywhere. */
+  pendingCount(): number {
+    return this.store.pending().length;
+  }
+
+  // ---------------------------------------------------------------- paths
+
+  private full(r: Replica, rel: string): string {
+    if (r.root === '') return rel;
+    return rel === '' ? r.root : `${r.root}/${rel}`;
+  }
+
+  private relative(r: Replica, path: string): string | undefined {
+    if (r.root === '') return path;
+    const fold = !r.provider.features.caseSensitive;
+    const a = fold ? caseFoldKey(path) : path;
+    const root = fold ? caseFoldKey(r.root) : r.root;
+    if (a === root) return '';
+    if (a.startsWith(root + '/')) return path.slice(r.root.length + 1);
+    return undefined;
+  }
+
+  // ---------------------------------------------------------------- ingest
+
+  private seenOf(r: Replica): Map<string, Seen> {
+    const m = this.seen.get(r.id);
+    if (!m) throw new Error(`unknown replica ${r.id}`);
+    return m;
+  }
+
+  private setSeen(r: Replica, path: string, s: Seen | undefined): void {
+    const m = this.seenOf(r);
+    if (s === undefined) m.delete(path);
+    else m.set(path, s);
+  }
+
+  private dropSeenUnder(r: Replica, path: string): void {
+    const m = this.seenOf(r);
+    for (const k of [...m.keys()]) if (isUnder(k, path)) m.delete(k);
+  }
+
+  private addOurs(r: Replica, path: string, revision: string): void {
+    if (revision === '') return;
+    const m = this.ours.get(r.id);
+    if (!m) return;
+    const list = m.get(path) ?? [];
+    list.push(revision);
+    if (list.length > OURS_KEPT) list.shift();
+    m.set(path, list);
+  }
+
+  private isOurs(r: Replica, path: string, revision: string): boolean {
+    return revision !== '' && (this.ours.get(r.id)?.get(path)?.includes(revision) ?? false);
+  }
+
+  /** Read one replica's feed (or re-list it) into the log. Returns entries appended. */
+  private async ingest(r: Replica): Promise<number> {
+    const p = r.provider;
+    if (!hasChangeFeed(p)) return this.relist(r, undefined);
+    const cursor = this.store.cursor(r.id);
+    if (cursor === undefined) return this.relist(r, await p.latestCursor());
+    const changes: SyntheticChange[] = [];
+    let c = cursor;
+    for (;;) {
+      const page = await p.changes(c, { limit: this.pageSize });
+      if (page.reset) {
+        this.log.warn({ replica: r.id }, 'change feed reset: re-listing');
+        return this.relist(r, page.cursor);
+      }
+      for (const ch of page.changes) {
+        const rel = this.relative(r, ch.path);
+        if (rel === undefined || rel === '') continue;
+        changes.push(
+          ch.type === 'delete'
+            ? { type: 'delete', path: rel }
+            : { type: 'upsert', path: rel, entry: ch.entry },
+        );
+      }
+      c = page.cursor;
+      if (!page.hasMore) break;
+    }
+    return this.ingestBatch(r, changes, c);
+  }
+
+  /** Full listing diffed against what we saw: deletes of what vanished, upserts of the rest. */
+  private async relist(r: Replica, cursor: string | undefined): Promise<number> {
+    this.stats.relistings += 1;
+    const entries: Entry[] = [];
+    for await (const e of r.provider.list(r.root, { recursive: true })) entries.push(e);
+    const present = new Set<string>();
+    const changes: SyntheticChange[] = [];
+    const upserts: SyntheticChange[] = [];
+    for (const e of entries) {
+      const rel = this.relative(r, e.path);
+      if (rel === undefined || rel === '') continue;
+      present.add(rel);
+      upserts.push({ type: 'upsert', path: rel, entry: { ...e, path: rel } });
+    }
+    const gone = [...this.seenOf(r).keys()].filter((k) => !present.has(k)).sort();
+    for (const g of gone) {
+      const last = changes.at(-1);
+      if (last && isUnder(g, last.path)) continue;
+      changes.push({ type: 'delete', path: g });
+    }
+    upserts.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+    return this.ingestBatch(r, [...changes, ...upserts], cursor);
+  }
+
+  private sameAsSeen(s: Seen | undefined, e: Entry): boolean {
+    if (!s || s.kind !== e.kind) return false;
+    if (e.kind === 'dir') return true;
+    if (s.revision !== '' && s.revision === e.revision) return true;
+    return s.hash !== undefined && e.hash !== undefined && s.hash === e.hash.value;
+  }
+
+  /** Moves in a batch: a delete of something seen, then upserts carrying its revisions. */
+  private detectMoves(
+    r: Replica,
+    changes: SyntheticChange[],
+  ): Map<number, { to: string; kind: 'file' | 'dir'; consumed: Set<number> }> {
+    const found = new Map<number, { to: string; kind: 'file' | 'dir'; consumed: Set<number> }>();
+    const seen = this.seenOf(r);
+    const taken = new Set<number>();
+    for (let i = 0; i < changes.length; i++) {
+      const d = changes[i];
+      if (d?.type !== 'delete') continue;
+      const s = seen.get(d.path);
+      if (!s) continue;
+      if (s.kind === 'file') {
+        for (let j = i + 1; j < changes.length; j++) {
+          const u = changes[j];
+          if (u?.type !== 'upsert' || taken.has(j) || u.entry.kind !== 'file' || seen.has(u.path)) continue;
+          if (this.sameAsSeen(s, u.entry)) {
+            taken.add(j);
+            found.set(i, { to: u.path, kind: 'file', consumed: new Set([j]) });
+            break;
+          }
+        }
+        continue;
+      }
+      const files = [...seen.entries()].filter(
+        ([k, v]) => v.kind === 'file' && isUnder(k, d.path) && k !== d.path,
+      );
+      if (files.length === 0) continue;
+      for (let j = i + 1; j < changes.length; j++) {
+        const u = changes[j];
+        if (u?.type !== 'upsert' || taken.has(j) || u.entry.kind !== 'dir' || seen.has(u.path)) continue;
+        const to = u.path;
+        const consumed = new Set<number>([j]);
+        let all = true;
+        for (const [k, v] of files) {
+          const target = rebase(k, d.path, to);
+          const idx = changes.findIndex(
+            (c, n) =>
+              n > i &&
+              !taken.has(n) &&
+              c.type === 'upsert' &&
+              c.path === target &&
+              this.sameAsSeen(v, c.entry),
+          );
+          if (idx < 0) {
+            all = false;
+            break;
+          }
+          consumed.add(idx);
+        }
+        if (!all) continue;
+        // Sub-folders of the moved folder that were seen come along too.
+        for (const [k, v] of seen) {
+          if (v.kind !== 'dir' || !isUnder(k, d.path) || k === d.path) continue;
+          const target = rebase(k, d.path, to);
+          const idx = changes.findIndex((c, n) => n > i && c.type === 'upsert' && c.path === target);
+          if (idx >= 0) consumed.add(idx);
+        }
+        for (const n of consumed) taken.add(n);
+        found.set(i, { to, kind: 'dir', consumed });
+        break;
+      }
+    }
+    return found;
+  }
+
+  private async ingestBatch(
+    r: Replica,
+    changes: SyntheticChange[],
+    cursor: string | undefined,
+  ): Promise<number> {
+    const moves = this.detectMoves(r, changes);
+    const consumed = new Set<number>();
+    for (const m of moves.values()) for (const n of m.consumed) consumed.add(n);
+    const appends: { op: Op; data?: Uint8Array }[] = [];
+    for (let i = 0; i < changes.length; i++) {
+      if (consumed.has(i)) continue;
+      const ch = changes[i];
+      if (!ch) continue;
+      const move = moves.get(i);
+      if (move) {
+        const a = await this.ingestMove(r, ch.path, move.to, move.kind);
+        if (a) appends.push(a);
+        else {
+          // Moved and gone again since (or changed kind): what remains is a delete.
+          const files = this.seenFiles(r, ch.path);
+          this.dropSeenUnder(r, ch.path);
+          appends.push({ op: { type: 'delete', path: ch.path, files } });
+        }
+        continue;
+      }
+      if (ch.type === 'delete') {
+        if (![...this.seenOf(r).keys()].some((k) => isUnder(k, ch.path))) {
+          this.stats.echoes += 1;
+          continue;
+        }
+        const was = this.seenOf(r).get(ch.path);
+        const now = await this.snapshot(r, ch.path, false);
+        if (now !== undefined && (was === undefined || now.kind === was.kind || now.kind === 'dir')) {
+          // There again (or never gone: only things inside were). A file's new content
+          // follows as an upsert; what was inside a folder and is not now: deletes.
+          for (const gone of await this.vanishedUnder(r, ch.path)) appends.push(gone);
+          continue;
+        }
+        const files = this.seenFiles(r, ch.path);
+        this.dropSeenUnder(r, ch.path);
+        appends.push({ op: { type: 'delete', path: ch.path, files } });
+        continue;
+      }
+      const s = this.seenOf(r).get(ch.path);
+      if (
+        this.sameAsSeen(s, ch.entry) ||
+        (ch.entry.kind === 'file' && this.isOurs(r, ch.path, ch.entry.revision))
+      ) {
+        this.stats.echoes += 1;
+        continue;
+      }
+      const snap = await this.snapshot(r, ch.path, true);
+      if (!snap) continue; // gone again: its delete follows
+      if (snap.kind === 'dir') {
+        if (s?.kind === 'dir') continue;
+        this.setSeen(r, ch.path, { kind: 'dir', revision: '', sha256: '' });
+        appends.push({ op: { type: 'dir', path: ch.path } });
+        continue;
+      }
+      if (s?.kind === 'file' && s.revision === snap.revision) {
+        this.stats.echoes += 1;
+        continue;
+      }
+      if (this.isOurs(r, ch.path, snap.revision)) {
+        this.stats.echoes += 1;
+        continue;
+      }
+      this.setSeen(r, ch.path, {
+        kind: 'file',
+        revision: snap.revision,
+        sha256: snap.sha256,
+        hash: snap.hash,
+      });
+      appends.push({
+        op: {
+          type: 'file',
+          path: ch.path,
+          revision: snap.revision,
+          sha256: snap.sha256,
+          size: snap.data?.byteLength ?? 0,
+        },
+        data: snap.data,
+      });
+    }
+    const now = this.now();
+    this.store.transaction(() => {
+      for (const a of appends) this.store.append(r.id, a.op, a.data, now);
+      if (cursor !== undefined) this.store.setCursor(r.id, cursor);
+    });
+    this.stats.ingested += appends.length;
+    if (appends.length > 0) this.log.debug({ replica: r.id, entries: appends.length }, 'ingested');
+    return appends.length;
+  }
+
+  /** What was seen at or below `path` (relative to it; '' = `path` itself) → SHA-256 or 'dir'. */
+  private seenFiles(r: Replica, path: string): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const [k, v] of this.seenOf(r)) {
+      if (isUnder(k, path))
+        out[k === path ? '' : k.slice(path.length + 1)] = v.kind === 'dir' ? 'dir' : v.sha256;
+    }
+    return out;
+  }
+
+  /** Deletes of what we saw below `dir` that is no longer there (top-most only). */
+  private async vanishedUnder(r: Replica, dir: string): Promise<{ op: Op }[]> {
+    const present = new Set<string>();
+    try {
+      const st = await r.provider.stat(this.full(r, dir));
+      if (st.kind === 'dir') {
+        for await (const e of r.provider.list(this.full(r, dir), { recursive: true })) {
+          const rel = this.relative(r, e.path);
+          if (rel !== undefined) present.add(rel);
+        }
+      }
+    } catch (e) {
+      if (errorCode(e) !== 'NotFound') throw e;
+    }
+    const out: { op: Op }[] = [];
+    let last: string | undefined;
+    for (const k of [...this.seenOf(r).keys()].filter((k) => isUnder(k, dir) && k !== dir).sort()) {
+      if (present.has(k) || (last !== undefined && isUnder(k, last))) continue;
+      last = k;
+      const files = this.seenFiles(r, k);
+      this.dropSeenUnder(r, k);
+      out.push({ op: { type: 'delete', path: k, files } });
+    }
+    return out;
+  }
+
+  private async ingestMove(
+    r: Replica,
+    from: string,
+    to: string,
+    kind: 'file' | 'dir',
+  ): Promise<{ op: Op; data?: Uint8Array } | undefined> {
+    const revisions: Record<string, { revision: string; sha256: string }> = {};
+    const seen = this.seenOf(r);
+    const files = this.seenFiles(r, from);
+    let data: Uint8Array | undefined;
+    if (kind === 'file') {
+      const snap = await this.snapshot(r, to, true);
+      if (!snap || snap.kind !== 'file') return undefined;
+      revisions[''] = { revision: snap.revision, sha256: snap.sha256 };
+      data = snap.data;
+      seen.delete(from);
+      seen.set(to, { kind: 'file', revision: snap.revision, sha256: snap.sha256, hash: snap.hash });
+    } else {
+      const entries = new Map<string, Entry>();
+      try {
+        for await (const e of r.provider.list(this.full(r, to), { recursive: true })) {
+          const rel = this.relative(r, e.path);
+          if (rel !== undefined) entries.set(rel, e);
+        }
+      } catch (e) {
+        if (errorCode(e) === 'NotFound') return undefined;
+        throw e;
+      }
+      for (const [k, v] of [...seen.entries()]) {
+        if (!isUnder(k, from)) continue;
+        seen.delete(k);
+        const target = rebase(k, from, to);
+        const now = entries.get(target);
+        if (!now || now.kind !== v.kind) continue;
+        if (v.kind === 'file') {
+          revisions[target.slice(to.length + 1)] = { revision: now.revision, sha256: v.sha256 };
+          seen.set(target, { kind: 'file', revision: now.revision, sha256: v.sha256, hash: now.hash?.value });
+        } else seen.set(target, v);
+      }
+      seen.set(to, { kind: 'dir', revision: '', sha256: '' });
+    }
+    return { op: { type: 'move', from, to, kind, revisions, files }, data };
+  }
+
+  /**
+   * The entry at `rel` on a replica with (when `withContent`) its content, read so that
+   * content and revision belong together. undefined when nothing is there.
+   */
+  private async snapshot(r: Replica, rel: string, withContent: boolean): Promise<Snapshot | undefined> {
+    const path = this.full(r, rel);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const a = await r.provider.stat(path);
+        if (a.kind === 'dir') return { kind: 'dir', revision: '', sha256: '' };
+        if (!withContent) return { kind: 'file', revision: a.revision, sha256: '', hash: a.hash?.value };
+        const data = await collect(await r.provider.read(path));
+        const b = await r.provider.stat(path);
+        if (b.revision === a.revision || attempt >= 3) {
+          return { kind: 'file', revision: b.revision, sha256: sha256Hex(data), hash: b.hash?.value, data };
+        }
+      } catch (e) {
+        if (errorCode(e) === 'NotFound') return undefined;
+        throw e;
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- drain
+
+  private isBarrier(op: Op): boolean {
+    if (op.type === 'move') return true;
+    if (op.type === 'delete') return this.store.head(op.path)?.kind !== 'file';
+    return false;
+  }
+
+  /** Apply pending log entries (and those they append, e.g. conflicted copies). */
+  private async drain(): Promise<number> {
+    let applied = 0;
+    let after = 0;
+    for (;;) {
+      const ops = this.store.pending(after);
+      if (ops.length === 0) return applied;
+      after = ops.at(-1)?.seq ?? after;
+      const tails = new Map<string, Promise<void>>();
+      const inflight = new Set<Promise<void>>();
+      let failed = false;
+      for (const op of ops) {
+        if (this.isBarrier(op.op)) {
+          const results = await Promise.allSettled([...inflight]);
+          if (failed || results.some((x) => x.status === 'rejected')) break;
+          try {
+            await this.applyOp(op);
+            applied += 1;
+          } catch {
+            failed = true;
+            break;
+          }
+          tails.clear();
+          continue;
+        }
+        const key = caseFoldKey(op.op.type === 'move' ? op.op.from : op.op.path);
+        const prev = tails.get(key) ?? Promise.resolve();
+        const run = prev.then(async () => {
+          await this.applyOp(op);
+          applied += 1;
+        });
+        const tracked = run.catch(() => {
+          failed = true;
+        });
+        tails.set(key, run);
+        inflight.add(tracked);
+        void tracked.finally(() => inflight.delete(tracked));
+        if (inflight.size >= this.concurrency) await Promise.race(inflight);
+      }
+      await Promise.allSettled([...inflight]);
+      if (failed) return applied;
+    }
+  }
+
+  private member(id: string): string {
+    return this.byId.get(id)?.member ?? id;
+  }
+
+  /** Apply one log entry: the origin's bookkeeping, then every other replica. Throws to retry later. */
+  private async applyOp(logged: LoggedOp): Promise<void> {
+    const done = new Set(logged.doneTargets);
+    if (!done.has(logged.origin)) {
+      const propagate = this.applyAtOrigin(logged);
+      done.add(logged.origin);
+      if (!propagate) {
+        this.store.markDone(logged.seq);
+        return;
+      }
+      this.store.markTargetDone(logged.seq, [...done]);
+    }
+    const targets = this.replicas.filter((r) => !done.has(r.id));
+    const results = await Promise.allSettled(
+      targets.map(async (t) => {
+        await this.applyTo(t, logged);
+        done.add(t.id);
+      }),
+    );
+    const failures = results.filter((x): x is PromiseRejectedResult => x.status === 'rejected');
+    if (failures.length === 0) {
+      this.store.markDone(logged.seq);
+      return;
+    }
+    for (const [i, x] of results.entries()) {
+      if (x.status !== 'rejected') continue;
+      const t = targets[i];
+      if (!t) continue;
+      const key = `${logged.seq}:${t.id}`;
+      const n = (this.attempts.get(key) ?? 0) + 1;
+      this.attempts.set(key, n);
+      this.stats.failures += 1;
+      this.log.warn({ seq: logged.seq, replica: t.id, attempt: n, err: x.reason as unknown }, 'apply failed');
+      if (n >= GIVE_UP_AFTER) {
+        this.log.error({ seq: logged.seq, replica: t.id }, 'giving up on this replica for this entry');
+        done.add(t.id);
+      }
+    }
+    if (this.replicas.every((r) => done.has(r.id))) {
+      this.store.markDone(logged.seq);
+      return;
+    }
+    this.store.markTargetDone(logged.seq, [...done]);
+    throw failures[0]?.reason;
+  }
+
+  /** Record the origin's new state and the share head. false: nothing to propagate. */
+  private applyAtOrigin(logged: LoggedOp): boolean {
+    const { op, origin } = logged;
+    return this.store.transaction(() => {
+      switch (op.type) {
+        case 'file': {
+          // A state of the origin the engine has since replaced (a conditional write or
+          // remove made after this entry was read from the feed): not propagated.
+          if (this.store.touchedAt(origin, op.path) >= logged.seq) return false;
+          const head = this.store.head(op.path);
+          this.store.setKnown(origin, op.path, { kind: 'file', revision: op.revision, sha256: op.sha256 });
+          if (head?.kind === 'file' && head.sha256 === op.sha256) return false;
+          this.store.setHead(op.path, { kind: 'file', sha256: op.sha256 });
+          return true;
+        }
+        case 'dir': {
+          if (this.store.touchedAt(origin, op.path) >= logged.seq) return false;
+          const head = this.store.head(op.path);
+          this.store.setKnown(origin, op.path, { kind: 'dir', revision: '', sha256: '' });
+          if (head?.kind === 'dir') return false;
+          this.store.setHead(op.path, { kind: 'dir', sha256: '' });
+          return true;
+        }
+        case 'delete': {
+          // Propagated even when the head has nothing there: a replica may still hold a
+          // version kept by an earlier conflict (an edit that won over a move or delete).
+          this.forgetDeleted(origin, op.path, op.files, true);
+          return true;
+        }
+        case 'move': {
+          // Only what the origin moved (op.files) moves in our books; a version the engine
+          // wrote there after the move was read from the feed stays where it is.
+          const listed = (path: string, kind: 'file' | 'dir', sha: string): boolean =>
+            !op.files ||
+            op.files[path === op.from ? '' : path.slice(op.from.length + 1)] ===
+              (kind === 'dir' ? 'dir' : sha);
+          const all = this.store.knownUnder(origin, op.from);
+          const keptKnown = all.filter((k) => !listed(k.path, k.kind, k.sha256)).map((k) => k.path);
+          const known = all.filter((k) => !keptKnown.some((f) => isUnder(f, k.path)));
+          for (const k of known) this.store.setKnown(origin, k.path, undefined);
+          for (const k of known) {
+            const to = rebase(k.path, op.from, op.to);
+            const rel = op.kind === 'file' ? '' : to.slice(op.to.length + 1);
+            const rev = op.revisions[rel];
+            if (k.kind === 'file' && !rev) continue;
+            this.store.setKnown(origin, to, rev ? { kind: 'file', ...rev } : k);
+          }
+          this.store.setKnown(
+            origin,
+            op.to,
+            op.kind === 'file'
+              ? {
+                  kind: 'file',
+                  revision: op.revisions['']?.revision ?? '',
+                  sha256: op.revisions['']?.sha256 ?? '',
+                }
+              : { kind: 'dir', revision: '', sha256: '' },
+          );
+          const allHead = this.store.headUnder(op.from);
+          const keptHead = allHead.filter((h) => !listed(h.path, h.kind, h.sha256)).map((h) => h.path);
+          const head = allHead.filter((h) => !keptHead.some((f) => isUnder(f, h.path)));
+          const headFiles = allHead.filter((h) => h.kind === 'file');
+          const moved = Object.keys(op.revisions);
+          if (
+            headFiles.length === moved.length &&
+            headFiles.every((h) => {
+              const rel = op.kind === 'file' ? '' : h.path.slice(op.from.length + 1);
+              return op.revisions[rel]?.sha256 === h.sha256;
+            })
+          ) {
+            this.nativeOk.add(logged.seq);
+          }
+          for (const h of head) this.store.setHead(h.path, undefined);
+          for (const h of head) this.store.setHead(rebase(h.path, op.from, op.to), h);
+          if (op.kind === 'file') {
+            const rev = op.revisions[''];
+            if (rev) this.store.setHead(op.to, { kind: 'file', sha256: rev.sha256 });
+          } else this.store.setHead(op.to, { kind: 'dir', sha256: '' });
+          return true;
+        }
+      }
+    });
+  }
+
+  private async applyTo(t: Replica, logged: LoggedOp): Promise<void> {
+    const { op } = logged;
+    switch (op.type) {
+      case 'file':
+        if (!logged.data) throw new Error(`log entry ${logged.seq} has no content`);
+        return this.applyFile(t, op.path, op.sha256, logged.data, logged);
+      case 'dir':
+        return this.applyDir(t, op.path);
+      case 'delete':
+        return this.applyDelete(t, op.path, op.files);
+      case 'move':
+        return this.applyMove(t, op, logged);
+    }
+  }
+
+  private recordWrite(t: Replica, path: string, e: Entry, sha256: string): void {
+    const k: KnownEntry = { kind: 'file', revision: e.revision, sha256 };
+    this.store.setKnown(t.id, path, k);
+    this.store.touch(t.id, path);
+    this.setSeen(t, path, { ...k, hash: e.hash?.value });
+    this.addOurs(t, path, e.revision);
+    this.stats.applied += 1;
+  }
+
+  private async applyFile(
+    t: Replica,
+    path: string,
+    sha256: string,
+    data: Uint8Array,
+    logged: LoggedOp,
+  ): Promise<void> {
+    let base = this.store.known(t.id, path);
+    const full = this.full(t, path);
+    for (let attempt = 0; attempt < 5; attempt++) {
+      try {
+        if (base?.kind === 'dir') break; // a folder where the file goes: conflict
+        const e = await t.provider.write(
+          full,
+          data,
+          base
+            ? { ifRevision: base.revision, sha256, size: data.byteLength }
+            : { ifNotExists: true, sha256, size: data.byteLength },
+        );
+        this.recordWrite(t, path, e, sha256);
+        return;
+      } catch (e) {
+        const code = errorCode(e);
+        if (code !== 'PreconditionFailed' && code !== 'NotFound' && code !== 'AlreadyExists') throw e;
+      }
+      const cur = await this.snapshot(t, path, true);
+      if (!cur) {
+        base = undefined; // deleted concurrently: the edit wins
+        continue;
+      }
+      if (cur.kind === 'dir') break;
+      if (cur.sha256 === sha256) {
+        // Already there (a write whose answer was lost, or the same edit made twice).
+        this.store.setKnown(t.id, path, { kind: 'file', revision: cur.revision, sha256 });
+        this.setSeen(t, path, { kind: 'file', revision: cur.revision, sha256, hash: cur.hash });
+        return;
+      }
+      if (base && cur.sha256 === base.sha256) {
+        base = { ...base, revision: cur.revision }; // only the revision moved (e.g. a move changed the eTag)
+        continue;
+      }
+      break; // a concurrent edit: theirs stays, ours becomes a conflicted copy
+    }
+    await this.writeConflictCopy(t, path, sha256, data, logged);
+  }
+
+  private async writeConflictCopy(
+    t: Replica,
+    path: string,
+    sha256: string,
+    data: Uint8Array,
+    logged: LoggedOp,
+  ): Promise<void> {
+    const tried = new Set<string>();
+    for (;;) {
+      const copy = conflictCopyPath(path, this.member(logged.origin), new Date(logged.createdMs), (c) =>
+        tried.has(c),
+      );
+      tried.add(copy);
+      try {
+        const e = await t.provider.write(this.full(t, copy), data, {
+          ifNotExists: true,
+          sha256,
+          size: data.byteLength,
+        });
+        this.recordWrite(t, copy, e, sha256);
+        this.stats.conflicts += 1;
+        // The copy is a new file of the share: it goes to every replica through the log.
+        this.store.append(
+          t.id,
+          { type: 'file', path: copy, revision: e.revision, sha256, size: data.byteLength },
+          data,
+          logged.createdMs,
+        );
+        this.log.info({ replica: t.id, path, copy }, 'concurrent edit: conflicted copy');
+        return;
+      } catch (e) {
+        if (errorCode(e) !== 'AlreadyExists') throw e;
+        const cur = await this.snapshot(t, copy, true);
+        if (cur?.kind === 'file' && cur.sha256 === sha256) {
+          this.store.setKnown(t.id, copy, { kind: 'file', revision: cur.revision, sha256 });
+          this.setSeen(t, copy, { kind: 'file', revision: cur.revision, sha256, hash: cur.hash });
+          return;
+        }
+        if (tried.size > 50) throw e;
+      }
+    }
+  }
+
+  private async applyDir(t: Replica, path: string): Promise<void> {
+    try {
+      await t.provider.mkdir(this.full(t, path));
+    } catch (e) {
+      if (errorCode(e) !== 'AlreadyExists') throw e;
+      this.log.warn({ replica: t.id, path }, 'a file is where a folder goes; left as it is');
+      return;
+    }
+    const k: KnownEntry = { kind: 'dir', revision: '', sha256: '' };
+    this.store.setKnown(t.id, path, k);
+    this.setSeen(t, path, k);
+    this.stats.applied += 1;
+  }
+
+  /** Remove a file, if it is still the version we knew there (else the edit wins and stays). */
+  private async removeKnownFile(t: Replica, path: string, known: KnownEntry): Promise<boolean> {
+    let revision = known.revision;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        await t.provider.remove(this.full(t, path), { ifRevision: revision });
+        this.store.touch(t.id, path);
+        this.stats.applied += 1;
+        return true;
+      } catch (e) {
+        const code = errorCode(e);
+        if (code === 'NotFound') return true;
+        if (code !== 'PreconditionFailed') throw e;
+      }
+      const cur = await this.snapshot(t, path, true);
+      if (!cur) return true;
+      if (cur.kind !== 'file' || cur.sha256 !== known.sha256) return false;
+      revision = cur.revision;
+    }
+    return false;
+  }
+
+  /**
+   * Forget `path` on a replica after a delete: the files listed in `files` (all, without a
+   * list) and folders left without known files; with `head`, the share's head likewise.
+   */
+  private forgetDeleted(
+    replica: string,
+    path: string,
+    files: Readonly<Record<string, string>> | undefined,
+    head: boolean,
+  ): void {
+    const listed = (p: string, sha: string): boolean => {
+      if (!files) return true;
+      return files[p === path ? '' : p.slice(path.length + 1)] === sha;
+    };
+    const forget = (
+      entries: { path: string; kind: 'file' | 'dir'; sha256: string }[],
+      drop: (p: string) => void,
+    ) => {
+      const kept = entries
+        .filter((k) => !listed(k.path, k.kind === 'dir' ? 'dir' : k.sha256))
+        .map((k) => k.path);
+      for (const k of entries) if (!kept.some((f) => isUnder(f, k.path))) drop(k.path);
+    };
+    forget(this.store.knownUnder(replica, path), (p) => this.store.setKnown(replica, p, undefined));
+    if (head) forget(this.store.headUnder(path), (p) => this.store.setHead(p, undefined));
+  }
+
+  private async applyDelete(
+    t: Replica,
+    path: string,
+    files?: Readonly<Record<string, string>>,
+  ): Promise<void> {
+    const known = this.store.knownUnder(t.id, path);
+    const root = known.find((k) => k.path === path);
+    if (known.length === 0) return;
+    const deletable = (k: KnownEntry & { path: string }): boolean =>
+      k.kind === 'file' &&
+      (!files || files[k.path === path ? '' : k.path.slice(path.length + 1)] === k.sha256);
+    const removed = new Set<string>();
+    if (root?.kind === 'file') {
+      if (deletable(root) && (await this.removeKnownFile(t, path, root))) removed.add(path);
+    } else {
+      // A folder: remove the versions the deleter had, keep anything else (a concurrent
+      // edit or new file there reaches the others through the log), then empty folders.
+      const entries: Entry[] = [];
+      try {
+        for await (const e of t.provider.list(this.full(t, path), { recursive: true })) entries.push(e);
+      } catch (e) {
+        if (errorCode(e) !== 'NotFound') throw e;
+      }
+      const knownByPath = new Map(known.map((k) => [k.path, k]));
+      const kept = new Set<string>();
+      for (const e of entries) {
+        const rel = this.relative(t, e.path);
+        if (rel === undefined || e.kind !== 'file') continue;
+        const k = knownByPath.get(rel);
+        if (k && deletable(k) && (await this.removeKnownFile(t, rel, k))) removed.add(rel);
+        else kept.add(rel);
+      }
+      const dirs = entries
+        .filter((e) => e.kind === 'dir')
+        .map((e) => this.relative(t, e.path))
+        .filter((p): p is string => p !== undefined)
+        .concat(entries.length > 0 || root ? [path] : [])
+        .sort((a, b) => b.length - a.length);
+      for (const d of dirs) {
+        if ([...kept].some((k) => isUnder(k, d))) continue;
+        if (files && files[d === path ? '' : d.slice(path.length + 1)] !== 'dir') {
+          kept.add(d); // a folder the deleter had not seen
+          continue;
+        }
+        try {
+          await t.provider.remove(this.full(t, d));
+          this.store.touch(t.id, d);
+          this.stats.applied += 1;
+        } catch (e) {
+          if (errorCode(e) !== 'NotFound') throw e;
+        }
+        removed.add(d);
+      }
+    }
+    for (const k of known) {
+      if (!removed.has(k.path)) continue;
+      this.store.setKnown(t.id, k.path, undefined);
+      this.setSeen(t, k.path, undefined);
+    }
+  }
+
+  private async applyMove(t: Replica, op: Extract<Op, { type: 'move' }>, logged: LoggedOp): Promise<void> {
+    const known = this.store.known(t.id, op.from);
+    const canMove =
+      hasServerSideMove(t.provider) &&
+      (op.kind === 'file' || t.provider.features.move === 'files-and-folders');
+    if (
+      known &&
+      known.kind === op.kind &&
+      canMove &&
+      this.nativeOk.has(logged.seq) &&
+      hasServerSideMove(t.provider)
+    ) {
+      const ok = await this.matchesKnown(t, op.from, op.kind, op.files);
+      if (ok) {
+        try {
+          const under = this.store.knownUnder(t.id, op.from);
+          const e = await t.provider.move(this.full(t, op.from), this.full(t, op.to));
+          this.stats.applied += 1;
+          this.stats.nativeMoves += 1;
+          this.store.transaction(() => {
+            this.store.dropKnownUnder(t.id, op.from);
+            for (const k of under) this.store.setKnown(t.id, rebase(k.path, op.from, op.to), k);
+            if (op.kind === 'file') {
+              this.store.setKnown(t.id, op.to, { kind: 'file', revision: e.revision, sha256: known.sha256 });
+            }
+          });
+          this.dropSeenUnder(t, op.from);
+          for (const k of under) {
+            const to = rebase(k.path, op.from, op.to);
+            const rev = to === op.to && op.kind === 'file' ? e.revision : k.revision;
+            this.setSeen(t, to, { ...k, revision: rev });
+            if (k.kind === 'file') this.addOurs(t, to, rev);
+          }
+          return;
+        } catch (e) {
+          const code = errorCode(e);
+          if (code !== 'NotFound' && code !== 'AlreadyExists') throw e;
+        }
+      }
+    }
+    // No server-side move, or the source changed under us: upload at `to`, delete `from`.
+    if (op.kind === 'file') {
+      const rev = op.revisions[''];
+      if (logged.data && rev) await this.applyFile(t, op.to, rev.sha256, logged.data, logged);
+    } else {
+      await this.copyFromOrigin(t, op.to, logged);
+    }
+    await this.applyDelete(t, op.from, op.files);
+  }
+
+  /**
+   * The replica holds exactly what the origin moved under `path` (op.files), each file at
+   * the revision we know: nothing edited, added or removed there, so a native move is safe.
+   */
+  private async matchesKnown(
+    t: Replica,
+    path: string,
+    kind: 'file' | 'dir',
+    files: Readonly<Record<string, string>> | undefined,
+  ): Promise<boolean> {
+    const known = new Map(this.store.knownUnder(t.id, path).map((k) => [k.path, k]));
+    const expect = (rel: string, entryKind: 'file' | 'dir', revision: string): boolean => {
+      const k = known.get(rel);
+      if (!k || k.kind !== entryKind) return false;
+      const key = rel === path ? '' : rel.slice(path.length + 1);
+      if (entryKind === 'dir') return !files || files[key] === 'dir';
+      return k.revision === revision && (!files || files[key] === k.sha256);
+    };
+    if (kind === 'file') {
+      const cur = await this.snapshot(t, path, false);
+      return cur?.kind === 'file' && expect(path, 'file', cur.revision);
+    }
+    let count = 0;
+    try {
+      for await (const e of t.provider.list(this.full(t, path), { recursive: true })) {
+        const rel = this.relative(t, e.path);
+        if (rel === undefined || !expect(rel, e.kind, e.revision)) return false;
+        count += 1;
+      }
+    } catch (e) {
+      if (errorCode(e) === 'NotFound') return false;
+      throw e;
+    }
+    return !files || count === Object.keys(files).length - 1;
+  }
+
+  /** Fallback of a folder move: the moved folder's files, read from the origin. */
+  private async copyFromOrigin(t: Replica, dir: string, logged: LoggedOp): Promise<void> {
+    const origin = this.byId.get(logged.origin);
+    if (!origin) return;
+    await this.applyDir(t, dir);
+    const entries: Entry[] = [];
+    try {
+      for await (const e of origin.provider.list(this.full(origin, dir), { recursive: true }))
+        entries.push(e);
+    } catch (e) {
+      if (errorCode(e) === 'NotFound') return;
+      throw e;
+    }
+    for (const e of entries) {
+      const rel = this.relative(origin, e.path);
+      if (rel === undefined) continue;
+      if (e.kind === 'dir') {
+        await this.applyDir(t, rel);
+        continue;
+      }
+      const snap = await this.snapshot(origin, rel, true);
+      if (!snap?.data) continue;
+      await this.applyFile(t, rel, snap.sha256, snap.data, logged);
+    }
+  }
+}

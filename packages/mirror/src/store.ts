@@ -1,0 +1,245 @@
+/**
+ * The mirror engine's persistent state in SQLite (better-sqlite3, WAL): replica cursors,
+ * the per-replica `known` state (base of conditional writes), the share `head`, and the
+ * ordered log. Schema as numbered .sql files in ./sql, applied once each, in order.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import type { LoggedOp, Op } from './ops.ts';
+
+const SQL_DIR = join(dirname(fileURLToPath(import.meta.url)), 'sql');
+
+export interface KnownEntry {
+  readonly kind: 'file' | 'dir';
+  readonly revision: string;
+  /** SHA-256 hex of the content; '' for folders. */
+  readonly sha256: string;
+}
+
+interface KnownRow {
+  path: string;
+  kind: 'file' | 'dir';
+  revision: string;
+  sha256: string;
+}
+
+interface LogRow {
+  seq: number;
+  origin: string;
+  op: string;
+  data: Buffer | null;
+  done_targets: string;
+  created_ms: number;
+}
+
+/** Apply the numbered migrations not yet applied (user_version counts them). */
+export function migrate(db: Database.Database): void {
+  const files = readdirSync(SQL_DIR)
+    .filter((f) => /^\d{3}_.*\.sql$/.test(f))
+    .sort();
+  const current = db.pragma('user_version', { simple: true }) as number;
+  for (const [i, f] of files.entries()) {
+    if (i < current) continue;
+    const sql = readFileSync(join(SQL_DIR, f), 'utf8');
+    db.transaction(() => {
+      db.exec(sql);
+      db.pragma(`user_version = ${i + 1}`);
+    })();
+  }
+}
+
+export function openDatabase(file: string): Database.Database {
+  const db = new Database(file);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  migrate(db);
+  return db;
+}
+
+/** The state of one share in a database shared by many. */
+export class ShareStore {
+  constructor(
+    private readonly db: Database.Database,
+    readonly shareId: string,
+  ) {}
+
+  cursor(replica: string): string | undefined {
+    const row = this.db
+      .prepare('SELECT cursor FROM replica_cursor WHERE share_id = ? AND replica_id = ?')
+      .get(this.shareId, replica) as { cursor: string } | undefined;
+    return row?.cursor;
+  }
+
+  setCursor(replica: string, cursor: string): void {
+    this.db
+      .prepare(
+        'INSERT INTO replica_cursor (share_id, replica_id, cursor) VALUES (?, ?, ?) ' +
+          'ON CONFLICT (share_id, replica_id) DO UPDATE SET cursor = excluded.cursor',
+      )
+      .run(this.shareId, replica, cursor);
+  }
+
+  known(replica: string, path: string): KnownEntry | undefined {
+    const row = this.db
+      .prepare('SELECT kind, revision, sha256 FROM known WHERE share_id = ? AND replica_id = ? AND path = ?')
+      .get(this.shareId, replica, path) as KnownEntry | undefined;
+    return row;
+  }
+
+  /** Known entries at or below `path` ('' = all), sorted by path. */
+  knownUnder(replica: string, path: string): (KnownEntry & { path: string })[] {
+    const rows = this.db
+      .prepare(
+        'SELECT path, kind, revision, sha256 FROM known WHERE share_id = ? AND replica_id = ? ORDER BY path',
+      )
+      .all(this.shareId, replica) as KnownRow[];
+    return rows.filter((r) => path === '' || r.path === path || r.path.startsWith(path + '/'));
+  }
+
+  setKnown(replica: string, path: string, entry: KnownEntry | undefined): void {
+    if (entry === undefined) {
+      this.db
+        .prepare('DELETE FROM known WHERE share_id = ? AND replica_id = ? AND path = ?')
+        .run(this.shareId, replica, path);
+      return;
+    }
+    this.db
+      .prepare(
+        'INSERT INTO known (share_id, replica_id, path, kind, revision, sha256) VALUES (?, ?, ?, ?, ?, ?) ' +
+          'ON CONFLICT (share_id, replica_id, path) DO UPDATE SET kind = excluded.kind, ' +
+          'revision = excluded.revision, sha256 = excluded.sha256',
+      )
+      .run(this.shareId, replica, path, entry.kind, entry.revision, entry.sha256);
+  }
+
+  /** Forget everything known at or below `path` on `replica`. */
+  dropKnownUnder(replica: string, path: string): void {
+    this.db
+      .prepare(
+        "DELETE FROM known WHERE share_id = ? AND replica_id = ? AND (path = ? OR substr(path, 1, length(?) + 1) = ? || '/')",
+      )
+      .run(this.shareId, replica, path, path, path);
+  }
+
+  head(path: string): KnownEntry | undefined {
+    const row = this.db
+      .prepare('SELECT kind, sha256 FROM head WHERE share_id = ? AND path = ?')
+      .get(this.shareId, path) as { kind: 'file' | 'dir'; sha256: string } | undefined;
+    return row ? { ...row, revision: '' } : undefined;
+  }
+
+  headUnder(path: string): { path: string; kind: 'file' | 'dir'; sha256: string }[] {
+    const rows = this.db
+      .prepare('SELECT path, kind, sha256 FROM head WHERE share_id = ? ORDER BY path')
+      .all(this.shareId) as { path: string; kind: 'file' | 'dir'; sha256: string }[];
+    return rows.filter((r) => path === '' || r.path === path || r.path.startsWith(path + '/'));
+  }
+
+  setHead(path: string, entry: { kind: 'file' | 'dir'; sha256: string } | undefined): void {
+    if (entry === undefined) {
+      this.db.prepare('DELETE FROM head WHERE share_id = ? AND path = ?').run(this.shareId, path);
+      return;
+    }
+    this.db
+      .prepare(
+        'INSERT INTO head (share_id, path, kind, sha256) VALUES (?, ?, ?, ?) ' +
+          'ON CONFLICT (share_id, path) DO UPDATE SET kind = excluded.kind, sha256 = excluded.sha256',
+      )
+      .run(this.shareId, path, entry.kind, entry.sha256);
+  }
+
+  dropHeadUnder(path: string): void {
+    this.db
+      .prepare(
+        "DELETE FROM head WHERE share_id = ? AND (path = ? OR substr(path, 1, length(?) + 1) = ? || '/')",
+      )
+      .run(this.shareId, path, path, path);
+  }
+
+  append(
+    origin: string,
+    op: Op,
+    data: Uint8Array | undefined,
+    nowMs: number,
+    doneTargets: string[] = [],
+  ): number {
+    const info = this.db
+      .prepare(
+        'INSERT INTO log (share_id, origin, op, data, done_targets, created_ms) VALUES (?, ?, ?, ?, ?, ?)',
+      )
+      .run(
+        this.shareId,
+        origin,
+        JSON.stringify(op),
+        data === undefined ? null : Buffer.from(data),
+        JSON.stringify(doneTargets),
+        nowMs,
+      );
+    return Number(info.lastInsertRowid);
+  }
+
+  pending(afterSeq = 0): LoggedOp[] {
+    const rows = this.db
+      .prepare(
+        'SELECT seq, origin, op, data, done_targets, created_ms FROM log ' +
+          'WHERE share_id = ? AND done = 0 AND seq > ? ORDER BY seq',
+      )
+      .all(this.shareId, afterSeq) as LogRow[];
+    return rows.map((r) => ({
+      seq: r.seq,
+      origin: r.origin,
+      op: JSON.parse(r.op) as Op,
+      data: r.data ?? undefined,
+      doneTargets: JSON.parse(r.done_targets) as string[],
+      createdMs: r.created_ms,
+    }));
+  }
+
+  markTargetDone(seq: number, targets: readonly string[]): void {
+    this.db.prepare('UPDATE log SET done_targets = ? WHERE seq = ?').run(JSON.stringify(targets), seq);
+  }
+
+  /** The op is applied everywhere: its content is no longer needed. */
+  markDone(seq: number): void {
+    this.db.prepare('UPDATE log SET done = 1, data = NULL WHERE seq = ?').run(seq);
+  }
+
+  /** Record that the engine changed `path` on `replica` now (at the log's current end). */
+  touch(replica: string, path: string): void {
+    this.db
+      .prepare(
+        'INSERT INTO touched (share_id, replica_id, path, seq) VALUES (?, ?, ?, ?) ' +
+          'ON CONFLICT (share_id, replica_id, path) DO UPDATE SET seq = excluded.seq',
+      )
+      .run(this.shareId, replica, path, this.maxSeq());
+  }
+
+  /** The log's end when the engine last changed `path` on `replica` (0 = never). */
+  touchedAt(replica: string, path: string): number {
+    const row = this.db
+      .prepare('SELECT seq FROM touched WHERE share_id = ? AND replica_id = ? AND path = ?')
+      .get(this.shareId, replica, path) as { seq: number } | undefined;
+    return row?.seq ?? 0;
+  }
+
+  /** The last seq appended to this share's log (0 when empty). */
+  maxSeq(): number {
+    const row = this.db.prepare('SELECT MAX(seq) AS m FROM log WHERE share_id = ?').get(this.shareId) as {
+      m: number | null;
+    };
+    return row.m ?? 0;
+  }
+
+  logLength(): number {
+    const row = this.db.prepare('SELECT COUNT(*) AS n FROM log WHERE share_id = ?').get(this.shareId) as {
+      n: number;
+    };
+    return row.n;
+  }
+
+  transaction<T>(fn: () => T): T {
+    return this.db.transaction(fn)();
+  }
+}
