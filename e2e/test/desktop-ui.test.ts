@@ -120,6 +120,14 @@ describe('desktop UI in Chromium', () => {
     const keepMine = page.getByRole('button', { name: 'Keep mine: hello.txt' });
     await keepMine.waitFor({ timeout: 60_000 });
     await screenshot(page, 'status-conflict');
+    // Record which file holds which version, so "keep mine" is checked whichever way round.
+    const copy = (await fsp.readdir(folder)).find((n) => n.includes('conflicted copy'));
+    expect(copy).toBeDefined();
+    const versions = [
+      await fsp.readFile(nodePath.join(folder, 'hello.txt'), 'utf8'),
+      await fsp.readFile(nodePath.join(folder, copy ?? ''), 'utf8'),
+    ];
+    expect(versions.sort()).toEqual(['laptop version\n', 'phone version\n']);
     expect(await runAxe(page)).toEqual([]);
     await keepMine.click();
     await expect.poll(() => page.locator('#conflicts-list').textContent()).toBe('No conflicts.');

@@ -6,6 +6,7 @@ import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
+import { writeIcons } from './icons.ts';
 
 const here = import.meta.dirname;
 export const DESKTOP_ROOT = nodePath.resolve(here, '..');
@@ -42,6 +43,10 @@ export async function buildElectron(
     sourcemap: true,
     external: ['electron', 'better-sqlite3'],
     logLevel: 'silent' as const,
+    // The engine's ESM code finds its WebAssembly next to itself through import.meta; in the
+    // CommonJS bundle that becomes the bundle's own location (wasm copied to ../build/).
+    banner: { js: "const __weftMetaUrl = require('node:url').pathToFileURL(__filename).href;" },
+    define: { 'import.meta.url': '__weftMetaUrl', 'import.meta.dirname': '__dirname' },
   };
   await build({
     ...common,
@@ -53,6 +58,15 @@ export async function buildElectron(
     entryPoints: [nodePath.join(here, 'preload', 'preload.ts')],
     outfile: nodePath.join(outDir, 'preload.cjs'),
   });
+  // Tray icons beside the bundle; the app icon where electron-builder looks (buildResources).
+  await writeIcons(nodePath.join(outDir, '..', 'icons'), nodePath.join(DESKTOP_ROOT, 'build', 'icons'));
+  const wasmDir = nodePath.join(outDir, '..', 'build');
+  await fsp.mkdir(wasmDir, { recursive: true });
+  const repo = nodePath.resolve(DESKTOP_ROOT, '..', '..');
+  for (const w of ['rsync-wasm/build/rsync.wasm', 'reed-solomon-wasm/build/reed-solomon.wasm']) {
+    const from = nodePath.join(repo, 'packages', w);
+    await fsp.copyFile(from, nodePath.join(wasmDir, nodePath.basename(w))).catch(() => undefined);
+  }
   return outDir;
 }
 

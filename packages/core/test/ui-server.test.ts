@@ -130,6 +130,9 @@ describe('UI service helpers', () => {
     expect(copyIsMine(conflictedCopyPath('a/b.txt', when, 'laptop'), 'laptop')).toBe(true);
     expect(copyIsMine(conflictedCopyPath('a/b.txt', when, 'phone'), 'laptop')).toBe(false);
     expect(copyIsMine(conflictedCopyPath('b', when, 'laptop 2'), 'laptop')).toBe(true);
+    // The server may know this device by its id rather than the local name.
+    expect(copyIsMine(conflictedCopyPath('b', when, 'd_42'), ['laptop', 'd_42'])).toBe(true);
+    expect(copyIsMine('b.txt', ['laptop'])).toBe(false);
   });
 
   it('reads settings with defaults for anything missing or invalid', async () => {

@@ -92,6 +92,7 @@ async function main(): Promise<void> {
     folder,
     server,
     stateDir,
+    uiDir: rendererDir,
     tokenStore: (provider) => safeTokenStore(safeStorage, nodePath.join(stateDir, 'tokens'), provider),
   });
   const running = agent;
@@ -129,11 +130,7 @@ async function main(): Promise<void> {
     const s = running.ui.status();
     const t = trayState(s, Date.now());
     tray?.setToolTip(t.tooltip);
-    tray?.setImage(
-      nativeImage.createFromPath(
-        nodePath.join(__dirname, '..', '..', 'build', 'icons', `tray-${t.icon}.png`),
-      ),
-    );
+    tray?.setImage(nativeImage.createFromPath(nodePath.join(__dirname, '..', 'icons', `tray-${t.icon}.png`)));
     tray?.setContextMenu(Menu.buildFromTemplate(toMenu(trayMenu(s, Date.now()), run)));
     for (const n of trayNotifications(prev, s)) new Notification(n).show();
     prev = s;

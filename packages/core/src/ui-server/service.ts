@@ -85,12 +85,17 @@ export function toStatusDto(s: FolderStatus): FolderStatusDto {
   };
 }
 
-/** Whose version the conflicted copy holds: the copy's name says which device it came from. */
-export function copyIsMine(copyPath: string, deviceName: string): boolean {
+/**
+ * Whose version the conflicted copy holds: the copy's name says which device wrote it (the
+ * server names it after the writer as it knows it; the engine after the other device).
+ */
+export function copyIsMine(copyPath: string, myNames: string | readonly string[]): boolean {
   const m = / \(conflicted copy \d{4}-\d{2}-\d{2} \d{6} from ([^()/]*?)(?: \d+)?\)(?:\.[^./]*)?$/.exec(
     copyPath,
   );
-  return m !== null && m[1] === sanitizeDevice(deviceName);
+  if (m === null) return false;
+  const names = typeof myNames === 'string' ? [myNames] : myNames;
+  return names.some((n) => n !== '' && m[1] === sanitizeDevice(n));
 }
 
 async function writePrivate(file: string, data: unknown): Promise<void> {
@@ -152,7 +157,8 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       const current = engine.getStatus();
       const c = current.conflicts.find((x) => x.path === path);
       if (!c) throw new ApiError('bad-request', `no conflict at ${path}`);
-      const copyMine = copyIsMine(c.copyPath, options.deviceName);
+      const me = await options.client.whoami().catch(() => undefined);
+      const copyMine = copyIsMine(c.copyPath, [options.deviceName, me?.deviceName ?? '', me?.deviceId ?? '']);
       const abs = (p: string): string => nodePath.join(options.folder, ...p.split('/'));
       if (keep !== 'both' && c.copyPath !== c.path) {
         const keepCopy = keep === 'mine' ? copyMine : !copyMine;
