@@ -23,6 +23,8 @@ import {
 } from '../src/ui-browser.ts';
 
 const SCREENS = ['status', 'accounts', 'sharing', 'settings'] as const;
+/** Waits are about correctness, not speed: generous on a shared machine. */
+const POLL = { timeout: 30_000 };
 
 describe('desktop UI in Chromium', () => {
   let proxy: TestProxy;
@@ -68,7 +70,7 @@ describe('desktop UI in Chromium', () => {
   const state = (): Promise<string | null> => page.locator('#folder-state').textContent();
 
   it('shows files written into the folder syncing, with progress, then up to date', async () => {
-    await expect.poll(state).toBe('Up to date');
+    await expect.poll(state, POLL).toBe('Up to date');
     // Record every headline and whether a progress bar was ever drawn.
     await page.evaluate(`(() => {
       window.__seen = { states: [], progress: false };
@@ -93,12 +95,14 @@ describe('desktop UI in Chromium', () => {
     expect(seen.states.at(-1)).toBe('Up to date');
     // Search narrows the activity list.
     await page.getByLabel('Search recent activity').fill('plan');
-    await expect.poll(() => page.locator('#activity-list tbody tr').count()).toBe(1);
+    await expect.poll(() => page.locator('#activity-list tbody tr').count(), POLL).toBe(1);
     await expect(page.locator('#activity-list').textContent()).resolves.toContain('docs/plan.md');
     await page.getByLabel('Search recent activity').fill('');
-    await expect.poll(() => page.locator('#storage').textContent()).toMatch(/Object tier/);
+    await expect.poll(() => page.locator('#storage').textContent(), POLL).toMatch(/Object tier/);
     await page.getByRole('button', { name: 'Refresh storage' }).click();
-    await expect.poll(() => page.locator('#storage').textContent()).toMatch(/in 1 files/);
+    await expect
+      .poll(() => page.locator('#storage').textContent(), POLL)
+      .toMatch(/Object tier \(large files\)[\d.]+ MB in 1 file$/);
   });
 
   it('pauses and resumes from the UI; a conflict appears and is resolved with "keep mine"', async () => {
@@ -108,8 +112,8 @@ describe('desktop UI in Chromium', () => {
     );
 
     await page.getByRole('button', { name: 'Pause for 1 hour' }).click();
-    await expect.poll(state).toMatch(/^Paused for \d+ more min$/);
-    await expect.poll(() => page.locator('#headline').textContent()).toBe('Paused');
+    await expect.poll(state, POLL).toMatch(/^Paused for \d+ more min$/);
+    await expect.poll(() => page.locator('#headline').textContent(), POLL).toBe('Paused');
     // While paused, a local edit stays local.
     await fsp.writeFile(nodePath.join(folder, 'hello.txt'), 'laptop version\n');
     await fsp.writeFile(nodePath.join(other.folder, 'hello.txt'), 'phone version\n');
@@ -130,7 +134,7 @@ describe('desktop UI in Chromium', () => {
     expect(versions.sort()).toEqual(['laptop version\n', 'phone version\n']);
     expect(await runAxe(page)).toEqual([]);
     await keepMine.click();
-    await expect.poll(() => page.locator('#conflicts-list').textContent()).toBe('No conflicts.');
+    await expect.poll(() => page.locator('#conflicts-list').textContent(), POLL).toBe('No conflicts.');
     await expect.poll(state, { timeout: 60_000 }).toBe('Up to date');
     expect(await fsp.readFile(nodePath.join(folder, 'hello.txt'), 'utf8')).toBe('laptop version\n');
     const names = await fsp.readdir(folder);
@@ -149,21 +153,23 @@ describe('desktop UI in Chromium', () => {
 
   it('connects a Dropbox account through the emulator’s OAuth page', async () => {
     await page.getByRole('link', { name: 'Accounts' }).click();
-    await expect.poll(() => page.locator('#state-dropbox').textContent()).toBe('Not connected');
+    await expect.poll(() => page.locator('#state-dropbox').textContent(), POLL).toBe('Not connected');
     const popup = context.waitForEvent('page');
     await page.getByRole('button', { name: 'Connect Dropbox' }).click();
     const signin = await popup;
     await signin.waitForLoadState();
-    await expect.poll(() => signin.locator('body').textContent()).toContain('Signed in');
+    await expect.poll(() => signin.locator('body').textContent(), POLL).toContain('Signed in');
     expect(new URL(signin.url()).hostname).toBe('127.0.0.1');
     await signin.close();
-    await expect.poll(() => page.locator('#state-dropbox').textContent()).toMatch(/^Connected since /);
+    await expect.poll(() => page.locator('#state-dropbox').textContent(), POLL).toMatch(/^Connected since /);
     await expect(page.locator('#weft-account').textContent()).resolves.toContain(proxy.url);
   });
 
   it('shows sharing as not available yet and saves settings', async () => {
     await page.getByRole('link', { name: 'Sharing' }).click();
-    await expect.poll(() => page.locator('#sharing-unavailable').textContent()).toMatch(/^Not available yet/);
+    await expect
+      .poll(() => page.locator('#sharing-unavailable').textContent(), POLL)
+      .toMatch(/^Not available yet/);
     expect(await page.getByRole('button', { name: 'Share and copy invite' }).isDisabled()).toBe(true);
 
     await page.getByRole('link', { name: 'Settings' }).click();
@@ -171,7 +177,7 @@ describe('desktop UI in Chromium', () => {
     await page.getByLabel('Ignore patterns, one per line (gitignore style)').fill('*.tmp\nbuild/');
     await page.getByLabel('Ask before deleting more than this share of files (%)').fill('30');
     await page.getByRole('button', { name: 'Save settings' }).click();
-    await expect.poll(() => page.locator('#settings-saved').textContent()).toMatch(/^Saved/);
+    await expect.poll(() => page.locator('#settings-saved').textContent(), POLL).toMatch(/^Saved/);
     const saved = JSON.parse(
       await fsp.readFile(nodePath.join(nodePath.dirname(folder), 'state', 'settings.json'), 'utf8'),
     );
@@ -191,9 +197,9 @@ describe('desktop UI in Chromium', () => {
           await page.goto(`${agent.statusUrl}#${screen}`);
           await page.evaluate(`document.documentElement.style.zoom = '${zoom}'`);
           await page.locator(`main[data-screen="${screen}"] h2`).waitFor();
-          if (screen === 'status') await expect.poll(state).toBe('Up to date');
+          if (screen === 'status') await expect.poll(state, POLL).toBe('Up to date');
           if (screen === 'accounts')
-            await expect.poll(() => page.locator('#state-dropbox').textContent()).toMatch(/^Connected/);
+            await expect.poll(() => page.locator('#state-dropbox').textContent(), POLL).toMatch(/^Connected/);
           await screenshot(page, `${screen}-${scheme}-${zoom * 100}`);
           expect(await runAxe(page), `${screen} ${scheme} ${zoom * 100}%`).toEqual([]);
           if (zoom === 2) expect(await overflowsHorizontally(page), `${screen} reflows at 200 %`).toBe(false);
@@ -210,6 +216,6 @@ describe('desktop UI in Chromium', () => {
     await page.keyboard.press('Tab');
     await page.keyboard.press('Tab');
     await page.keyboard.press('Enter');
-    await expect.poll(() => page.locator('main').getAttribute('data-screen')).toBe('accounts');
+    await expect.poll(() => page.locator('main').getAttribute('data-screen'), POLL).toBe('accounts');
   });
 });

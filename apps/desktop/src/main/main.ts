@@ -97,7 +97,15 @@ async function main(): Promise<void> {
   });
   const running = agent;
   const trusted = (url: string): boolean => url.startsWith('file://') && url.includes('/renderer/');
-  const handlers = running.ui.handlers;
+  // Start at login is applied here as well as saved (only Electron can do it).
+  const handlers = {
+    ...running.ui.handlers,
+    setSettings: async (patch: Parameters<typeof running.ui.handlers.setSettings>[0]) => {
+      const saved = await running.ui.handlers.setSettings(patch);
+      app.setLoginItemSettings({ openAtLogin: saved.startAtLogin });
+      return saved;
+    },
+  };
   const unregister = registerIpc(ipcMain, handlers, trusted);
   const settings = await handlers.getSettings({});
   app.setLoginItemSettings({ openAtLogin: settings.startAtLogin });

@@ -20,6 +20,8 @@ const KIND_LABEL: Record<FolderStatusDto['recent'][number]['kind'], string> = {
   error: 'Error',
 };
 
+const files = (n: number): string => `${n} file${n === 1 ? '' : 's'}`;
+
 export function statusScreen(
   root: HTMLElement,
   api: WeftClient,
@@ -53,9 +55,9 @@ export function statusScreen(
             'dl',
             { class: 'facts' },
             h('dt', {}, 'Filesystem tier (small files)'),
-            h('dd', {}, `${formatBytes(s.filesystemTierBytes)} in ${s.filesystemTierFiles} files`),
+            h('dd', {}, `${formatBytes(s.filesystemTierBytes)} in ${files(s.filesystemTierFiles)}`),
             h('dt', {}, 'Object tier (large files)'),
-            h('dd', {}, `${formatBytes(s.objectTierBytes)} in ${s.objectTierFiles} files`),
+            h('dd', {}, `${formatBytes(s.objectTierBytes)} in ${files(s.objectTierFiles)}`),
           ),
         ),
       () => renderInto(storage, 'offline', () => h('p', {}, 'Not available while offline.')),
