@@ -151,6 +151,23 @@ describe('desktop UI in Chromium', () => {
       .toBe('laptop version\n');
   });
 
+  it('explains a lost server in plain language and retries from the UI', async () => {
+    const port = Number(new URL(proxy.url).port);
+    await proxy.close();
+    await fsp.writeFile(nodePath.join(folder, 'while-offline.txt'), 'written while the server was away\n');
+    await expect.poll(state, { timeout: 60_000 }).toBe('Offline');
+    const problem = page.getByRole('alert').filter({ hasText: 'Syncing stopped' });
+    await expect.poll(() => problem.textContent(), POLL).toContain('Weft cannot reach the storage server.');
+    await screenshot(page, 'status-offline');
+    expect(await runAxe(page)).toEqual([]);
+    proxy = await startTestProxy('fs', proxy.dataDir, port);
+    await page.getByRole('button', { name: 'Retry now' }).click();
+    await expect.poll(state, { timeout: 60_000 }).toBe('Up to date');
+    await expect
+      .poll(() => page.locator('#activity-list').textContent(), POLL)
+      .toContain('while-offline.txt');
+  });
+
   it('connects a Dropbox account through the emulator’s OAuth page', async () => {
     await page.getByRole('link', { name: 'Accounts' }).click();
     await expect.poll(() => page.locator('#state-dropbox').textContent(), POLL).toBe('Not connected');
