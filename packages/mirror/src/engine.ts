@@ -377,7 +377,9 @@ export class MirrorEngine {
       const s = seen.get(d.path);
       if (!s) continue;
       if (s.kind === 'file') {
-        for (let j = i + 1; j < changes.length; j++) {
+        // Feeds that report the latest state of each item (Dropbox, Drive, Graph) may list
+        // the new path before the old one's delete: look at the whole batch.
+        for (let j = 0; j < changes.length; j++) {
           const u = changes[j];
           if (u?.type !== 'upsert' || taken.has(j) || u.entry.kind !== 'file' || seen.has(u.path)) continue;
           if (this.sameAsSeen(s, u.entry)) {
@@ -392,7 +394,7 @@ export class MirrorEngine {
         ([k, v]) => v.kind === 'file' && isUnder(k, d.path) && k !== d.path,
       );
       if (files.length === 0) continue;
-      for (let j = i + 1; j < changes.length; j++) {
+      for (let j = 0; j < changes.length; j++) {
         const u = changes[j];
         if (u?.type !== 'upsert' || taken.has(j) || u.entry.kind !== 'dir' || seen.has(u.path)) continue;
         const to = u.path;
@@ -402,7 +404,7 @@ export class MirrorEngine {
           const target = rebase(k, d.path, to);
           const idx = changes.findIndex(
             (c, n) =>
-              n > i &&
+              n !== i &&
               !taken.has(n) &&
               c.type === 'upsert' &&
               c.path === target &&
@@ -419,7 +421,7 @@ export class MirrorEngine {
         for (const [k, v] of seen) {
           if (v.kind !== 'dir' || !isUnder(k, d.path) || k === d.path) continue;
           const target = rebase(k, d.path, to);
-          const idx = changes.findIndex((c, n) => n > i && c.type === 'upsert' && c.path === target);
+          const idx = changes.findIndex((c, n) => n !== i && c.type === 'upsert' && c.path === target);
           if (idx >= 0) consumed.add(idx);
         }
         for (const n of consumed) taken.add(n);
