@@ -7,7 +7,8 @@
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { type RunningAgent, startAgent } from '@weft/core';
+import type { RunningAgent } from '@weft/core';
+import { openDesktopUi } from '@weft/desktop';
 import { DropboxEmulator } from '@weft/cloud-emulators';
 import { buildRenderer } from '@weft/desktop/build';
 import { dropboxOAuth } from '@weft/providers';
@@ -42,7 +43,9 @@ describe('desktop UI in Chromium', () => {
     proxy = await startTestProxy('fs');
     dropbox = await new DropboxEmulator().start();
     folder = nodePath.join(root, 'Weft');
-    agent = await startAgent({
+    // What `npm start` calls, without opening a window (the test drives its own Chromium).
+    const ui = await openDesktopUi({
+      open: 'none',
       folder,
       server: proxy.url,
       stateDir: nodePath.join(root, 'state'),
@@ -53,6 +56,8 @@ describe('desktop UI in Chromium', () => {
       uiDir,
       oauth: { dropbox: dropboxOAuth('weft-desktop-test', { www: dropbox.url, api: dropbox.url }) },
     });
+    expect(ui.openedWith).toBe('none');
+    agent = ui.agent;
     other = await startDevice(proxy, 'phone', { user: 'alice' });
     context = await launchChromium(nodePath.join(root, 'chromium-profile'));
     page = await context.newPage();
