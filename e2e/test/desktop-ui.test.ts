@@ -173,6 +173,28 @@ describe('desktop UI in Chromium', () => {
       .toContain('while-offline.txt');
   });
 
+  it('asks before a mass delete, and "restore" brings the files back', async () => {
+    const names = Array.from({ length: 12 }, (_, i) => `batch/f${i}.txt`);
+    await fsp.mkdir(nodePath.join(folder, 'batch'));
+    for (const n of names) await fsp.writeFile(nodePath.join(folder, n), `${n}\n`);
+    await expect
+      .poll(() => page.locator('#activity-list').textContent(), { timeout: 60_000 })
+      .toContain('batch/f11.txt');
+    await expect.poll(state, { timeout: 60_000 }).toBe('Up to date');
+    for (const n of names) await fsp.rm(nodePath.join(folder, n));
+    const alert = page.getByRole('alert').filter({ hasText: 'Many files were deleted' });
+    await alert.waitFor({ timeout: 60_000 });
+    await screenshot(page, 'status-mass-delete');
+    expect(await runAxe(page)).toEqual([]);
+    await page.getByRole('button', { name: 'Restore the files' }).click();
+    await expect
+      .poll(async () => (await fsp.readdir(nodePath.join(folder, 'batch')).catch(() => [])).length, {
+        timeout: 60_000,
+      })
+      .toBe(12);
+    await expect.poll(state, { timeout: 60_000 }).toBe('Up to date');
+  });
+
   it('connects a Dropbox account through the emulator’s OAuth page', async () => {
     await page.getByRole('link', { name: 'Accounts' }).click();
     await expect.poll(() => page.locator('#state-dropbox').textContent(), POLL).toBe('Not connected');
