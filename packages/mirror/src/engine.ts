@@ -434,9 +434,14 @@ export class MirrorEngine {
 
   private async ingestBatch(
     r: Replica,
-    changes: SyntheticChange[],
+    batch: SyntheticChange[],
     cursor: string | undefined,
   ): Promise<number> {
+    // A folder's delete implies its content's: Dropbox lists the children's deletes first.
+    const deleted = batch.filter((c) => c.type === 'delete').map((c) => c.path);
+    const changes = batch.filter(
+      (c) => c.type !== 'delete' || !deleted.some((d) => d !== c.path && isUnder(c.path, d)),
+    );
     const moves = this.detectMoves(r, changes);
     const consumed = new Set<number>();
     for (const m of moves.values()) for (const n of m.consumed) consumed.add(n);

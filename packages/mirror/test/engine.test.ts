@@ -205,3 +205,49 @@ describe('mirror engine on memory replicas', () => {
     expect(tree.size).toBe(3 + 10);
   });
 });
+
+describe('feeds listing a folder move child-first (Dropbox)', () => {
+  it('is still one native folder move', async () => {
+    const db = new Database(':memory:');
+    open.push(db);
+    migrate(db);
+    const a = new MemoryProvider({ name: 'a' });
+    const b = new MemoryProvider({ name: 'b' });
+    // Reorder each feed page the way Dropbox does: deletes of children before their folder.
+    const changes = a.changes.bind(a);
+    Object.assign(a, {
+      changes: async (cursor: string, o?: { limit?: number }) => {
+        const page = await changes(cursor, o);
+        const out = [...page.changes];
+        for (let i = 0; i < out.length; i++) {
+          const c = out[i];
+          if (c?.type !== 'delete') continue;
+          const kids = childrenBefore(c.path);
+          out.splice(i, 0, ...kids.map((p) => ({ type: 'delete' as const, path: p })));
+          i += kids.length;
+        }
+        return { ...page, changes: out };
+      },
+    });
+    const engine = new MirrorEngine({
+      shareId: 's',
+      db,
+      replicas: [
+        { id: 'a', member: 'ann', provider: a, root: '' },
+        { id: 'b', member: 'ben', provider: b, root: '' },
+      ],
+    });
+    await a.write('d/x.txt', text('x'));
+    await a.write('d/y/z.txt', text('z'));
+    await engine.quiesce();
+    await a.move('d', 'e');
+    await engine.quiesce();
+    expect([...(await treeOf(b, '')).keys()]).toEqual(['e', 'e/x.txt', 'e/y', 'e/y/z.txt']);
+    expect(engine.stats.nativeMoves).toBe(1);
+  });
+});
+
+/** What was below `dir` in this test before it moved, deepest first as Dropbox lists it. */
+function childrenBefore(dir: string): string[] {
+  return ['d/y/z.txt', 'd/y', 'd/x.txt'].filter((p) => p.startsWith(dir + '/'));
+}
