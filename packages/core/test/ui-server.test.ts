@@ -9,6 +9,7 @@ import * as nodePath from 'node:path';
 import { DEFAULT_SETTINGS, type ApiHandlers } from '@weft/desktop/common';
 import { conflictedCopyPath } from '@weft/wire';
 import { afterEach, describe, expect, it } from 'vitest';
+import { Emitter } from '../src/lifecycle.ts';
 import { StatusModel } from '../src/status.ts';
 import { createUiHttpHandler, isLoopbackHost } from '../src/ui-server/http.ts';
 import { copyIsMine, loadSettings, toStatusDto } from '../src/ui-server/service.ts';
@@ -121,6 +122,30 @@ describe('UI server', () => {
     expect((await fetch(`${base}/app.js`)).headers.get('content-type')).toMatch(/javascript/);
     expect(await rawRequest(port, '/../../etc/passwd', { host: `127.0.0.1:${port}` })).toBe(404);
     expect(await rawRequest(port, '/%2e%2e/secret', { host: `127.0.0.1:${port}` })).toBe(404);
+  });
+});
+
+describe('UI server lifetime', () => {
+  it('leaves no listener, timer or open stream behind once disposed', async () => {
+    const changes = new Emitter<void>();
+    const ui = createUiHttpHandler({
+      handlers: {} as ApiHandlers,
+      secret: 's',
+      onStatus: (l) => changes.on(l),
+      status: () => ({}),
+      pushIntervalMs: 1,
+    });
+    const server = http.createServer((req, res) => void ui.handle(req, res));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const res = await fetch(`http://127.0.0.1:${(server.address() as { port: number }).port}/api/events`);
+    const reader = res.body!.getReader();
+    await reader.read();
+    expect(changes.listenerCount).toBe(1);
+    ui.dispose();
+    expect(changes.listenerCount).toBe(0);
+    // The stream ends on dispose (no hanging clients keep the server from closing).
+    for (;;) if ((await reader.read()).done) break;
+    await new Promise((r) => server.close(r));
   });
 });
 
