@@ -4,6 +4,7 @@
  * renderer build with the preload, start-at-login, and a shutdown that lets the engine
  * finish its current write.
  */
+import { readFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
 import { type RunningAgent, startAgent } from '@weft/core';
@@ -33,7 +34,19 @@ import { safeTokenStore } from './safe-token-store.ts';
 const rendererDir = nodePath.join(__dirname, '..', 'renderer');
 const stateDir = process.env.WEFT_STATE_DIR ?? nodePath.join(os.homedir(), '.weft', 'desktop');
 const folder = process.env.WEFT_FOLDER ?? nodePath.join(os.homedir(), 'Weft');
-const server = process.env.WEFT_SERVER ?? '';
+/** The server: $WEFT_SERVER, else the one this device enrolled with earlier. */
+function configuredServer(): string {
+  if (process.env.WEFT_SERVER) return process.env.WEFT_SERVER;
+  try {
+    const d: unknown = JSON.parse(readFileSync(nodePath.join(stateDir, 'device.json'), 'utf8'));
+    return typeof d === 'object' && d !== null && 'server' in d && typeof d.server === 'string'
+      ? d.server
+      : '';
+  } catch {
+    return '';
+  }
+}
+const server = configuredServer();
 
 let agent: RunningAgent | undefined;
 let tray: Tray | undefined;
@@ -87,12 +100,17 @@ async function main(): Promise<void> {
   }
   app.on('second-instance', openWindow);
   await app.whenReady();
-  if (!server) throw new Error('set WEFT_SERVER to your Weft storage URL (enrolment screen: not built yet)');
+  if (!server)
+    throw new Error(
+      'set WEFT_SERVER (and WEFT_ADMIN_TOKEN or WEFT_INVITE for the first run): enrolment from the window is not built yet',
+    );
   agent = await startAgent({
     folder,
     server,
     stateDir,
     uiDir: rendererDir,
+    ...(process.env.WEFT_ADMIN_TOKEN ? { adminToken: process.env.WEFT_ADMIN_TOKEN } : {}),
+    ...(process.env.WEFT_INVITE ? { invite: process.env.WEFT_INVITE } : {}),
     tokenStore: (provider) => safeTokenStore(safeStorage, nodePath.join(stateDir, 'tokens'), provider),
   });
   const running = agent;
