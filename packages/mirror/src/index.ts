@@ -10,3 +10,19 @@ export {
   type ReplicaSpec,
 } from './shares.ts';
 export { CredentialVault, VaultError, keysFromEnv, parseKey, type VaultKeys } from './vault.ts';
+export {
+  BlockSizePredictor,
+  BatchError,
+  CANDIDATE_BLOCK_SIZES,
+  DEFAULT_BLOCK_SIZE,
+  TRANSFER_BLOCK_BYTES,
+  chooseCompression,
+  compareBatch,
+  planTransfers,
+  validateBatch,
+  type CompressionChoice,
+  type DestinationCache,
+  type FileMeta,
+  type TransferPlan,
+  type Verdict,
+} from './interproxy/compare.ts';
