@@ -297,6 +297,29 @@ describe('cross-cloud share: Dropbox, Drive, OneDrive and Weft storage converge'
     addStats(engine);
 
     const trees = await Promise.all(members.map((m) => fileHashes(m.person, m.root)));
+    // On a divergence, the log entries of the paths concerned help the diagnosis.
+    const differing = new Set<string>();
+    for (const t of trees.slice(1)) {
+      for (const k of new Set([...t.keys(), ...(trees[0]?.keys() ?? [])])) {
+        if (t.get(k) !== trees[0]?.get(k)) differing.add(k);
+      }
+    }
+    if (differing.size > 0) {
+      const rows = db.prepare('SELECT seq, origin, op, done_targets, done FROM log ORDER BY seq').all() as {
+        op: string;
+      }[];
+      const related = rows.filter((r) =>
+        [...differing].some((d) => r.op.includes(JSON.stringify(d).slice(1, -1))),
+      );
+      process.stderr.write(
+        `differing ${JSON.stringify([...differing])}\n${related.map((r) => JSON.stringify(r)).join('\n')}\n`,
+      );
+      for (const [i, t] of trees.entries()) {
+        process.stderr.write(
+          `${members[i]?.name}: ${JSON.stringify([...differing].map((d) => t.get(d)?.slice(0, 8)))}\n`,
+        );
+      }
+    }
     for (const [i, t] of trees.entries()) expect([...t], members[i]?.name).toEqual([...(trees[0] ?? [])]);
     const present = await allLines(members[0]?.person as Provider, members[0]?.root ?? '');
     const lost = [...written].filter((t) => !retired.has(t) && !present.has(t));

@@ -890,6 +890,23 @@ export class MirrorEngine {
     await this.writeConflictCopy(t, path, sha256, data, logged);
   }
 
+  /** The copy's name for this entry: the same on every target, never another entry's. */
+  private copyName(path: string, logged: LoggedOp, skip: ReadonlySet<string>): string {
+    const mine = this.store.copiesOf(logged.seq).filter((c) => !skip.has(c));
+    const dir = path.includes('/') ? path.slice(0, path.lastIndexOf('/') + 1) : '';
+    const existing = mine.find((c) => c.startsWith(dir) && !c.slice(dir.length).includes('/'));
+    if (existing) return existing;
+    return this.store.transaction(() => {
+      const copy = conflictCopyPath(
+        path,
+        this.member(logged.origin),
+        new Date(logged.createdMs),
+        (c) => skip.has(c) || this.store.head(c) !== undefined || !this.store.reserveCopy(logged.seq, c),
+      );
+      return copy;
+    });
+  }
+
   private async writeConflictCopy(
     t: Replica,
     path: string,
@@ -897,19 +914,20 @@ export class MirrorEngine {
     data: Uint8Array,
     logged: LoggedOp,
   ): Promise<void> {
-    const tried = new Set<string>();
+    const skip = new Set<string>();
     for (;;) {
-      const copy = conflictCopyPath(path, this.member(logged.origin), new Date(logged.createdMs), (c) =>
-        tried.has(c),
-      );
-      tried.add(copy);
+      const copy = this.copyName(path, logged, skip);
       try {
         const e = await t.provider.write(this.full(t, copy), data, {
           ifNotExists: true,
           sha256,
           size: data.byteLength,
         });
-        this.recordWrite(t, copy, e, sha256);
+        // Seen and ours (no echo), but not yet `known`: the copy's own log entry records
+        // it at its origin, so nothing is conditioned on it before the share has it.
+        this.setSeen(t, copy, { kind: 'file', revision: e.revision, sha256, hash: e.hash?.value });
+        this.addOurs(t, copy, e.revision);
+        this.stats.applied += 1;
         this.stats.conflicts += 1;
         // The copy is a new file of the share: it goes to every replica through the log.
         this.store.append(
@@ -924,11 +942,11 @@ export class MirrorEngine {
         if (errorCode(e) !== 'AlreadyExists') throw e;
         const cur = await this.snapshot(t, copy, true);
         if (cur?.kind === 'file' && cur.sha256 === sha256) {
-          this.store.setKnown(t.id, copy, { kind: 'file', revision: cur.revision, sha256 });
           this.setSeen(t, copy, { kind: 'file', revision: cur.revision, sha256, hash: cur.hash });
           return;
         }
-        if (tried.size > 50) throw e;
+        skip.add(copy);
+        if (skip.size > 50) throw e;
       }
     }
   }

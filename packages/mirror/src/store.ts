@@ -224,6 +224,26 @@ export class ShareStore {
     return row?.seq ?? 0;
   }
 
+  /** The conflicted-copy names reserved by log entry `seq`. */
+  copiesOf(seq: number): string[] {
+    const rows = this.db
+      .prepare('SELECT copy FROM conflict_copies WHERE share_id = ? AND seq = ?')
+      .all(this.shareId, seq) as { copy: string }[];
+    return rows.map((r) => r.copy);
+  }
+
+  /** Reserve `copy` for entry `seq`; false when another entry has it. */
+  reserveCopy(seq: number, copy: string): boolean {
+    const row = this.db
+      .prepare('SELECT seq FROM conflict_copies WHERE share_id = ? AND copy = ?')
+      .get(this.shareId, copy) as { seq: number } | undefined;
+    if (row) return row.seq === seq;
+    this.db
+      .prepare('INSERT INTO conflict_copies (share_id, copy, seq) VALUES (?, ?, ?)')
+      .run(this.shareId, copy, seq);
+    return true;
+  }
+
   /** The last seq appended to this share's log (0 when empty). */
   maxSeq(): number {
     const row = this.db.prepare('SELECT MAX(seq) AS m FROM log WHERE share_id = ?').get(this.shareId) as {

@@ -20,7 +20,7 @@ afterEach(() => {
   for (const db of open.splice(0)) db.close();
 });
 
-function setup(options: { maxChangeLog?: number; noMove?: boolean } = {}): Setup {
+function setup(options: { maxChangeLog?: number; noMove?: boolean; frozenClock?: boolean } = {}): Setup {
   const db = new Database(':memory:');
   open.push(db);
   migrate(db);
@@ -36,7 +36,7 @@ function setup(options: { maxChangeLog?: number; noMove?: boolean } = {}): Setup
     new MirrorEngine({
       shareId: 's1',
       db,
-      now: () => (clock += 1000),
+      now: () => (options.frozenClock ? clock : (clock += 1000)),
       replicas: providers.map((p, i) => ({
         id: `r${i}`,
         member: MEMBERS[i] ?? '',
@@ -133,6 +133,27 @@ describe('mirror engine on memory replicas', () => {
     expect([...tree.keys()]).toEqual(['r (conflicted copy 2026-11-21 120010 from bob).txt', 'r.txt']);
     expect(await readText(a, path(0, 'r.txt'))).toBe('carol');
     expect(s.engine.stats.conflicts).toBeGreaterThan(0);
+  });
+
+  it('two versions conflicting in the same second get two different copies', async () => {
+    const s = setup({ frozenClock: true });
+    const [a, b, c] = s.providers as [MemoryProvider, MemoryProvider, MemoryProvider];
+    await a.write(path(0, 'p.txt'), text('v0'));
+    await s.engine.quiesce();
+    await b.write(path(1, 'p.txt'), text('b1'));
+    await a.write(path(0, 'p.txt'), text('a1'));
+    await s.engine.step();
+    await c.write(path(2, 'p.txt'), text('c1'));
+    await a.write(path(0, 'p.txt'), text('a2'));
+    await s.engine.quiesce();
+    const tree = await expectConverged(s);
+    const contents = await Promise.all([...tree.keys()].map((k) => readText(a, path(0, k))));
+    // b1 was in place everywhere when alice wrote a2 over it: superseded, not lost.
+    expect(contents.sort()).toEqual(['a1', 'a2', 'c1']);
+    expect([...tree.keys()].filter((k) => k.includes('conflicted copy')).sort()).toEqual([
+      'p (conflicted copy 2026-11-21 120000 from alice 2).txt',
+      'p (conflicted copy 2026-11-21 120000 from alice).txt',
+    ]);
   });
 
   it('an edit wins over a concurrent delete of its folder', async () => {
