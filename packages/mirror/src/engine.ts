@@ -68,6 +68,11 @@ export interface MirrorEngineOptions {
   readonly pollIntervalMs?: number;
   /** Entries per feed page requested. Default 500. */
   readonly pageSize?: number;
+  /**
+   * Called after each log entry is applied everywhere (or kept for a retry): how many were
+   * applied in this drain and how many remain — e.g. a joining member's seeding progress.
+   */
+  readonly onProgress?: (p: { readonly applied: number; readonly pending: number }) => void;
 }
 
 export interface MirrorStats {
@@ -147,6 +152,7 @@ export class MirrorEngine {
   private readonly concurrency: number;
   private readonly pollIntervalMs: number;
   private readonly pageSize: number;
+  private readonly onProgress: MirrorEngineOptions['onProgress'];
   /** Per replica: path → what the engine last saw or caused there (in memory). */
   private readonly seen = new Map<string, Map<string, Seen>>();
   /** Per replica: path → revisions our own writes produced (recent ones). */
@@ -179,6 +185,7 @@ export class MirrorEngine {
     this.concurrency = options.concurrency ?? 16;
     this.pollIntervalMs = options.pollIntervalMs ?? 2000;
     this.pageSize = options.pageSize ?? 500;
+    this.onProgress = options.onProgress;
   }
 
   // ---------------------------------------------------------------- lifecycle
@@ -650,6 +657,8 @@ export class MirrorEngine {
       const ops = this.store.pending(after);
       if (ops.length === 0) return applied;
       after = ops.at(-1)?.seq ?? after;
+      const total = applied + ops.length;
+      const report = (): void => this.onProgress?.({ applied, pending: total - applied });
       const tails = new Map<string, Promise<void>>();
       const inflight = new Set<Promise<void>>();
       let failed = false;
@@ -660,6 +669,7 @@ export class MirrorEngine {
           try {
             await this.applyOp(op);
             applied += 1;
+            report();
           } catch {
             failed = true;
             break;
@@ -672,6 +682,7 @@ export class MirrorEngine {
         const run = prev.then(async () => {
           await this.applyOp(op);
           applied += 1;
+          report();
         });
         const tracked = run.catch(() => {
           failed = true;

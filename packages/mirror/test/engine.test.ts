@@ -79,6 +79,29 @@ describe('mirror engine on memory replicas', () => {
     );
   });
 
+  it('reports progress while a joining member is seeded', async () => {
+    const db = new Database(':memory:');
+    open.push(db);
+    migrate(db);
+    const a = new MemoryProvider();
+    const b = new MemoryProvider();
+    for (let i = 0; i < 20; i++) await a.write(`docs/f${i}.txt`, text(`${i}`));
+    const seen: { applied: number; pending: number }[] = [];
+    const engine = new MirrorEngine({
+      shareId: 'join',
+      db,
+      onProgress: (p) => seen.push(p),
+      replicas: [
+        { id: 'a', member: 'ann', provider: a, root: '' },
+        { id: 'b', member: 'ben', provider: b, root: 'joined' },
+      ],
+    });
+    await engine.quiesce();
+    expect(seen.at(-1)).toEqual({ applied: 21, pending: 0 });
+    expect(seen.map((p) => p.applied)).toEqual(Array.from({ length: 21 }, (_, i) => i + 1));
+    expect((await treeOf(b, 'joined')).size).toBe(21);
+  });
+
   it('propagates creates, edits, deletes and moves; moves are native moves', async () => {
     const s = setup();
     const [a, b, , d] = s.providers as MemoryProvider[] as [
