@@ -171,6 +171,7 @@ describe('cross-cloud share: Dropbox, Drive, OneDrive and Weft storage converge'
     const rnd = prng(SEED);
     const pick = <T>(xs: readonly T[]): T | undefined => xs[Math.floor(rnd() * xs.length)];
     const written = new Set<string>(['t-seed']);
+    const origins = new Map<string, string>();
     const retired = new Set<string>();
     let token = 0;
     let fresh = 0;
@@ -214,6 +215,7 @@ describe('cross-cloud share: Dropbox, Drive, OneDrive and Weft storage converge'
             rev ? { ifRevision: rev } : { ifNotExists: true },
           );
           written.add(t);
+          origins.set(t, `${m.name} ${rel} +${Date.now() - started}ms`);
           return true;
         } catch {
           // someone (the engine) saved meanwhile: look again
@@ -323,6 +325,8 @@ describe('cross-cloud share: Dropbox, Drive, OneDrive and Weft storage converge'
     for (const [i, t] of trees.entries()) expect([...t], members[i]?.name).toEqual([...(trees[0] ?? [])]);
     const present = await allLines(members[0]?.person as Provider, members[0]?.root ?? '');
     const lost = [...written].filter((t) => !retired.has(t) && !present.has(t));
+    if (lost.length > 0)
+      process.stderr.write(`lost: ${lost.map((t) => `${t} (${origins.get(t)})`).join(', ')}\n`);
     expect(lost).toEqual([]);
 
     const faults = emulators.map((e) => {

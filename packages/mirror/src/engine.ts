@@ -160,6 +160,8 @@ export class MirrorEngine {
   private readonly attempts = new Map<string, number>();
   /** Moves whose origin content matches the share's: a native move on a target is safe. */
   private readonly nativeOk = new Set<number>();
+  /** The share's version of a file entry's path before the entry (a target holding it is not in conflict). */
+  private readonly previousHead = new Map<number, string>();
   private initialized = false;
   private running: Promise<void> | undefined;
   private stopping = false;
@@ -608,6 +610,8 @@ export class MirrorEngine {
         const target = rebase(k, from, to);
         const now = entries.get(target);
         if (!now || now.kind !== v.kind) continue;
+        // Edited after the move: not "moved unchanged"; its own upsert in the batch follows.
+        if (v.kind === 'file' && !this.sameAsSeen(v, now)) continue;
         if (v.kind === 'file') {
           revisions[target.slice(to.length + 1)] = { revision: now.revision, sha256: v.sha256 };
           seen.set(target, { kind: 'file', revision: now.revision, sha256: v.sha256, hash: now.hash?.value });
@@ -723,6 +727,8 @@ export class MirrorEngine {
     const failures = results.filter((x): x is PromiseRejectedResult => x.status === 'rejected');
     if (failures.length === 0) {
       this.store.markDone(logged.seq);
+      this.previousHead.delete(logged.seq);
+      this.nativeOk.delete(logged.seq);
       return;
     }
     for (const [i, x] of results.entries()) {
@@ -757,6 +763,7 @@ export class MirrorEngine {
           // remove made after this entry was read from the feed): not propagated.
           if (this.store.touchedAt(origin, op.path) >= logged.seq) return false;
           const head = this.store.head(op.path);
+          if (head?.kind === 'file') this.previousHead.set(logged.seq, head.sha256);
           this.store.setKnown(origin, op.path, { kind: 'file', revision: op.revision, sha256: op.sha256 });
           if (head?.kind === 'file' && head.sha256 === op.sha256) return false;
           this.store.setHead(op.path, { kind: 'file', sha256: op.sha256 });
@@ -821,10 +828,14 @@ export class MirrorEngine {
           }
           for (const h of head) this.store.setHead(h.path, undefined);
           for (const h of head) this.store.setHead(rebase(h.path, op.from, op.to), h);
-          if (op.kind === 'file') {
-            const rev = op.revisions[''];
-            if (rev) this.store.setHead(op.to, { kind: 'file', sha256: rev.sha256 });
-          } else this.store.setHead(op.to, { kind: 'dir', sha256: '' });
+          if (op.kind === 'dir') this.store.setHead(op.to, { kind: 'dir', sha256: '' });
+          // What the origin holds at the destination is what the move propagates: the
+          // share's version there, and the origin's known state, whatever we knew before.
+          for (const [rel, rev] of Object.entries(op.revisions)) {
+            const to = rel === '' ? op.to : `${op.to}/${rel}`;
+            this.store.setHead(to, { kind: 'file', sha256: rev.sha256 });
+            this.store.setKnown(origin, to, { kind: 'file', revision: rev.revision, sha256: rev.sha256 });
+          }
           return true;
         }
       }
@@ -891,6 +902,12 @@ export class MirrorEngine {
         this.store.setKnown(t.id, path, { kind: 'file', revision: cur.revision, sha256 });
         this.setSeen(t, path, { kind: 'file', revision: cur.revision, sha256, hash: cur.hash });
         return;
+      }
+      if (!base && cur.sha256 === this.previousHead.get(logged.seq)) {
+        // The target holds the share's previous version though we had lost track of it
+        // (e.g. it moved there on the target itself): not a concurrent edit.
+        base = { kind: 'file', revision: cur.revision, sha256: cur.sha256 };
+        continue;
       }
       if (base && cur.sha256 === base.sha256) {
         base = { ...base, revision: cur.revision }; // only the revision moved (e.g. a move changed the eTag)
