@@ -145,17 +145,20 @@ export function sorted(m: Map<string, string>): [string, string][] {
   return [...m.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1));
 }
 
-/** Sync every device until a full round changes nothing (bounded). */
-export async function settle(devices: readonly Device[], rounds = 8): Promise<void> {
+/**
+ * Sync every device until a full round changes nothing on the server (its sequence stays
+ * put) and nothing waits in any queue; bounded.
+ */
+export async function settle(devices: readonly Device[], rounds = 16): Promise<void> {
+  const first = devices[0];
+  if (!first) return;
   for (let i = 0; i < rounds; i++) {
     for (const d of devices) await d.engine.waitIdle();
+    const before = (await first.client.whoami()).seq;
     for (const d of devices) await d.engine.syncNow();
+    const after = (await first.client.whoami()).seq;
     const pending = devices.reduce((n, d) => n + d.engine.journal.pendingOps().length, 0);
-    if (pending === 0 && i >= 1) {
-      // One more round to pull what the last pushes produced.
-      for (const d of devices) await d.engine.syncNow();
-      return;
-    }
+    if (after === before && pending === 0) return;
   }
 }
 

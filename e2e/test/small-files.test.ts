@@ -43,6 +43,8 @@ describe('small-file drop', () => {
     const count = await copyTree(corpus, nodePath.join(a.folder, 'corpus'));
     expect(count).toBeGreaterThanOrEqual(10_000);
     await a.engine.syncNow();
+    expect(a.engine.error, String(a.engine.error)).toBeUndefined();
+    expect(a.engine.journal.pendingOps()).toHaveLength(0);
     const requests = a.client.requests;
     const local = await localTree(a.folder);
     const remote = await remoteTree(a.client);
@@ -52,6 +54,8 @@ describe('small-file drop', () => {
     expect(a.engine.getStatus().savings.requestsSavedByBundling).toBeGreaterThan(count * 0.9);
     await b.engine.syncNow();
     expect(sorted(await localTree(b.folder))).toEqual(sorted(local));
+    // The second device downloaded in bundles too.
+    expect(b.client.requests).toBeLessThan(count / 10);
     process.stdout.write(
       `small-file drop: ${count} files, ${requests} requests up, ${a.client.bytesSent} bytes sent; ` +
         `second device ${b.client.requests} requests, ${b.client.bytesReceived} bytes received\n`,

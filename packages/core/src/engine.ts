@@ -79,6 +79,10 @@ export interface EngineOptions {
   readonly blocksInFlight?: number;
   /** Bytes/s between the server's object tier and filesystem tier (r_t of HyCloud Eq. 2). Default 100 MiB/s. */
   readonly serverTierRate?: number;
+  /** Quiet time after a feed notification before pulling. Default 250 ms. */
+  readonly feedDebounceMs?: number;
+  /** Listen to the server's live feed (default true); without it, passes run only when asked. */
+  readonly liveFeed?: boolean;
   /** The folder's filesystem folds case (macOS, Windows). Default: probed at open. */
   readonly caseInsensitive?: boolean;
   /** Retry interval while offline. Default 2000 ms. */
@@ -101,6 +105,7 @@ export class Engine implements Disposable {
   private again = false;
   private stopped = false;
   private retryTimer: NodeJS.Timeout | undefined;
+  private feedTimer: NodeJS.Timeout | undefined;
   private pausedUntil = 0;
   private massDeletePending = false;
   private readonly uploadRate = new RateEstimator();
@@ -147,7 +152,7 @@ export class Engine implements Disposable {
       this.store.add(w.onDirty((scope) => this.markDirty(scope)));
       await w.start();
     }
-    this.connectFeed();
+    if (this.options.liveFeed ?? true) this.connectFeed();
     this.kick();
   }
 
@@ -209,7 +214,7 @@ export class Engine implements Disposable {
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
       this.remoteDirty = true;
-      if (!this.feed) this.connectFeed();
+      if (!this.feed && (this.options.liveFeed ?? true)) this.connectFeed();
       this.kick();
     }, this.options.offlineRetryMs ?? 2000);
   }
@@ -364,6 +369,36 @@ export class Engine implements Disposable {
     this.journal.setMeta('cursor', String(listing.seq));
   }
 
+  /**
+   * Apply a page of changes in order, but download runs of file upserts together (one
+   * bundle request for many small files). A run ends at any other kind of change, so
+   * deletes, moves and folder changes keep their place in the order.
+   */
+  private async applyRemoteBatch(changes: readonly ChangeRecord[]): Promise<void> {
+    let run = new Map<string, { entry: EntryInfo; device: string | undefined }>();
+    const flush = async (): Promise<void> => {
+      if (run.size === 0) return;
+      const byDevice = new Map<string | undefined, EntryInfo[]>();
+      for (const { entry, device } of run.values()) {
+        const list = byDevice.get(device) ?? [];
+        list.push(entry);
+        byDevice.set(device, list);
+      }
+      run = new Map();
+      for (const [device, entries] of byDevice) await this.downloadMany(entries, device);
+    };
+    for (const c of changes) {
+      if (c.type === 'upsert' && c.entry.kind === 'file' && !this.ignore.ignores(c.path, false)) {
+        run.delete(c.path); // a later version of the same path replaces the earlier one
+        run.set(c.path, { entry: c.entry, device: c.device });
+        continue;
+      }
+      await flush();
+      await this.applyRemote(c);
+    }
+    await flush();
+  }
+
   private async applyRemote(c: ChangeRecord): Promise<void> {
     if (this.ignore.ignores(c.path, c.type !== 'delete' && c.entry.kind === 'dir')) return;
     if (c.type === 'upsert') {
@@ -442,6 +477,7 @@ export class Engine implements Disposable {
       wanted.push({ entry, row, local, action: d.action });
     }
     const smallDownloads: EntryInfo[] = [];
+    const expected = new Map(wanted.map((w) => [w.entry.path, w.local]));
     for (const w of wanted) {
       switch (w.action) {
         case 'record':
@@ -472,7 +508,14 @@ export class Engine implements Disposable {
         for (const be of bundle.entries) {
           const entry = byPath.get(be.path);
           if (!entry) continue;
-          await this.writeDownloaded(entry.path, be.content, be.sha256, be.rev ?? entry.revision, be.mtimeMs);
+          await this.writeDownloaded(
+            entry.path,
+            be.content,
+            be.sha256,
+            be.rev ?? entry.revision,
+            be.mtimeMs,
+            expected.get(entry.path),
+          );
         }
         const got = new Set(bundle.entries.map((b) => b.path));
         const next = pending.filter((p) => !got.has(p) && deferred.includes(p));
@@ -480,7 +523,7 @@ export class Engine implements Disposable {
         const oversize = next.filter((p) => (byPath.get(p)?.size ?? 0) >= MAX_BUNDLE_BYTES / 2);
         for (const p of oversize) {
           const e = byPath.get(p);
-          if (e) await this.downloadLarge(e, this.journal.getFile(p), undefined);
+          if (e) await this.downloadLarge(e, this.journal.getFile(p), expected.get(p));
         }
         pending = next.filter((p) => !oversize.includes(p));
         if (bundle.entries.length === 0) break;
@@ -534,6 +577,8 @@ export class Engine implements Disposable {
     sha256: string,
     revision: string,
     mtimeMs: number,
+    /** The local content the decision to download was based on (undefined: absent). */
+    expectedLocal?: string | null,
   ): Promise<void> {
     const abs = absPath(this.options.folder, p);
     if (this.options.caseInsensitive && this.caseClash(p)) {
@@ -549,12 +594,36 @@ export class Engine implements Disposable {
       if (pst && !pst.isDirectory()) return;
     }
     let previous: string | undefined;
+    let landedAt = p;
     const st = await atomicWrite(this.options.folder, p, content, {
       mtimeMs,
       beforeRename: async () => {
+        // The person may have changed the file since we decided: never replace that edit.
+        if (expectedLocal !== null) {
+          const row = this.journal.getFile(p);
+          const now = await this.localHash(row, p);
+          const expected = expectedLocal ?? undefined;
+          if (now !== expected && now !== sha256) {
+            landedAt = conflictCopyPath(
+              p,
+              'another device',
+              new Date((this.options.now ?? Date.now)()),
+              (c) => this.journal.getFile(c) !== undefined,
+            );
+            return landedAt;
+          }
+        }
         previous = await this.trash.keepCopy(abs, p);
       },
     });
+    if (landedAt !== p) {
+      // Theirs became the conflicted copy; ours stays and now counts as an edit of theirs.
+      const row = this.journal.getFile(p);
+      if (row) this.journal.upsertFile({ ...row, syncedRev: revision, syncedHash: sha256 });
+      this.markDirty([p, landedAt]);
+      this.status.conflict(p, landedAt);
+      return;
+    }
     // HyCloud Eq. 1: after a large download, measure every candidate block size in idle time.
     if (previous && Number(st.size) >= this.small)
       this.idleEstimates.push({ path: p, oldCopy: previous, newFile: abs });
@@ -602,6 +671,7 @@ export class Engine implements Disposable {
             container.targetSha256,
             entry.revision,
             entry.mtimeMs,
+            local,
           );
         } finally {
           await old.close();
@@ -623,6 +693,7 @@ export class Engine implements Disposable {
       dl.sha256 || sha,
       dl.revision || entry.revision,
       entry.mtimeMs,
+      local,
     );
   }
 
@@ -1116,8 +1187,15 @@ export class Engine implements Disposable {
       cursor,
       (m) => {
         if (m.type === 'changes' || m.type === 'reset') {
+          // A burst of remote changes (another device dropping thousands of files) becomes
+          // one pull of many changes, downloaded in bundles, not one pass per change.
           this.remoteDirty = true;
-          this.kick();
+          if (!this.feedTimer) {
+            this.feedTimer = setTimeout(() => {
+              this.feedTimer = undefined;
+              this.kick();
+            }, this.options.feedDebounceMs ?? 250);
+          }
         }
       },
       () => {
@@ -1137,6 +1215,7 @@ export class Engine implements Disposable {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
+    if (this.feedTimer) clearTimeout(this.feedTimer);
     this.feed?.dispose();
     this.store.dispose();
     while (this.running) await this.running.catch(() => undefined);

@@ -24,15 +24,16 @@ export async function sha256File(file: string): Promise<string> {
 /**
  * Write `data` (bytes or a stream) to `p` atomically. Returns the stat of the new file.
  * `beforeRename` runs after the data is durable and before it becomes visible — the
- * place to move the previous version to the trash.
+ * place to keep the previous version in the trash, or to return another path (relative
+ * to `root`) when the content must land elsewhere.
  */
 export async function atomicWrite(
   root: string,
   p: string,
   data: Uint8Array | AsyncIterable<Uint8Array>,
-  options: { mtimeMs?: number; beforeRename?: () => Promise<void> } = {},
+  options: { mtimeMs?: number; beforeRename?: () => Promise<string | void> } = {},
 ): Promise<import('node:fs').BigIntStats> {
-  const target = absPath(root, p);
+  let target = absPath(root, p);
   await fsp.mkdir(nodePath.dirname(target), { recursive: true });
   const tmp = nodePath.join(nodePath.dirname(target), PARTIAL_PREFIX + randomBytes(8).toString('hex'));
   const fh = await fsp.open(tmp, 'wx', 0o644);
@@ -48,7 +49,12 @@ export async function atomicWrite(
     } finally {
       await fh.close();
     }
-    await options.beforeRename?.();
+    // beforeRename may redirect the new content (e.g. to a conflicted copy's name).
+    const redirect = await options.beforeRename?.();
+    if (typeof redirect === 'string') {
+      target = absPath(root, redirect);
+      await fsp.mkdir(nodePath.dirname(target), { recursive: true });
+    }
     await fsp.rename(tmp, target);
   } catch (e) {
     await fsp.rm(tmp, { force: true });

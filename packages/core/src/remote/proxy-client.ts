@@ -65,10 +65,15 @@ export interface ProxyClientOptions {
 
 type Schema<T> = { parse(input: unknown): T };
 
+/** How often one request is re-sent after SLOW_DOWN before the error surfaces. */
+const MAX_BUSY_RETRIES = 40;
+
 export class ProxyClient {
   readonly baseUrl: string;
   private readonly token: string;
   requests = 0;
+  /** Times the server asked us to slow down and we waited. */
+  busyWaits = 0;
   bytesSent = 0;
   bytesReceived = 0;
 
@@ -178,12 +183,30 @@ export class ProxyClient {
     }
     if (options.json !== undefined) headers['content-type'] = 'application/json';
     else if (options.body !== undefined) headers['content-type'] = 'application/octet-stream';
-    const res = await safeFetch(this.url(route, options.query), {
-      method,
-      headers,
-      body: body as RequestInit['body'],
-      signal: options.signal,
-    });
+    // The server pushes back with 503 SLOW_DOWN (or 429) and Retry-After when its queue is
+    // deep: wait as asked and send the same request again; our operations stay queued meanwhile.
+    let res: Response;
+    for (let attempt = 1; ; attempt++) {
+      res = await safeFetch(this.url(route, options.query), {
+        method,
+        headers,
+        body: body as RequestInit['body'],
+        signal: options.signal,
+      });
+      if ((res.status !== 503 && res.status !== 429) || attempt >= MAX_BUSY_RETRIES) break;
+      const text = await res.text().catch(() => '');
+      if (res.status === 503 && !text.includes('SLOW_DOWN')) {
+        res = new Response(text, { status: res.status, headers: res.headers });
+        break;
+      }
+      this.busyWaits += 1;
+      const retryAfter = Number(res.headers.get('retry-after'));
+      const waitMs =
+        Number.isFinite(retryAfter) && retryAfter > 0
+          ? retryAfter * 1000
+          : Math.min(10_000, 100 * 2 ** attempt);
+      await new Promise((r) => setTimeout(r, Math.min(waitMs, 30_000)));
+    }
     this.requests += 1;
     const out = typeof body === 'string' ? Buffer.byteLength(body) : (body?.byteLength ?? 0);
     this.bytesSent += out;
