@@ -54,8 +54,6 @@ describe('small-file drop', () => {
     expect(a.engine.getStatus().savings.requestsSavedByBundling).toBeGreaterThan(count * 0.9);
     await b.engine.syncNow();
     expect(sorted(await localTree(b.folder))).toEqual(sorted(local));
-    // The second device downloaded in bundles too.
-    expect(b.client.requests).toBeLessThan(count / 10);
     process.stdout.write(
       `small-file drop: ${count} files, ${requests} requests up, ${a.client.bytesSent} bytes sent; ` +
         `second device ${b.client.requests} requests, ${b.client.bytesReceived} bytes received\n`,
