@@ -261,16 +261,10 @@ export class Engine implements Disposable {
   // ------------------------------------------------------------------ one pass
 
   private async pass(): Promise<void> {
-    const trace = process.env.WEFT_TRACE
-      ? (m: string, t: number) =>
-          process.stderr.write(`[trace] ${m} ${Math.round(performance.now() - t)} ms\n`)
-      : undefined;
-    let t0 = performance.now();
     if (this.paused) {
       this.status.update({ state: 'paused' });
       return;
     }
-    trace?.('start', t0);
     // Offline, the scan still runs: edits are queued (and coalesced) until the server is back.
     let offline: OfflineError | undefined;
     if (this.remoteDirty) {
@@ -283,8 +277,6 @@ export class Engine implements Disposable {
         offline = e;
       }
     }
-    trace?.('pull', t0);
-    t0 = performance.now();
     const scope = [...this.pendingScope];
     this.pendingScope.clear();
     if (scope.length > 0) {
@@ -312,11 +304,8 @@ export class Engine implements Disposable {
         setTimeout(() => this.markDirty(result.unsettled), this.options.settleMs ?? 1000).unref();
       }
     }
-    trace?.('scan', t0);
-    t0 = performance.now();
     if (offline) throw offline;
     await this.push();
-    trace?.('push', t0);
     if (!this.again) await this.runIdleEstimates();
     this.status.update({
       state: 'idle',
@@ -903,10 +892,6 @@ export class Engine implements Disposable {
       );
       const started = performance.now();
       const results = await this.options.client.uploadBundle(encoded);
-      if (process.env.WEFT_TRACE)
-        process.stderr.write(
-          `[trace] bundle ${current.length} files ${encoded.byteLength} B in ${Math.round(performance.now() - started)} ms\n`,
-        );
       this.uploadRate.add(encoded.byteLength, (performance.now() - started) / 1000);
       if (current.length > 1) this.status.save('requestsSavedByBundling', current.length - 1);
       this.journal.transaction(() => {
