@@ -1,5 +1,6 @@
 export * from './errors.ts';
 export * from './api.ts';
+export * from './shares.ts';
 export * from './bundle.ts';
 export * from './transfer-block.ts';
 export * from './delta-container.ts';
