@@ -52,7 +52,23 @@ export interface ReplicaConfig {
   readonly root: string;
   /** Wrapper configuration, e.g. WRAP_DEFAULTS.dropbox. Default: retries only. */
   readonly wrap?: WrapConfig;
+  /**
+   * A push or long-poll notification of changes after a feed cursor (Dropbox
+   * `list_folder/longpoll`, the proxy's own namespace feed). With it, start() reads this
+   * replica's feed only when told something changed instead of at every poll.
+   */
+  readonly waitForChanges?: ChangeWaiter;
 }
+
+/**
+ * Resolve when something changed after `cursor` (changes: true) or a timeout passed
+ * (changes: false); `backoffMs` is a pause the service asks for before the next call.
+ * Rejects when `signal` aborts.
+ */
+export type ChangeWaiter = (
+  cursor: string,
+  signal: AbortSignal,
+) => Promise<{ readonly changes: boolean; readonly backoffMs?: number }>;
 
 export interface MirrorEngineOptions {
   readonly shareId: string;
@@ -73,6 +89,8 @@ export interface MirrorEngineOptions {
    * applied in this drain and how many remain — e.g. a joining member's seeding progress.
    */
   readonly onProgress?: (p: { readonly applied: number; readonly pending: number }) => void;
+  /** Called after each round of start(): entries still pending, and the round's error if it failed. */
+  readonly onRound?: (r: { readonly pending: number; readonly error?: unknown }) => void;
 }
 
 export interface MirrorStats {
@@ -97,6 +115,7 @@ interface Replica {
   readonly member: string;
   readonly provider: Provider;
   readonly root: string;
+  readonly waitForChanges?: ChangeWaiter;
 }
 
 /** What the engine last saw or caused on a replica; `hash` is the provider's own hash. */
@@ -153,6 +172,7 @@ export class MirrorEngine {
   private readonly pollIntervalMs: number;
   private readonly pageSize: number;
   private readonly onProgress: MirrorEngineOptions['onProgress'];
+  private readonly onRound: MirrorEngineOptions['onRound'];
   /** Per replica: path → what the engine last saw or caused there (in memory). */
   private readonly seen = new Map<string, Map<string, Seen>>();
   /** Per replica: path → revisions our own writes produced (recent ones). */
@@ -166,6 +186,19 @@ export class MirrorEngine {
   private running: Promise<void> | undefined;
   private stopping = false;
   private wake: (() => void) | undefined;
+  /** Watched replicas (with a ChangeWaiter) told to have changes since their last ingest. */
+  private readonly dirty = new Set<string>();
+  /** Per replica: how many times its feed was read (watchers wait for the next read). */
+  private readonly ingestRounds = new Map<string, number>();
+  private watchAbort: AbortController | undefined;
+  private watchers: Promise<void>[] = [];
+  /** Log entries appended to seed members who joined an existing share (see seedJoiners). */
+  seeded = 0;
+  /**
+   * Entries pending after the first round's ingest (seeding a joiner, or the first start's
+   * merge of every replica): the denominator of a joining member's progress.
+   */
+  initialBacklog: number | undefined;
 
   constructor(options: MirrorEngineOptions) {
     this.shareId = options.shareId;
@@ -178,6 +211,7 @@ export class MirrorEngine {
         member: r.member,
         provider: wrapProvider(r.provider, r.wrap ?? { retry: { maxAttempts: 3 } }),
         root: r.root === '' ? '' : normalizePath(r.root),
+        ...(r.waitForChanges ? { waitForChanges: r.waitForChanges } : {}),
       };
     });
     for (const r of this.replicas) this.byId.set(r.id, r);
@@ -188,6 +222,7 @@ export class MirrorEngine {
     this.pollIntervalMs = options.pollIntervalMs ?? 2000;
     this.pageSize = options.pageSize ?? 500;
     this.onProgress = options.onProgress;
+    this.onRound = options.onRound;
   }
 
   // ---------------------------------------------------------------- lifecycle
@@ -201,7 +236,65 @@ export class MirrorEngine {
       this.seen.set(r.id, seen);
       this.ours.set(r.id, new Map());
     }
+    await this.seedJoiners();
     this.initialized = true;
+  }
+
+  /**
+   * A member who joins a share that already ran (no cursor, nothing known, while others
+   * have cursors) receives the share's current tree: one log entry per folder and file of
+   * the head, its content read from a replica that holds exactly that version, applied to
+   * the joiner only (every other replica is marked done). Files already in the joiner's
+   * folder come in through its first re-listing, later in the log: the same content is
+   * left alone; different content stays in place and the share's version becomes a
+   * conflicted copy, which reaches everyone — merged, conflicts kept.
+   */
+  private async seedJoiners(): Promise<void> {
+    if (!this.replicas.some((r) => this.store.cursor(r.id) !== undefined)) return;
+    const joiners = this.replicas.filter(
+      (r) => this.store.cursor(r.id) === undefined && this.store.knownUnder(r.id, '').length === 0,
+    );
+    if (joiners.length === 0) return;
+    const head = this.store.headUnder('');
+    const content = new Map<string, { origin: Replica; revision: string; data: Uint8Array }>();
+    for (const h of head) {
+      if (h.kind !== 'file') continue;
+      for (const r of this.replicas) {
+        if (joiners.includes(r) || this.store.known(r.id, h.path)?.sha256 !== h.sha256) continue;
+        const snap = await this.snapshot(r, h.path, true);
+        // Changed there since: that change is in its feed and reaches the joiner anyway.
+        if (!snap?.data || snap.sha256 !== h.sha256) continue;
+        content.set(h.path, { origin: r, revision: snap.revision, data: snap.data });
+        break;
+      }
+    }
+    const someone = this.replicas.find((r) => !joiners.includes(r));
+    if (!someone) return;
+    const now = this.now();
+    this.store.transaction(() => {
+      for (const j of joiners) {
+        const others = this.replicas.filter((r) => r !== j).map((r) => r.id);
+        for (const h of head) {
+          if (h.kind === 'dir') {
+            this.store.append(someone.id, { type: 'dir', path: h.path }, undefined, now, others);
+            this.seeded += 1;
+            continue;
+          }
+          const c = content.get(h.path);
+          if (!c) continue;
+          const op: Op = {
+            type: 'file',
+            path: h.path,
+            revision: c.revision,
+            sha256: h.sha256,
+            size: c.data.byteLength,
+          };
+          this.store.append(c.origin.id, op, c.data, now, others);
+          this.seeded += 1;
+        }
+      }
+    });
+    this.log.info({ joiners: joiners.map((j) => j.id), entries: this.seeded }, 'seeding joining members');
   }
 
   /**
@@ -209,18 +302,79 @@ export class MirrorEngine {
    * many log entries were appended plus how many were applied (0 = nothing happened).
    */
   async step(): Promise<number> {
+    return this.round(false);
+  }
+
+  /** One round; `gated`: watched replicas are read only when their watcher reported changes. */
+  private async round(gated: boolean): Promise<number> {
     await this.init();
     let n = 0;
-    for (const r of this.replicas) n += await this.ingest(r);
+    for (const r of this.replicas) {
+      if (gated && r.waitForChanges && this.store.cursor(r.id) !== undefined && !this.dirty.has(r.id))
+        continue;
+      this.dirty.delete(r.id);
+      n += await this.ingest(r);
+      this.ingestRounds.set(r.id, (this.ingestRounds.get(r.id) ?? 0) + 1);
+    }
+    this.initialBacklog ??= this.store.pendingCount();
     n += await this.drain();
     return n;
+  }
+
+  /** Sleep `ms` or until `signal` aborts (resolves either way). */
+  private pause(ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve) => {
+      if (signal.aborted) return resolve();
+      const done = (): void => {
+        clearTimeout(t);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const t = setTimeout(done, ms);
+      signal.addEventListener('abort', done);
+    });
+  }
+
+  /**
+   * A watched replica's loop: wait for the service to report changes after the persisted
+   * cursor, mark the replica dirty and wake the main loop, then wait until its feed has been
+   * read once more before asking again (else a long-poll answers "changes" at once).
+   */
+  private async watch(r: Replica, wait: ChangeWaiter, signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      const cursor = this.store.cursor(r.id);
+      if (cursor === undefined) {
+        await this.pause(this.pollIntervalMs, signal);
+        continue;
+      }
+      let backoff = 0;
+      try {
+        const res = await wait(cursor, signal);
+        backoff = res.backoffMs ?? 0;
+        if (!res.changes) {
+          if (backoff > 0) await this.pause(backoff, signal);
+          continue;
+        }
+      } catch (e) {
+        if (signal.aborted) return;
+        this.log.warn({ replica: r.id, err: e }, 'change notification failed: reading the feed');
+        backoff = this.pollIntervalMs;
+      }
+      const round = this.ingestRounds.get(r.id) ?? 0;
+      this.dirty.add(r.id);
+      this.wake?.();
+      while (!signal.aborted && (this.ingestRounds.get(r.id) ?? 0) === round) {
+        await this.pause(Math.min(this.pollIntervalMs, 250), signal);
+      }
+      if (backoff > 0) await this.pause(backoff, signal);
+    }
   }
 
   /** Step until a round finds nothing new and nothing is pending. */
   async quiesce(maxRounds = 200): Promise<void> {
     for (let i = 0; i < maxRounds; i++) {
       const n = await this.step();
-      if (n === 0 && this.store.pending().length === 0) return;
+      if (n === 0 && this.store.pendingCount() === 0) return;
     }
     throw new Error(`share ${this.shareId}: not quiescent after ${maxRounds} rounds`);
   }
@@ -229,14 +383,22 @@ export class MirrorEngine {
   start(): void {
     if (this.running) return;
     this.stopping = false;
+    const abort = new AbortController();
+    this.watchAbort = abort;
+    this.watchers = this.replicas.flatMap((r) =>
+      r.waitForChanges ? [this.watch(r, r.waitForChanges, abort.signal)] : [],
+    );
     this.running = (async () => {
       while (!this.stopping) {
         try {
-          await this.step();
+          await this.round(true);
+          this.onRound?.({ pending: this.store.pendingCount() });
         } catch (e) {
           this.log.error({ err: e }, 'mirror step failed');
+          this.onRound?.({ pending: this.store.pendingCount(), error: e });
         }
         if (this.stopping) break;
+        if (this.dirty.size > 0) continue; // a watcher reported changes during the round
         await new Promise<void>((resolve) => {
           const t = setTimeout(resolve, this.pollIntervalMs);
           this.wake = () => {
@@ -252,14 +414,22 @@ export class MirrorEngine {
   /** Finish the current step and stop. State is persisted: a new engine resumes. */
   async stop(): Promise<void> {
     this.stopping = true;
+    this.watchAbort?.abort();
     this.wake?.();
     await this.running;
+    await Promise.allSettled(this.watchers);
+    this.watchers = [];
     this.running = undefined;
+  }
+
+  /** The first round has run (state loaded, joining members' seeding entries appended). */
+  get ready(): boolean {
+    return this.initialized;
   }
 
   /** Log entries not yet applied everywhere. */
   pendingCount(): number {
-    return this.store.pending().length;
+    return this.store.pendingCount();
   }
 
   // ---------------------------------------------------------------- paths

@@ -1,4 +1,10 @@
-export { MirrorEngine, type MirrorEngineOptions, type MirrorStats, type ReplicaConfig } from './engine.ts';
+export {
+  MirrorEngine,
+  type ChangeWaiter,
+  type MirrorEngineOptions,
+  type MirrorStats,
+  type ReplicaConfig,
+} from './engine.ts';
 export { openDatabase, migrate, ShareStore, type KnownEntry } from './store.ts';
 export type { LoggedOp, Op } from './ops.ts';
 export {

@@ -143,6 +143,18 @@ export class ShareRegistry {
     return token;
   }
 
+  /** What an unused, unexpired invitation leads to (without using it). */
+  preview(token: string): { share: Share; invitedBy: string; expiresMs: number } {
+    const inv = this.db
+      .prepare('SELECT share_id, invited_by, expires_ms, used_by FROM share_invites WHERE token_sha256 = ?')
+      .get(sha256(token)) as
+      { share_id: string; invited_by: string; expires_ms: number; used_by: string | null } | undefined;
+    if (!inv || inv.used_by !== null || inv.expires_ms < this.now()) {
+      throw new ShareError('the invitation is unknown, used or expired', 'InvalidInvite');
+    }
+    return { share: this.get(inv.share_id), invitedBy: inv.invited_by, expiresMs: inv.expires_ms };
+  }
+
   /** Accept an invitation, choosing one's own provider account and folder. */
   accept(token: string, member: string, replica: ReplicaSpec): ShareMember {
     const r = this.spec(replica);
@@ -198,6 +210,19 @@ export class ShareRegistry {
       .prepare('SELECT * FROM share_members WHERE share_id = ? ORDER BY joined_ms, member')
       .all(shareId) as MemberRow[];
     return rows.map(toMember);
+  }
+
+  /** Every share (the proxy starts a mirror engine for each). */
+  all(): Share[] {
+    const rows = this.db
+      .prepare('SELECT id, name, owner, created_ms FROM shares ORDER BY created_ms, id')
+      .all() as {
+      id: string;
+      name: string;
+      owner: string;
+      created_ms: number;
+    }[];
+    return rows.map((r) => ({ id: r.id, name: r.name, owner: r.owner, createdMs: r.created_ms }));
   }
 
   /** The shares `member` belongs to. */

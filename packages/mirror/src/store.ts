@@ -180,6 +180,14 @@ export class ShareStore {
     return Number(info.lastInsertRowid);
   }
 
+  /** How many entries are not yet applied everywhere (without loading them). */
+  pendingCount(): number {
+    const row = this.db
+      .prepare('SELECT COUNT(*) AS n FROM log WHERE share_id = ? AND done = 0')
+      .get(this.shareId) as { n: number };
+    return row.n;
+  }
+
   pending(afterSeq = 0): LoggedOp[] {
     const rows = this.db
       .prepare(

@@ -123,7 +123,8 @@ describe('credential vault (AES-256-GCM at rest)', () => {
 
     // Copying acct-2's record onto acct-3 does not give acct-3 those credentials (AAD).
     db.prepare(
-      "INSERT INTO provider_accounts SELECT 'acct-3', owner, provider, key_id, iv, ciphertext, tag FROM provider_accounts WHERE account_id = 'acct-2'",
+      'INSERT INTO provider_accounts (account_id, owner, provider, key_id, iv, ciphertext, tag) ' +
+        "SELECT 'acct-3', owner, provider, key_id, iv, ciphertext, tag FROM provider_accounts WHERE account_id = 'acct-2'",
     ).run();
     expect(() => vault.get('acct-3')).toThrow(/failed authentication/);
   });

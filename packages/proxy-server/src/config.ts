@@ -27,6 +27,47 @@ export const ObjectTierConfig = z.discriminatedUnion('type', [
   }),
 ]);
 
+const OAuthClient = z.object({ clientId: z.string().min(1), clientSecret: z.string().optional() });
+
+/** Cross-cloud shared folders served by this proxy (docs/sharing.md, docs/formats/api.md). */
+export const SharesConfig = z.object({
+  enabled: z.boolean().default(true),
+  /** The mirror's SQLite file (shares, log, encrypted credentials). Default: <dataDir>/mirror.sqlite. */
+  mirrorFile: z.string().optional(),
+  /**
+   * The key that encrypts connected accounts' tokens at rest (32 bytes: 64 hex digits or
+   * base64). Default: WEFT_MIRROR_KEY, else a key file (created, mode 0600, when missing).
+   */
+  key: z.string().optional(),
+  /** Earlier keys, for reading records not yet rotated: key id → key. */
+  oldKeys: z.record(z.string(), z.string()).default({}),
+  /** Default: <dataDir>/mirror.key. */
+  keyFile: z.string().optional(),
+  /** Pause between mirror rounds for replicas without push/long-poll notification. */
+  pollIntervalMs: z.number().int().min(10).default(2000),
+  /** Dropbox list_folder/longpoll timeout (Dropbox accepts 30–480 s). */
+  longpollTimeoutSeconds: z.number().int().min(30).max(480).default(60),
+  /** Mirror writes into a namespace reach its feed clients in batches at most this often. */
+  notifyBatchMs: z.number().int().min(0).default(250),
+  /** API origins (emulators, tests); default the clouds' own. */
+  endpoints: z
+    .object({
+      dropbox: z.string().url().optional(),
+      gdrive: z.string().url().optional(),
+      onedrive: z.string().url().optional(),
+    })
+    .default({}),
+  /** OAuth clients, so the server can refresh access tokens with the stored refresh tokens. */
+  oauth: z
+    .object({
+      dropbox: OAuthClient.optional(),
+      gdrive: OAuthClient.optional(),
+      onedrive: OAuthClient.optional(),
+    })
+    .default({}),
+});
+export type SharesConfig = z.infer<typeof SharesConfig>;
+
 export const ProxyConfig = z.object({
   host: z.string().default('127.0.0.1'),
   port: z.number().int().min(0).max(65535).default(0),
@@ -72,6 +113,15 @@ export const ProxyConfig = z.object({
     .positive()
     .default(512 * MiB),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  shares: SharesConfig.default({
+    enabled: true,
+    oldKeys: {},
+    pollIntervalMs: 2000,
+    longpollTimeoutSeconds: 60,
+    notifyBatchMs: 250,
+    endpoints: {},
+    oauth: {},
+  }),
 });
 export type ProxyConfig = z.infer<typeof ProxyConfig>;
 export type ProxyConfigInput = z.input<typeof ProxyConfig>;
@@ -94,6 +144,7 @@ export const ENV_OVERRIDES: Record<string, (c: Record<string, unknown>, v: strin
   WEFT_PROXY_GC_GRACE_MS: (c, v) => (c.gcGraceMs = Number(v)),
   WEFT_PROXY_TLS_CERT_FILE: (c, v) => (c.tls = { ...(c.tls as object), certFile: v }),
   WEFT_PROXY_TLS_KEY_FILE: (c, v) => (c.tls = { ...(c.tls as object), keyFile: v }),
+  WEFT_MIRROR_KEY: (c, v) => (c.shares = { ...(c.shares as object), key: v }),
   WEFT_PROXY_S3_BUCKET: (c, v) => (c.objectTier = { ...s3(c), bucket: v }),
   WEFT_PROXY_S3_PREFIX: (c, v) => (c.objectTier = { ...s3(c), prefix: v }),
   WEFT_PROXY_S3_ENDPOINT: (c, v) => (c.objectTier = { ...s3(c), endpoint: v }),

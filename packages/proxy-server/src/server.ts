@@ -75,6 +75,8 @@ import { checkUserPath, HybridStore, type Writer } from './store/hybrid.ts';
 import { RelayCache } from './store/relay-cache.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
 import { TransferService } from './transfers.ts';
+import { registerShareRoutes } from './http/shares.ts';
+import { MIRROR_DEVICE_PREFIX, ShareService, type ShareServiceOptions } from './shares/service.ts';
 
 export const SERVER_VERSION = '0.1.0';
 
@@ -97,6 +99,8 @@ export interface RunningProxyServer {
   gc(graceMs?: number): Promise<{ objects: number; orphans: number; transfers: number }>;
   /** Enrol a device directly (for `npm start` and tests). */
   enrol(user: string, deviceName: string): Promise<{ token: string; deviceId: string }>;
+  /** Cross-cloud shared folders (absent when config.shares.enabled is false). */
+  readonly shares?: ShareService;
   close(): Promise<void>;
 }
 
@@ -113,7 +117,7 @@ interface RouteDoc {
   websocket?: boolean;
 }
 
-function parse<T extends z.ZodType>(schema: T, data: unknown): z.infer<T> {
+export function parse<T extends z.ZodType>(schema: T, data: unknown): z.infer<T> {
   const r = schema.safeParse(data);
   if (r.success) return r.data;
   const pathIssue = r.error.issues.some((i) =>
@@ -156,7 +160,7 @@ async function openProviders(
 /** Start a proxy server. Defaults: 127.0.0.1, a free port, everything under config.dataDir. */
 export async function startProxyServer(
   input: ProxyConfigInput = {},
-  options: { logger?: Logger } = {},
+  options: { logger?: Logger; shares?: Pick<ShareServiceOptions, 'wrap'> } = {},
 ): Promise<RunningProxyServer> {
   const config = parseConfig(input);
   const log = options.logger ?? pino({ level: config.logLevel, name: 'weft-proxy' });
@@ -169,6 +173,21 @@ export async function startProxyServer(
   );
   const hub = new EventEmitter();
   hub.setMaxListeners(0);
+  // Mirror writes into a namespace reach its feed clients in batches (CoCloud's periodic,
+  // batched notifications), not one wake-up per file.
+  const batched = new Map<string, NodeJS.Timeout>();
+  const notify = (userId: string, records: ChangeRecord[]): void => {
+    const mirrorOnly = records.every((r) => r.device?.startsWith(MIRROR_DEVICE_PREFIX));
+    if (!mirrorOnly || config.shares.notifyBatchMs === 0) return void hub.emit(`changes:${userId}`);
+    if (batched.has(userId)) return;
+    batched.set(
+      userId,
+      setTimeout(() => {
+        batched.delete(userId);
+        hub.emit(`changes:${userId}`);
+      }, config.shares.notifyBatchMs),
+    );
+  };
   const merkle = new MerkleIndex(meta);
   const scheduler = new OpScheduler({ concurrency: config.concurrency });
   const relay = new RelayCache(
@@ -196,7 +215,7 @@ export async function startProxyServer(
         merkle.invalidate(userId, r.path);
         if (r.type === 'move') merkle.invalidate(userId, r.from);
       }
-      hub.emit(`changes:${userId}`);
+      notify(userId, records);
     },
     onObjectTransfer: (bytes, ms) => scheduler.bandwidth.record(bytes, ms),
   });
@@ -550,24 +569,31 @@ export async function startProxyServer(
       const bundle = decodeBundle(bytes);
       for (const e of bundle.entries) checkUserPath(e.path);
       admit(reply, bundle.entries.length);
+      // One scheduled operation for the whole bundle: it waits for every earlier operation on
+      // any of its paths (stop-and-wait) and is written and committed as one batch.
       const w = writer(a);
-      const results = await Promise.all(
-        bundle.entries.map(async (e) => ({
-          path: e.path,
-          result: await scheduler
-            .submit({
-              namespace: a.userId,
-              paths: [e.path],
-              bytes: 0,
-              run: () => store.writeFile(w, e.path, { bytes: e.content }, e.sha256, e.mtimeMs, e.rev, true),
-            })
-            .catch((err: unknown): OpResult => ({
-              status: 'error',
-              error: errorBody(toApiError(err)).error,
-            })),
-        })),
-      );
-      return { results };
+      const results = await scheduler
+        .submit({
+          namespace: a.userId,
+          paths: bundle.entries.map((e) => e.path),
+          bytes: 0,
+          run: () =>
+            store.writeFiles(
+              w,
+              bundle.entries.map((e) => ({
+                path: e.path,
+                bytes: e.content,
+                sha256: e.sha256,
+                mtimeMs: e.mtimeMs,
+                base: e.rev,
+              })),
+            ),
+        })
+        .catch((err: unknown): OpResult[] => {
+          const error = errorBody(toApiError(err)).error;
+          return bundle.entries.map(() => ({ status: 'error', error }));
+        });
+      return { results: bundle.entries.map((e, i) => ({ path: e.path, result: results[i]! })) };
     },
     MAX_BUNDLE_BYTES + 1024,
   );
@@ -957,6 +983,30 @@ export async function startProxyServer(
     },
   );
 
+  const shares = config.shares.enabled
+    ? new ShareService({
+        config: config.shares,
+        dataDir: config.dataDir,
+        store,
+        scheduler,
+        log,
+        ...(options.shares?.wrap ? { wrap: options.shares.wrap } : {}),
+        waitForSeq: (user, seq, signal) =>
+          new Promise<void>((resolve) => {
+            const check = (): void => {
+              if (meta.currentSeq(user) <= seq && !signal.aborted) return;
+              hub.off(`changes:${user}`, check);
+              signal.removeEventListener('abort', check);
+              resolve();
+            };
+            hub.on(`changes:${user}`, check);
+            signal.addEventListener('abort', check);
+            check();
+          }),
+      })
+    : undefined;
+  if (shares) registerShareRoutes({ route, auth, parse }, shares);
+
   let gcTimer: NodeJS.Timeout | undefined;
   if (config.gcIntervalMs > 0) {
     gcTimer = setInterval(() => {
@@ -966,6 +1016,7 @@ export async function startProxyServer(
   }
 
   const address = await app.listen({ host: config.host, port: config.port });
+  await shares?.start();
   const url = address.replace('[::1]', 'localhost');
   log.info({ url, dataDir: config.dataDir, objectTier: config.objectTier.type }, 'weft proxy listening');
   if (!config.adminToken) log.info('no adminToken configured: a random one was generated for this run');
@@ -980,10 +1031,13 @@ export async function startProxyServer(
     scheduler,
     gc: (graceMs?: number) => store.gc(graceMs ?? config.gcGraceMs),
     enrol: enrolDevice,
+    ...(shares ? { shares } : {}),
     async close() {
       if (closed) return;
       closed = true;
       if (gcTimer) clearInterval(gcTimer);
+      await shares?.close();
+      for (const t of batched.values()) clearTimeout(t);
       for (const c of app.websocketServer?.clients ?? []) c.terminate();
       await app.close();
       await fs.close();

@@ -1,0 +1,561 @@
+/**
+ * Cross-cloud shared folders served by the proxy (DESIGN §5): connected provider accounts
+ * (tokens encrypted at rest in the mirror's CredentialVault), shares, invitations and
+ * members (the mirror's ShareRegistry), and one running MirrorEngine per share with at
+ * least two members. A member who keeps the share in Weft storage has the user's own
+ * namespace in this proxy's store as replica (NamespaceProvider), so the mirror's writes
+ * appear in that namespace's change feed and the member's Weft clients hear about them.
+ *
+ * Everything is confined to the caller: accounts are the caller's own, a share is seen and
+ * changed only by its members, and only the owner removes members.
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import * as nodePath from 'node:path';
+import type Database from 'better-sqlite3';
+import type { Logger } from 'pino';
+import {
+  type ChangeWaiter,
+  CredentialVault,
+  MirrorEngine,
+  type ReplicaConfig,
+  ShareError,
+  type ShareMember,
+  ShareRegistry,
+  VaultError,
+  keysFromEnv,
+  openDatabase,
+} from '@weft/mirror';
+import {
+  type AccessTokenSource,
+  DropboxProvider,
+  GDriveProvider,
+  OAuthSession,
+  OneDriveProvider,
+  type Provider,
+  type TokenSet,
+  WRAP_DEFAULTS,
+  type WrapConfig,
+  dropboxOAuth,
+  googleOAuth,
+  isProviderError,
+  microsoftOAuth,
+  staticToken,
+} from '@weft/providers';
+import {
+  type CloudKind,
+  type ConnectAccountRequest,
+  type ProviderAccount,
+  type ProviderKind,
+  ProviderTokens,
+  type ReplicaChoice,
+  SHARE_LINK_PREFIX,
+  type ShareInfo,
+  type ShareInvitePreview,
+  type ShareInviteResponse,
+  type ShareMemberInfo,
+  type ShareSyncStatus,
+} from '@weft/wire';
+import type { SharesConfig } from '../config.ts';
+import { ApiError } from '../errors.ts';
+import type { OpScheduler } from '../scheduler.ts';
+import type { HybridStore } from '../store/hybrid.ts';
+import { NamespaceProvider } from './namespace-provider.ts';
+
+/** Device ids of the mirror's writes into namespaces start with this. */
+export const MIRROR_DEVICE_PREFIX = 'mirror:';
+
+export interface ShareServiceOptions {
+  readonly config: SharesConfig;
+  readonly dataDir: string;
+  readonly store: HybridStore;
+  readonly scheduler: OpScheduler;
+  readonly log: Logger;
+  /** Resolves when `user`'s namespace records a change after `seq`. */
+  readonly waitForSeq: (user: string, seq: number, signal: AbortSignal) => Promise<void>;
+  /** Wrapper configuration per cloud (tests shorten Retry-After sleeps). Default WRAP_DEFAULTS. */
+  readonly wrap?: (cloud: ProviderKind | 'weft') => WrapConfig;
+}
+
+interface Running {
+  readonly engine: MirrorEngine;
+  applied: number;
+  lastApplied: number;
+  pending: number;
+  lastRoundMs?: number;
+  lastError?: string;
+}
+
+interface Joining {
+  readonly member: string;
+  applied: number;
+}
+
+interface AccountRow {
+  account_id: string;
+  owner: string;
+  provider: string;
+  label: string;
+  connected_ms: number;
+}
+
+const WEFT_ACCOUNT = 'weft:';
+
+function keysFrom(config: SharesConfig, dataDir: string) {
+  let key = config.key;
+  if (!key) {
+    const file = config.keyFile ?? nodePath.join(dataDir, 'mirror.key');
+    if (!existsSync(file))
+      writeFileSync(file, randomBytes(32).toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
+    key = readFileSync(file, 'utf8').trim();
+  }
+  const old = Object.entries(config.oldKeys)
+    .map(([id, k]) => `${id}=${k}`)
+    .join(',');
+  return keysFromEnv({ WEFT_MIRROR_KEY: key, WEFT_MIRROR_OLD_KEYS: old });
+}
+
+/** ShareError / VaultError → the API's errors. */
+function apiError(e: unknown): unknown {
+  if (e instanceof ShareError) {
+    switch (e.code) {
+      case 'NotFound':
+        return new ApiError('NOT_FOUND', e.message);
+      case 'Forbidden':
+        return new ApiError('FORBIDDEN', e.message);
+      case 'InvalidInvite':
+        return new ApiError('NOT_FOUND', e.message);
+      case 'AlreadyMember':
+        return new ApiError('ALREADY_EXISTS', e.message);
+      case 'InvalidArgument':
+        return new ApiError('BAD_REQUEST', e.message);
+    }
+  }
+  if (e instanceof VaultError) return new ApiError('INTERNAL', 'stored credentials cannot be read');
+  return e;
+}
+
+export class ShareService {
+  private readonly db: Database.Database;
+  private readonly registry: ShareRegistry;
+  private readonly vault: CredentialVault;
+  private readonly running = new Map<string, Running>();
+  private readonly joining = new Map<string, Joining>();
+  /** Per share: engine restarts run one after another. */
+  private readonly chains = new Map<string, Promise<void>>();
+  private closed = false;
+
+  constructor(private readonly o: ShareServiceOptions) {
+    this.db = openDatabase(o.config.mirrorFile ?? nodePath.join(o.dataDir, 'mirror.sqlite'));
+    this.db.pragma('foreign_keys = ON');
+    this.registry = new ShareRegistry(this.db);
+    this.vault = new CredentialVault(this.db, keysFrom(o.config, o.dataDir));
+  }
+
+  /** Start the engines of the shares already stored. */
+  async start(): Promise<void> {
+    for (const s of this.registry.all()) await this.restart(s.id);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.allSettled([...this.chains.values()]);
+    await Promise.allSettled([...this.running.values()].map((r) => r.engine.stop()));
+    this.running.clear();
+    this.db.close();
+  }
+
+  private guard<T>(fn: () => T): T {
+    try {
+      return fn();
+    } catch (e) {
+      throw apiError(e);
+    }
+  }
+
+  // ---------------------------------------------------------------- accounts
+
+  private accountRow(user: string, id: string): AccountRow {
+    const row = this.db
+      .prepare(
+        'SELECT account_id, owner, provider, label, connected_ms FROM provider_accounts WHERE account_id = ?',
+      )
+      .get(id) as AccountRow | undefined;
+    // Another user's account is reported exactly like a missing one.
+    if (!row || row.owner !== user) throw new ApiError('NOT_FOUND', `no account ${id}`);
+    return row;
+  }
+
+  private toAccount(r: AccountRow): ProviderAccount {
+    return {
+      id: r.account_id,
+      provider: r.provider as ProviderKind,
+      label: r.label,
+      connectedMs: r.connected_ms,
+    };
+  }
+
+  accounts(user: string): ProviderAccount[] {
+    const rows = this.db
+      .prepare(
+        'SELECT account_id, owner, provider, label, connected_ms FROM provider_accounts WHERE owner = ? ORDER BY connected_ms, account_id',
+      )
+      .all(user) as AccountRow[];
+    return rows.map((r) => this.toAccount(r));
+  }
+
+  connectAccount(user: string, req: ConnectAccountRequest): ProviderAccount {
+    const id = 'acc_' + randomBytes(8).toString('hex');
+    const now = Date.now();
+    this.db.transaction(() => {
+      this.vault.put(id, user, req.provider, JSON.stringify(req.tokens));
+      this.db
+        .prepare('UPDATE provider_accounts SET label = ?, connected_ms = ? WHERE account_id = ?')
+        .run(req.label, now, id);
+    })();
+    return { id, provider: req.provider, label: req.label, connectedMs: now };
+  }
+
+  disconnectAccount(user: string, id: string): void {
+    this.accountRow(user, id);
+    const used = this.db
+      .prepare('SELECT share_id FROM share_members WHERE account_id = ? LIMIT 1')
+      .get(id) as { share_id: string } | undefined;
+    if (used)
+      throw new ApiError(
+        'BAD_REQUEST',
+        `the account keeps the replica of share ${used.share_id}: leave it first`,
+      );
+    this.vault.remove(id);
+  }
+
+  /** The provider of an account (decrypted tokens; refreshed through OAuth when configured). */
+  private accountProvider(id: string): { provider: Provider; kind: ProviderKind; waiter?: ChangeWaiter } {
+    const cred = this.vault.get(id);
+    const kind = cred.provider as ProviderKind;
+    const tokens = ProviderTokens.parse(JSON.parse(cred.secret));
+    const token = this.tokenSource(id, kind, tokens);
+    const ep = this.o.config.endpoints;
+    switch (kind) {
+      case 'dropbox': {
+        const p = new DropboxProvider({ token, ...(ep.dropbox ? { baseUrl: ep.dropbox } : {}) });
+        const timeout = this.o.config.longpollTimeoutSeconds;
+        return { provider: p, kind, waiter: (cursor, signal) => p.waitForChanges(cursor, timeout, signal) };
+      }
+      case 'gdrive':
+        return {
+          provider: new GDriveProvider({ token, ...(ep.gdrive ? { rootUrl: ep.gdrive } : {}) }),
+          kind,
+        };
+      case 'onedrive':
+        return {
+          provider: new OneDriveProvider({ token, ...(ep.onedrive ? { graphOrigin: ep.onedrive } : {}) }),
+          kind,
+        };
+    }
+  }
+
+  private tokenSource(id: string, kind: ProviderKind, tokens: TokenSet): AccessTokenSource {
+    const client = this.o.config.oauth[kind];
+    if (!client || !tokens.refreshToken) return staticToken(tokens.accessToken);
+    const config =
+      kind === 'dropbox'
+        ? dropboxOAuth(client.clientId)
+        : kind === 'gdrive'
+          ? googleOAuth(client.clientId, client.clientSecret)
+          : microsoftOAuth(client.clientId);
+    const vault = this.vault;
+    return new OAuthSession(config, {
+      load: async () => ProviderTokens.parse(JSON.parse(vault.get(id).secret)),
+      save: async (t) => {
+        const cur = vault.get(id);
+        vault.put(id, cur.owner, cur.provider, JSON.stringify(t));
+      },
+    });
+  }
+
+  // ---------------------------------------------------------------- shares
+
+  /** Check a replica choice for `user` and make sure its folder exists (or create it). */
+  private async replicaSpec(
+    user: string,
+    choice: ReplicaChoice,
+    create: boolean,
+  ): Promise<{ provider: string; accountId: string; root: string }> {
+    if (choice.cloud === 'weft') {
+      const e = this.o.store.stat(user, choice.root);
+      if (e && e.kind !== 'dir') throw new ApiError('NOT_A_FOLDER', `${choice.root} is a file`);
+      if (!e) {
+        if (!create) throw new ApiError('NOT_FOUND', `no folder ${choice.root} in your Weft storage`);
+        await this.weftProvider(user, 'setup').mkdir(choice.root);
+      }
+      return { provider: 'weft', accountId: WEFT_ACCOUNT + user, root: choice.root };
+    }
+    const row = this.accountRow(user, choice.accountId);
+    const { provider } = this.accountProvider(row.account_id);
+    try {
+      const st = await provider.stat(choice.root).catch(async (e: unknown) => {
+        if (!create || !isProviderError(e) || e.code !== 'NotFound') throw e;
+        await provider.mkdir(choice.root);
+        return provider.stat(choice.root);
+      });
+      if (st.kind !== 'dir') throw new ApiError('NOT_A_FOLDER', `${choice.root} is a file`);
+    } catch (e) {
+      if (e instanceof ApiError) throw e;
+      if (isProviderError(e) && e.code === 'NotFound')
+        throw new ApiError('NOT_FOUND', `no folder ${choice.root} in that account`);
+      if (isProviderError(e) && e.code === 'Auth')
+        throw new ApiError('FORBIDDEN', `the ${row.provider} account refused its stored credentials`);
+      throw e;
+    } finally {
+      await provider.close?.();
+    }
+    return { provider: row.provider, accountId: row.account_id, root: choice.root };
+  }
+
+  private weftProvider(user: string, shareId: string): NamespaceProvider {
+    return new NamespaceProvider({
+      store: this.o.store,
+      scheduler: this.o.scheduler,
+      writer: { userId: user, deviceId: MIRROR_DEVICE_PREFIX + shareId, deviceName: 'shared folder' },
+      waitForSeq: (seq, signal) => this.o.waitForSeq(user, seq, signal),
+    });
+  }
+
+  private requireMember(user: string, shareId: string): ShareMember[] {
+    const members = this.guard(() => {
+      this.registry.get(shareId);
+      return this.registry.members(shareId);
+    });
+    // Not a member: the share does not exist for this user.
+    if (!members.some((m) => m.member === user)) throw new ApiError('NOT_FOUND', `no share ${shareId}`);
+    return members;
+  }
+
+  async create(user: string, name: string, choice: ReplicaChoice): Promise<ShareInfo> {
+    const spec = await this.replicaSpec(user, choice, false);
+    this.assertFree(spec);
+    const share = this.guard(() => this.registry.create(name, user, spec));
+    await this.restart(share.id);
+    return this.info(user, share.id);
+  }
+
+  /** One replica per folder: a folder already mirrored (or inside / around one) is refused. */
+  private assertFree(spec: { accountId: string; root: string }): void {
+    const rows = this.db
+      .prepare('SELECT share_id, root FROM share_members WHERE account_id = ?')
+      .all(spec.accountId) as { share_id: string; root: string }[];
+    for (const r of rows) {
+      const a = r.root;
+      const b = spec.root;
+      if (a === b || a.startsWith(b + '/') || b.startsWith(a + '/'))
+        throw new ApiError('ALREADY_EXISTS', `that folder overlaps the replica of share ${r.share_id}`);
+    }
+  }
+
+  list(user: string): ShareInfo[] {
+    return this.registry.list(user).map((s) => this.info(user, s.id));
+  }
+
+  get(user: string, shareId: string): ShareInfo {
+    this.requireMember(user, shareId);
+    return this.info(user, shareId);
+  }
+
+  invite(user: string, shareId: string, ttlHours: number | undefined): ShareInviteResponse {
+    this.requireMember(user, shareId);
+    const ttlMs = (ttlHours ?? 7 * 24) * 3600_000;
+    const now = Date.now();
+    const token = this.guard(() => this.registry.invite(shareId, user, ttlMs));
+    return { shareId, token, link: SHARE_LINK_PREFIX + token, expiresMs: now + ttlMs };
+  }
+
+  preview(token: string): ShareInvitePreview {
+    const p = this.guard(() => this.registry.preview(token));
+    return {
+      shareId: p.share.id,
+      name: p.share.name,
+      owner: p.share.owner,
+      invitedBy: p.invitedBy,
+      expiresMs: p.expiresMs,
+      members: this.registry.members(p.share.id).map((m) => ({ member: m.member, cloud: this.cloud(m) })),
+    };
+  }
+
+  async accept(user: string, token: string, choice: ReplicaChoice): Promise<ShareInfo> {
+    const p = this.guard(() => this.registry.preview(token));
+    if (this.registry.members(p.share.id).some((m) => m.member === user))
+      throw new ApiError('ALREADY_EXISTS', `${user} is already a member`);
+    const spec = await this.replicaSpec(user, choice, true);
+    this.assertFree(spec);
+    const m = this.guard(() => this.registry.accept(token, user, spec));
+    this.joining.set(m.shareId, { member: user, applied: 0 });
+    await this.restart(m.shareId);
+    return this.info(user, m.shareId);
+  }
+
+  async leave(user: string, shareId: string): Promise<void> {
+    this.requireMember(user, shareId);
+    this.guard(() => this.registry.leave(shareId, user));
+    await this.restart(shareId);
+  }
+
+  async remove(user: string, shareId: string, member: string): Promise<void> {
+    this.requireMember(user, shareId);
+    this.guard(() => this.registry.remove(shareId, user, member));
+    await this.restart(shareId);
+  }
+
+  // ---------------------------------------------------------------- engines
+
+  private cloud(m: ShareMember): CloudKind {
+    return m.provider as CloudKind;
+  }
+
+  private replicaOf(shareId: string, m: ShareMember): ReplicaConfig {
+    const id = `${m.member}@${m.accountId}`;
+    if (m.provider === 'weft') {
+      const p = this.weftProvider(m.member, shareId);
+      return {
+        id,
+        member: m.member,
+        provider: p,
+        root: m.root,
+        wrap: this.o.wrap?.('weft') ?? { retry: { maxAttempts: 3 } },
+        waitForChanges: (cursor, signal) => p.waitForChanges(cursor, signal),
+      };
+    }
+    const made = this.accountProvider(m.accountId);
+    return {
+      id,
+      member: m.member,
+      provider: made.provider,
+      root: m.root,
+      wrap: this.o.wrap?.(made.kind) ?? WRAP_DEFAULTS[made.kind] ?? {},
+      ...(made.waiter ? { waitForChanges: made.waiter } : {}),
+    };
+  }
+
+  /** Stop the share's engine (if any) and start one for its current members (two or more). */
+  restart(shareId: string): Promise<void> {
+    const prev = this.chains.get(shareId) ?? Promise.resolve();
+    const next = prev.then(async () => {
+      const old = this.running.get(shareId);
+      this.running.delete(shareId);
+      await old?.engine.stop();
+      if (this.closed) return;
+      let members: ShareMember[];
+      try {
+        this.registry.get(shareId);
+        members = this.registry.members(shareId);
+      } catch {
+        return; // the share is gone (its last member left)
+      }
+      if (members.length < 2) return;
+      const state: Partial<Running> & { applied: number; lastApplied: number; pending: number } = {
+        applied: 0,
+        lastApplied: 0,
+        pending: 0,
+      };
+      const engine = new MirrorEngine({
+        shareId,
+        db: this.db,
+        logger: this.o.log,
+        pollIntervalMs: this.o.config.pollIntervalMs,
+        replicas: members.map((m) => this.replicaOf(shareId, m)),
+        onProgress: ({ applied }) => {
+          const delta = applied >= state.lastApplied ? applied - state.lastApplied : applied;
+          state.lastApplied = applied;
+          state.applied += delta;
+          const j = this.joining.get(shareId);
+          if (j) j.applied += delta;
+        },
+        onRound: ({ pending, error }) => {
+          state.pending = pending;
+          state.lastRoundMs = Date.now();
+          state.lastApplied = 0;
+          if (error) state.lastError = error instanceof Error ? error.message : String(error);
+          else delete state.lastError;
+        },
+      });
+      const running: Running = Object.assign(state, { engine });
+      this.running.set(shareId, running);
+      engine.start();
+    });
+    const settled = next.catch((e: unknown) =>
+      this.o.log.error({ err: e, share: shareId }, 'mirror start failed'),
+    );
+    this.chains.set(shareId, settled);
+    return settled;
+  }
+
+  private status(shareId: string): {
+    status: ShareSyncStatus;
+    seeding?: { member: string; applied: number; total: number; done: boolean };
+  } {
+    const r = this.running.get(shareId);
+    if (!r) return { status: { state: 'idle', pending: 0, applied: 0, conflicts: 0 } };
+    const pending = r.engine.ready ? r.engine.pendingCount() : r.pending;
+    const j = this.joining.get(shareId);
+    let seeding: { member: string; applied: number; total: number; done: boolean } | undefined;
+    if (j) {
+      const total = r.engine.initialBacklog ?? 0;
+      const done = r.engine.initialBacklog !== undefined && (j.applied >= total || pending === 0);
+      seeding = { member: j.member, applied: Math.min(j.applied, total), total, done };
+    }
+    const state: ShareSyncStatus['state'] = r.lastError
+      ? 'error'
+      : seeding && !seeding.done
+        ? 'seeding'
+        : pending > 0 || !r.engine.ready
+          ? 'syncing'
+          : 'idle';
+    return {
+      status: {
+        state,
+        pending,
+        applied: r.applied,
+        conflicts: r.engine.stats.conflicts,
+        ...(r.lastRoundMs !== undefined ? { lastRoundMs: r.lastRoundMs } : {}),
+        ...(r.lastError !== undefined ? { lastError: r.lastError } : {}),
+      },
+      ...(seeding ? { seeding } : {}),
+    };
+  }
+
+  private info(user: string, shareId: string): ShareInfo {
+    const share = this.guard(() => this.registry.get(shareId));
+    const members = this.registry.members(shareId);
+    const { status, seeding } = this.status(shareId);
+    const out: ShareMemberInfo[] = members.map((m) => {
+      const own = m.member === user;
+      let label: string | undefined;
+      if (own && m.provider !== 'weft') {
+        const row = this.db
+          .prepare('SELECT label FROM provider_accounts WHERE account_id = ?')
+          .get(m.accountId) as { label: string } | undefined;
+        label = row?.label;
+      }
+      return {
+        member: m.member,
+        role: m.role,
+        cloud: this.cloud(m),
+        ...(label !== undefined ? { accountLabel: label } : {}),
+        ...(own ? { root: m.root } : {}),
+        joinedMs: m.joinedMs,
+        ...(seeding && seeding.member === m.member
+          ? { seeding: { applied: seeding.applied, total: seeding.total, done: seeding.done } }
+          : {}),
+      };
+    });
+    return {
+      id: share.id,
+      name: share.name,
+      owner: share.owner,
+      createdMs: share.createdMs,
+      role: share.owner === user ? 'owner' : 'member',
+      members: out,
+      status,
+    };
+  }
+}
