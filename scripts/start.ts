@@ -2,17 +2,18 @@
  * `npm start`: run Weft on its embedded defaults — no configuration, no accounts.
  *
  * Starts the proxy server (SQLite metadata, filesystem tier and object tier in a local
- * data folder), enrols this computer as a device the first time, runs one agent syncing
- * the Weft folder, and prints where the folder and the status page are. Everything
- * survives a restart. WEFT_HOME (default ~/.weft) holds the data; WEFT_FOLDER (default
- * ~/Weft) is the synced folder.
+ * data folder), enrols this computer as a device the first time, and opens the Weft window
+ * through `openDesktopUi`: the desktop app when Electron (with its binary) is installed,
+ * otherwise an agent serving the UI, opened in the system browser. Everything survives a
+ * restart. WEFT_HOME (default ~/.weft) holds the data; WEFT_FOLDER (default ~/Weft) is the
+ * synced folder; WEFT_NO_OPEN=1 serves the UI without opening anything (headless, tests).
  */
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
-import { startAgent } from '@weft/core';
+import { openDesktopUi } from '@weft/desktop';
 import { startProxyServer } from '@weft/proxy-server';
 
 const home = process.env.WEFT_HOME ?? nodePath.join(os.homedir(), '.weft');
@@ -59,7 +60,9 @@ await fsp.writeFile(
   },
 );
 
-const agent = await startAgent({
+const noOpen = process.env.WEFT_NO_OPEN === '1' || process.env.WEFT_NO_OPEN === 'true';
+const ui = await openDesktopUi({
+  open: noOpen ? 'none' : 'auto',
   folder,
   server: proxy.url,
   stateDir: nodePath.join(home, 'agent'),
@@ -78,7 +81,11 @@ const agent = await startAgent({
 
 if (firstRun) say('Welcome to Weft. Files you put in the folder below are synced to your Weft storage.');
 say(`Weft folder:  ${folder}`);
-say(`Status page:  ${agent.statusUrl}`);
+say(
+  ui.openedWith === 'electron'
+    ? 'Weft window:  the desktop app (in the tray)'
+    : `Weft window:  ${ui.url}${ui.openedWith === 'browser' ? ' (opened in your browser)' : ''}`,
+);
 say(`Proxy server: ${proxy.url} (data in ${home})`);
 say('Press Ctrl+C to stop.');
 
@@ -86,7 +93,7 @@ let stopping = false;
 const stop = async (): Promise<void> => {
   if (stopping) return;
   stopping = true;
-  await agent.stop();
+  await ui.stop();
   await proxy.close();
   process.exit(0);
 };

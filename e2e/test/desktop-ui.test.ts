@@ -57,6 +57,7 @@ describe('desktop UI in Chromium', () => {
       oauth: { dropbox: dropboxOAuth('weft-desktop-test', { www: dropbox.url, api: dropbox.url }) },
     });
     expect(ui.openedWith).toBe('none');
+    if (!ui.agent) throw new Error('openDesktopUi with open: none serves the UI from this process');
     agent = ui.agent;
     other = await startDevice(proxy, 'phone', { user: 'alice' });
     context = await launchChromium(nodePath.join(root, 'chromium-profile'));

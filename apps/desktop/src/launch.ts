@@ -17,8 +17,10 @@ export interface OpenUiOptions extends AgentOptions {
 }
 
 export interface OpenedUi {
+  /** The UI's address (empty when the desktop app runs it). */
   readonly url: string;
-  readonly agent: RunningAgent;
+  /** The agent serving the UI; undefined when the desktop app runs its own. */
+  readonly agent: RunningAgent | undefined;
   readonly openedWith: 'electron' | 'browser' | 'none';
   stop(): Promise<void>;
 }
@@ -56,14 +58,16 @@ export async function openDesktopUi(options: OpenUiOptions): Promise<OpenedUi> {
       env: {
         ...process.env,
         WEFT_FOLDER: options.folder,
-        WEFT_SERVER: options.server,
         WEFT_STATE_DIR: options.stateDir,
+        ...(options.server ? { WEFT_SERVER: options.server } : {}),
+        ...(options.adminToken ? { WEFT_ADMIN_TOKEN: options.adminToken } : {}),
+        ...(options.invite ? { WEFT_INVITE: options.invite } : {}),
       },
     });
     const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
     return {
       url: '',
-      agent: undefined as unknown as RunningAgent,
+      agent: undefined,
       openedWith: 'electron',
       async stop() {
         child.kill('SIGTERM');
@@ -81,12 +85,13 @@ export async function openDesktopUi(options: OpenUiOptions): Promise<OpenedUi> {
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const [folder, server, stateDir] = process.argv.slice(2);
   if (!folder || !server || !stateDir) {
-    process.stderr.write('usage: tsx apps/desktop/src/launch.ts <folder> <server-url> <state-dir>\n');
+    process.stderr.write('usage: tsx apps/desktop/src/launch.ts <folder> <server-url|-> <state-dir>\n');
     process.exit(2);
   }
   const ui = await openDesktopUi({
     folder,
-    server,
+    // '-': no server yet (enrol from the Accounts screen), or the one enrolled earlier.
+    ...(server === '-' ? {} : { server }),
     stateDir,
     ...(process.env.WEFT_ADMIN_TOKEN ? { adminToken: process.env.WEFT_ADMIN_TOKEN } : {}),
   });

@@ -34,8 +34,10 @@ function handlers(over: Partial<ApiHandlers> = {}): ApiHandlers {
     listAccounts: async () => ({ accounts: [] }),
     connectCloud: async () => ({ authorizeUrl: 'http://127.0.0.1:1/oauth2/authorize' }),
     disconnect: async () => ({ accounts: [] }),
+    connectWeft: fail,
     getSharing: async () => ({ available: false, reason: 'later', shares: [] }),
     shareFolder: fail,
+    createInvite: fail,
     acceptInvite: fail,
     leaveShare: fail,
   };
@@ -83,7 +85,7 @@ describe('dispatch validates both sides', () => {
   it('checks what handlers return and turns throws into typed errors', async () => {
     const bad = handlers({ getStatus: async () => ({ state: 'weird' }) as never });
     expect(await dispatch(bad, 'getStatus', {})).toMatchObject({ ok: false, error: { code: 'failed' } });
-    expect(await dispatch(handlers(), 'shareFolder', { folder: 'x' })).toEqual({
+    expect(await dispatch(handlers(), 'shareFolder', { name: 'X', cloud: 'dropbox', folder: 'x' })).toEqual({
       ok: false,
       error: { code: 'unavailable', message: 'not here' },
     });

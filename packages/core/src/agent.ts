@@ -9,16 +9,28 @@ import * as fsp from 'node:fs/promises';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
+import { type DeviceCredentials, enrolDevice, loadDevice, saveDevice } from './device-credentials.ts';
 import { Engine } from './engine.ts';
 import { ProxyClient } from './remote/proxy-client.ts';
+import { type SecretStore, keyFileSecretStore } from './secret-store.ts';
 import type { FolderStatus } from './status.ts';
-import type { CloudProvider } from '@weft/desktop/common';
-import type { OAuthClientConfig, TokenStore } from '@weft/providers';
-import { type UiService, createUiHttpHandler, createUiService, loadSettings } from './ui-server/index.ts';
+import type { CloudProvider } from '@weft/ui-contract';
+import type { OAuthClientConfig } from '@weft/providers';
+import {
+  type UiService,
+  type UiSession,
+  createUiHttpHandler,
+  createUiService,
+  loadSettings,
+} from './ui-server/index.ts';
 
 export interface AgentOptions {
   readonly folder: string;
-  readonly server: string;
+  /**
+   * The Weft storage server. Absent (the desktop app's first run): the enrolment from an
+   * earlier run, else the agent waits for one from the UI's Accounts screen.
+   */
+  readonly server?: string;
   /** Where the journal, trash and device credentials live. Default: ~/.weft/agent-<hash>. */
   readonly stateDir: string;
   readonly deviceName?: string;
@@ -42,8 +54,11 @@ export interface AgentOptions {
   readonly uiDir?: string;
   /** OAuth clients for connecting clouds from the UI (the emulators' in tests). */
   readonly oauth?: Partial<Record<CloudProvider, OAuthClientConfig>>;
-  /** Token storage per cloud (Electron safeStorage); default: memory only. */
-  readonly tokenStore?: (provider: CloudProvider) => TokenStore;
+  /**
+   * Where the device token and cloud tokens are kept: Electron passes safeStorage; default:
+   * `<stateDir>/secrets`, encrypted with a per-install key file (see secret-store.ts).
+   */
+  readonly secrets?: SecretStore;
 }
 
 /** The renderer build next to this checkout, if it has been built. */
@@ -55,6 +70,9 @@ export function defaultUiDir(): string | undefined {
 }
 
 export interface RunningAgent {
+  /** False until the device is enrolled (then engine and client exist). */
+  readonly enrolled: boolean;
+  /** The engine; throws before enrolment. */
   readonly engine: Engine;
   readonly client: ProxyClient;
   readonly statusUrl: string;
@@ -65,86 +83,88 @@ export interface RunningAgent {
   stop(): Promise<void>;
 }
 
-interface DeviceFile {
-  server: string;
-  user: string;
-  deviceName: string;
-  token: string;
-}
-
-async function readDevice(file: string): Promise<DeviceFile | undefined> {
-  try {
-    const d = JSON.parse(await fsp.readFile(file, 'utf8')) as Partial<DeviceFile>;
-    if (typeof d.token === 'string' && typeof d.server === 'string' && typeof d.user === 'string') {
-      return { server: d.server, user: d.user, deviceName: d.deviceName ?? os.hostname(), token: d.token };
-    }
-  } catch {
-    /* none yet */
-  }
-  return undefined;
-}
+const normalServer = (url: string): string => url.replace(/\/+$/, '');
 
 export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
   await fsp.mkdir(options.stateDir, { recursive: true, mode: 0o700 });
-  const deviceFile = nodePath.join(options.stateDir, 'device.json');
-  let device = await readDevice(deviceFile);
-  if (device && device.server !== options.server) device = undefined;
+  const secrets = options.secrets ?? keyFileSecretStore({ dir: nodePath.join(options.stateDir, 'secrets') });
+  let device = await loadDevice(options.stateDir, secrets);
+  if (device && options.server && device.server !== normalServer(options.server)) device = undefined;
   const deviceName = options.deviceName ?? device?.deviceName ?? os.hostname().slice(0, 60);
-  if (!device) {
+  if (!device && options.server) {
     if (options.token) {
-      device = { server: options.server, user: options.user ?? '', deviceName, token: options.token };
-    } else {
-      const enrolled = await ProxyClient.enrol(options.server, {
+      device = {
+        server: normalServer(options.server),
+        user: options.user ?? '',
+        deviceName,
+        token: options.token,
+      };
+      await saveDevice(options.stateDir, secrets, device);
+    } else if (options.adminToken || options.invite) {
+      device = await enrolDevice(options.stateDir, secrets, {
+        server: options.server,
         user: options.user ?? 'me',
         deviceName,
         ...(options.adminToken ? { adminToken: options.adminToken } : {}),
         ...(options.invite ? { invite: options.invite } : {}),
       });
-      device = { server: options.server, user: enrolled.user, deviceName, token: enrolled.token };
+    } else {
+      throw new Error(
+        `not enrolled with ${options.server}: pass an admin token, an invite or a device token`,
+      );
     }
-    await fsp.writeFile(deviceFile, JSON.stringify(device, null, 2), { mode: 0o600 });
   }
   // Limits from the command line win; otherwise those saved from the desktop UI's settings.
   const settings = await loadSettings(options.stateDir);
   const uploadBytesPerSecond = options.uploadBytesPerSecond || settings.uploadLimitKiBps * 1024;
   const downloadBytesPerSecond = options.downloadBytesPerSecond || settings.downloadLimitKiBps * 1024;
-  const client = new ProxyClient({
-    baseUrl: options.server,
-    token: device.token,
-    ...(uploadBytesPerSecond ? { uploadBytesPerSecond } : {}),
-    ...(downloadBytesPerSecond ? { downloadBytesPerSecond } : {}),
-  });
-  const engine = await Engine.open({
-    ignore: settings.ignorePatterns,
-    massDeleteFraction: settings.massDeletePercent / 100,
-    massDeleteCount: settings.massDeleteCount,
-    folder: options.folder,
-    stateDir: options.stateDir,
-    client,
-    deviceName,
-    watch: options.watch ?? true,
-    settleMs: options.settleMs,
-  });
-  await engine.start();
+  let session: UiSession | undefined;
+  const open = async (d: DeviceCredentials): Promise<UiSession> => {
+    const client = new ProxyClient({
+      baseUrl: d.server,
+      token: d.token,
+      ...(uploadBytesPerSecond ? { uploadBytesPerSecond } : {}),
+      ...(downloadBytesPerSecond ? { downloadBytesPerSecond } : {}),
+    });
+    const engine = await Engine.open({
+      ignore: settings.ignorePatterns,
+      massDeleteFraction: settings.massDeletePercent / 100,
+      massDeleteCount: settings.massDeleteCount,
+      folder: options.folder,
+      stateDir: options.stateDir,
+      client,
+      deviceName: d.deviceName,
+      watch: options.watch ?? true,
+      settleMs: options.settleMs,
+    });
+    await engine.start();
+    session = { engine, client, server: d.server, user: d.user, deviceName: d.deviceName, token: d.token };
+    return session;
+  };
+  if (device) await open(device);
 
   const secret = randomBytes(16).toString('hex');
+  let enrolling: Promise<UiSession> | undefined;
   const ui = await createUiService({
-    engine,
-    client,
     folder: options.folder,
     stateDir: options.stateDir,
-    server: options.server,
-    user: device.user,
-    deviceName,
+    session: () => session,
+    // The Accounts screen's Weft storage form (first run only: the engine starts then).
+    enrol: (request) =>
+      (enrolling ??= enrolDevice(options.stateDir, secrets, request)
+        .then(open)
+        .finally(() => (enrolling = undefined))),
+    defaultUser: options.user ?? 'me',
+    defaultDeviceName: deviceName,
+    secrets,
     ...(options.oauth ? { oauth: options.oauth } : {}),
-    ...(options.tokenStore ? { tokenStore: options.tokenStore } : {}),
   });
   const uiDir = options.uiDir ?? defaultUiDir();
   const uiHttp = createUiHttpHandler({
     handlers: ui.handlers,
     secret,
     ...(uiDir ? { staticDir: uiDir } : {}),
-    onStatus: (listener) => engine.status.onChange(listener),
+    onStatus: (listener) => ui.onStatus(listener),
     status: ui.status,
   });
   const server = http.createServer((req, res) => {
@@ -160,12 +180,20 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
       res.writeHead(code, { 'content-type': type, 'cache-control': 'no-store' });
       res.end(body);
     };
+    const engine = session?.engine;
     if (req.method === 'GET' && url.pathname === '/api/status')
-      return send(200, JSON.stringify(engine.getStatus()));
+      return send(200, JSON.stringify(engine?.getStatus() ?? ui.status()));
     if (req.method === 'GET' && url.pathname === '/')
-      return send(200, statusPage(engine.getStatus()), 'text/html; charset=utf-8');
+      return send(
+        200,
+        engine
+          ? statusPage(engine.getStatus())
+          : '<!doctype html><html lang="en"><title>Weft</title><p>Not connected to Weft storage yet.</p></html>',
+        'text/html; charset=utf-8',
+      );
     if (req.method === 'POST' && url.pathname.startsWith('/api/')) {
       if (req.headers['x-weft-secret'] !== secret) return send(403, JSON.stringify({ error: 'forbidden' }));
+      if (!engine) return send(409, JSON.stringify({ error: 'not enrolled' }));
       switch (url.pathname) {
         case '/api/pause':
           engine.pause(Number(url.searchParams.get('until')) || undefined);
@@ -191,9 +219,20 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
     JSON.stringify({ statusUrl, secret, pid: process.pid, folder: options.folder }, null, 2),
     { mode: 0o600 },
   );
+  const current = (): UiSession => {
+    if (!session) throw new Error('this agent is not enrolled with Weft storage yet');
+    return session;
+  };
   return {
-    engine,
-    client,
+    get enrolled() {
+      return session !== undefined;
+    },
+    get engine() {
+      return current().engine;
+    },
+    get client() {
+      return current().client;
+    },
     statusUrl,
     secret,
     ui,
@@ -203,7 +242,8 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
       await closed;
-      await engine.stop();
+      await enrolling?.catch(() => undefined);
+      await session?.engine.stop();
       await fsp.rm(nodePath.join(options.stateDir, 'agent.json'), { force: true });
     },
   };

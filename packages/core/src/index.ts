@@ -14,3 +14,12 @@ export { DECISIONS, decide } from './decisions.ts';
 export { conflictCopyPath, isConflictCopy } from './conflict-name.ts';
 export { IgnoreRules, DEFAULT_IGNORES } from './ignore-rules.ts';
 export type { Op } from './ops.ts';
+export {
+  SecretStoreError,
+  defaultKeyFile,
+  keyFileSecretStore,
+  memorySecretStore,
+  secretTokenStore,
+  type SecretStore,
+} from './secret-store.ts';
+export { loadDevice, type DeviceCredentials } from './device-credentials.ts';

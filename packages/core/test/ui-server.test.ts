@@ -6,7 +6,7 @@ import * as fsp from 'node:fs/promises';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
-import { DEFAULT_SETTINGS, type ApiHandlers } from '@weft/desktop/common';
+import { DEFAULT_SETTINGS, type ApiHandlers } from '@weft/ui-contract';
 import { conflictedCopyPath } from '@weft/wire';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Emitter } from '../src/lifecycle.ts';

@@ -47,9 +47,19 @@ export const DISPLAY_LABEL: Record<DisplayState, string> = {
   conflict: 'Conflicts to resolve',
 };
 
+/** The agent's status before this device is enrolled with a Weft storage server. */
+export function isNotEnrolled(message: string | undefined): boolean {
+  return /not connected to weft storage/i.test(message ?? '');
+}
+
 /** Turn an engine error message into a sentence a person can act on. */
 export function plainError(message: string | undefined): { cause: string; advice: string } {
   const m = (message ?? '').toLowerCase();
+  if (isNotEnrolled(message))
+    return {
+      cause: 'This computer is not connected to Weft storage yet.',
+      advice: 'Connect it under Accounts with your server’s address and an invite code.',
+    };
   if (/offline|econnrefused|enotfound|fetch failed|network|socket|timed? ?out/.test(m))
     return {
       cause: 'Weft cannot reach the storage server.',
@@ -71,3 +81,11 @@ export function pausedUntilText(s: FolderStatusDto, now: number): string {
   const mins = Math.max(1, Math.round((s.pausedUntilMs - now) / 60_000));
   return `for ${mins} more min`;
 }
+
+/** How each cloud is named in the UI. */
+export const CLOUD_LABEL: Record<'weft' | 'dropbox' | 'gdrive' | 'onedrive', string> = {
+  weft: 'Weft storage',
+  dropbox: 'Dropbox',
+  gdrive: 'Google Drive',
+  onedrive: 'OneDrive',
+};

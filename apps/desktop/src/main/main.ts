@@ -4,10 +4,9 @@
  * renderer build with the preload, start-at-login, and a shutdown that lets the engine
  * finish its current write.
  */
-import { readFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
-import { type RunningAgent, startAgent } from '@weft/core';
+import { type RunningAgent, keyFileSecretStore, startAgent } from '@weft/core';
 import {
   app,
   BrowserWindow,
@@ -28,30 +27,22 @@ import {
   trayNotifications,
   trayState,
 } from '../common/tray-state.ts';
+import { applyStartAtLogin, gracefulQuit, singleInstance, withStartAtLogin } from './app-lifecycle.ts';
 import { registerIpc } from './ipc.ts';
-import { safeTokenStore } from './safe-token-store.ts';
+import { safeSecretStore } from './safe-secret-store.ts';
 
 const rendererDir = nodePath.join(__dirname, '..', 'renderer');
 const stateDir = process.env.WEFT_STATE_DIR ?? nodePath.join(os.homedir(), '.weft', 'desktop');
 const folder = process.env.WEFT_FOLDER ?? nodePath.join(os.homedir(), 'Weft');
-/** The server: $WEFT_SERVER, else the one this device enrolled with earlier. */
-function configuredServer(): string {
-  if (process.env.WEFT_SERVER) return process.env.WEFT_SERVER;
-  try {
-    const d: unknown = JSON.parse(readFileSync(nodePath.join(stateDir, 'device.json'), 'utf8'));
-    return typeof d === 'object' && d !== null && 'server' in d && typeof d.server === 'string'
-      ? d.server
-      : '';
-  } catch {
-    return '';
-  }
-}
-const server = configuredServer();
+/**
+ * The server: $WEFT_SERVER, else the enrolment of an earlier run (the agent reads it), else
+ * none yet: the window's Accounts screen enrols the device.
+ */
+const server = process.env.WEFT_SERVER || undefined;
 
 let agent: RunningAgent | undefined;
 let tray: Tray | undefined;
 let win: BrowserWindow | undefined;
-let quitting = false;
 
 function toMenu(items: readonly TrayMenuItem[], run: (a: TrayAction) => void): MenuItemConstructorOptions[] {
   return items.map((i): MenuItemConstructorOptions => {
@@ -94,39 +85,32 @@ function openWindow(): void {
 }
 
 async function main(): Promise<void> {
-  if (!app.requestSingleInstanceLock()) {
-    app.quit();
-    return;
-  }
-  app.on('second-instance', openWindow);
+  if (!singleInstance(app, openWindow)) return;
   await app.whenReady();
-  if (!server)
-    throw new Error(
-      'set WEFT_SERVER (and WEFT_ADMIN_TOKEN or WEFT_INVITE for the first run): enrolment from the window is not built yet',
-    );
+  const secrets = safeSecretStore(
+    safeStorage,
+    nodePath.join(stateDir, 'secrets'),
+    keyFileSecretStore({ dir: nodePath.join(stateDir, 'secrets') }),
+  );
   agent = await startAgent({
     folder,
-    server,
+    ...(server ? { server } : {}),
     stateDir,
     uiDir: rendererDir,
     ...(process.env.WEFT_ADMIN_TOKEN ? { adminToken: process.env.WEFT_ADMIN_TOKEN } : {}),
     ...(process.env.WEFT_INVITE ? { invite: process.env.WEFT_INVITE } : {}),
-    tokenStore: (provider) => safeTokenStore(safeStorage, nodePath.join(stateDir, 'tokens'), provider),
+    secrets,
   });
   const running = agent;
   const trusted = (url: string): boolean => url.startsWith('file://') && url.includes('/renderer/');
   // Start at login is applied here as well as saved (only Electron can do it).
   const handlers = {
     ...running.ui.handlers,
-    setSettings: async (patch: Parameters<typeof running.ui.handlers.setSettings>[0]) => {
-      const saved = await running.ui.handlers.setSettings(patch);
-      app.setLoginItemSettings({ openAtLogin: saved.startAtLogin });
-      return saved;
-    },
+    setSettings: withStartAtLogin(app, running.ui.handlers.setSettings),
   };
   const unregister = registerIpc(ipcMain, handlers, trusted);
   const settings = await handlers.getSettings({});
-  app.setLoginItemSettings({ openAtLogin: settings.startAtLogin });
+  applyStartAtLogin(app, settings.startAtLogin);
 
   tray = new Tray(nativeImage.createEmpty());
   let prev: FolderStatusDto | undefined;
@@ -139,10 +123,10 @@ async function main(): Promise<void> {
         openWindow();
         break;
       case 'pause':
-        void handlers.pause({ duration: a.duration });
+        void handlers.pause({ duration: a.duration }).catch(() => undefined);
         break;
       case 'resume':
-        void handlers.resume({});
+        void handlers.resume({}).catch(() => undefined);
         break;
       case 'openFile':
         void shell.openPath(nodePath.join(folder, ...a.path.split('/')));
@@ -162,23 +146,24 @@ async function main(): Promise<void> {
     prev = s;
     win?.webContents.send(STATUS_EVENT, s);
   };
-  const sub = running.engine.status.onChange(refresh);
+  const sub = running.ui.onStatus(refresh);
   refresh();
   tray.on('click', openWindow);
 
   app.on('window-all-closed', () => {
     /* stay in the tray */
   });
-  app.on('before-quit', (e) => {
-    if (quitting) return;
-    e.preventDefault();
-    quitting = true;
-    sub.dispose();
-    unregister();
-    tray?.destroy();
+  gracefulQuit(app, {
+    beforeStop: () => {
+      sub.dispose();
+      unregister();
+      tray?.destroy();
+    },
     // The engine finishes its current write before stop() resolves.
-    void running.stop().finally(() => app.exit(0));
+    stop: () => running.stop(),
+    onError: (e) => process.stderr.write(`weft: ${e instanceof Error ? e.message : String(e)}\n`),
   });
+  if (!running.enrolled) openWindow();
 }
 
 void main().catch((e: unknown) => {

@@ -11,7 +11,7 @@
 import * as fsp from 'node:fs/promises';
 import type * as http from 'node:http';
 import * as nodePath from 'node:path';
-import { type ApiHandlers, dispatch } from '@weft/desktop/common';
+import { type ApiHandlers, dispatch } from '@weft/ui-contract';
 import { type Disposable, DisposableStore, toDisposable } from '../lifecycle.ts';
 
 export interface UiHttpOptions {

@@ -3,7 +3,12 @@ export {
   copyIsMine,
   createUiService,
   loadSettings,
+  notEnrolledStatus,
+  toShare,
   toStatusDto,
+  type EnrolRequest,
   type UiService,
   type UiServiceOptions,
+  type UiSession,
 } from './service.ts';
+export { SHARE_ROUTES, ShareApiError, httpShareBackend, type ShareBackend } from './share-client.ts';

@@ -1,7 +1,8 @@
 /**
- * The agent's implementation of the desktop UI API (@weft/desktop/common): status, pause,
- * conflicts, settings, accounts (OAuth PKCE with a loopback redirect), storage split.
- * Cross-cloud sharing is declared unavailable until the agent supports it.
+ * The agent's implementation of the desktop UI API (@weft/ui-contract): status, pause,
+ * conflicts, settings, accounts (Weft storage enrolment; clouds through OAuth PKCE with a
+ * loopback redirect, tokens in the secret store), storage split, and cross-cloud sharing
+ * through the proxy's share API.
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
@@ -13,37 +14,57 @@ import {
   DEFAULT_SETTINGS,
   type FolderStatusDto,
   type Settings,
+  type Share,
+  type Sharing,
   SettingsSchema,
   AccountSchema,
-} from '@weft/desktop/common';
-import {
-  type OAuthClientConfig,
-  type TokenStore,
-  authorizeWithLoopback,
-  memoryTokenStore,
-} from '@weft/providers';
+} from '@weft/ui-contract';
+import { type OAuthClientConfig, type TokenStore, authorizeWithLoopback } from '@weft/providers';
+import { type ReplicaChoice, type ShareInfo, shareInviteTokenFromLink } from '@weft/wire/shares';
 import { z } from 'zod';
 import { sanitizeDevice } from '../conflict-name.ts';
 import type { Engine } from '../engine.ts';
-import { type Disposable } from '../lifecycle.ts';
+import { Emitter, type Disposable } from '../lifecycle.ts';
 import type { ProxyClient } from '../remote/proxy-client.ts';
+import { type SecretStore, secretTokenStore } from '../secret-store.ts';
 import type { FolderStatus } from '../status.ts';
+import { type ShareBackend, ShareApiError, httpShareBackend } from './share-client.ts';
 
-export interface UiServiceOptions {
+/** The engine and its server, once this device is enrolled with Weft storage. */
+export interface UiSession {
   readonly engine: Engine;
   readonly client: ProxyClient;
-  readonly folder: string;
-  readonly stateDir: string;
   readonly server: string;
   readonly user: string;
   readonly deviceName: string;
+  /** The device token (for the share API). */
+  readonly token: string;
+}
+
+export interface EnrolRequest {
+  readonly server: string;
+  readonly user: string;
+  readonly deviceName: string;
+  readonly adminToken?: string;
+  readonly invite?: string;
+}
+
+export interface UiServiceOptions {
+  readonly folder: string;
+  readonly stateDir: string;
+  /** The current session; undefined until the device is enrolled. */
+  readonly session: () => UiSession | undefined;
+  /** Enrol with a server and start syncing (the Accounts screen's Weft storage form). */
+  readonly enrol?: (request: EnrolRequest) => Promise<UiSession>;
+  /** Default names for the enrolment form. */
+  readonly defaultUser?: string;
+  readonly defaultDeviceName?: string;
+  /** Where cloud tokens go (`cloud-<provider>`): Electron safeStorage or the agent's key-file store. */
+  readonly secrets: SecretStore;
   /** OAuth clients per cloud; a cloud without one cannot be connected. */
   readonly oauth?: Partial<Record<CloudProvider, OAuthClientConfig>>;
-  /**
-   * Where each cloud's tokens go. The desktop app passes an Electron safeStorage store;
-   * without one, tokens stay in memory only (never in plain files).
-   */
-  readonly tokenStore?: (provider: CloudProvider) => TokenStore;
+  /** The proxy's share API for a session. Default: over HTTP with the device token. */
+  readonly shares?: (session: UiSession) => ShareBackend;
   readonly now?: () => number;
 }
 
@@ -51,6 +72,8 @@ export interface UiService extends Disposable {
   readonly handlers: ApiHandlers;
   /** The status as the UI sees it. */
   status(): FolderStatusDto;
+  /** Status changes, also across enrolment (the engine appears then). */
+  onStatus(listener: () => void): Disposable;
   /** Settings as saved (read at agent start for ignore patterns and mass-delete limits). */
   settings(): Settings;
 }
@@ -62,6 +85,63 @@ const CLOUD_NAMES: Record<CloudProvider, string> = {
   gdrive: 'Google Drive',
   onedrive: 'OneDrive',
 };
+
+const NOT_ENROLLED = 'This computer is not connected to Weft storage yet. Connect it under Accounts.';
+const NO_SESSION = 'Connect Weft storage first (Accounts).';
+
+/** What the status screen shows before enrolment. */
+export function notEnrolledStatus(folder: string): FolderStatusDto {
+  return {
+    folder,
+    state: 'offline',
+    error: NOT_ENROLLED,
+    files: 0,
+    pendingOperations: 0,
+    transfers: [],
+    recent: [],
+    conflicts: [],
+    savings: { deltaBytesSaved: 0, requestsSavedByBundling: 0, operationsEliminated: 0 },
+    bytesUploaded: 0,
+    bytesDownloaded: 0,
+    warnings: [],
+  };
+}
+
+/** A folder as people type it ('/Team/Plans/') as a provider path ('Team/Plans'). */
+function folderPath(folder: string): string {
+  const p = folder
+    .trim()
+    .replace(/\\/g, '/')
+    .replace(/^\/+|\/+$/g, '');
+  if (p === '') throw new ApiError('bad-request', 'Name a folder (a whole cloud cannot be shared).');
+  return p;
+}
+
+const STATE_WORDS: Record<ShareInfo['status']['state'], string> = {
+  seeding: 'Copying files to the new member',
+  syncing: 'Syncing',
+  idle: 'Up to date',
+  error: 'Problem (retrying)',
+};
+
+export function toShare(info: ShareInfo, me: string): Share {
+  const mine = info.members.find((m) => m.member === me);
+  return {
+    id: info.id,
+    name: info.name,
+    role: info.role,
+    ...(mine ? { cloud: mine.cloud } : {}),
+    ...(mine?.root !== undefined ? { folder: mine.root } : {}),
+    members: info.members.map((m) => ({
+      name: m.member,
+      cloud: m.cloud,
+      role: m.role,
+      you: m.member === me,
+    })),
+    state: STATE_WORDS[info.status.state],
+    ...(info.status.lastError ? { error: info.status.lastError } : {}),
+  };
+}
 
 /** Saved settings, defaults for anything missing or invalid. */
 export async function loadSettings(stateDir: string): Promise<Settings> {
@@ -105,60 +185,135 @@ async function writePrivate(file: string, data: unknown): Promise<void> {
 }
 
 export async function createUiService(options: UiServiceOptions): Promise<UiService> {
-  const { engine } = options;
   const now = options.now ?? Date.now;
   let settings = await loadSettings(options.stateDir);
   const accountsFile = nodePath.join(options.stateDir, ACCOUNTS_FILE);
+  const tokenStore = (provider: CloudProvider): TokenStore =>
+    secretTokenStore(options.secrets, `cloud-${provider}`);
   const clouds = new Map<CloudProvider, Account>();
   try {
     const saved = z.array(AccountSchema).parse(JSON.parse(await fsp.readFile(accountsFile, 'utf8')));
-    // Memory-only tokens do not survive a restart, so neither does the account then.
-    for (const a of saved) if (a.kind !== 'weft' && options.tokenStore) clouds.set(a.kind, a);
+    // An account is listed again only if its tokens survived (a memory-only store loses them).
+    for (const a of saved)
+      if (
+        a.kind !== 'weft' &&
+        (await tokenStore(a.kind)
+          .load()
+          .catch(() => undefined))
+      )
+        clouds.set(a.kind, a);
   } catch {
     /* none yet */
   }
   const aborts = new Set<AbortController>();
-  const memoryStores = new Map<CloudProvider, TokenStore>();
-  const status = (): FolderStatusDto => toStatusDto(engine.getStatus());
+  const changed = new Emitter<void>();
+  let engineSub: Disposable | undefined;
+  const follow = (): void => {
+    engineSub?.dispose();
+    engineSub = options.session()?.engine.status.onChange(() => changed.fire());
+  };
+  follow();
+  const session = (): UiSession => {
+    const s = options.session();
+    if (!s) throw new ApiError('unavailable', NO_SESSION);
+    return s;
+  };
+  const engine = (): Engine => session().engine;
+  const status = (): FolderStatusDto => {
+    const s = options.session();
+    return s ? toStatusDto(s.engine.getStatus()) : notEnrolledStatus(options.folder);
+  };
   const saveAccounts = (): Promise<void> =>
     writePrivate(
       accountsFile,
       [...clouds.values()].filter((a) => a.state === 'connected'),
     );
-  const accounts = (): Account[] => [
-    {
-      kind: 'weft',
-      state: 'connected',
-      label: `${options.user || 'this device'} on ${options.server}`,
-      detail: `Device “${options.deviceName}”, folder ${options.folder}`,
-    },
-    ...[...clouds.values()],
-  ];
-  const unavailable = (): never => {
-    throw new ApiError('unavailable', 'Cross-cloud shared folders are not available in this version yet.');
+  const accounts = (): Account[] => {
+    const s = options.session();
+    return [
+      ...(s
+        ? [
+            {
+              kind: 'weft' as const,
+              state: 'connected' as const,
+              label: `${s.user || 'this device'} on ${s.server}`,
+              detail: `Device “${s.deviceName}”, folder ${options.folder}`,
+            },
+          ]
+        : []),
+      ...[...clouds.values()],
+    ];
+  };
+  let backend: { session: UiSession; api: ShareBackend } | undefined;
+  const shares = (): ShareBackend => {
+    const s = session();
+    if (backend?.session !== s) backend = { session: s, api: (options.shares ?? defaultShares)(s) };
+    return backend.api;
+  };
+  /** Share API refusals in the UI's terms. */
+  const shareCall = async <T>(run: () => Promise<T>): Promise<T> => {
+    try {
+      return await run();
+    } catch (e) {
+      if (!(e instanceof ShareApiError)) throw e;
+      if (e.status === 0) throw new ApiError('unavailable', e.message);
+      if (e.status === 404 && e.code === undefined)
+        throw new ApiError('unavailable', 'This Weft server does not offer shared folders.');
+      throw new ApiError(e.status < 500 ? 'bad-request' : 'failed', e.message);
+    }
+  };
+  const sharing = async (): Promise<Sharing> => {
+    const s = options.session();
+    if (!s) return { available: false, reason: NO_SESSION, shares: [] };
+    try {
+      const list = await shareCall(() => shares().listShares());
+      return { available: true, shares: list.map((x) => toShare(x, s.user)) };
+    } catch (e) {
+      if (e instanceof ApiError && e.code === 'unavailable')
+        return { available: false, reason: e.message, shares: [] };
+      throw e;
+    }
+  };
+  /** Where a replica goes: Weft storage, or the proxy's copy of one of this user's clouds. */
+  const replica = async (cloud: Account['kind'], folder: string): Promise<ReplicaChoice> => {
+    const root = folderPath(folder);
+    if (cloud === 'weft') return { cloud: 'weft', root };
+    const api = shares();
+    const known = (await shareCall(() => api.listAccounts())).filter((a) => a.provider === cloud);
+    const latest = known.sort((a, b) => b.connectedMs - a.connectedMs)[0];
+    if (latest) return { cloud: 'account', accountId: latest.id, root };
+    const tokens = clouds.get(cloud)?.state === 'connected' ? await tokenStore(cloud).load() : undefined;
+    if (!tokens) throw new ApiError('bad-request', `Connect ${CLOUD_NAMES[cloud]} under Accounts first.`);
+    const account = await shareCall(() =>
+      api.connectAccount({ provider: cloud, label: CLOUD_NAMES[cloud], tokens }),
+    );
+    return { cloud: 'account', accountId: account.id, root };
   };
 
   const handlers: ApiHandlers = {
     getStatus: async () => status(),
     pause: async ({ duration }) => {
-      engine.pause(duration === '1h' ? now() + 3_600_000 : undefined);
+      engine().pause(duration === '1h' ? now() + 3_600_000 : undefined);
       return status();
     },
     resume: async () => {
-      engine.resume();
+      engine().resume();
       return status();
     },
     syncNow: async () => {
       // The pass runs on; progress arrives on the status stream.
-      void engine.syncNow().catch(() => undefined);
+      void engine()
+        .syncNow()
+        .catch(() => undefined);
       return status();
     },
     resolveConflict: async ({ path, keep }) => {
+      const { engine, client, deviceName } = session();
       const current = engine.getStatus();
       const c = current.conflicts.find((x) => x.path === path);
       if (!c) throw new ApiError('bad-request', `no conflict at ${path}`);
-      const me = await options.client.whoami().catch(() => undefined);
-      const copyMine = copyIsMine(c.copyPath, [options.deviceName, me?.deviceName ?? '', me?.deviceId ?? '']);
+      const me = await client.whoami().catch(() => undefined);
+      const copyMine = copyIsMine(c.copyPath, [deviceName, me?.deviceName ?? '', me?.deviceId ?? '']);
       const abs = (p: string): string => nodePath.join(options.folder, ...p.split('/'));
       if (keep !== 'both' && c.copyPath !== c.path) {
         const keepCopy = keep === 'mine' ? copyMine : !copyMine;
@@ -170,11 +325,11 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       return status();
     },
     resolveMassDelete: async ({ answer }) => {
-      await engine.resolveMassDelete(answer);
+      await engine().resolveMassDelete(answer);
       return status();
     },
     getStorage: async () => {
-      const list = await options.client.list('', true);
+      const list = await session().client.list('', true);
       const split = {
         filesystemTierBytes: 0,
         filesystemTierFiles: 0,
@@ -200,12 +355,34 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       return settings;
     },
     listAccounts: async () => ({ accounts: accounts() }),
+    connectWeft: async ({ server, user, deviceName, enrolment }) => {
+      if (options.session())
+        throw new ApiError('bad-request', 'This computer is already connected to Weft storage.');
+      if (!options.enrol) throw new ApiError('unavailable', 'Enrolment is not possible here.');
+      try {
+        await options.enrol({
+          server,
+          user: user ?? options.defaultUser ?? 'me',
+          deviceName: deviceName ?? options.defaultDeviceName ?? 'this computer',
+          ...(enrolment.kind === 'adminToken'
+            ? { adminToken: enrolment.adminToken }
+            : { invite: enrolment.invite }),
+        });
+      } catch (e) {
+        throw new ApiError(
+          'failed',
+          `Could not connect to ${server}: ${e instanceof Error ? e.message : String(e)}`,
+        );
+      }
+      follow();
+      changed.fire();
+      return { accounts: accounts() };
+    },
     connectCloud: async ({ provider }) => {
       const config = options.oauth?.[provider];
       if (!config)
         throw new ApiError('unavailable', `${CLOUD_NAMES[provider]} sign-in is not set up for this build.`);
-      const store = options.tokenStore?.(provider) ?? memoryTokenStore();
-      if (!options.tokenStore) memoryStores.set(provider, store);
+      const store = tokenStore(provider);
       const abort = new AbortController();
       aborts.add(abort);
       clouds.set(provider, { kind: provider, state: 'connecting', label: CLOUD_NAMES[provider] });
@@ -244,27 +421,49 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       if (kind === 'weft')
         throw new ApiError('unavailable', 'Weft storage is this device’s home; it cannot be removed here.');
       clouds.delete(kind);
-      memoryStores.delete(kind);
+      await options.secrets.delete(`cloud-${kind}`);
       await saveAccounts();
       return { accounts: accounts() };
     },
-    getSharing: async () => ({
-      available: false,
-      reason: 'Cross-cloud shared folders are not available in this version yet.',
-      shares: [],
-    }),
-    shareFolder: async () => unavailable(),
-    acceptInvite: async () => unavailable(),
-    leaveShare: async () => unavailable(),
+    getSharing: () => sharing(),
+    shareFolder: async ({ name, cloud, folder }) => {
+      const choice = await replica(cloud, folder);
+      const api = shares();
+      const created = await shareCall(() => api.createShare({ name, replica: choice }));
+      const invite = await shareCall(() => api.createInvite(created.id));
+      return { shareId: created.id, invite: invite.link, expiresMs: invite.expiresMs };
+    },
+    createInvite: async ({ id }) => {
+      const invite = await shareCall(() => shares().createInvite(id));
+      return { shareId: invite.shareId, invite: invite.link, expiresMs: invite.expiresMs };
+    },
+    acceptInvite: async ({ invite, cloud, folder }) => {
+      const token = shareInviteTokenFromLink(invite);
+      if (!token) throw new ApiError('bad-request', 'That is not a Weft invitation (weft://share/…).');
+      const choice = await replica(cloud, folder);
+      await shareCall(() => shares().accept({ token, replica: choice }));
+      return sharing();
+    },
+    leaveShare: async ({ id }) => {
+      await shareCall(() => shares().leave(id, session().user));
+      return sharing();
+    },
   };
 
   return {
     handlers,
     status,
     settings: () => settings,
+    onStatus: (listener) => changed.on(() => listener()),
     dispose() {
       for (const a of aborts) a.abort();
       aborts.clear();
+      engineSub?.dispose();
+      changed.dispose();
     },
   };
+}
+
+function defaultShares(s: UiSession): ShareBackend {
+  return httpShareBackend({ server: s.server, token: s.token });
 }

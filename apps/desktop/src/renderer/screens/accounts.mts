@@ -1,4 +1,7 @@
-/** Accounts: Weft storage (this device's server) and clouds connected through OAuth. */
+/**
+ * Accounts: Weft storage (this device's server; enrolment with a server address and an
+ * invite code or admin token on the first run) and clouds connected through OAuth.
+ */
 import type { Account, CloudProvider, WeftClient } from '../../common/api.ts';
 import { Scope, h, renderInto, timeText } from '../dom.mts';
 
@@ -54,7 +57,7 @@ export function accountsScreen(
             h('dt', {}, 'This device'),
             h('dd', {}, home.detail ?? ''),
           )
-        : h('p', {}, 'Not enrolled.'),
+        : weftForm(),
     );
     renderInto(clouds, JSON.stringify(accounts.filter((a) => a.kind !== 'weft')), () =>
       CLOUDS.map((c) => {
@@ -101,6 +104,80 @@ export function accountsScreen(
     }
   };
   const fail = (e: unknown): void => report(e instanceof Error ? e.message : String(e));
+  const weftForm = (): HTMLElement => {
+    const progress = h('p', { id: 'weft-connect-status', role: 'status' });
+    const field = (id: string, label: string, attrs: Record<string, string | boolean>, hint?: string) => [
+      h('label', { for: id }, label),
+      h('input', { id, name: id, ...attrs, ...(hint ? { 'aria-describedby': `${id}-hint` } : {}) }),
+      hint ? h('p', { class: 'hint', id: `${id}-hint` }, hint) : null,
+    ];
+    const form = h(
+      'form',
+      { id: 'weft-form', 'aria-labelledby': 'h-weft-form' },
+      h('p', { id: 'h-weft-form' }, 'This computer is not connected to Weft storage yet.'),
+      h(
+        'fieldset',
+        {},
+        h('legend', {}, 'Connect to a Weft server'),
+        ...field(
+          'weft-server',
+          'Server address',
+          { type: 'url', required: true, placeholder: 'https://weft.example.com', autocomplete: 'url' },
+          'Ask the person who runs your Weft server.',
+        ),
+        h('label', { for: 'weft-kind' }, 'I have'),
+        h(
+          'select',
+          { id: 'weft-kind' },
+          h('option', { value: 'invite' }, 'an invite code'),
+          h('option', { value: 'adminToken' }, 'the server’s admin token'),
+        ),
+        ...field('weft-code', 'Invite code or admin token', {
+          type: 'password',
+          required: true,
+          autocomplete: 'off',
+          spellcheck: false,
+        }),
+        ...field(
+          'weft-user',
+          'Your user name (with an admin token)',
+          { type: 'text', autocomplete: 'username', spellcheck: false, placeholder: 'me' },
+          'Lower-case letters, digits, dot, dash or underscore.',
+        ),
+        h('button', { type: 'submit', id: 'weft-connect' }, 'Connect to Weft storage'),
+        progress,
+      ),
+    );
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      const v = (id: string): string =>
+        (document.getElementById(id) as HTMLInputElement | HTMLSelectElement).value.trim();
+      const kind = v('weft-kind');
+      const code = v('weft-code');
+      const user = v('weft-user');
+      const button = document.getElementById('weft-connect') as HTMLButtonElement;
+      button.disabled = true;
+      progress.textContent = 'Connecting…';
+      api
+        .connectWeft({
+          server: v('weft-server'),
+          ...(user ? { user } : {}),
+          enrolment:
+            kind === 'adminToken'
+              ? { kind: 'adminToken', adminToken: code }
+              : { kind: 'invite', invite: code },
+        })
+        .then(
+          (r) => draw(r.accounts),
+          (err: unknown) => {
+            button.disabled = false;
+            progress.textContent = '';
+            fail(err);
+          },
+        );
+    });
+    return form;
+  };
   const refresh = (): void => {
     timer = undefined;
     api.listAccounts({}).then((r) => draw(r.accounts), fail);

@@ -6,6 +6,7 @@ import {
   formatBytes,
   formatEta,
   formatRate,
+  isNotEnrolled,
   pausedUntilText,
   plainError,
 } from '../../common/format.ts';
@@ -225,7 +226,9 @@ export function statusScreen(
                 'Restore the files',
               ),
             )
-          : h('button', { type: 'button', id: 'retry', onclick: () => run(api.syncNow({})) }, 'Retry now'),
+          : isNotEnrolled(s.error)
+            ? h('a', { href: '#accounts', id: 'go-accounts' }, 'Connect Weft storage')
+            : h('button', { type: 'button', id: 'retry', onclick: () => run(api.syncNow({})) }, 'Retry now'),
         s.error
           ? h('details', {}, h('summary', {}, 'Technical details'), h('p', { class: 'path' }, s.error))
           : null,

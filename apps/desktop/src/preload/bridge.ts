@@ -1,0 +1,34 @@
+/**
+ * The object the preload exposes as `window.weft`: frozen, and only prefixed channels of
+ * known methods pass (the renderer never sees ipcRenderer). Electron's ipcRenderer is
+ * passed in, so this is unit-tested without the binary.
+ */
+import { type ApiMethod, STATUS_EVENT, channelOf, isApiMethod } from '../common/api.ts';
+
+export interface IpcRendererLike {
+  invoke(channel: string, ...args: unknown[]): Promise<unknown>;
+  on(channel: string, listener: (event: unknown, ...args: unknown[]) => void): unknown;
+  removeListener(channel: string, listener: (event: unknown, ...args: unknown[]) => void): unknown;
+}
+
+export interface WeftBridge {
+  call(method: ApiMethod, input: unknown): Promise<unknown>;
+  onStatus(listener: (raw: unknown) => void): () => void;
+}
+
+export function createBridge(ipc: IpcRendererLike): Readonly<WeftBridge> {
+  return Object.freeze({
+    call(method: ApiMethod, input: unknown): Promise<unknown> {
+      if (typeof method !== 'string' || !isApiMethod(method))
+        return Promise.reject(new Error(`unknown method ${String(method)}`));
+      return ipc.invoke(channelOf(method), input);
+    },
+    onStatus(listener: (raw: unknown) => void): () => void {
+      const wrapped = (_e: unknown, raw: unknown): void => listener(raw);
+      ipc.on(STATUS_EVENT, wrapped);
+      return () => {
+        ipc.removeListener(STATUS_EVENT, wrapped);
+      };
+    },
+  });
+}
