@@ -569,31 +569,24 @@ export async function startProxyServer(
       const bundle = decodeBundle(bytes);
       for (const e of bundle.entries) checkUserPath(e.path);
       admit(reply, bundle.entries.length);
-      // One scheduled operation for the whole bundle: it waits for every earlier operation on
-      // any of its paths (stop-and-wait) and is written and committed as one batch.
       const w = writer(a);
-      const results = await scheduler
-        .submit({
-          namespace: a.userId,
-          paths: bundle.entries.map((e) => e.path),
-          bytes: 0,
-          run: () =>
-            store.writeFiles(
-              w,
-              bundle.entries.map((e) => ({
-                path: e.path,
-                bytes: e.content,
-                sha256: e.sha256,
-                mtimeMs: e.mtimeMs,
-                base: e.rev,
-              })),
-            ),
-        })
-        .catch((err: unknown): OpResult[] => {
-          const error = errorBody(toApiError(err)).error;
-          return bundle.entries.map(() => ({ status: 'error', error }));
-        });
-      return { results: bundle.entries.map((e, i) => ({ path: e.path, result: results[i]! })) };
+      const results = await Promise.all(
+        bundle.entries.map(async (e) => ({
+          path: e.path,
+          result: await scheduler
+            .submit({
+              namespace: a.userId,
+              paths: [e.path],
+              bytes: 0,
+              run: () => store.writeFile(w, e.path, { bytes: e.content }, e.sha256, e.mtimeMs, e.rev, true),
+            })
+            .catch((err: unknown): OpResult => ({
+              status: 'error',
+              error: errorBody(toApiError(err)).error,
+            })),
+        })),
+      );
+      return { results };
     },
     MAX_BUNDLE_BYTES + 1024,
   );
