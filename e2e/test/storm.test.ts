@@ -31,7 +31,7 @@ function prng(seed: number): () => number {
 
 const NAMES = ['a', 'b', 'c', 'd'];
 
-async function randomOp(d: Device, rnd: () => number, tag: string): Promise<void> {
+async function randomOp(d: Device, rnd: () => number, tag: string, log: string[]): Promise<void> {
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)] as T;
   const tree = await localTree(d.folder);
   const files = [...tree].filter(([, v]) => v !== 'dir').map(([k]) => k);
@@ -43,18 +43,28 @@ async function randomOp(d: Device, rnd: () => number, tag: string): Promise<void
       const dir = rnd() < 0.5 || dirs.length === 0 ? '' : pick(dirs);
       const p = (dir ? dir + '/' : '') + pick(NAMES) + '.txt';
       if (tree.get(p) === 'dir') return;
+      log.push(`${tag} create ${p}`);
       await fsp.writeFile(abs(p), `${tag} ${rnd()}`);
     } else if (r < 0.55) {
-      await fsp.writeFile(abs(pick(files)), `${tag} edit ${rnd()}`);
+      const p = pick(files);
+      log.push(`${tag} edit ${p}`);
+      await fsp.writeFile(abs(p), `${tag} edit ${rnd()}`);
     } else if (r < 0.65) {
       const p = pick(NAMES);
-      if (!tree.has(p)) await fsp.mkdir(abs(p));
+      if (!tree.has(p)) {
+        log.push(`${tag} mkdir ${p}`);
+        await fsp.mkdir(abs(p));
+      }
     } else if (r < 0.8) {
       const from = pick([...files, ...dirs]);
       const to = pick(NAMES) + (tree.get(from) === 'dir' ? '' : '.moved');
-      if (!tree.has(to) && !to.startsWith(from + '/')) await fsp.rename(abs(from), abs(to));
+      if (!tree.has(to) && !to.startsWith(from + '/')) {
+        log.push(`${tag} move ${from} ${to}`);
+        await fsp.rename(abs(from), abs(to));
+      }
     } else {
       const p = pick([...files, ...dirs]);
+      log.push(`${tag} rm ${p}`);
       await fsp.rm(abs(p), { recursive: true, force: true });
     }
   } catch {
@@ -94,18 +104,29 @@ describe.skipIf(!process.env.WEFT_STORM)('operation storms', () => {
   const cases = modes.flatMap((mode) => seeds.map((seed) => [mode, seed] as const));
   it.each(cases)('two devices converge with nothing lost (%s, seed %i)', async (mode, seed) => {
     proxy = await startTestProxy('fs');
+    const log: string[] = [];
+    const traced = (who: string) => (event: string, detail: unknown) =>
+      log.push(`${who} ${event} ${JSON.stringify(detail)}`);
     const engine = { liveFeed: mode === 'live' };
     devices.push(
-      await startDevice(proxy, 'laptop', { engine }),
-      await startDevice(proxy, 'desktop', { engine }),
+      await startDevice(proxy, 'laptop', {
+        engine: { ...engine, trace: process.env.WEFT_DEBUG ? traced('A') : undefined },
+      }),
+      await startDevice(proxy, 'desktop', {
+        engine: { ...engine, trace: process.env.WEFT_DEBUG ? traced('B') : undefined },
+      }),
     );
     const [a, b] = devices as [Device, Device];
     const rnd = prng(seed);
     for (let round = 0; round < 12; round++) {
-      for (let i = 0; i < 6; i++) await randomOp(a, rnd, `A${round}.${i}`);
-      for (let i = 0; i < 6; i++) await randomOp(b, rnd, `B${round}.${i}`);
+      for (let i = 0; i < 6; i++) await randomOp(a, rnd, `A${round}.${i}`, log);
+      for (let i = 0; i < 6; i++) await randomOp(b, rnd, `B${round}.${i}`, log);
       // Sometimes sync in between, in a random order, so edits interleave with pulls.
-      if (rnd() < 0.6) await (rnd() < 0.5 ? a : b).engine.syncNow();
+      if (rnd() < 0.6) {
+        const d = rnd() < 0.5 ? a : b;
+        log.push(`${d === a ? 'A' : 'B'} SYNC`);
+        await d.engine.syncNow();
+      }
     }
     // Measure at a quiet moment: no pass running on either device (a pass caught between
     // writing a download and recording it would make synced content look unsynced).
@@ -121,6 +142,7 @@ describe.skipIf(!process.env.WEFT_STORM)('operation storms', () => {
     const beforeB = await localTree(b.folder);
     a.engine.resume();
     b.engine.resume();
+    log.push('SETTLE');
     await settle([a, b]);
     await quiesce();
     const ta = await localTree(a.folder);
@@ -134,10 +156,30 @@ describe.skipIf(!process.env.WEFT_STORM)('operation storms', () => {
       process.stderr.write(
         `A ops ${JSON.stringify(a.engine.journal.pendingOps())}\nB ops ${JSON.stringify(b.engine.journal.pendingOps())}\n`,
       );
+      let cur = 0;
+      for (;;) {
+        const page = await a.client.changes(cur);
+        for (const c of page.changes) process.stderr.write(`FEED ${JSON.stringify(c)}\n`);
+        cur = page.cursor;
+        if (!page.hasMore) break;
+      }
       process.stderr.write(
-        `A status ${JSON.stringify(a.engine.getStatus().recent.slice(0, 15))}\nB status ${JSON.stringify(b.engine.getStatus().recent.slice(0, 15))}\n`,
+        `A rows ${JSON.stringify(a.engine.journal.allFiles().map((r) => [r.path, r.hash?.slice(0, 6), r.syncedRev, r.syncedHash?.slice(0, 6)]))}\n`,
+      );
+      process.stderr.write(
+        `B rows ${JSON.stringify(b.engine.journal.allFiles().map((r) => [r.path, r.hash?.slice(0, 6), r.syncedRev, r.syncedHash?.slice(0, 6)]))}\n`,
+      );
+      process.stderr.write(
+        `A status ${JSON.stringify(a.engine.getStatus().recent.slice(0, 200).reverse())}\nB status ${JSON.stringify(b.engine.getStatus().recent.slice(0, 200).reverse())}\n`,
       );
     }
+    if (process.env.WEFT_DEBUG)
+      process.stderr.write(
+        `A error ${String(a.engine.error)}\nB error ${String(b.engine.error)}\n` +
+          (a.engine.error as Error | undefined)?.stack +
+          '\n',
+      );
+    if (process.env.WEFT_DEBUG) process.stderr.write(log.join('\n') + '\n');
     expect(sorted(ta)).toEqual(sorted(tb));
     expect(sorted(await remoteTree(a.client))).toEqual(sorted(ta));
     const finalContents = new Set(ta.values());

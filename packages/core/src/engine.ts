@@ -47,7 +47,7 @@ import {
 import { conflictCopyPath } from './conflict-name.ts';
 import { decide } from './decisions.ts';
 import { IgnoreRules } from './ignore-rules.ts';
-import { type FileRow, Journal } from './journal/journal.ts';
+import { type FileRow, Journal, SMUDGED_MTIME } from './journal/journal.ts';
 import { DisposableStore, type Disposable, toDisposable } from './lifecycle.ts';
 import { PARTIAL_PREFIX, Trash, absPath, atomicWrite, sha256File, sweepPartials } from './local-fs.ts';
 import type { Op } from './ops.ts';
@@ -88,6 +88,8 @@ export interface EngineOptions {
   /** Retry interval while offline. Default 2000 ms. */
   readonly offlineRetryMs?: number;
   readonly now?: () => number;
+  /** Debug hook: told every remote change applied, decision taken and operation sent. */
+  readonly trace?: (event: string, detail: unknown) => void;
 }
 
 export class Engine implements Disposable {
@@ -287,6 +289,7 @@ export class Engine implements Disposable {
         now: this.options.now,
         detectCaseClashes: this.options.caseInsensitive ?? false,
       });
+      this.options.trace?.('scan', result.ops);
       for (const w of result.warnings) this.status.warn(w);
       if (this.isMassDelete(result.deletedFiles, result.knownFilesBefore)) {
         this.journal.enqueueMany(result.ops, result.commit);
@@ -337,7 +340,10 @@ export class Engine implements Disposable {
         await this.fullReconcile();
         return;
       }
-      for (const c of page.changes) await this.applyRemote(c);
+      for (const c of page.changes) {
+        this.options.trace?.('remote', c);
+        await this.applyRemote(c);
+      }
       cursor = page.cursor;
       this.journal.setMeta('cursor', String(cursor));
       if (!page.hasMore) return;
@@ -464,6 +470,14 @@ export class Engine implements Disposable {
         remoteHash: entry.sha256,
       });
       wanted.push({ entry, row, local, action: d.action });
+      this.options.trace?.('decide', {
+        path: entry.path,
+        rev: entry.revision,
+        base: row?.syncedHash,
+        local,
+        remote: entry.sha256,
+        action: d.action,
+      });
     }
     const smallDownloads: EntryInfo[] = [];
     const expected = new Map(wanted.map((w) => [w.entry.path, w.local]));
@@ -546,18 +560,46 @@ export class Engine implements Disposable {
       when,
       (c) => this.journal.getFile(c) !== undefined,
     );
-    const dl = await this.options.client.download(entry.path);
+    const dl = await this.options.client.download(entry.path).catch(unlessGone);
+    if (!dl) return; // gone from the server since: a later change in the feed says where
     await atomicWrite(this.options.folder, copy, dl.body, { mtimeMs: entry.mtimeMs });
-    // Our version stays in place; it now counts as an edit of the remote version, so the
-    // queued upload (or a new one) replaces it there without a second conflict.
-    if (row) this.journal.upsertFile({ ...row, syncedRev: entry.revision, syncedHash: entry.sha256 ?? null });
-    else {
-      const local = await this.localHash(undefined, entry.path);
-      if (local)
-        this.journal.enqueue({ kind: 'put', path: entry.path, hash: local, size: 0, created: false });
-    }
-    this.markDirty([entry.path, copy]);
+    await this.adoptAsEditOf(entry.path, entry.revision, entry.sha256 ?? null, row);
+    this.markDirty([copy]);
     this.status.conflict(entry.path, copy);
+  }
+
+  /**
+   * Theirs was kept as a conflicted copy; ours stays in place and from now on counts as
+   * an edit of their version, so the next scan uploads it over theirs without a second
+   * conflict. The row's content is marked unknown, so the scan re-reads the file and
+   * queues the upload even when its stat has not moved — and a file the journal did not
+   * know yet (say, the far end of a local move not scanned) gets a row, so it is not
+   * mistaken for a new file or a move onto a taken name.
+   */
+  private async adoptAsEditOf(
+    p: string,
+    revision: string,
+    sha256: string | null,
+    row: FileRow | undefined = this.journal.getFile(p),
+  ): Promise<void> {
+    const st = await fsp.lstat(absPath(this.options.folder, p), { bigint: true }).catch(() => undefined);
+    if (st?.isFile()) {
+      this.journal.upsertFile({
+        path: p,
+        kind: 'file',
+        size: Number(st.size),
+        mtimeNs: SMUDGED_MTIME,
+        inode: st.ino,
+        hash: null,
+        syncedRev: revision,
+        syncedHash: sha256,
+        signature: row?.signature ?? null,
+        signatureBlock: row?.signatureBlock ?? null,
+      });
+    } else if (row) {
+      this.journal.upsertFile({ ...row, syncedRev: revision, syncedHash: sha256 });
+    }
+    this.markDirty([p]);
   }
 
   private async writeDownloaded(
@@ -607,9 +649,8 @@ export class Engine implements Disposable {
     });
     if (landedAt !== p) {
       // Theirs became the conflicted copy; ours stays and now counts as an edit of theirs.
-      const row = this.journal.getFile(p);
-      if (row) this.journal.upsertFile({ ...row, syncedRev: revision, syncedHash: sha256 });
-      this.markDirty([p, landedAt]);
+      await this.adoptAsEditOf(p, revision, sha256);
+      this.markDirty([landedAt]);
       this.status.conflict(p, landedAt);
       return;
     }
@@ -675,7 +716,8 @@ export class Engine implements Disposable {
         // The server cannot build a delta (base unknown): fall back to the whole file.
       }
     }
-    const dl = await this.options.client.download(entry.path);
+    const dl = await this.options.client.download(entry.path).catch(unlessGone);
+    if (!dl) return; // gone from the server since: a later change in the feed says where
     await this.writeDownloaded(
       entry.path,
       dl.body,
@@ -735,14 +777,8 @@ export class Engine implements Disposable {
       }
     }
     // We did not have it (or something is in the way): fetch the destination as new content.
-    if (entry.kind === 'dir') {
-      const listing = await this.options.client.list(to, true);
-      await this.applyUpsert(entry);
-      for (const d of listing.entries.filter((e) => e.kind === 'dir')) await this.applyUpsert(d);
-      await this.downloadMany(listing.entries.filter((e) => e.kind === 'file'));
-    } else {
-      await this.downloadMany([entry]);
-    }
+    if (entry.kind === 'dir') await this.fetchRemoteSubtree(to);
+    else await this.downloadMany([entry]);
     if (row) await this.applyDelete(from);
   }
 
@@ -851,6 +887,11 @@ export class Engine implements Disposable {
       }
     });
     const results = await this.options.client.ops(wire);
+    this.options.trace?.(
+      'ops',
+      wire.map((w, i) => ({ ...w, result: results[i] })),
+    );
+    const failed: { op: Op; code: string }[] = [];
     run.forEach((q, i) => {
       const r = results[i];
       this.journal.completeOp(q.id, () => {
@@ -867,7 +908,79 @@ export class Engine implements Disposable {
         this.status.activity({ kind: q.op.kind === 'delete' ? 'deleted' : 'moved', path: describe(q.op) });
       }
       if (r?.status === 'conflict') this.handleServerConflict(q.op, r);
+      if (r?.status === 'error') failed.push({ op: q.op, code: r.error.code });
     });
+    for (const f of failed) await this.repairFailedOp(f.op, f.code);
+  }
+
+  /**
+   * An operation the server refused leaves this side and the server apart; bring them
+   * back together without losing either side's content:
+   * - a move onto a name someone else took meanwhile keeps both: ours moves on under a
+   *   conflicted-copy name, theirs comes down;
+   * - a move whose source the server no longer has (deleted or moved elsewhere by another
+   *   device) makes what we moved new content there;
+   * - anything else: compare the whole folder with the server on the next pull.
+   */
+  private async repairFailedOp(op: Op, code: string): Promise<void> {
+    if (op.kind === 'move' && code === 'ALREADY_EXISTS') {
+      const copy = conflictCopyPath(
+        op.to,
+        this.deviceName,
+        new Date((this.options.now ?? Date.now)()),
+        (c) => this.journal.getFile(c) !== undefined,
+      );
+      const [r] = await this.options.client.ops([{ op: 'move', from: op.from, to: copy }]);
+      if (r?.status === 'applied') {
+        const moved = await fsp
+          .rename(absPath(this.options.folder, op.to), absPath(this.options.folder, copy))
+          .then(() => true)
+          .catch(() => false);
+        this.journal.transaction(() => {
+          if (moved) this.journal.moveFiles(op.to, copy);
+          const row = this.journal.getFile(copy);
+          if (row && r.entry) this.journal.upsertFile({ ...row, syncedRev: r.entry.revision });
+        });
+        if (!moved) this.markDirty([copy]);
+        this.status.conflict(op.to, copy);
+        await this.fetchRemoteSubtree(op.to);
+        return;
+      }
+    }
+    if (op.kind === 'move' && code === 'NOT_FOUND') {
+      const ops: Op[] = [];
+      this.journal.transaction(() => {
+        for (const row of this.journal.filesUnder(op.to)) {
+          this.journal.upsertFile({ ...row, syncedRev: null, syncedHash: null });
+          if (row.kind === 'dir') ops.push({ kind: 'mkdir', path: row.path, created: true });
+          else if (row.hash)
+            ops.push({ kind: 'put', path: row.path, hash: row.hash, size: row.size, created: true });
+        }
+      });
+      this.journal.enqueueMany(ops);
+      return;
+    }
+    this.reconcileEverything();
+  }
+
+  /** Forget the feed position: the next pull lists the whole folder and compares. */
+  private reconcileEverything(): void {
+    this.journal.setMeta('cursor', '');
+    this.remoteDirty = true;
+    this.again = true;
+  }
+
+  /** Bring down whatever the server holds at `p` (a file, or a folder and its content). */
+  private async fetchRemoteSubtree(p: string): Promise<void> {
+    const current = await this.options.client.stat(p);
+    if (current?.kind === 'file') {
+      await this.downloadMany([current]);
+    } else if (current?.kind === 'dir') {
+      const listing = await this.options.client.list(p, true);
+      await this.applyUpsert(current);
+      for (const d of listing.entries.filter((e) => e.kind === 'dir')) await this.applyUpsert(d);
+      await this.downloadMany(listing.entries.filter((e) => e.kind === 'file'));
+    }
   }
 
   private async pushBundles(run: readonly { id: number; op: Op }[]): Promise<void> {
@@ -892,6 +1005,15 @@ export class Engine implements Disposable {
       );
       const started = performance.now();
       const results = await this.options.client.uploadBundle(encoded);
+      this.options.trace?.(
+        'bundle',
+        current.map((b, i) => ({
+          path: b.entry.path,
+          rev: b.entry.rev,
+          sha: b.entry.sha256,
+          result: results[i]?.result,
+        })),
+      );
       this.uploadRate.add(encoded.byteLength, (performance.now() - started) / 1000);
       if (current.length > 1) this.status.save('requestsSavedByBundling', current.length - 1);
       this.journal.transaction(() => {
@@ -955,6 +1077,7 @@ export class Engine implements Disposable {
       }
       if (r.status === 'error') this.status.activity({ kind: 'error', path: p, detail: r.error.message });
     });
+    if (r?.status === 'error') this.reconcileEverything();
     if (r?.status === 'applied') this.status.activity({ kind: 'uploaded', path: p });
     if (r?.status === 'conflict')
       this.handleServerConflict({ kind: 'put', path: p, hash: sha, size: 0, created: false }, r);
@@ -1005,9 +1128,7 @@ export class Engine implements Disposable {
         });
       }
       // Whatever the server now has at the path (or nothing): apply it as a remote change.
-      const current = await this.options.client.stat(c.path);
-      if (current?.kind === 'file') await this.downloadMany([current]);
-      else if (current?.kind === 'dir') await this.applyUpsert(current);
+      await this.fetchRemoteSubtree(c.path);
     }
   }
 
@@ -1233,6 +1354,12 @@ async function probeCaseInsensitive(dir: string): Promise<boolean> {
   } finally {
     await fsp.rm(probe, { force: true });
   }
+}
+
+/** A download of something the server no longer has yields nothing; other errors stand. */
+function unlessGone(e: unknown): undefined {
+  if (e instanceof RemoteError && e.status === 404) return undefined;
+  throw e;
 }
 
 function describe(op: Op): string {

@@ -51,6 +51,11 @@ export interface QueuedOp {
   readonly op: Op;
 }
 
+/** Stats younger than this are not trusted to show a change (coarsest common granularity). */
+const RACY_MS = 2_000;
+/** The mtime recorded for a racily clean file: matches no real stat. */
+export const SMUDGED_MTIME = -1n;
+
 const SQL_DIR = fileURLToPath(new URL('./sql/', import.meta.url));
 
 function migrations(): { version: number; sql: string }[] {
@@ -172,6 +177,12 @@ export class Journal {
   }
 
   upsertFile(row: FileRow): void {
+    // "Racily clean" (as git calls it): a file whose mtime is this recent may still change
+    // within the same timestamp tick (a jiffy on ext4, 2 s on FAT) without its size or
+    // mtime moving. Record such a stat smudged, so the next look re-hashes the content
+    // instead of trusting size + mtime + inode.
+    if (row.kind === 'file' && row.mtimeNs > BigInt(Date.now() - RACY_MS) * 1_000_000n)
+      row = { ...row, mtimeNs: SMUDGED_MTIME };
     this.db
       .prepare(
         `INSERT INTO files(path, kind, size, mtime_ns, inode, hash, synced_rev, synced_hash, signature, signature_block)
