@@ -110,6 +110,18 @@ export class BlockSizePredictor {
     return this.candidates[best] ?? DEFAULT_BLOCK_SIZE;
   }
 
+  /** The path's probabilities and adjustment count, for persisting. */
+  snapshot(path: string): { readonly probs: readonly number[]; readonly n: number } | undefined {
+    const s = this.state.get(path);
+    return s ? { probs: [...s.p], n: s.n } : undefined;
+  }
+
+  /** Load a persisted history (ignored when it does not fit the candidates). */
+  restore(path: string, probs: readonly number[], n: number): void {
+    if (probs.length !== this.candidates.length || !Number.isInteger(n) || n < 1) return;
+    this.state.set(path, { p: [...probs], n });
+  }
+
   /** Record the dedup ratios measured for one version (one per candidate, each in [0, 1]). */
   record(path: string, gammas: readonly number[]): void {
     if (gammas.length !== this.candidates.length) throw new RangeError('one ratio per candidate block size');

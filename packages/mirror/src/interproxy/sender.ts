@@ -1,0 +1,595 @@
+/**
+ * The source side of the inter-proxy link (docs/formats/inter-proxy.md, CoCloud §III-C
+ * steps 1–3): one persistent, authenticated WebSocket to a destination proxy; per batch of
+ * pending files it sends their metadata, takes the verdicts, and sends only what is
+ * needed — small files in bundles, large new files in transfer blocks, large changed files
+ * as rsync deltas against the destination's cached copy — compressed when Eq. 3–4 says so.
+ * Many blocks are in flight; acks come back asynchronously; after a break it reconnects
+ * with the same session and re-sends only the blocks the destination does not hold.
+ */
+import { randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import pino, { type Logger } from 'pino';
+import WebSocket from 'ws';
+import { collect, delta as rsyncDelta, parseSignature } from '@weft/rsync-wasm';
+import { BUNDLE_OVERHEAD, encodeBundle } from '@weft/wire/bundle';
+import { encodeDeltaContainer } from '@weft/wire/delta-container';
+import { encodeTransferBlock } from '@weft/wire/transfer-block';
+import { checkServerProof, signUpgrade } from './auth.ts';
+import { type FileMeta, planTransfers, TRANSFER_BLOCK_BYTES, type Verdict } from './compare.ts';
+import { AdaptiveCompression, LinkRateEstimator } from './compression.ts';
+import {
+  decodeFrame,
+  DestinationMessage,
+  encodeFrame,
+  FrameTag,
+  NO_FILE,
+  parseMessage,
+  PROTOCOL_VERSION,
+  type ResultCode,
+  type SourceMessage,
+} from './frames.ts';
+import { toBytes } from './receiver.ts';
+
+/** A pending file in the source proxy's buffer (CoCloud step 0: downloaded from its cloud). */
+export interface SourceFile extends FileMeta {
+  readonly content: Uint8Array;
+}
+
+export type TransferMode = 'unchanged' | 'bundle' | 'whole' | 'delta';
+
+export interface FileOutcome {
+  readonly path: string;
+  readonly status: 'unchanged' | 'committed' | 'failed';
+  readonly mode: TransferMode;
+  readonly code?: ResultCode;
+  readonly message?: string;
+  /** Frame bytes sent for this file (its share of a bundle by content size). */
+  readonly wireBytes: number;
+  readonly compressed: boolean;
+}
+
+export interface PeerSenderOptions {
+  /** ws(s)://host:port/peer/v1/stream of the destination. */
+  readonly url: string;
+  readonly selfId: string;
+  readonly peerId: string;
+  readonly secret: string;
+  /** Transfer block size S_b (default 4 MiB). */
+  readonly blockBytes?: number;
+  /** Unacknowledged blocks at most (default 16). */
+  readonly maxInFlight?: number;
+  /** Unacknowledged bytes at most (default 32 MiB). */
+  readonly maxInFlightBytes?: number;
+  /** Reconnect back-off bounds (default 50 ms … 2 s). */
+  readonly reconnectMinMs?: number;
+  readonly reconnectMaxMs?: number;
+  readonly logger?: Logger;
+}
+
+export interface SenderStats {
+  /** Blocks sent for the first time. */
+  blocksSent: number;
+  /** Blocks sent again after a break (not acknowledged before it). */
+  blocksResent: number;
+  /** Blocks the destination acknowledged. */
+  blocksAcked: number;
+  /** Bytes of binary frames written, re-sends included. */
+  bytesSent: number;
+  /** Bytes of text (control) frames written. */
+  controlBytesSent: number;
+  reconnects: number;
+}
+
+interface Pending {
+  readonly seq: number;
+  readonly frame: Uint8Array;
+  readonly batch: number;
+  sent: boolean;
+  sentAt: number;
+  nacks: number;
+}
+
+interface BatchRun {
+  readonly id: number;
+  readonly files: SourceFile[];
+  verdicts: Verdict[] | undefined;
+  readonly signatures: Map<number, Uint8Array>;
+  readonly results: Map<string, { status: 'committed' | 'failed'; code?: ResultCode; message?: string }>;
+  awaiting: number;
+  readonly wake: Set<() => void>;
+  failure: Error | undefined;
+}
+
+class RestartBatch extends Error {}
+
+/**
+ * Events: 'sent' (seq, first time), 'resent' (seq, after a break), 'ack' (seq),
+ * 'welcome' ({ resumed, acked }) on every (re)connection.
+ */
+export class PeerSender extends EventEmitter {
+  readonly stats: SenderStats = {
+    blocksSent: 0,
+    blocksResent: 0,
+    blocksAcked: 0,
+    bytesSent: 0,
+    controlBytesSent: 0,
+    reconnects: 0,
+  };
+  readonly session = randomBytes(16).toString('hex');
+  readonly link = new LinkRateEstimator();
+  readonly compression = new AdaptiveCompression(() => this.link.rate);
+  private readonly log: Logger;
+  private readonly blockBytes: number;
+  private readonly maxInFlight: number;
+  private readonly maxInFlightBytes: number;
+  private socket: WebSocket | undefined;
+  private ready = false;
+  private closing = false;
+  private everConnected = false;
+  private backoff: number;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  private nextSeq = 0;
+  private nextBatch = 0;
+  private readonly unacked = new Map<number, Pending>();
+  private unackedBytes = 0;
+  private readonly batches = new Map<number, BatchRun>();
+  private readonly windowWaiters: (() => void)[] = [];
+  private readonly readyWaiters: { resolve: () => void; reject: (e: Error) => void }[] = [];
+
+  constructor(private readonly options: PeerSenderOptions) {
+    super();
+    this.log = options.logger ?? pino({ level: 'silent' });
+    this.blockBytes = options.blockBytes ?? TRANSFER_BLOCK_BYTES;
+    this.maxInFlight = options.maxInFlight ?? 16;
+    this.maxInFlightBytes = options.maxInFlightBytes ?? 32 * 1024 * 1024;
+    this.backoff = options.reconnectMinMs ?? 50;
+  }
+
+  /** Open the connection (resolves once the destination proved itself). */
+  connect(): Promise<void> {
+    if (this.ready) return Promise.resolve();
+    const p = new Promise<void>((resolve, reject) => this.readyWaiters.push({ resolve, reject }));
+    if (!this.socket && !this.reconnectTimer) this.open();
+    return p;
+  }
+
+  get connected(): boolean {
+    return this.ready;
+  }
+
+  /** Blocks not acknowledged yet. */
+  get inFlight(): number {
+    return this.unacked.size;
+  }
+
+  /** Cut the current connection (tests, and a peer that misbehaves); it reconnects by itself. */
+  dropConnection(): void {
+    this.socket?.terminate();
+  }
+
+  private open(): void {
+    const { headers, nonce } = signUpgrade(this.options.selfId, this.options.peerId, this.options.secret);
+    const ws = new WebSocket(this.options.url, {
+      headers,
+      maxPayload: 64 * 1024 * 1024,
+      perMessageDeflate: false,
+    });
+    this.socket = ws;
+    let welcomed = false;
+    ws.on('open', () => {
+      const hello: SourceMessage = {
+        type: 'hello',
+        version: PROTOCOL_VERSION,
+        proxy: this.options.selfId,
+        session: this.session,
+      };
+      this.sendControl(hello, ws);
+    });
+    ws.on('message', (data: WebSocket.RawData, isBinary: boolean) => {
+      const bytes = toBytes(data);
+      if (isBinary) {
+        if (welcomed) this.onBinary(bytes);
+        return;
+      }
+      const msg = parseMessage(DestinationMessage, Buffer.from(bytes).toString('utf8'));
+      if (!msg) return this.log.warn('invalid message from peer');
+      if (!welcomed) {
+        if (msg.type !== 'welcome' || msg.session !== this.session) {
+          this.log.warn({ msg }, 'peer did not welcome');
+          return void ws.terminate();
+        }
+        if (
+          !checkServerProof(
+            this.options.secret,
+            this.options.peerId,
+            this.options.selfId,
+            nonce,
+            this.session,
+            msg.proof,
+          )
+        ) {
+          this.log.error(
+            { peer: this.options.peerId },
+            'peer failed to prove the shared secret: disconnecting',
+          );
+          this.failReady(new Error(`peer ${this.options.peerId} failed authentication`));
+          this.closing = true;
+          return void ws.terminate();
+        }
+        welcomed = true;
+        this.onWelcome(ws, msg.resumed, msg.acked);
+        return;
+      }
+      this.onMessage(msg);
+    });
+    ws.on('unexpected-response', (_req, res) => {
+      this.log.warn({ status: res.statusCode }, 'peer refused the connection');
+      if (res.statusCode === 401 || res.statusCode === 403) {
+        this.failReady(new Error(`peer ${this.options.peerId} refused our credentials (${res.statusCode})`));
+      }
+      ws.terminate();
+    });
+    ws.on('error', (err) => this.log.debug({ err }, 'peer socket error'));
+    ws.on('close', () => {
+      // Only the current connection's end matters (a replaced one may close late).
+      if (this.socket !== ws) return;
+      this.socket = undefined;
+      this.ready = false;
+      if (this.closing) return;
+      const delay = this.backoff;
+      this.backoff = Math.min(this.backoff * 2, this.options.reconnectMaxMs ?? 2000);
+      this.reconnectTimer = setTimeout(() => {
+        this.reconnectTimer = undefined;
+        if (!this.closing) this.open();
+      }, delay);
+    });
+  }
+
+  private failReady(e: Error): void {
+    for (const w of this.readyWaiters.splice(0)) w.reject(e);
+  }
+
+  private onWelcome(ws: WebSocket, resumed: boolean, acked: readonly number[]): void {
+    if (this.everConnected) this.stats.reconnects += 1;
+    this.everConnected = true;
+    this.backoff = this.options.reconnectMinMs ?? 50;
+    if (!resumed && this.batches.size > 0) {
+      // The destination lost this session (it restarted): every open batch starts over.
+      for (const b of this.batches.values()) {
+        b.failure = new RestartBatch('destination restarted');
+        for (const w of b.wake) w();
+      }
+      this.unacked.clear();
+      this.unackedBytes = 0;
+      this.releaseWindow();
+    }
+    this.emit('welcome', { resumed, acked });
+    const held = new Set(acked);
+    for (const p of [...this.unacked.values()]) if (held.has(p.seq)) this.onAck(p.seq);
+    this.ready = true;
+    // Batches still waiting for verdicts or signatures ask again; the destination answers again.
+    for (const b of this.batches.values()) {
+      if (!b.verdicts || this.missingSignatures(b)) this.sendBatchMessage(b, ws);
+    }
+    for (const p of [...this.unacked.values()].sort((a, b) => a.seq - b.seq)) this.transmit(p, ws);
+    for (const w of this.readyWaiters.splice(0)) w.resolve();
+  }
+
+  private missingSignatures(b: BatchRun): boolean {
+    return (b.verdicts ?? []).some((v, i) => v.verdict === 'changed' && !b.signatures.has(i));
+  }
+
+  private onBinary(bytes: Uint8Array): void {
+    let f;
+    try {
+      f = decodeFrame(bytes, 64 * 1024 * 1024);
+    } catch (err) {
+      return this.log.warn({ err }, 'bad frame from peer');
+    }
+    if (f.tag !== FrameTag.Signature || f.session !== this.session) return;
+    const b = this.batches.get(f.batch);
+    if (!b) return;
+    b.signatures.set(f.file, f.payload.slice());
+    for (const w of b.wake) w();
+  }
+
+  private onMessage(msg: DestinationMessage): void {
+    switch (msg.type) {
+      case 'verdicts': {
+        const b = this.batches.get(msg.batch);
+        if (!b || b.verdicts) return;
+        if (
+          msg.verdicts.length !== b.files.length ||
+          msg.verdicts.some((v, i) => v.path !== b.files[i]?.path)
+        ) {
+          b.failure = new Error('verdicts do not match the batch');
+        } else b.verdicts = msg.verdicts;
+        for (const w of b.wake) w();
+        return;
+      }
+      case 'ack':
+        return this.onAck(msg.seq);
+      case 'nack': {
+        const p = this.unacked.get(msg.seq);
+        if (!p) return;
+        this.log.warn({ seq: msg.seq, code: msg.code, message: msg.message }, 'block refused by peer');
+        p.nacks += 1;
+        const b = this.batches.get(p.batch);
+        if (p.nacks > 3 && b) {
+          b.failure = new Error(`block ${p.seq} refused: ${msg.code} ${msg.message}`);
+          for (const w of b.wake) w();
+          return;
+        }
+        if (this.socket && this.ready) this.transmit(p, this.socket);
+        return;
+      }
+      case 'committed':
+      case 'failed': {
+        const b = this.batches.get(msg.batch);
+        if (!b || b.results.has(msg.path)) return;
+        b.results.set(
+          msg.path,
+          msg.type === 'committed'
+            ? { status: 'committed' }
+            : { status: 'failed', code: msg.code, message: msg.message },
+        );
+        for (const w of b.wake) w();
+        return;
+      }
+      case 'error':
+        this.log.warn({ code: msg.code, message: msg.message }, 'peer reported an error');
+        return;
+      case 'welcome':
+        return;
+    }
+  }
+
+  private onAck(seq: number): void {
+    const p = this.unacked.get(seq);
+    if (!p) return;
+    this.unacked.delete(seq);
+    this.unackedBytes -= p.frame.byteLength;
+    this.stats.blocksAcked += 1;
+    if (p.sent) this.link.record(p.frame.byteLength, p.sentAt);
+    this.emit('ack', seq);
+    this.releaseWindow();
+  }
+
+  private releaseWindow(): void {
+    for (const w of this.windowWaiters.splice(0)) w();
+  }
+
+  private sendControl(msg: SourceMessage, ws: WebSocket | undefined = this.socket): void {
+    if (!ws || ws.readyState !== WebSocket.OPEN) return;
+    const text = JSON.stringify(msg);
+    this.stats.controlBytesSent += Buffer.byteLength(text);
+    ws.send(text);
+  }
+
+  private sendBatchMessage(b: BatchRun, ws: WebSocket | undefined = this.socket): void {
+    this.sendControl(
+      {
+        type: 'batch',
+        batch: b.id,
+        files: b.files.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256 })),
+      },
+      ws,
+    );
+  }
+
+  private transmit(p: Pending, ws: WebSocket): void {
+    if (ws.readyState !== WebSocket.OPEN) return;
+    const again = p.sent;
+    if (again) this.stats.blocksResent += 1;
+    else this.stats.blocksSent += 1;
+    p.sent = true;
+    p.sentAt = performance.now();
+    this.stats.bytesSent += p.frame.byteLength;
+    ws.send(p.frame);
+    this.emit(again ? 'resent' : 'sent', p.seq);
+  }
+
+  /** Queue one block: waits while the window is full; sends now when connected. */
+  private async enqueue(b: BatchRun, make: (seq: number) => Uint8Array): Promise<number> {
+    while (
+      this.unacked.size >= this.maxInFlight ||
+      (this.unacked.size > 0 && this.unackedBytes >= this.maxInFlightBytes)
+    ) {
+      await new Promise<void>((r) => this.windowWaiters.push(r));
+      if (b.failure) throw b.failure;
+    }
+    const seq = this.nextSeq++;
+    const frame = make(seq);
+    const p: Pending = { seq, frame, batch: b.id, sent: false, sentAt: 0, nacks: 0 };
+    this.unacked.set(seq, p);
+    this.unackedBytes += frame.byteLength;
+    if (this.ready && this.socket) this.transmit(p, this.socket);
+    return frame.byteLength;
+  }
+
+  private waitFor(b: BatchRun, cond: () => boolean): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const check = (): void => {
+        if (b.failure) {
+          b.wake.delete(check);
+          reject(b.failure);
+        } else if (cond()) {
+          b.wake.delete(check);
+          resolve();
+        }
+      };
+      b.wake.add(check);
+      check();
+    });
+  }
+
+  /**
+   * Send one batch of pending files; resolves with each file's outcome once the
+   * destination reported it (committed, failed) or found it unchanged.
+   */
+  async send(files: readonly SourceFile[]): Promise<FileOutcome[]> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.sendOnce(files);
+      } catch (e) {
+        if (!(e instanceof RestartBatch) || attempt >= 3) throw e;
+      }
+    }
+  }
+
+  private async sendOnce(files: readonly SourceFile[]): Promise<FileOutcome[]> {
+    if (this.closing) throw new Error('sender closed');
+    const b: BatchRun = {
+      id: this.nextBatch++,
+      files: [...files],
+      verdicts: undefined,
+      signatures: new Map(),
+      results: new Map(),
+      awaiting: 0,
+      wake: new Set(),
+      failure: undefined,
+    };
+    this.batches.set(b.id, b);
+    try {
+      if (this.ready) this.sendBatchMessage(b);
+      await this.waitFor(b, () => b.verdicts !== undefined);
+      const verdicts = b.verdicts ?? [];
+      const index = new Map(b.files.map((f, i) => [f.path, i]));
+      const wire = new Map<string, number>();
+      const compressed = new Set<string>();
+      const modes = new Map<string, TransferMode>();
+      const plan = planTransfers(b.files, verdicts, this.blockBytes - BUNDLE_OVERHEAD);
+      for (const p of plan.unchanged) modes.set(p, 'unchanged');
+      for (const group of plan.bundles) {
+        const contents = group.map((f) => this.content(b, f.path, index));
+        const decision = this.compression.decide('bundle', contents);
+        const payload = encodeBundle(
+          group.map((f, k) => ({
+            path: f.path,
+            mtimeMs: 0,
+            sha256: f.sha256,
+            content: contents[k] ?? new Uint8Array(),
+          })),
+          { compress: decision.compress },
+        );
+        const bytes = await this.enqueue(b, (seq) =>
+          encodeFrame({
+            tag: FrameTag.Bundle,
+            session: this.session,
+            seq,
+            batch: b.id,
+            file: NO_FILE,
+            payload,
+          }),
+        );
+        const total = group.reduce((n, f) => n + f.size, 0) || 1;
+        for (const f of group) {
+          modes.set(f.path, 'bundle');
+          wire.set(f.path, (bytes * f.size) / total);
+          if (decision.compress) compressed.add(f.path);
+        }
+      }
+      for (const { file, verdict } of plan.large) {
+        const i = index.get(file.path) ?? 0;
+        const content = this.content(b, file.path, index);
+        let stream: Uint8Array;
+        let tag: FrameTag;
+        let compressPieces = false;
+        if (verdict.verdict === 'changed') {
+          await this.waitFor(b, () => b.signatures.has(i));
+          const sig = parseSignature(b.signatures.get(i) ?? new Uint8Array());
+          const t0 = performance.now();
+          const d = await collect(rsyncDelta(sig, content));
+          this.compression.observeHashRate(content.byteLength, (performance.now() - t0) / 1000);
+          const gamma = Math.max(0, 1 - d.byteLength / Math.max(1, content.byteLength));
+          const decision = this.compression.decide(file.path, [d], gamma);
+          if (decision.compress) compressed.add(file.path);
+          stream = encodeDeltaContainer(
+            { baseSha256: verdict.basisSha256, targetSha256: file.sha256, targetSize: file.size, delta: d },
+            { compress: decision.compress },
+          );
+          tag = FrameTag.DeltaPiece;
+          modes.set(file.path, 'delta');
+        } else {
+          const decision = this.compression.decide(file.path, [content]);
+          compressPieces = decision.compress;
+          if (decision.compress) compressed.add(file.path);
+          stream = content;
+          tag = FrameTag.Whole;
+          modes.set(file.path, 'whole');
+        }
+        const transferId = randomBytes(16).toString('hex');
+        let sent = 0;
+        const pieces = Math.max(1, Math.ceil(stream.byteLength / this.blockBytes));
+        for (let k = 0; k < pieces; k++) {
+          const offset = k * this.blockBytes;
+          const payload = stream.subarray(offset, Math.min(stream.byteLength, offset + this.blockBytes));
+          const block = encodeTransferBlock(
+            { transferId, seq: k, offset, last: k === pieces - 1, payload },
+            { compress: compressPieces },
+          );
+          sent += await this.enqueue(b, (seq) =>
+            encodeFrame({ tag, session: this.session, seq, batch: b.id, file: i, payload: block }),
+          );
+        }
+        wire.set(file.path, sent);
+      }
+      const expected = b.files.filter((f) => modes.get(f.path) !== 'unchanged');
+      await this.waitFor(b, () => expected.every((f) => b.results.has(f.path)));
+      this.sendControl({ type: 'done', batch: b.id });
+      return b.files.map((f): FileOutcome => {
+        const mode = modes.get(f.path) ?? 'unchanged';
+        const r = b.results.get(f.path);
+        const base = {
+          path: f.path,
+          mode,
+          wireBytes: Math.round(wire.get(f.path) ?? 0),
+          compressed: compressed.has(f.path),
+        };
+        if (mode === 'unchanged' || !r) return { ...base, status: 'unchanged' };
+        return r.status === 'committed'
+          ? { ...base, status: 'committed' }
+          : {
+              ...base,
+              status: 'failed',
+              ...(r.code ? { code: r.code } : {}),
+              ...(r.message ? { message: r.message } : {}),
+            };
+      });
+    } finally {
+      this.batches.delete(b.id);
+      for (const [seq, p] of this.unacked) {
+        if (p.batch === b.id) {
+          this.unacked.delete(seq);
+          this.unackedBytes -= p.frame.byteLength;
+        }
+      }
+      this.releaseWindow();
+    }
+  }
+
+  private content(b: BatchRun, path: string, index: ReadonlyMap<string, number>): Uint8Array {
+    const f = b.files[index.get(path) ?? -1];
+    if (!f) throw new Error(`no content for ${path}`);
+    return f.content;
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    this.failReady(new Error('sender closed'));
+    for (const b of this.batches.values()) {
+      b.failure = new Error('sender closed');
+      for (const w of b.wake) w();
+    }
+    this.releaseWindow();
+    const ws = this.socket;
+    if (ws && ws.readyState !== WebSocket.CLOSED) {
+      await new Promise<void>((resolve) => {
+        ws.once('close', () => resolve());
+        ws.terminate();
+      });
+    }
+  }
+}
