@@ -70,6 +70,7 @@ import { parseConfig, type ProxyConfig, type ProxyConfigInput } from './config.t
 import { ApiError, toApiError } from './errors.ts';
 import { MerkleIndex } from './merkle.ts';
 import { ProxyMetrics } from './metrics.ts';
+import { registerPeerLink, type PeerLink } from './peer-link.ts';
 import { OpScheduler } from './scheduler.ts';
 import { checkUserPath, HybridStore, type Writer } from './store/hybrid.ts';
 import { RelayCache } from './store/relay-cache.ts';
@@ -95,6 +96,8 @@ export interface RunningProxyServer {
   readonly app: FastifyInstance;
   readonly store: HybridStore;
   readonly scheduler: OpScheduler;
+  /** The inter-proxy endpoint, when the config has a `peer` section. */
+  readonly peerLink?: PeerLink;
   /** Run garbage collection now (grace period from the config unless given). */
   gc(graceMs?: number): Promise<{ objects: number; orphans: number; transfers: number }>;
   /** Enrol a device directly (for `npm start` and tests). */
@@ -569,24 +572,31 @@ export async function startProxyServer(
       const bundle = decodeBundle(bytes);
       for (const e of bundle.entries) checkUserPath(e.path);
       admit(reply, bundle.entries.length);
+      // One scheduled operation for the whole bundle: it waits for every earlier operation on
+      // any of its paths (stop-and-wait) and is written and committed as one batch.
       const w = writer(a);
-      const results = await Promise.all(
-        bundle.entries.map(async (e) => ({
-          path: e.path,
-          result: await scheduler
-            .submit({
-              namespace: a.userId,
-              paths: [e.path],
-              bytes: 0,
-              run: () => store.writeFile(w, e.path, { bytes: e.content }, e.sha256, e.mtimeMs, e.rev, true),
-            })
-            .catch((err: unknown): OpResult => ({
-              status: 'error',
-              error: errorBody(toApiError(err)).error,
-            })),
-        })),
-      );
-      return { results };
+      const results = await scheduler
+        .submit({
+          namespace: a.userId,
+          paths: bundle.entries.map((e) => e.path),
+          bytes: 0,
+          run: () =>
+            store.writeFiles(
+              w,
+              bundle.entries.map((e) => ({
+                path: e.path,
+                bytes: e.content,
+                sha256: e.sha256,
+                mtimeMs: e.mtimeMs,
+                base: e.rev,
+              })),
+            ),
+        })
+        .catch((err: unknown): OpResult[] => {
+          const error = errorBody(toApiError(err)).error;
+          return bundle.entries.map(() => ({ status: 'error', error }));
+        });
+      return { results: bundle.entries.map((e, i) => ({ path: e.path, result: results[i]! })) };
     },
     MAX_BUNDLE_BYTES + 1024,
   );
@@ -1008,6 +1018,7 @@ export async function startProxyServer(
     gcTimer.unref();
   }
 
+  const peerLink = config.peer ? await registerPeerLink(app, config.peer, config.dataDir, log) : undefined;
   const address = await app.listen({ host: config.host, port: config.port });
   await shares?.start();
   const url = address.replace('[::1]', 'localhost');
@@ -1022,6 +1033,7 @@ export async function startProxyServer(
     app,
     store,
     scheduler,
+    ...(peerLink ? { peerLink } : {}),
     gc: (graceMs?: number) => store.gc(graceMs ?? config.gcGraceMs),
     enrol: enrolDevice,
     ...(shares ? { shares } : {}),

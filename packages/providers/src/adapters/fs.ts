@@ -64,6 +64,15 @@ interface JournalLine {
   e?: Entry;
 }
 
+/** One file for `FsProvider.writeMany`. */
+export interface WriteManyItem {
+  readonly path: string;
+  readonly bytes: Uint8Array;
+  readonly modifiedMs?: number;
+  /** When given, the bytes must have this SHA-256 (lower-case hex). */
+  readonly sha256?: string;
+}
+
 export class FsProvider implements Provider {
   readonly name: string;
   features!: Features;
@@ -381,6 +390,111 @@ export class FsProvider implements Provider {
     }
   }
 
+  /**
+   * Write many small files at once (the proxy's bundle ingest). Every file goes the way
+   * `write` goes — temp file, fsync, rename — but the temp files are written and fsynced
+   * in parallel (at most `concurrency` at a time), renamed into place one after another,
+   * and each parent folder is fsynced once. Each file is still atomic on its own: a crash
+   * leaves it at its old or its new content. Returns, per item in order, its entry or the
+   * error that item met (one failure does not stop the others). Unconditional writes only.
+   */
+  async writeMany(
+    items: readonly WriteManyItem[],
+    options: { readonly concurrency?: number } = {},
+  ): Promise<(Entry | Error)[]> {
+    const out: (Entry | Error)[] = new Array<Entry | Error>(items.length);
+    const staged: { i: number; p: string; tmp: string; sha256: string }[] = [];
+    // 1. Temp files, written and fsynced in parallel.
+    await forEachBounded(items.length, options.concurrency ?? 8, async (i) => {
+      const item = items[i]!;
+      let p = '';
+      const tmp = nodePath.join(this.tmpDir, randomBytes(12).toString('hex'));
+      try {
+        p = this.norm(item.path);
+        this.resolve(p);
+        const sha256 = createHash('sha256').update(item.bytes).digest('hex');
+        if (item.sha256 !== undefined && item.sha256.toLowerCase() !== sha256) {
+          throw new InvalidArgumentError(`${this.name}: SHA-256 of the bytes for ${p} does not match`);
+        }
+        const fh = await fsp.open(tmp, 'wx', 0o644);
+        try {
+          if (item.bytes.byteLength > 0) await fh.writeFile(item.bytes);
+          if (item.modifiedMs !== undefined) {
+            const t = new Date(item.modifiedMs);
+            await fh.utimes(t, t);
+          }
+          await fh.sync();
+        } finally {
+          await fh.close();
+        }
+        staged.push({ i, p, tmp, sha256 });
+      } catch (e) {
+        await fsp.rm(tmp, { force: true });
+        out[i] = e instanceof ProviderError ? e : classify(e, this.name, p || item.path);
+      }
+    });
+    staged.sort((a, b) => a.i - b.i);
+    // 2. Renames under the paths' locks: parents first, then the files (in parallel when
+    //    no path repeats, else in item order).
+    const renamed: { i: number; p: string; abs: string; sha256: string }[] = [];
+    const dirs = new Set<string>();
+    const keys = staged.map((s) => this.lockKey(s.p));
+    const distinct = new Set(keys).size === keys.length;
+    await this.mutex.run(keys, async () => {
+      const parents = new Map<string, Error | undefined>();
+      for (const s of staged) {
+        const parent = parentPath(s.p);
+        if (parents.has(parent)) continue;
+        try {
+          await this.prepareParents(s.p);
+          parents.set(parent, undefined);
+        } catch (e) {
+          parents.set(parent, e instanceof ProviderError ? e : classify(e, this.name, parent));
+        }
+      }
+      const place = async (k: number): Promise<void> => {
+        const s = staged[k]!;
+        const abs = this.resolve(s.p);
+        try {
+          const parentError = parents.get(parentPath(s.p));
+          if (parentError) throw parentError;
+          const existing = await this.lstatEntry(s.p);
+          if (existing?.isDirectory())
+            throw new AlreadyExistsError(`${this.name}: a folder exists at ${s.p}`);
+          await fsp.rename(s.tmp, abs).catch((e: unknown) => {
+            throw classify(e, this.name, s.p);
+          });
+          dirs.add(nodePath.dirname(abs));
+          renamed.push({ i: s.i, p: s.p, abs, sha256: s.sha256 });
+        } catch (e) {
+          await fsp.rm(s.tmp, { force: true });
+          out[s.i] = e instanceof ProviderError ? e : classify(e, this.name, s.p);
+        }
+      };
+      await forEachBounded(staged.length, distinct ? (options.concurrency ?? 8) : 1, place);
+      // 3. Each parent folder fsynced once, then the new entries recorded in item order.
+      const dirList = [...dirs];
+      await forEachBounded(dirList.length, options.concurrency ?? 8, (k) => fsyncDir(dirList[k]!));
+      renamed.sort((a, b) => a.i - b.i);
+      const stats = await Promise.all(
+        renamed.map((r) =>
+          fsp.lstat(r.abs, { bigint: true }).catch((e: unknown) => classify(e, this.name, r.p)),
+        ),
+      );
+      for (const [k, r] of renamed.entries()) {
+        const st = stats[k]!;
+        if (st instanceof Error) {
+          out[r.i] = st;
+          continue;
+        }
+        const entry = await this.toEntryWithHash(r.p, st, r.sha256);
+        this.record({ type: 'upsert', path: r.p, entry });
+        out[r.i] = entry;
+      }
+    });
+    return out;
+  }
+
   private async toEntryWithHash(
     p: string,
     st: import('node:fs').BigIntStats,
@@ -601,6 +715,15 @@ async function probeCaseSensitive(stateDir: string): Promise<boolean> {
   } finally {
     await fsp.rm(probe, { force: true });
   }
+}
+
+/** Run `work(0..n-1)` with at most `limit` calls in flight. */
+async function forEachBounded(n: number, limit: number, work: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < n) await work(next++);
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, n)) }, lane));
 }
 
 async function fsyncDir(dir: string): Promise<void> {

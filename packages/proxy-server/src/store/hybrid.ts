@@ -25,10 +25,11 @@ import {
   type Provider,
   NotFoundError,
   ancestors,
+  sha256Hex,
 } from '@weft/providers';
 import type { ChangeRecord, ConflictReport, EntryInfo, OpResult } from '@weft/wire';
 import { conflictedCopyPath } from '@weft/wire';
-import { ApiError } from '../errors.ts';
+import { ApiError, toApiError } from '../errors.ts';
 import type { ProxyMetrics } from '../metrics.ts';
 import {
   decodeLinkFile,
@@ -43,6 +44,19 @@ import {
 import type { ChangeInput, EntryRow, MetadataStore } from './metadata.ts';
 import { publicEntry } from './sqlite.ts';
 import type { RelayCache } from './relay-cache.ts';
+
+/** One file of a bundle for HybridStore.writeFiles. */
+export interface BatchFile {
+  readonly path: string;
+  readonly bytes: Uint8Array;
+  readonly sha256: string;
+  readonly mtimeMs: number;
+  /** Base revision of a conditional write (see api.md): undefined, null (must not exist) or a revision. */
+  readonly base: string | null | undefined;
+}
+
+/** Temp files of one bundle written and fsynced at once (the fsyncs are what costs). */
+const WRITE_CONCURRENCY = 8;
 
 /** Content to store: bytes in memory, or a local file (staged upload, patched delta). */
 export type Content = { readonly bytes: Uint8Array } | { readonly file: string; readonly size: number };
@@ -293,7 +307,7 @@ export class HybridStore {
       return { status: 'applied', entry: publicEntry(cur), seq: NOOP_SEQ };
     }
     if (stale && cur) {
-      const conflictPath = await this.freeConflictPath(w, path);
+      const conflictPath = this.conflictPathFor(w, path, () => false);
       const res = await this.storeFile(w, conflictPath, content, sha256, mtimeMs);
       const conflict: ConflictReport = {
         path,
@@ -308,10 +322,197 @@ export class HybridStore {
     return { status: 'applied', ...(res.entry ? { entry: res.entry } : {}), seq: res.seq };
   }
 
-  private async freeConflictPath(w: Writer, path: string): Promise<string> {
+  /**
+   * Apply a bundle's files in one go (bundle ingest): every small file is written to a temp
+   * file, all of them in parallel (bounded) and fsynced, then renamed into place, and the
+   * whole batch — new folders, files, conflicted copies — is recorded in ONE metadata
+   * transaction. Each file stays atomic on its own (old or new content after a crash; a crash
+   * before the transaction is repaired by reconcile()), and nothing is acknowledged before
+   * the transaction. Decisions (conflict, no-op, folder in the way) are the ones writeFile
+   * makes, taken in entry order as if the entries were applied one by one; content whose
+   * size puts it in the large tier goes through writeFile afterwards. The caller holds the
+   * scheduler's slot for every path of the batch (stop-and-wait against other operations).
+   */
+  async writeFiles(w: Writer, items: readonly BatchFile[]): Promise<OpResult[]> {
+    const results: (OpResult | undefined)[] = new Array<OpResult | undefined>(items.length);
+    const fail = (i: number, e: unknown): void => {
+      const err = toApiError(e);
+      if (err.status >= 500) this.o.log.error({ err: e, userId: w.userId }, 'bundle entry failed');
+      results[i] = {
+        status: 'error',
+        error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) },
+      };
+    };
+    /** What this batch puts at a path, before it is recorded. */
+    const planned = new Map<string, 'file' | 'dir'>();
+    const kindAt = (path: string): 'file' | 'dir' | undefined =>
+      planned.get(path) ?? this.meta.getEntry(w.userId, path)?.kind;
+    const newDirs: string[] = [];
+    const jobs: {
+      i: number;
+      path: string;
+      item: BatchFile;
+      conflict?: ConflictReport;
+      replacesLarge: boolean;
+    }[] = [];
+    const large: number[] = [];
+    for (const [i, item] of items.entries()) {
+      try {
+        checkUserPath(item.path);
+        if (sha256Hex(item.bytes) !== item.sha256)
+          throw new ApiError('HASH_MISMATCH', 'SHA-256 of the content does not match the declared one');
+        if (item.bytes.byteLength >= this.o.smallFileBytes) {
+          large.push(i);
+          continue;
+        }
+        if (planned.get(item.path) === 'dir')
+          throw new ApiError('ALREADY_EXISTS', 'a folder exists at that path', { path: item.path });
+        const cur = this.meta.getEntry(w.userId, item.path);
+        if (cur?.kind === 'dir')
+          throw new ApiError('ALREADY_EXISTS', 'a folder exists at that path', { path: item.path });
+        const base = item.base;
+        const stale =
+          base !== undefined &&
+          (base === null ? cur !== undefined : cur !== undefined && cur.revision !== base);
+        if (cur && cur.sha256 === item.sha256 && (stale || base === undefined || cur.revision === base)) {
+          results[i] = { status: 'applied', entry: publicEntry(cur), seq: NOOP_SEQ };
+          continue;
+        }
+        let target = item.path;
+        let conflict: ConflictReport | undefined;
+        if (stale && cur) {
+          target = this.conflictPathFor(w, item.path, (p) => planned.has(p));
+          conflict = {
+            path: item.path,
+            conflictPath: target,
+            kind: 'write-write',
+            baseRevision: base,
+            serverRevision: cur.revision,
+          };
+        }
+        const missing: string[] = [];
+        for (const dir of ancestors(target)) {
+          const k = kindAt(dir);
+          if (k === 'dir') continue;
+          if (k === 'file')
+            throw new ApiError('ALREADY_EXISTS', `a file is in the way of folder ${dir}`, { path: dir });
+          missing.push(dir);
+        }
+        for (const dir of missing) {
+          planned.set(dir, 'dir');
+          newDirs.push(dir);
+        }
+        planned.set(target, 'file');
+        const before = target === item.path ? cur : this.meta.getEntry(w.userId, target);
+        jobs.push({
+          i,
+          path: target,
+          item,
+          ...(conflict ? { conflict } : {}),
+          replacesLarge: before?.tier === 'large',
+        });
+      } catch (e) {
+        fail(i, e);
+      }
+    }
+
+    // Folders first (parents before children: newDirs is in that order), then the files.
+    const changes: ChangeInput[] = [];
+    const dirErrors = new Map<string, unknown>();
+    for (const dir of newDirs) {
+      const parentError = ancestors(dir).find((d) => dirErrors.has(d));
+      if (parentError !== undefined) {
+        dirErrors.set(dir, dirErrors.get(parentError));
+        continue;
+      }
+      try {
+        await this.fs.mkdir(this.nsPath(w.userId, dir));
+        const st = await this.fs.stat(this.nsPath(w.userId, dir));
+        changes.push({
+          type: 'upsert',
+          entry: {
+            path: dir,
+            kind: 'dir',
+            size: 0,
+            mtimeMs: Math.floor(st.modifiedMs),
+            fsRevision: st.revision,
+          },
+        });
+      } catch (e) {
+        dirErrors.set(dir, e);
+      }
+    }
+    const writable = jobs.filter((j) => {
+      const d = ancestors(j.path).find((a) => dirErrors.has(a));
+      if (d === undefined) return true;
+      fail(j.i, dirErrors.get(d));
+      return false;
+    });
+    const written = await this.fs.writeMany(
+      writable.map((j) => ({
+        path: this.nsPath(w.userId, j.path),
+        bytes: j.item.bytes,
+        modifiedMs: j.item.mtimeMs,
+      })),
+      { concurrency: WRITE_CONCURRENCY },
+    );
+    const recorded: { job: (typeof jobs)[number]; change: number }[] = [];
+    for (const [k, j] of writable.entries()) {
+      const e = written[k]!;
+      if (e instanceof Error) {
+        fail(j.i, e);
+        continue;
+      }
+      this.o.metrics.bytes.inc({ tier: 'fs', direction: 'in' }, j.item.bytes.byteLength);
+      if (j.replacesLarge)
+        await this.fs.remove(this.nsPath(w.userId, j.path) + LINK_EXTENSION).catch(ignoreNotFound);
+      recorded.push({ job: j, change: changes.length });
+      changes.push({
+        type: 'upsert',
+        entry: {
+          path: j.path,
+          kind: 'file',
+          size: j.item.bytes.byteLength,
+          mtimeMs: j.item.mtimeMs,
+          sha256: j.item.sha256,
+          tier: 'small',
+          fsRevision: e.revision,
+        },
+      });
+    }
+    // One transaction for the whole batch.
+    const records = this.record(w.userId, changes, w);
+    for (const { job, change } of recorded) {
+      const { entry, seq } = lastEntry(records.slice(change, change + 1));
+      results[job.i] = job.conflict
+        ? { status: 'conflict', conflict: job.conflict, ...(entry ? { entry } : {}), seq }
+        : { status: 'applied', ...(entry ? { entry } : {}), seq };
+    }
+    // Content big enough for the object tier: one by one, as a single write would go.
+    for (const i of large) {
+      const item = items[i]!;
+      try {
+        results[i] = await this.writeFile(
+          w,
+          item.path,
+          { bytes: item.bytes },
+          item.sha256,
+          item.mtimeMs,
+          item.base,
+          true,
+        );
+      } catch (e) {
+        fail(i, e);
+      }
+    }
+    return results.map((r) => r ?? { status: 'error', error: { code: 'INTERNAL', message: 'not applied' } });
+  }
+
+  /** A conflicted-copy name free in the index and not taken by `taken`. */
+  private conflictPathFor(w: Writer, path: string, taken: (p: string) => boolean): string {
     const when = new Date(this.now());
     let candidate = conflictedCopyPath(path, when, w.deviceName);
-    for (let i = 2; this.meta.getEntry(w.userId, candidate); i++) {
+    for (let i = 2; this.meta.getEntry(w.userId, candidate) || taken(candidate); i++) {
       candidate = conflictedCopyPath(path, when, `${w.deviceName} ${i}`);
     }
     return candidate;
