@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import * as nodePath from 'node:path';
 import * as os from 'node:os';
 import { z } from 'zod/v4';
+import { PeerLinkConfig } from './peer-link.ts';
 
 const MiB = 1024 * 1024;
 
@@ -113,6 +114,8 @@ export const ProxyConfig = z.object({
     .positive()
     .default(512 * MiB),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Inter-proxy link (docs/formats/inter-proxy.md): this proxy's id and its peers. */
+  peer: PeerLinkConfig.optional(),
   shares: SharesConfig.default({
     enabled: true,
     oldKeys: {},

@@ -70,6 +70,7 @@ import { parseConfig, type ProxyConfig, type ProxyConfigInput } from './config.t
 import { ApiError, toApiError } from './errors.ts';
 import { MerkleIndex } from './merkle.ts';
 import { ProxyMetrics } from './metrics.ts';
+import { registerPeerLink, type PeerLink } from './peer-link.ts';
 import { OpScheduler } from './scheduler.ts';
 import { checkUserPath, HybridStore, type Writer } from './store/hybrid.ts';
 import { RelayCache } from './store/relay-cache.ts';
@@ -95,6 +96,8 @@ export interface RunningProxyServer {
   readonly app: FastifyInstance;
   readonly store: HybridStore;
   readonly scheduler: OpScheduler;
+  /** The inter-proxy endpoint, when the config has a `peer` section. */
+  readonly peerLink?: PeerLink;
   /** Run garbage collection now (grace period from the config unless given). */
   gc(graceMs?: number): Promise<{ objects: number; orphans: number; transfers: number }>;
   /** Enrol a device directly (for `npm start` and tests). */
@@ -1015,6 +1018,7 @@ export async function startProxyServer(
     gcTimer.unref();
   }
 
+  const peerLink = config.peer ? await registerPeerLink(app, config.peer, config.dataDir, log) : undefined;
   const address = await app.listen({ host: config.host, port: config.port });
   await shares?.start();
   const url = address.replace('[::1]', 'localhost');
@@ -1029,6 +1033,7 @@ export async function startProxyServer(
     app,
     store,
     scheduler,
+    ...(peerLink ? { peerLink } : {}),
     gc: (graceMs?: number) => store.gc(graceMs ?? config.gcGraceMs),
     enrol: enrolDevice,
     ...(shares ? { shares } : {}),
