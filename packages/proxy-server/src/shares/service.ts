@@ -18,6 +18,7 @@ import {
   type ChangeWaiter,
   CredentialVault,
   MirrorEngine,
+  type MirrorStats,
   type ReplicaConfig,
   ShareError,
   type ShareMember,
@@ -89,6 +90,9 @@ interface Running {
 interface Joining {
   readonly member: string;
   applied: number;
+  /** Entries to apply, known after the joined engine's first round. */
+  total?: number;
+  done: boolean;
 }
 
 interface AccountRow {
@@ -143,6 +147,8 @@ export class ShareService {
   private readonly joining = new Map<string, Joining>();
   /** Per share: engine restarts run one after another. */
   private readonly chains = new Map<string, Promise<void>>();
+  /** Per share: statistics of the engines stopped so far (restarts, membership changes). */
+  private readonly totals = new Map<string, MirrorStats>();
   private closed = false;
 
   constructor(private readonly o: ShareServiceOptions) {
@@ -389,7 +395,7 @@ export class ShareService {
     const spec = await this.replicaSpec(user, choice, true);
     this.assertFree(spec);
     const m = this.guard(() => this.registry.accept(token, user, spec));
-    this.joining.set(m.shareId, { member: user, applied: 0 });
+    this.joining.set(m.shareId, { member: user, applied: 0, done: false });
     await this.restart(m.shareId);
     return this.info(user, m.shareId);
   }
@@ -436,13 +442,84 @@ export class ShareService {
     };
   }
 
+  private addTotals(shareId: string, e: MirrorEngine): void {
+    const t = this.totals.get(shareId) ?? { ...e.stats };
+    if (this.totals.has(shareId)) {
+      for (const k of Object.keys(t) as (keyof MirrorStats)[]) t[k] += e.stats[k];
+    }
+    this.totals.set(shareId, t);
+  }
+
+  /** Everything the share's engines did since this proxy started (tests, reports). */
+  stats(shareId: string): MirrorStats {
+    const t = { ...(this.totals.get(shareId) ?? this.zeroStats()) };
+    const r = this.running.get(shareId);
+    if (r) for (const k of Object.keys(t) as (keyof MirrorStats)[]) t[k] += r.engine.stats[k];
+    return t;
+  }
+
+  private zeroStats(): MirrorStats {
+    return { ingested: 0, echoes: 0, applied: 0, conflicts: 0, nativeMoves: 0, relistings: 0, failures: 0 };
+  }
+
+  /**
+   * Run the share's mirror until a round finds nothing new and nothing pending (every
+   * replica holds the same tree as far as their feeds tell), then keep it running.
+   */
+  quiesce(shareId: string, maxRounds = 200): Promise<void> {
+    const prev = this.chains.get(shareId) ?? Promise.resolve();
+    const next = prev.then(async () => {
+      const old = this.running.get(shareId);
+      this.running.delete(shareId);
+      if (old) {
+        await old.engine.stop();
+        this.addTotals(shareId, old.engine);
+      }
+      const members = this.registry.members(shareId);
+      if (members.length < 2) return;
+      const engine = new MirrorEngine({
+        shareId,
+        db: this.db,
+        logger: this.o.log,
+        replicas: members.map((m) => this.replicaOf(shareId, m)),
+      });
+      try {
+        await engine.quiesce(maxRounds);
+        const j = this.joining.get(shareId);
+        if (j) {
+          j.total ??= engine.initialBacklog ?? 0;
+          j.applied = j.total;
+          j.done = true;
+        }
+      } finally {
+        this.addTotals(shareId, engine);
+      }
+    });
+    this.chains.set(
+      shareId,
+      next.catch(() => undefined),
+    );
+    return next.then(() => this.restart(shareId));
+  }
+
+  /** The share's log entries whose op mentions one of `paths` (diagnosis of a divergence). */
+  logEntries(shareId: string, paths: readonly string[]): unknown[] {
+    const rows = this.db
+      .prepare('SELECT seq, origin, op, done_targets, done FROM log WHERE share_id = ? ORDER BY seq')
+      .all(shareId) as { op: string }[];
+    return rows.filter((r) => paths.some((p) => r.op.includes(JSON.stringify(p).slice(1, -1))));
+  }
+
   /** Stop the share's engine (if any) and start one for its current members (two or more). */
   restart(shareId: string): Promise<void> {
     const prev = this.chains.get(shareId) ?? Promise.resolve();
     const next = prev.then(async () => {
       const old = this.running.get(shareId);
       this.running.delete(shareId);
-      await old?.engine.stop();
+      if (old) {
+        await old.engine.stop();
+        this.addTotals(shareId, old.engine);
+      }
       if (this.closed) return;
       let members: ShareMember[];
       try {
@@ -499,9 +576,17 @@ export class ShareService {
     const j = this.joining.get(shareId);
     let seeding: { member: string; applied: number; total: number; done: boolean } | undefined;
     if (j) {
-      const total = r.engine.initialBacklog ?? 0;
-      const done = r.engine.initialBacklog !== undefined && (j.applied >= total || pending === 0);
-      seeding = { member: j.member, applied: Math.min(j.applied, total), total, done };
+      if (!j.done && r.engine.initialBacklog !== undefined) {
+        j.total ??= r.engine.initialBacklog;
+        if (j.applied >= j.total || pending === 0) j.done = true;
+      }
+      const total = j.total ?? 0;
+      seeding = {
+        member: j.member,
+        applied: j.done ? total : Math.min(j.applied, total),
+        total,
+        done: j.done,
+      };
     }
     const state: ShareSyncStatus['state'] = r.lastError
       ? 'error'
