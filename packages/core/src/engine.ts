@@ -732,30 +732,67 @@ export class Engine implements Disposable {
     const rows = this.journal.filesUnder(p);
     if (rows.length === 0) return;
     const abs = absPath(this.options.folder, p);
-    // Keep any file changed locally since it was synced: an edit outranks a delete (D15).
-    let keptSomething = false;
-    for (const r of rows) {
-      if (r.kind !== 'file') continue;
-      const local = await this.localHash(r, r.path);
-      if (local !== undefined && local !== r.syncedHash) {
-        keptSomething = true;
-        this.journal.upsertFile({ ...r, syncedRev: null, syncedHash: null });
-        this.journal.enqueue({ kind: 'put', path: r.path, hash: local, size: r.size, created: true });
-      }
+    // Files here that are not what we last synced — edited, or new and not scanned yet —
+    // outrank the delete (D15): they stay, and go up again.
+    const keep = new Set<string>();
+    for (const f of await this.localFilesUnder(p)) {
+      const row = this.journal.getFile(f);
+      const local = await this.localHash(row, f);
+      if (local !== undefined && (!row || row.kind !== 'file' || local !== row.syncedHash)) keep.add(f);
     }
-    if (!keptSomething) {
+    if (keep.size === 0) {
       await this.trash.keep(abs, p);
       this.journal.deleteFilesUnder(p);
-    } else {
-      for (const r of rows) {
-        if (r.kind !== 'file' || r.syncedRev === null) continue;
-        const rowNow = this.journal.getFile(r.path);
-        if (rowNow?.syncedRev === null) continue;
-        await this.trash.keep(absPath(this.options.folder, r.path), r.path);
-        this.journal.deleteFile(r.path);
+      this.status.activity({ kind: 'deleted', path: p });
+      return;
+    }
+    const holdsKept = (dir: string): boolean => [...keep].some((k) => k.startsWith(dir + '/'));
+    const ops: Op[] = [];
+    // Deepest first, so a folder is looked at after everything in it.
+    for (const r of [...rows].sort((a, b) => (a.path < b.path ? 1 : -1))) {
+      const rAbs = absPath(this.options.folder, r.path);
+      if (r.kind === 'file') {
+        if (keep.has(r.path)) {
+          this.journal.upsertFile({
+            ...r,
+            syncedRev: null,
+            syncedHash: null,
+            mtimeNs: SMUDGED_MTIME,
+            hash: null,
+          });
+        } else {
+          await this.trash.keep(rAbs, r.path);
+          this.journal.deleteFile(r.path);
+        }
+      } else if (holdsKept(r.path)) {
+        this.journal.upsertFile({ ...r, syncedRev: null });
+        ops.push({ kind: 'mkdir', path: r.path, created: true });
+      } else {
+        await this.trash.keep(rAbs, r.path);
+        this.journal.deleteFilesUnder(r.path);
       }
     }
-    this.status.activity({ kind: 'deleted', path: p });
+    this.journal.enqueueMany(ops.reverse());
+    this.markDirty([p]); // the kept files are uploaded as new by the scan
+    this.status.activity({ kind: 'deleted', path: p, detail: `kept ${keep.size} changed file(s)` });
+  }
+
+  /** Files on disk at or under `p` (not ignored, not our temp files), as folder paths. */
+  private async localFilesUnder(p: string): Promise<string[]> {
+    const out: string[] = [];
+    const visit = async (rel: string): Promise<void> => {
+      const st = await fsp.lstat(absPath(this.options.folder, rel)).catch(() => undefined);
+      if (!st) return;
+      if (st.isFile()) {
+        if (!this.ignore.ignores(rel, false)) out.push(rel);
+        return;
+      }
+      if (!st.isDirectory() || this.ignore.ignores(rel, true)) return;
+      const names = await fsp.readdir(absPath(this.options.folder, rel)).catch(() => [] as string[]);
+      for (const n of names) if (!n.startsWith(PARTIAL_PREFIX)) await visit(`${rel}/${n}`);
+    };
+    await visit(p);
+    return out;
   }
 
   private async applyMove(from: string, to: string, entry: EntryInfo): Promise<void> {
