@@ -41,10 +41,10 @@ export interface InterProxyPair {
   readonly dropbox: Provider;
   /** Drive as proxy B sees it (near). */
   readonly drive: Provider;
-  /** Forward `paths` from Dropbox to Drive under `ours/` through the peer link. */
-  forward(paths: readonly string[]): Promise<FileOutcome[]>;
-  /** The same files, IFTTT-like, to Drive under `baseline/`. */
-  baseline(paths: readonly string[]): Promise<void>;
+  /** Forward `paths` from Dropbox to Drive under `ours/` through the peer link, `batchFiles` per batch. */
+  forward(paths: readonly string[], batchFiles?: number): Promise<FileOutcome[]>;
+  /** The same files, IFTTT-like, to Drive under `baseline/`, `concurrency` files at a time. */
+  baseline(paths: readonly string[], concurrency?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -135,23 +135,33 @@ export async function startInterProxyPair(options: PairOptions): Promise<InterPr
     sender,
     dropbox,
     drive,
-    async forward(paths) {
-      // Step 0: the source proxy reads the pending files from its (near) cloud into its buffer.
-      const files: SourceFile[] = [];
+    async forward(paths, batchFiles = 25) {
+      // Step 0: the source proxy reads the pending files from its (near) cloud into its
+      // buffer; step 1: whenever `batchFiles` are buffered, their metadata goes out as one
+      // batch (batches are independent: the next one is read while this one travels).
+      const sends: Promise<FileOutcome[]>[] = [];
+      let buffered: SourceFile[] = [];
+      const flush = (): void => {
+        if (buffered.length === 0) return;
+        const batch = buffered.sort((a, b) => (a.path < b.path ? -1 : 1));
+        buffered = [];
+        sends.push(sender.send(batch));
+      };
       await pool(paths, 8, async (path) => {
         const content = await collect(await dropbox.read(path));
-        files.push({
+        buffered.push({
           path,
           size: content.byteLength,
           sha256: createHash('sha256').update(content).digest('hex'),
           content,
         });
+        if (buffered.length >= batchFiles) flush();
       });
-      files.sort((a, b) => (a.path < b.path ? -1 : 1));
-      return sender.send(files);
+      flush();
+      return (await Promise.all(sends)).flat();
     },
-    async baseline(paths) {
-      await pool(paths, concurrency, async (path) => {
+    async baseline(paths, n = concurrency) {
+      await pool(paths, n, async (path) => {
         const content = await collect(await dropboxFar.read(path));
         const target = `baseline/${path}`;
         await driveParents(target);

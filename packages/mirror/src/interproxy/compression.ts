@@ -37,10 +37,8 @@ export class LinkRateEstimator {
 
   /** Bytes per second. */
   get rate(): number {
-    if (this.acks.length < 2) return this.fallback;
-    const first = this.acks[0];
     const last = this.acks[this.acks.length - 1];
-    if (!first || !last) return this.fallback;
+    if (!last) return this.fallback;
     const start = Math.min(...this.acks.map((a) => a.sentAt));
     const bytes = this.acks.reduce((n, a) => n + a.bytes, 0);
     const seconds = (last.at - start) / 1000;
