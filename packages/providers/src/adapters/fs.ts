@@ -458,9 +458,7 @@ export class FsProvider implements Provider {
         try {
           const parentError = parents.get(parentPath(s.p));
           if (parentError) throw parentError;
-          const existing = await this.lstatEntry(s.p);
-          if (existing?.isDirectory())
-            throw new AlreadyExistsError(`${this.name}: a folder exists at ${s.p}`);
+          // A folder in the way makes rename(2) fail with EISDIR: AlreadyExistsError.
           await fsp.rename(s.tmp, abs).catch((e: unknown) => {
             throw classify(e, this.name, s.p);
           });

@@ -79,6 +79,18 @@ export class SqliteMetadataStore implements MetadataStore {
     this.migrate();
   }
 
+  /** Prepared statements, compiled once: preparing costs more than running these small queries. */
+  private readonly statements = new Map<string, Database.Statement>();
+
+  private stmt(sql: string): Database.Statement {
+    let st = this.statements.get(sql);
+    if (!st) {
+      st = this.db.prepare(sql);
+      this.statements.set(sql, st);
+    }
+    return st;
+  }
+
   private migrate(): void {
     const files = readdirSync(MIGRATIONS_DIR)
       .filter((f) => /^\d{3}\.sql$/.test(f))
@@ -100,51 +112,55 @@ export class SqliteMetadataStore implements MetadataStore {
   }
 
   ensureUser(userId: string, nowMs: number): void {
-    this.db.prepare('INSERT OR IGNORE INTO users (id, seq, created_ms) VALUES (?, 0, ?)').run(userId, nowMs);
+    this.stmt('INSERT OR IGNORE INTO users (id, seq, created_ms) VALUES (?, 0, ?)').run(userId, nowMs);
   }
 
   listUsers(): string[] {
-    return (this.db.prepare('SELECT id FROM users ORDER BY id').all() as { id: string }[]).map((r) => r.id);
+    return (this.stmt('SELECT id FROM users ORDER BY id').all() as { id: string }[]).map((r) => r.id);
   }
 
   addDevice(device: DeviceRow, tokenSha256: string, nowMs: number): void {
-    this.db
-      .prepare('INSERT INTO devices (id, user_id, name, token_sha256, created_ms) VALUES (?, ?, ?, ?, ?)')
-      .run(device.id, device.userId, device.name, tokenSha256, nowMs);
+    this.stmt('INSERT INTO devices (id, user_id, name, token_sha256, created_ms) VALUES (?, ?, ?, ?, ?)').run(
+      device.id,
+      device.userId,
+      device.name,
+      tokenSha256,
+      nowMs,
+    );
   }
 
   deviceByTokenHash(tokenSha256: string): DeviceRow | undefined {
-    const r = this.db
-      .prepare('SELECT id, user_id, name FROM devices WHERE token_sha256 = ?')
-      .get(tokenSha256) as { id: string; user_id: string; name: string } | undefined;
+    const r = this.stmt('SELECT id, user_id, name FROM devices WHERE token_sha256 = ?').get(tokenSha256) as
+      { id: string; user_id: string; name: string } | undefined;
     return r ? { id: r.id, userId: r.user_id, name: r.name } : undefined;
   }
 
   addInvite(inviteSha256: string, userId: string, nowMs: number): void {
-    this.db
-      .prepare('INSERT INTO invites (invite_sha256, user_id, created_ms) VALUES (?, ?, ?)')
-      .run(inviteSha256, userId, nowMs);
+    this.stmt('INSERT INTO invites (invite_sha256, user_id, created_ms) VALUES (?, ?, ?)').run(
+      inviteSha256,
+      userId,
+      nowMs,
+    );
   }
 
   consumeInvite(inviteSha256: string, nowMs: number): string | undefined {
     return this.db.transaction(() => {
-      const r = this.db
-        .prepare('SELECT user_id FROM invites WHERE invite_sha256 = ? AND used_ms IS NULL')
-        .get(inviteSha256) as { user_id: string } | undefined;
+      const r = this.stmt('SELECT user_id FROM invites WHERE invite_sha256 = ? AND used_ms IS NULL').get(
+        inviteSha256,
+      ) as { user_id: string } | undefined;
       if (!r) return undefined;
-      this.db.prepare('UPDATE invites SET used_ms = ? WHERE invite_sha256 = ?').run(nowMs, inviteSha256);
+      this.stmt('UPDATE invites SET used_ms = ? WHERE invite_sha256 = ?').run(nowMs, inviteSha256);
       return r.user_id;
     })();
   }
 
   currentSeq(userId: string): number {
-    const r = this.db.prepare('SELECT seq FROM users WHERE id = ?').get(userId) as
-      { seq: number } | undefined;
+    const r = this.stmt('SELECT seq FROM users WHERE id = ?').get(userId) as { seq: number } | undefined;
     return r?.seq ?? 0;
   }
 
   getEntry(userId: string, path: string): EntryRow | undefined {
-    const r = this.db.prepare('SELECT * FROM entries WHERE user_id = ? AND path = ?').get(userId, path) as
+    const r = this.stmt('SELECT * FROM entries WHERE user_id = ? AND path = ?').get(userId, path) as
       EntrySql | undefined;
     return r ? toEntry(r) : undefined;
   }
@@ -152,14 +168,12 @@ export class SqliteMetadataStore implements MetadataStore {
   listEntries(userId: string, dir: string, recursive: boolean): EntryRow[] {
     let rows: EntrySql[];
     if (dir === '') {
-      rows = this.db
-        .prepare('SELECT * FROM entries WHERE user_id = ? ORDER BY path')
-        .all(userId) as EntrySql[];
+      rows = this.stmt('SELECT * FROM entries WHERE user_id = ? ORDER BY path').all(userId) as EntrySql[];
     } else {
       const [lo, hi] = below(dir);
-      rows = this.db
-        .prepare('SELECT * FROM entries WHERE user_id = ? AND path >= ? AND path < ? ORDER BY path')
-        .all(userId, lo, hi) as EntrySql[];
+      rows = this.stmt(
+        'SELECT * FROM entries WHERE user_id = ? AND path >= ? AND path < ? ORDER BY path',
+      ).all(userId, lo, hi) as EntrySql[];
     }
     if (recursive) return rows.map(toEntry);
     const prefix = dir === '' ? '' : dir + '/';
@@ -168,57 +182,52 @@ export class SqliteMetadataStore implements MetadataStore {
 
   private subtree(userId: string, path: string): EntrySql[] {
     const [lo, hi] = below(path);
-    return this.db
-      .prepare('SELECT * FROM entries WHERE user_id = ? AND (path = ? OR (path >= ? AND path < ?))')
-      .all(userId, path, lo, hi) as EntrySql[];
+    return this.stmt(
+      'SELECT * FROM entries WHERE user_id = ? AND (path = ? OR (path >= ? AND path < ?))',
+    ).all(userId, path, lo, hi) as EntrySql[];
   }
 
   private adjustRef(sha256: string, size: number, delta: number, nowMs: number): void {
-    this.db
-      .prepare(
-        'INSERT OR IGNORE INTO objects (sha256, size, refcount, unreferenced_since_ms, created_ms) VALUES (?, ?, 0, ?, ?)',
-      )
-      .run(sha256, size, nowMs, nowMs);
-    this.db
-      .prepare(
-        `UPDATE objects SET refcount = refcount + ?,
+    this.stmt(
+      'INSERT OR IGNORE INTO objects (sha256, size, refcount, unreferenced_since_ms, created_ms) VALUES (?, ?, 0, ?, ?)',
+    ).run(sha256, size, nowMs, nowMs);
+    this.stmt(
+      `UPDATE objects SET refcount = refcount + ?,
            unreferenced_since_ms = CASE WHEN refcount + ? <= 0 THEN ? ELSE NULL END
          WHERE sha256 = ?`,
-      )
-      .run(delta, delta, nowMs, sha256);
+    ).run(delta, delta, nowMs, sha256);
   }
 
   private putRow(userId: string, e: EntryRow, nowMs: number): void {
-    const old = this.db
-      .prepare('SELECT * FROM entries WHERE user_id = ? AND path = ?')
-      .get(userId, e.path) as EntrySql | undefined;
+    const old = this.stmt('SELECT * FROM entries WHERE user_id = ? AND path = ?').get(userId, e.path) as
+      EntrySql | undefined;
     if (old?.tier === 'large' && old.sha256) this.adjustRef(old.sha256, old.size, -1, nowMs);
     if (e.tier === 'large' && e.sha256) {
       this.adjustRef(e.sha256, e.size, +1, nowMs);
-      this.db
-        .prepare('INSERT OR REPLACE INTO user_objects (user_id, sha256, last_linked_ms) VALUES (?, ?, ?)')
-        .run(userId, e.sha256, nowMs);
-    }
-    this.db
-      .prepare(
-        `INSERT OR REPLACE INTO entries (user_id, path, kind, size, mtime_ms, revision, sha256, tier, fs_revision)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      )
-      .run(
+      this.stmt('INSERT OR REPLACE INTO user_objects (user_id, sha256, last_linked_ms) VALUES (?, ?, ?)').run(
         userId,
-        e.path,
-        e.kind,
-        e.size,
-        e.mtimeMs,
-        e.revision,
-        e.sha256 ?? null,
-        e.tier ?? null,
-        e.fsRevision,
+        e.sha256,
+        nowMs,
       );
+    }
+    this.stmt(
+      `INSERT OR REPLACE INTO entries (user_id, path, kind, size, mtime_ms, revision, sha256, tier, fs_revision)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(
+      userId,
+      e.path,
+      e.kind,
+      e.size,
+      e.mtimeMs,
+      e.revision,
+      e.sha256 ?? null,
+      e.tier ?? null,
+      e.fsRevision,
+    );
   }
 
   private removeRows(userId: string, rows: EntrySql[], nowMs: number): void {
-    const del = this.db.prepare('DELETE FROM entries WHERE user_id = ? AND path = ?');
+    const del = this.stmt('DELETE FROM entries WHERE user_id = ? AND path = ?');
     for (const r of rows) {
       if (r.tier === 'large' && r.sha256) this.adjustRef(r.sha256, r.size, -1, nowMs);
       del.run(userId, r.path);
@@ -234,7 +243,7 @@ export class SqliteMetadataStore implements MetadataStore {
     return this.db.transaction(() => {
       let seq = this.currentSeq(userId);
       const out: ChangeRecord[] = [];
-      const insert = this.db.prepare(
+      const insert = this.stmt(
         'INSERT INTO changes (user_id, seq, type, path, from_path, entry, device) VALUES (?, ?, ?, ?, ?, ?, ?)',
       );
       for (const c of changes) {
@@ -251,28 +260,26 @@ export class SqliteMetadataStore implements MetadataStore {
           out.push({ seq, type: 'delete', path: c.path, ...(device ? { device } : {}) });
         } else {
           const rows = this.subtree(userId, c.from);
-          const del = this.db.prepare('DELETE FROM entries WHERE user_id = ? AND path = ?');
+          const del = this.stmt('DELETE FROM entries WHERE user_id = ? AND path = ?');
           for (const r of rows) del.run(userId, r.path);
           this.removeRows(userId, this.subtree(userId, c.path), nowMs);
           let root: EntryRow | undefined;
           for (const r of rows) {
             const moved = toEntry({ ...r, path: c.path + r.path.slice(c.from.length) });
-            this.db
-              .prepare(
-                `INSERT INTO entries (user_id, path, kind, size, mtime_ms, revision, sha256, tier, fs_revision)
+            this.stmt(
+              `INSERT INTO entries (user_id, path, kind, size, mtime_ms, revision, sha256, tier, fs_revision)
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-              )
-              .run(
-                userId,
-                moved.path,
-                moved.kind,
-                moved.size,
-                moved.mtimeMs,
-                moved.revision,
-                moved.sha256 ?? null,
-                moved.tier ?? null,
-                moved.fsRevision,
-              );
+            ).run(
+              userId,
+              moved.path,
+              moved.kind,
+              moved.size,
+              moved.mtimeMs,
+              moved.revision,
+              moved.sha256 ?? null,
+              moved.tier ?? null,
+              moved.fsRevision,
+            );
             if (r.path === c.from) root = moved;
           }
           if (!root) throw new Error(`move of ${c.from}: not in the index`);
@@ -281,38 +288,36 @@ export class SqliteMetadataStore implements MetadataStore {
           out.push({ seq, type: 'move', from: c.from, path: c.path, entry, ...(device ? { device } : {}) });
         }
       }
-      this.db.prepare('UPDATE users SET seq = ? WHERE id = ?').run(seq, userId);
+      this.stmt('UPDATE users SET seq = ? WHERE id = ?').run(seq, userId);
       return out;
     })();
   }
 
   /** Update a moved entry's tier revision without a change record (the rename changed ctime). */
   setFsRevision(userId: string, path: string, fsRevision: string): void {
-    this.db
-      .prepare('UPDATE entries SET fs_revision = ? WHERE user_id = ? AND path = ?')
-      .run(fsRevision, userId, path);
+    this.stmt('UPDATE entries SET fs_revision = ? WHERE user_id = ? AND path = ?').run(
+      fsRevision,
+      userId,
+      path,
+    );
   }
 
   changesSince(userId: string, cursor: number, limit: number): ChangeRecord[] {
-    const rows = this.db
-      .prepare(
-        'SELECT seq, type, path, from_path, entry, device FROM changes WHERE user_id = ? AND seq > ? ORDER BY seq LIMIT ?',
-      )
-      .all(userId, cursor, limit) as ChangeSql[];
+    const rows = this.stmt(
+      'SELECT seq, type, path, from_path, entry, device FROM changes WHERE user_id = ? AND seq > ? ORDER BY seq LIMIT ?',
+    ).all(userId, cursor, limit) as ChangeSql[];
     return rows.map(toChange);
   }
 
   userLargeContent(userId: string, sha256: string): number | undefined {
-    const r = this.db
-      .prepare(
-        'SELECT o.size FROM user_objects u JOIN objects o ON o.sha256 = u.sha256 WHERE u.user_id = ? AND u.sha256 = ?',
-      )
-      .get(userId, sha256) as { size: number } | undefined;
+    const r = this.stmt(
+      'SELECT o.size FROM user_objects u JOIN objects o ON o.sha256 = u.sha256 WHERE u.user_id = ? AND u.sha256 = ?',
+    ).get(userId, sha256) as { size: number } | undefined;
     return r?.size;
   }
 
   getObject(sha256: string): ObjectRow | undefined {
-    const r = this.db.prepare('SELECT * FROM objects WHERE sha256 = ?').get(sha256) as
+    const r = this.stmt('SELECT * FROM objects WHERE sha256 = ?').get(sha256) as
       { sha256: string; size: number; refcount: number; unreferenced_since_ms: number | null } | undefined;
     return r
       ? { sha256: r.sha256, size: r.size, refcount: r.refcount, unreferencedSinceMs: r.unreferenced_since_ms }
@@ -320,19 +325,15 @@ export class SqliteMetadataStore implements MetadataStore {
   }
 
   addObject(sha256: string, size: number, nowMs: number): void {
-    this.db
-      .prepare(
-        'INSERT OR IGNORE INTO objects (sha256, size, refcount, unreferenced_since_ms, created_ms) VALUES (?, ?, 0, ?, ?)',
-      )
-      .run(sha256, size, nowMs, nowMs);
+    this.stmt(
+      'INSERT OR IGNORE INTO objects (sha256, size, refcount, unreferenced_since_ms, created_ms) VALUES (?, ?, 0, ?, ?)',
+    ).run(sha256, size, nowMs, nowMs);
   }
 
   collectableObjects(cutoffMs: number): ObjectRow[] {
-    const rows = this.db
-      .prepare(
-        'SELECT * FROM objects WHERE refcount <= 0 AND unreferenced_since_ms IS NOT NULL AND unreferenced_since_ms < ?',
-      )
-      .all(cutoffMs) as {
+    const rows = this.stmt(
+      'SELECT * FROM objects WHERE refcount <= 0 AND unreferenced_since_ms IS NOT NULL AND unreferenced_since_ms < ?',
+    ).all(cutoffMs) as {
       sha256: string;
       size: number;
       refcount: number;
@@ -348,42 +349,36 @@ export class SqliteMetadataStore implements MetadataStore {
 
   deleteObject(sha256: string): void {
     this.db.transaction(() => {
-      const gone = this.db.prepare('DELETE FROM objects WHERE sha256 = ? AND refcount <= 0').run(sha256);
-      if (gone.changes > 0) this.db.prepare('DELETE FROM user_objects WHERE sha256 = ?').run(sha256);
+      const gone = this.stmt('DELETE FROM objects WHERE sha256 = ? AND refcount <= 0').run(sha256);
+      if (gone.changes > 0) this.stmt('DELETE FROM user_objects WHERE sha256 = ?').run(sha256);
     })();
   }
 
   recomputeRefcounts(nowMs: number): void {
     this.db.transaction(() => {
       // A referenced object must have a row, or the orphan sweep would collect it.
-      this.db
-        .prepare(
-          `INSERT OR IGNORE INTO objects (sha256, size, refcount, unreferenced_since_ms, created_ms)
+      this.stmt(
+        `INSERT OR IGNORE INTO objects (sha256, size, refcount, unreferenced_since_ms, created_ms)
            SELECT sha256, size, 0, NULL, ? FROM entries WHERE tier = 'large' AND sha256 IS NOT NULL`,
-        )
-        .run(nowMs);
+      ).run(nowMs);
       this.db.exec(
         `UPDATE objects SET refcount = (SELECT COUNT(*) FROM entries e WHERE e.tier = 'large' AND e.sha256 = objects.sha256)`,
       );
-      this.db
-        .prepare(
-          'UPDATE objects SET unreferenced_since_ms = COALESCE(unreferenced_since_ms, ?) WHERE refcount = 0',
-        )
-        .run(nowMs);
+      this.stmt(
+        'UPDATE objects SET unreferenced_since_ms = COALESCE(unreferenced_since_ms, ?) WHERE refcount = 0',
+      ).run(nowMs);
       this.db.exec('UPDATE objects SET unreferenced_since_ms = NULL WHERE refcount > 0');
     })();
   }
 
   addTransfer(t: TransferRow): void {
-    this.db
-      .prepare(
-        'INSERT INTO transfers (id, user_id, path, size, sha256, mtime_ms, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)',
-      )
-      .run(t.id, t.userId, t.path, t.size, t.sha256, t.mtimeMs, t.createdMs);
+    this.stmt(
+      'INSERT INTO transfers (id, user_id, path, size, sha256, mtime_ms, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    ).run(t.id, t.userId, t.path, t.size, t.sha256, t.mtimeMs, t.createdMs);
   }
 
   getTransfer(id: string): TransferRow | undefined {
-    const r = this.db.prepare('SELECT * FROM transfers WHERE id = ?').get(id) as
+    const r = this.stmt('SELECT * FROM transfers WHERE id = ?').get(id) as
       | {
           id: string;
           user_id: string;
@@ -408,15 +403,17 @@ export class SqliteMetadataStore implements MetadataStore {
   }
 
   addTransferRange(id: string, offset: number, length: number): void {
-    this.db
-      .prepare('INSERT OR REPLACE INTO transfer_ranges (transfer_id, offset, length) VALUES (?, ?, ?)')
-      .run(id, offset, length);
+    this.stmt('INSERT OR REPLACE INTO transfer_ranges (transfer_id, offset, length) VALUES (?, ?, ?)').run(
+      id,
+      offset,
+      length,
+    );
   }
 
   transferRanges(id: string): { offset: number; length: number }[] {
-    return this.db
-      .prepare('SELECT offset, length FROM transfer_ranges WHERE transfer_id = ? ORDER BY offset')
-      .all(id) as {
+    return this.stmt('SELECT offset, length FROM transfer_ranges WHERE transfer_id = ? ORDER BY offset').all(
+      id,
+    ) as {
       offset: number;
       length: number;
     }[];
@@ -424,13 +421,13 @@ export class SqliteMetadataStore implements MetadataStore {
 
   deleteTransfer(id: string): void {
     this.db.transaction(() => {
-      this.db.prepare('DELETE FROM transfer_ranges WHERE transfer_id = ?').run(id);
-      this.db.prepare('DELETE FROM transfers WHERE id = ?').run(id);
+      this.stmt('DELETE FROM transfer_ranges WHERE transfer_id = ?').run(id);
+      this.stmt('DELETE FROM transfers WHERE id = ?').run(id);
     })();
   }
 
   transfersOlderThan(cutoffMs: number): TransferRow[] {
-    const ids = this.db.prepare('SELECT id FROM transfers WHERE created_ms < ?').all(cutoffMs) as {
+    const ids = this.stmt('SELECT id FROM transfers WHERE created_ms < ?').all(cutoffMs) as {
       id: string;
     }[];
     return ids.map((r) => this.getTransfer(r.id)).filter((t): t is TransferRow => t !== undefined);
