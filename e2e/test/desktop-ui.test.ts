@@ -1,20 +1,23 @@
 /**
  * The desktop renderer, for real, in Debian's Chromium: served by an agent (engine + UI
- * server) against a real proxy, with a second device of the same person and the Dropbox
- * emulator for the OAuth sign-in. Screenshots of every screen go to
- * test-artifacts/screenshots/, and axe-core checks every screen.
+ * server) against a real proxy (with its share API), with a second device of the same
+ * person, the Dropbox and Google Drive emulators for the OAuth sign-ins and the shared
+ * folder, and a second person whose agent starts unenrolled and enrols from the Accounts
+ * screen. Screenshots of every screen go to test-artifacts/screenshots/, and axe-core
+ * checks every screen.
  */
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import type { RunningAgent } from '@weft/core';
-import { openDesktopUi } from '@weft/desktop';
-import { DropboxEmulator } from '@weft/cloud-emulators';
+import { type RunningAgent, keyFileSecretStore } from '@weft/core';
+import { type OpenedUi, openDesktopUi } from '@weft/desktop';
+import { DropboxEmulator, GDriveEmulator } from '@weft/cloud-emulators';
 import { buildRenderer } from '@weft/desktop/build';
-import { dropboxOAuth } from '@weft/providers';
+import { DropboxProvider, GDriveProvider, dropboxOAuth, googleOAuth } from '@weft/providers';
+import { startProxyServer } from '@weft/proxy-server';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Device, type TestProxy, startDevice, startTestProxy, tempDir } from '../src/harness.ts';
+import { type Device, type TestProxy, startDevice, tempDir } from '../src/harness.ts';
 import {
   ensureChromium,
   launchChromium,
@@ -26,10 +29,72 @@ import {
 const SCREENS = ['status', 'accounts', 'sharing', 'settings'] as const;
 /** Waits are about correctness, not speed: generous on a shared machine. */
 const POLL = { timeout: 30_000 };
+/** The emulators' long-lived test token (besides those their OAuth pages issue). */
+const EMULATOR_TOKEN = 'weft-emulator-token';
+
+/** A proxy with the share API pointed at the emulators (restartable on its data and port). */
+async function startProxy(
+  endpoints: { dropbox: string; gdrive: string },
+  dataDir?: string,
+  port = 0,
+  adminToken = randomBytes(24).toString('hex'),
+): Promise<TestProxy> {
+  const dir = dataDir ?? (await tempDir('proxy'));
+  const server = await startProxyServer({
+    dataDir: dir,
+    port,
+    adminToken,
+    logLevel: 'warn',
+    gcGraceMs: 0,
+    objectTier: { type: 'fs' },
+    shares: { endpoints, pollIntervalMs: 200 },
+  });
+  return { url: server.url, adminToken, dataDir: dir, close: () => server.close() };
+}
+
+async function text(stream: AsyncIterable<Uint8Array>): Promise<string> {
+  const parts: Uint8Array[] = [];
+  for await (const p of stream) parts.push(p);
+  return Buffer.concat(parts).toString('utf8');
+}
+
+/** Every file under dir, as latin1 text (to look for a secret in plain text). */
+async function allBytes(dir: string): Promise<string> {
+  let out = '';
+  for (const e of await fsp.readdir(dir, { withFileTypes: true, recursive: true }))
+    if (e.isFile()) out += (await fsp.readFile(nodePath.join(e.parentPath, e.name))).toString('latin1');
+  return out;
+}
+
+/**
+ * The page as it is now, in light and dark at 100 % and 200 %: a screenshot of each and
+ * no axe violations, no sideways scrolling at 200 %. Leaves the page light at 100 %.
+ */
+async function checkVariants(page: Page, name: string): Promise<void> {
+  for (const scheme of ['light', 'dark'] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    for (const zoom of [1, 2]) {
+      await page.setViewportSize({ width: zoom === 1 ? 1100 : 1280, height: 900 });
+      await page.evaluate(`document.documentElement.style.zoom = '${zoom}'`);
+      await screenshot(page, `${name}-${scheme}-${zoom * 100}`);
+      expect(await runAxe(page), `${name} ${scheme} ${zoom * 100}%`).toEqual([]);
+      if (zoom === 2) expect(await overflowsHorizontally(page), `${name} reflows at 200 %`).toBe(false);
+    }
+  }
+  await page.evaluate(`document.documentElement.style.zoom = '1'`);
+  await page.emulateMedia({ colorScheme: 'light' });
+  await page.setViewportSize({ width: 1100, height: 900 });
+}
 
 describe('desktop UI in Chromium', () => {
   let proxy: TestProxy;
   let dropbox: DropboxEmulator;
+  let gdrive: GDriveEmulator;
+  let root: string;
+  let uiDir: string;
+  let keyFile: string;
+  let bob: OpenedUi | undefined;
+  let bobPage: Page;
   let agent: RunningAgent;
   let other: Device;
   let folder: string;
@@ -38,10 +103,14 @@ describe('desktop UI in Chromium', () => {
 
   beforeAll(async () => {
     ensureChromium();
-    const root = await tempDir('desktop-ui');
-    const uiDir = await buildRenderer(nodePath.join(root, 'renderer'));
-    proxy = await startTestProxy('fs');
+    root = await tempDir('desktop-ui');
+    // The agents' secret-store key stays in this test's folder, not the user's config.
+    keyFile = nodePath.join(root, 'config', 'secret.key');
+    process.env.WEFT_SECRET_KEY_FILE = keyFile;
+    uiDir = await buildRenderer(nodePath.join(root, 'renderer'));
     dropbox = await new DropboxEmulator().start();
+    gdrive = await new GDriveEmulator().start();
+    proxy = await startProxy({ dropbox: dropbox.url, gdrive: gdrive.url });
     folder = nodePath.join(root, 'Weft');
     // What `npm start` calls, without opening a window (the test drives its own Chromium).
     const ui = await openDesktopUi({
@@ -68,8 +137,11 @@ describe('desktop UI in Chromium', () => {
   afterAll(async () => {
     await context?.close();
     await agent?.stop();
+    await bob?.stop();
     await other?.stop();
     await dropbox?.close();
+    await gdrive?.close();
+    delete process.env.WEFT_SECRET_KEY_FILE;
     await proxy?.close();
   });
 
@@ -166,7 +238,12 @@ describe('desktop UI in Chromium', () => {
     await expect.poll(() => problem.textContent(), POLL).toContain('Weft cannot reach the storage server.');
     await screenshot(page, 'status-offline');
     expect(await runAxe(page)).toEqual([]);
-    proxy = await startTestProxy('fs', proxy.dataDir, port);
+    proxy = await startProxy(
+      { dropbox: dropbox.url, gdrive: gdrive.url },
+      proxy.dataDir,
+      port,
+      proxy.adminToken,
+    );
     await page.getByRole('button', { name: 'Retry now' }).click();
     await expect.poll(state, { timeout: 60_000 }).toBe('Up to date');
     await expect
@@ -210,13 +287,144 @@ describe('desktop UI in Chromium', () => {
     await expect(page.locator('#weft-account').textContent()).resolves.toContain(proxy.url);
   });
 
-  it('shows sharing as not available yet and saves settings', async () => {
-    await page.getByRole('link', { name: 'Sharing' }).click();
+  it('a second person starts unenrolled, enrols from the Accounts screen, and connects Google Drive', async () => {
+    const bobRoot = nodePath.join(root, 'bob');
+    const bobState = nodePath.join(bobRoot, 'state');
+    // No server and no credentials: the first run of the desktop app.
+    bob = await openDesktopUi({
+      open: 'none',
+      folder: nodePath.join(bobRoot, 'Weft'),
+      stateDir: bobState,
+      deviceName: 'bob-laptop',
+      settleMs: 50,
+      uiDir,
+      oauth: {
+        gdrive: googleOAuth('weft-desktop-test', undefined, {
+          accounts: gdrive.url,
+          token: `${gdrive.url}/token`,
+        }),
+      },
+    });
+    expect(bob.agent?.enrolled).toBe(false);
+    bobPage = await context.newPage();
+    await bobPage.goto(bob.url);
+    const notice = bobPage.getByRole('alert').filter({ hasText: 'Syncing stopped' });
     await expect
-      .poll(() => page.locator('#sharing-unavailable').textContent(), POLL)
-      .toMatch(/^Not available yet/);
-    expect(await page.getByRole('button', { name: 'Share and copy invite' }).isDisabled()).toBe(true);
+      .poll(() => notice.textContent(), POLL)
+      .toContain('This computer is not connected to Weft storage yet.');
+    await checkVariants(bobPage, 'status-not-enrolled');
 
+    await bobPage.getByRole('link', { name: 'Connect Weft storage' }).click();
+    await bobPage.getByLabel('Server address').waitFor();
+    await checkVariants(bobPage, 'accounts-weft-form');
+    await bobPage.getByLabel('Server address').fill(proxy.url);
+    await bobPage.getByLabel('I have').selectOption('adminToken');
+    // A wrong code is refused with a message, and the form stays.
+    await bobPage.getByLabel('Invite code or admin token').fill('not-the-token');
+    await bobPage.getByLabel('Your user name (with an admin token)').fill('bob');
+    await bobPage.getByRole('button', { name: 'Connect to Weft storage' }).click();
+    await expect.poll(() => bobPage.locator('#errors').textContent(), POLL).toContain('Could not connect');
+    expect(bob.agent?.enrolled).toBe(false);
+    await bobPage.getByLabel('Invite code or admin token').fill(proxy.adminToken);
+    await bobPage.getByRole('button', { name: 'Connect to Weft storage' }).click();
+    await expect
+      .poll(() => bobPage.locator('#weft-account').textContent(), POLL)
+      .toContain(`bob on ${proxy.url}`);
+    expect(bob.agent?.enrolled).toBe(true);
+    await expect
+      .poll(() => bobPage.locator('#headline').textContent(), { timeout: 60_000 })
+      .toBe('Up to date');
+
+    // The device token is in the secret store (encrypted), in no file as plain text.
+    const device = JSON.parse(await fsp.readFile(nodePath.join(bobState, 'device.json'), 'utf8'));
+    expect(device).toEqual({ server: proxy.url, user: 'bob', deviceName: 'bob-laptop' });
+    const token = await keyFileSecretStore({ dir: nodePath.join(bobState, 'secrets'), keyFile }).get(
+      'device-token',
+    );
+    expect(token).toMatch(/.{16,}/);
+    expect(await allBytes(bobState)).not.toContain(token);
+
+    const popup = context.waitForEvent('page');
+    await bobPage.getByRole('button', { name: 'Connect Google Drive' }).click();
+    const signin = await popup;
+    await signin.waitForLoadState();
+    await expect.poll(() => signin.locator('body').textContent(), POLL).toContain('Signed in');
+    await signin.close();
+    await expect
+      .poll(() => bobPage.locator('#state-gdrive').textContent(), POLL)
+      .toMatch(/^Connected since /);
+    expect(await allBytes(bobState)).not.toMatch(/"accessToken"/);
+  });
+
+  it('a folder is shared from Dropbox and the invitation accepted by a second person on Google Drive', async () => {
+    // Alice's Dropbox (connected above through the OAuth page) has a Team folder.
+    const aliceDropbox = new DropboxProvider({ token: EMULATOR_TOKEN, baseUrl: dropbox.url });
+    const bobDrive = new GDriveProvider({ token: EMULATOR_TOKEN, rootUrl: gdrive.url });
+    await aliceDropbox.mkdir('Team');
+    await aliceDropbox.write('Team/plan.txt', Buffer.from('the plan, from alice\n'));
+
+    await page.getByRole('link', { name: 'Sharing' }).click();
+    await page.getByLabel('Name of the shared folder').waitFor();
+    expect(await page.locator('#sharing-unavailable').count()).toBe(0);
+    await page.getByLabel('Name of the shared folder').fill('Team plans');
+    await page.getByLabel('It is in').selectOption('dropbox');
+    await page.getByLabel('Folder', { exact: true }).fill('/Team/');
+    await page.getByRole('button', { name: 'Share and create invitation' }).click();
+    const link = page.getByLabel('Send this link to your collaborator');
+    await expect.poll(() => link.inputValue(), POLL).toMatch(/^weft:\/\/share\/[A-Za-z0-9_-]{43}$/);
+    const invite = await link.inputValue();
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], {
+      origin: new URL(agent.statusUrl).origin,
+    });
+    await page.getByRole('button', { name: 'Copy invitation' }).click();
+    await expect.poll(() => page.locator('#sharing-status').textContent(), POLL).toBe('Invitation copied.');
+    await expect(page.evaluate('navigator.clipboard.readText()')).resolves.toBe(invite);
+    await checkVariants(page, 'sharing-invite');
+
+    await bobPage.getByRole('link', { name: 'Sharing' }).click();
+    await bobPage.getByLabel('Invitation link').fill(invite);
+    await bobPage.getByLabel('Keep the files in').selectOption('gdrive');
+    await bobPage.getByLabel('In the folder').fill('From Alice');
+    await bobPage.getByRole('button', { name: 'Accept invitation' }).click();
+    await expect
+      .poll(() => bobPage.locator('#sharing-status').textContent(), POLL)
+      .toMatch(/^Invitation accepted/);
+    const rows = (p: Page) =>
+      p
+        .locator('#shares-list table.members tbody tr')
+        .evaluateAll((trs) =>
+          trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent).join(' | ')),
+        );
+    await expect
+      .poll(() => rows(bobPage), POLL)
+      .toEqual(['alice | Dropbox | Owner', 'bob (you) | Google Drive | Member']);
+    await expect(bobPage.locator('#shares-list').textContent()).resolves.toContain(
+      'You keep it in Google Drive',
+    );
+
+    // The mirror is real: Alice's file reaches Bob's Drive, and Bob's reply her Dropbox.
+    await expect
+      .poll(async () => text(await bobDrive.read('From Alice/plan.txt')).catch(() => ''), { timeout: 60_000 })
+      .toBe('the plan, from alice\n');
+    await bobDrive.write('From Alice/reply.txt', Buffer.from('ok, from bob\n'));
+    await expect
+      .poll(async () => text(await aliceDropbox.read('Team/reply.txt')).catch(() => ''), { timeout: 60_000 })
+      .toBe('ok, from bob\n');
+
+    // Alice's screen shows Bob and his cloud as they join (no reload).
+    await expect
+      .poll(() => rows(page), POLL)
+      .toEqual(['alice (you) | Dropbox | Owner', 'bob | Google Drive | Member']);
+    await checkVariants(page, 'sharing-members');
+
+    // Bob leaves: his folder stays as it is; the share goes on without him.
+    await bobPage.getByRole('button', { name: 'Leave Team plans' }).click();
+    await expect.poll(() => bobPage.locator('#shares-none').textContent(), POLL).toBe('None yet.');
+    expect(await text(await bobDrive.read('From Alice/plan.txt'))).toBe('the plan, from alice\n');
+    await expect.poll(() => rows(page), POLL).toEqual(['alice (you) | Dropbox | Owner']);
+  });
+
+  it('saves settings', async () => {
     await page.getByRole('link', { name: 'Settings' }).click();
     await page.getByLabel('Upload limit (KiB/s)').fill('512');
     await page.getByLabel('Ignore patterns, one per line (gitignore style)').fill('*.tmp\nbuild/');

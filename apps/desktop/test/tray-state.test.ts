@@ -122,3 +122,25 @@ describe('plain language', () => {
     expect(formatEta(95)).toBe('2 min left');
   });
 });
+
+describe('before enrolment', () => {
+  it('says so, offers to connect instead of pause, and explains it in plain words', () => {
+    const s = status({
+      state: 'offline',
+      error: 'This computer is not connected to Weft storage yet. Connect it under Accounts.',
+    });
+    expect(trayState(s, NOW)).toMatchObject({
+      icon: 'offline',
+      tooltip: 'Weft — not connected to Weft storage yet',
+    });
+    const menu = trayMenu(s, NOW);
+    expect(menu).toContainEqual({
+      kind: 'item',
+      label: 'Connect Weft storage…',
+      action: { type: 'openStatus' },
+      enabled: true,
+    });
+    expect(menu.some((i) => i.kind === 'submenu' && i.label === 'Pause syncing')).toBe(false);
+    expect(plainError(s.error).cause).toBe('This computer is not connected to Weft storage yet.');
+  });
+});

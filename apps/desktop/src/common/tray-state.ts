@@ -3,7 +3,7 @@
  * status change deserves. Pure functions; Electron main only maps them onto Tray/Menu.
  */
 import type { FolderStatusDto } from './api.ts';
-import { DISPLAY_LABEL, type DisplayState, displayState, pausedUntilText } from './format.ts';
+import { DISPLAY_LABEL, type DisplayState, displayState, isNotEnrolled, pausedUntilText } from './format.ts';
 
 export type TrayIcon = 'up-to-date' | 'syncing' | 'paused' | 'offline' | 'error' | 'conflict';
 
@@ -36,6 +36,7 @@ export function trayState(s: FolderStatusDto, now: number): TrayState {
   if (d === 'paused' && !s.massDeletePending) tooltip += ` ${pausedUntilText(s, now)}`;
   if (d === 'conflict')
     tooltip = `Weft — ${s.conflicts.length} conflict${s.conflicts.length === 1 ? '' : 's'}`;
+  if (isNotEnrolled(s.error)) tooltip = 'Weft — not connected to Weft storage yet';
   return { icon: ICON[d], progress, tooltip };
 }
 
@@ -63,7 +64,14 @@ export function trayMenu(s: FolderStatusDto, now: number): TrayMenuItem[] {
     { kind: 'item', label: 'Open Weft folder', action: { type: 'openFolder' }, enabled: true },
     { kind: 'item', label: 'Open status window', action: { type: 'openStatus' }, enabled: true },
   ];
-  if (d === 'paused' && !s.massDeletePending) {
+  if (isNotEnrolled(s.error)) {
+    items.push({
+      kind: 'item',
+      label: 'Connect Weft storage…',
+      action: { type: 'openStatus' },
+      enabled: true,
+    });
+  } else if (d === 'paused' && !s.massDeletePending) {
     items.push({ kind: 'item', label: 'Resume syncing', action: { type: 'resume' }, enabled: true });
   } else {
     items.push({

@@ -1,6 +1,6 @@
 /** The renderer entry: one client (IPC or HTTP), a header with the live state, four screens. */
 import type { FolderStatusDto } from '../common/api.ts';
-import { DISPLAY_LABEL, displayState } from '../common/format.ts';
+import { DISPLAY_LABEL, displayState, isNotEnrolled } from '../common/format.ts';
 import { Scope, h } from './dom.mts';
 import { accountsScreen } from './screens/accounts.mts';
 import { settingsScreen } from './screens/settings.mts';
@@ -66,7 +66,7 @@ function start(): void {
     last = s;
     const d = displayState(s);
     headline.className = `headline state-${d}`;
-    headline.textContent = DISPLAY_LABEL[d];
+    headline.textContent = isNotEnrolled(s.error) ? 'Not connected' : DISPLAY_LABEL[d];
     document.body.dataset.state = d;
     onStatus?.(s);
   };

@@ -445,7 +445,7 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       return sharing();
     },
     leaveShare: async ({ id }) => {
-      await shareCall(() => shares().leave(id, session().user));
+      await shareCall(() => shares().leave(id));
       return sharing();
     },
   };

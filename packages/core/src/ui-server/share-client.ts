@@ -24,8 +24,8 @@ export interface ShareBackend {
   createShare(request: CreateShareRequest): Promise<ShareInfo>;
   createInvite(shareId: string): Promise<ShareInviteResponse>;
   accept(request: AcceptShareRequest): Promise<ShareInfo>;
-  /** Leave a share (remove oneself). */
-  leave(shareId: string, member: string): Promise<void>;
+  /** Leave a share (the folder stays as it is; the owner leaves last). */
+  leave(shareId: string): Promise<void>;
 }
 
 /** A refusal from the proxy, with its status and the server's message. */
@@ -46,8 +46,7 @@ export const SHARE_ROUTES = {
   shares: '/shares',
   invites: (id: string) => `/shares/${encodeURIComponent(id)}/invites`,
   accept: '/shares/accept',
-  member: (id: string, member: string) =>
-    `/shares/${encodeURIComponent(id)}/members/${encodeURIComponent(member)}`,
+  leave: (id: string) => `/shares/${encodeURIComponent(id)}/leave`,
 } as const;
 
 export function httpShareBackend(options: {
@@ -105,6 +104,6 @@ export function httpShareBackend(options: {
     createShare: (request) => call('POST', SHARE_ROUTES.shares, request, ShareInfo),
     createInvite: (id) => call('POST', SHARE_ROUTES.invites(id), {}, ShareInviteResponse),
     accept: (request) => call('POST', SHARE_ROUTES.accept, request, ShareInfo),
-    leave: (id, member) => call('DELETE', SHARE_ROUTES.member(id, member), undefined, undefined),
+    leave: (id) => call('POST', SHARE_ROUTES.leave(id), {}, undefined),
   };
 }

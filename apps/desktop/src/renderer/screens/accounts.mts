@@ -47,7 +47,7 @@ export function accountsScreen(
 
   const draw = (accounts: Account[]): void => {
     const home = accounts.find((a) => a.kind === 'weft');
-    renderInto(weft, JSON.stringify(home), () =>
+    renderInto(weft, JSON.stringify(home ?? null), () =>
       home
         ? h(
             'dl',

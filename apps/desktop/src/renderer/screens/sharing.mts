@@ -4,14 +4,14 @@
  */
 import type { Account, Invite, Share, Sharing, WeftClient } from '../../common/api.ts';
 import { CLOUD_LABEL } from '../../common/format.ts';
-import { Scope, h, timeText } from '../dom.mts';
+import { Scope, h, renderInto, timeText } from '../dom.mts';
 
 type Cloud = Account['kind'];
 
 export function sharingScreen(
   root: HTMLElement,
   api: WeftClient,
-  _scope: Scope,
+  scope: Scope,
   report: (m: string) => void,
 ): void {
   const body = h('div', { id: 'sharing-body' }, h('p', {}, 'Loading…'));
@@ -123,7 +123,7 @@ export function sharingScreen(
             onclick: () =>
               api.leaveShare({ id: sh.id }).then((s) => {
                 announce.textContent = `You left ${sh.name}. Your folder stays as it is.`;
-                draw(s, connected);
+                update(s);
               }, fail),
           },
           `Leave ${sh.name}`,
@@ -131,9 +131,28 @@ export function sharingScreen(
       ),
     );
 
-  let connected: Cloud[] = ['weft'];
-  const draw = (s: Sharing, clouds: Cloud[]): void => {
-    connected = clouds;
+  const notice = h('div', { id: 'sharing-notice' });
+  const list = h('div', { id: 'shares' });
+  const fieldsets: HTMLFieldSetElement[] = [];
+  /** Shares and availability; the forms (and what is typed in them) stay. */
+  const update = (s: Sharing): void => {
+    for (const f of fieldsets) f.disabled = !s.available;
+    renderInto(notice, JSON.stringify([s.available, s.reason]), () =>
+      s.available
+        ? null
+        : h(
+            'p',
+            { class: 'notice', id: 'sharing-unavailable', role: 'note' },
+            `Sharing is not available. ${s.reason ?? ''}`,
+          ),
+    );
+    renderInto(list, JSON.stringify(s.shares), () =>
+      s.shares.length === 0
+        ? h('p', { id: 'shares-none' }, 'None yet.')
+        : h('ul', { class: 'shares', id: 'shares-list' }, s.shares.map(shareItem)),
+    );
+  };
+  const build = (s: Sharing, clouds: Cloud[]): void => {
     const off = !s.available;
     const shareForm = h(
       'form',
@@ -170,7 +189,7 @@ export function sharingScreen(
         .shareFolder({ name, cloud: val('share-cloud') as Cloud, folder: val('share-folder') })
         .then(async (invite) => {
           showInvite(invite, name);
-          draw(await api.getSharing({}), connected);
+          update(await api.getSharing({}));
         }, fail);
     });
     const acceptForm = h(
@@ -211,36 +230,40 @@ export function sharingScreen(
         })
         .then((r) => {
           announce.textContent = 'Invitation accepted. The files are being copied to your folder.';
-          draw(r, connected);
+          update(r);
         }, fail);
     });
+    fieldsets.push(...shareForm.querySelectorAll('fieldset'), ...acceptForm.querySelectorAll('fieldset'));
     body.replaceChildren(
-      ...(off
-        ? [
-            h(
-              'p',
-              { class: 'notice', id: 'sharing-unavailable', role: 'note' },
-              `Sharing is not available. ${s.reason ?? ''}`,
-            ),
-          ]
-        : []),
+      notice,
       announce,
       shareForm,
       inviteBox,
       acceptForm,
-      h(
-        'section',
-        { 'aria-labelledby': 'h-shares' },
-        h('h3', { id: 'h-shares' }, 'Shared folders'),
-        s.shares.length === 0
-          ? h('p', { id: 'shares-none' }, 'None yet.')
-          : h('ul', { class: 'shares', id: 'shares-list' }, s.shares.map(shareItem)),
-      ),
+      h('section', { 'aria-labelledby': 'h-shares' }, h('h3', { id: 'h-shares' }, 'Shared folders'), list),
     );
+    update(s);
+    // Members joining or leaving and the mirror's state show up without a reload.
+    const poll = (): void => {
+      if (!live) return;
+      timer = setTimeout(() => {
+        api
+          .getSharing({})
+          .then(update, () => undefined)
+          .finally(poll);
+      }, 3000);
+    };
+    poll();
   };
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let live = true;
+  scope.add(() => {
+    live = false;
+    clearTimeout(timer);
+  });
   Promise.all([api.getSharing({}), api.listAccounts({})]).then(([s, a]) => {
     const clouds: Cloud[] = ['weft'];
     for (const acc of a.accounts) if (acc.kind !== 'weft' && acc.state === 'connected') clouds.push(acc.kind);
-    draw(s, clouds);
+    build(s, clouds);
   }, fail);
 }

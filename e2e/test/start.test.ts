@@ -1,0 +1,86 @@
+/**
+ * `npm start` (scripts/start.ts) for real: proxy on embedded defaults, agent enrolled on the
+ * first run, the desktop UI served (WEFT_NO_OPEN=1: nothing is opened, as on a headless
+ * machine), a clean stop on SIGTERM, and a second start that reuses the enrolment.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { tempDir } from '../src/harness.ts';
+
+const repoRoot = nodePath.resolve(import.meta.dirname, '..', '..');
+const children: ChildProcess[] = [];
+afterEach(() => {
+  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
+});
+
+function start(env: Record<string, string>): {
+  child: ChildProcess;
+  output: () => string;
+  ready: Promise<string>;
+} {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts'], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  let out = '';
+  const ready = new Promise<string>((resolve, reject) => {
+    const onData = (d: Buffer): void => {
+      out += d.toString('utf8');
+      if (out.includes('Press Ctrl+C to stop.')) resolve(out);
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', (d: Buffer) => void (out += d.toString('utf8')));
+    child.on('exit', (code) => reject(new Error(`start.ts exited ${code}: ${out}`)));
+  });
+  return { child, output: () => out, ready };
+}
+
+const exited = (c: ChildProcess): Promise<number | null> =>
+  new Promise((resolve) =>
+    c.exitCode !== null ? resolve(c.exitCode) : c.on('exit', (code) => resolve(code)),
+  );
+
+describe('npm start', () => {
+  it('serves the desktop UI without opening anything when WEFT_NO_OPEN=1, and restarts enrolled', async () => {
+    const root = await tempDir('start');
+    const env = {
+      WEFT_HOME: nodePath.join(root, 'home'),
+      WEFT_FOLDER: nodePath.join(root, 'Weft'),
+      WEFT_NO_OPEN: '1',
+      WEFT_SECRET_KEY_FILE: nodePath.join(root, 'config', 'secret.key'),
+    };
+    const first = start(env);
+    const out = await first.ready;
+    expect(out).toContain('Welcome to Weft');
+    const url = /Weft window: +(http:\/\/127\.0\.0\.1:\d+\/)\n/.exec(out)?.[1];
+    expect(url, out).toBeDefined();
+    expect(out).not.toContain('opened in your browser');
+    const page = await (await fetch(url ?? '')).text();
+    expect(page).toContain('<nav id="nav"');
+    const agentFile = nodePath.join(env.WEFT_HOME, 'agent', 'agent.json');
+    const { secret } = JSON.parse(await fsp.readFile(agentFile, 'utf8')) as { secret: string };
+    const status = await fetch(`${url}api/rpc/getStatus`, {
+      method: 'POST',
+      headers: { 'x-weft-secret': secret, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(await status.json()).toMatchObject({ ok: true, value: { folder: env.WEFT_FOLDER } });
+    const device = await fsp.readFile(nodePath.join(env.WEFT_HOME, 'agent', 'device.json'), 'utf8');
+    expect(JSON.parse(device)).not.toHaveProperty('token');
+
+    first.child.kill('SIGTERM');
+    expect(await exited(first.child)).toBe(0);
+    await expect(fsp.stat(agentFile)).rejects.toMatchObject({ code: 'ENOENT' });
+
+    const second = start(env);
+    const again = await second.ready;
+    expect(again).not.toContain('Welcome to Weft');
+    expect(await fsp.readFile(nodePath.join(env.WEFT_HOME, 'agent', 'device.json'), 'utf8')).toBe(device);
+    second.child.kill('SIGTERM');
+    expect(await exited(second.child)).toBe(0);
+  });
+});
