@@ -366,7 +366,14 @@ describe('cross-cloud share served by the proxy: Dropbox, Drive, OneDrive and We
       }
     }
     if (differing.size > 0) {
-      const related = running.shares?.logEntries(share.id, [...differing]) ?? [];
+      // The paths, their folders and their names (a rename or folder move brought them there).
+      const keys = new Set<string>();
+      for (const d of differing) {
+        const parts = d.split('/');
+        for (let i = 1; i <= parts.length; i++) keys.add(parts.slice(0, i).join('/'));
+        keys.add(`/${parts.at(-1) ?? ''}`);
+      }
+      const related = running.shares?.logEntries(share.id, [...keys]) ?? [];
       process.stderr.write(
         `differing ${JSON.stringify([...differing])}\n${related.map((r) => JSON.stringify(r)).join('\n')}\n`,
       );

@@ -58,6 +58,15 @@ export interface ReplicaConfig {
    * replica's feed only when told something changed instead of at every poll.
    */
   readonly waitForChanges?: ChangeWaiter;
+  /**
+   * Re-list this replica at the first round of each engine instead of resuming its feed:
+   * for feeds that name removed and moved items by id only and map ids to paths through the
+   * client's in-memory index (Google Drive changes, Graph delta) — a new process has an
+   * empty index and would drop deletes and moves made while it was down, or before its
+   * index learnt those items. The re-listing (diffed against what the engine knew) finds
+   * them and fills the index. The feed resumes from a cursor taken before the listing.
+   */
+  readonly relistOnStart?: boolean;
 }
 
 /**
@@ -116,6 +125,7 @@ interface Replica {
   readonly provider: Provider;
   readonly root: string;
   readonly waitForChanges?: ChangeWaiter;
+  readonly relistOnStart?: boolean;
 }
 
 /** What the engine last saw or caused on a replica; `hash` is the provider's own hash. */
@@ -212,6 +222,7 @@ export class MirrorEngine {
         provider: wrapProvider(r.provider, r.wrap ?? { retry: { maxAttempts: 3 } }),
         root: r.root === '' ? '' : normalizePath(r.root),
         ...(r.waitForChanges ? { waitForChanges: r.waitForChanges } : {}),
+        ...(r.relistOnStart ? { relistOnStart: true } : {}),
       };
     });
     for (const r of this.replicas) this.byId.set(r.id, r);
@@ -487,7 +498,8 @@ export class MirrorEngine {
     const p = r.provider;
     if (!hasChangeFeed(p)) return this.relist(r, undefined);
     const cursor = this.store.cursor(r.id);
-    if (cursor === undefined) return this.relist(r, await p.latestCursor());
+    const first = !this.ingestRounds.has(r.id);
+    if (cursor === undefined || (first && r.relistOnStart)) return this.relist(r, await p.latestCursor());
     const changes: SyntheticChange[] = [];
     let c = cursor;
     for (;;) {

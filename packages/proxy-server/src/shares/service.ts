@@ -439,6 +439,9 @@ export class ShareService {
       root: m.root,
       wrap: this.o.wrap?.(made.kind) ?? WRAP_DEFAULTS[made.kind] ?? {},
       ...(made.waiter ? { waitForChanges: made.waiter } : {}),
+      // Drive changes and Graph delta name removed items by id; a new client's id index is
+      // empty, so a new engine re-lists these replicas once instead of resuming blind.
+      ...(made.kind === 'gdrive' || made.kind === 'onedrive' ? { relistOnStart: true } : {}),
     };
   }
 
