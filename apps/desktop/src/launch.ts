@@ -62,6 +62,8 @@ export async function openDesktopUi(options: OpenUiOptions): Promise<OpenedUi> {
         ...(options.server ? { WEFT_SERVER: options.server } : {}),
         ...(options.adminToken ? { WEFT_ADMIN_TOKEN: options.adminToken } : {}),
         ...(options.invite ? { WEFT_INVITE: options.invite } : {}),
+        ...(options.user ? { WEFT_USER: options.user } : {}),
+        ...(options.deviceName ? { WEFT_DEVICE: options.deviceName } : {}),
       },
     });
     const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));

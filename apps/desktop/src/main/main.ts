@@ -99,6 +99,8 @@ async function main(): Promise<void> {
     uiDir: rendererDir,
     ...(process.env.WEFT_ADMIN_TOKEN ? { adminToken: process.env.WEFT_ADMIN_TOKEN } : {}),
     ...(process.env.WEFT_INVITE ? { invite: process.env.WEFT_INVITE } : {}),
+    ...(process.env.WEFT_USER ? { user: process.env.WEFT_USER } : {}),
+    ...(process.env.WEFT_DEVICE ? { deviceName: process.env.WEFT_DEVICE } : {}),
     secrets,
   });
   const running = agent;
