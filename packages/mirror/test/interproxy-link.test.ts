@@ -8,8 +8,11 @@ import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WebSocketServer } from 'ws';
+import WebSocket, { WebSocketServer } from 'ws';
 import { MemoryProvider, collect } from '@weft/providers';
+import { encodeBundle } from '@weft/wire/bundle';
+import { signUpgrade } from '../src/interproxy/auth.ts';
+import { encodeFrame, FrameTag, NO_FILE } from '../src/interproxy/frames.ts';
 import {
   listenPeer,
   PeerReceiver,
@@ -191,5 +194,138 @@ describe('inter-proxy link', () => {
     expect(s.stats.blocksResent).toBeLessThanOrEqual(6); // at most the window, never the whole file
     // Every block stored once at the destination.
     expect(receiver.stats.blocksStored).toBe(33);
+  });
+
+  it('answers malformed input with errors and nacks, never a crash, and stores nothing from it', async () => {
+    const { receiver, listener, cloud } = await destination();
+    const { headers } = signUpgrade('proxy-a', 'proxy-b', SECRET);
+    const ws = new WebSocket(listener.url, { headers });
+    cleanups.push(() => ws.terminate());
+    const inbox: { type: string; code?: string; seq?: number; verdicts?: unknown[] }[] = [];
+    ws.on('message', (d, binary) => {
+      if (!binary) inbox.push(JSON.parse(String(d)) as (typeof inbox)[number]);
+    });
+    await new Promise((r) => ws.once('open', r));
+    const next = async (type: string): Promise<(typeof inbox)[number]> => {
+      for (let i = 0; i < 500; i++) {
+        const k = inbox.findIndex((m) => m.type === type);
+        if (k >= 0) return inbox.splice(k, 1)[0] as (typeof inbox)[number];
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      throw new Error(`no ${type}`);
+    };
+    const session = randomBytes(16).toString('hex');
+    ws.send('{"type":"batch","batch":0,"files":[]}'); // before hello
+    expect((await next('error')).code).toBe('BAD_MESSAGE');
+    ws.send(JSON.stringify({ type: 'hello', version: 1, proxy: 'proxy-a', session }));
+    expect(await next('welcome')).toMatchObject({ resumed: false, acked: [] });
+    ws.send('not json');
+    expect((await next('error')).code).toBe('BAD_MESSAGE');
+    const a = file('a.txt', Buffer.from('hello'));
+    ws.send(
+      JSON.stringify({
+        type: 'batch',
+        batch: 1,
+        files: [a, { ...a }].map(({ path, size, sha256 }) => ({ path, size, sha256 })),
+      }),
+    );
+    expect((await next('error')).code).toBe('BAD_BATCH'); // a path twice: refused whole
+    ws.send(
+      encodeFrame({
+        tag: FrameTag.Bundle,
+        session,
+        seq: 0,
+        batch: 1,
+        file: NO_FILE,
+        payload: new Uint8Array(10),
+      }),
+    );
+    expect(await next('nack')).toMatchObject({ seq: 0, code: 'UNKNOWN_BATCH' });
+    ws.send(
+      JSON.stringify({ type: 'batch', batch: 2, files: [{ path: a.path, size: a.size, sha256: a.sha256 }] }),
+    );
+    expect((await next('verdicts')).verdicts).toEqual([{ path: 'a.txt', verdict: 'new' }]);
+    const bundle = encodeBundle([{ path: a.path, mtimeMs: 0, sha256: a.sha256, content: a.content }]);
+    const damaged = Uint8Array.from(bundle);
+    damaged[damaged.length - 8] ^= 0xff;
+    ws.send(
+      encodeFrame({ tag: FrameTag.Bundle, session, seq: 1, batch: 2, file: NO_FILE, payload: damaged }),
+    );
+    expect(await next('nack')).toMatchObject({ seq: 1, code: 'BAD_BLOCK' });
+    const other = file('b.txt', Buffer.from('not in the batch'));
+    ws.send(
+      encodeFrame({
+        tag: FrameTag.Bundle,
+        session,
+        seq: 2,
+        batch: 2,
+        file: NO_FILE,
+        payload: encodeBundle([
+          { path: other.path, mtimeMs: 0, sha256: other.sha256, content: other.content },
+        ]),
+      }),
+    );
+    expect(await next('nack')).toMatchObject({ seq: 2, code: 'BAD_BLOCK' });
+    ws.send(
+      encodeFrame({
+        tag: FrameTag.Signature,
+        session,
+        seq: 3,
+        batch: 2,
+        file: 0,
+        payload: new Uint8Array(4),
+      }),
+    );
+    expect(await next('nack')).toMatchObject({ seq: 3, code: 'BAD_FRAME' });
+    expect(receiver.stats.blocksStored).toBe(0);
+    // The intact bundle still goes through on the same connection.
+    ws.send(encodeFrame({ tag: FrameTag.Bundle, session, seq: 4, batch: 2, file: NO_FILE, payload: bundle }));
+    expect(await next('ack')).toMatchObject({ seq: 4 });
+    expect(await next('committed')).toMatchObject({ path: 'a.txt', sha256: a.sha256 });
+    expect((await content(cloud, 'a.txt')).toString()).toBe('hello');
+  });
+
+  it('starts its open batch over when the destination restarted and lost the session', async () => {
+    const dir = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-ipx-'));
+    cleanups.push(() => fsp.rm(dir, { recursive: true, force: true }));
+    const cloud = new MemoryProvider({ name: 'dest-cloud' });
+    const open = async (port?: number) => {
+      const receiver = await PeerReceiver.open({
+        selfId: 'proxy-b',
+        peers: new Map([['proxy-a', SECRET]]),
+        dir,
+        deliver: async (f) => {
+          await cloud.write(f.path, await fsp.readFile(f.file));
+        },
+      });
+      return { receiver, listener: await listenPeer(receiver, port === undefined ? {} : { port }) };
+    };
+    let dest = await open();
+    const port = dest.listener.port;
+    cleanups.push(async () => {
+      await dest.listener.close();
+      await dest.receiver.close();
+    });
+    const link = new ThrottledLink({ bitsPerSecond: 16_000_000, latencyMs: 5 });
+    cleanups.push(() => link.close());
+    const fwd = await link.forward({ host: '127.0.0.1', port });
+    const s = sender(`ws://127.0.0.1:${fwd.port}/peer/v1/stream`, { blockBytes: 64 * 1024, maxInFlight: 4 });
+    await s.connect();
+    const welcomes: { resumed: boolean }[] = [];
+    s.on('welcome', (w: { resumed: boolean }) => welcomes.push(w));
+    let restarted: Promise<void> | undefined;
+    s.on('ack', () => {
+      restarted ??= (async () => {
+        await dest.listener.close();
+        await dest.receiver.close();
+        dest = await open(port);
+      })();
+    });
+    const big = file('big.bin', randomBytes(1024 * 1024));
+    const [outcome] = await s.send([big]);
+    await restarted;
+    expect(outcome).toMatchObject({ status: 'committed', mode: 'whole' });
+    expect(welcomes.some((w) => !w.resumed)).toBe(true);
+    expect((await content(cloud, 'big.bin')).equals(big.content)).toBe(true);
   });
 });
