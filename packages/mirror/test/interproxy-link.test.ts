@@ -247,7 +247,8 @@ describe('inter-proxy link', () => {
     expect((await next('verdicts')).verdicts).toEqual([{ path: 'a.txt', verdict: 'new' }]);
     const bundle = encodeBundle([{ path: a.path, mtimeMs: 0, sha256: a.sha256, content: a.content }]);
     const damaged = Uint8Array.from(bundle);
-    damaged[damaged.length - 8] ^= 0xff;
+    const at = damaged.length - 8;
+    damaged[at] = (damaged[at] ?? 0) ^ 0xff;
     ws.send(
       encodeFrame({ tag: FrameTag.Bundle, session, seq: 1, batch: 2, file: NO_FILE, payload: damaged }),
     );
