@@ -220,9 +220,11 @@ export class PeerReceiver {
   }
 
   private hello(socket: WebSocket, who: { peer: string; nonce: string }, id: string): Session {
-    let s = this.sessions.get(id);
-    const resumed = s !== undefined && s.peer === who.peer;
-    if (!s || s.peer !== who.peer) {
+    // Keyed by peer too: one peer cannot take over (or reset) another's session.
+    const key = `${who.peer}\u0000${id}`;
+    let s = this.sessions.get(key);
+    const resumed = s !== undefined;
+    if (!s) {
       s = {
         id,
         peer: who.peer,
@@ -232,7 +234,7 @@ export class PeerReceiver {
         seqBatch: new Map(),
         batches: new Map(),
       };
-      this.sessions.set(id, s);
+      this.sessions.set(key, s);
     }
     const old = s.socket;
     s.socket = socket;
@@ -366,6 +368,14 @@ export class PeerReceiver {
       void part.handle?.then((h) => h.close()).catch(() => undefined);
       void fsp.rm(part.file, { force: true });
       b.release.get(i)?.();
+    }
+    // Bases of changed files that never arrived are no longer needed (finished ones are
+    // unpinned after their history update).
+    for (const [i, v] of (b.verdicts ?? []).entries()) {
+      if (v.verdict === 'changed' && !b.results.has(i)) {
+        this.cache.unpin(v.basisSha256);
+        void this.cache.dropIfUnused(v.basisSha256);
+      }
     }
     for (const r of b.release.values()) r();
   }

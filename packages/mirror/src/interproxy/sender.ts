@@ -440,6 +440,7 @@ export class PeerSender extends EventEmitter {
 
   private async sendOnce(files: readonly SourceFile[]): Promise<FileOutcome[]> {
     if (this.closing) throw new Error('sender closed');
+    if (!this.socket && !this.reconnectTimer) this.open();
     const b: BatchRun = {
       id: this.nextBatch++,
       files: [...files],
