@@ -10,4 +10,11 @@ export {
 export { OpScheduler, BandwidthEstimator, type ScheduledOp, type SchedulerOptions } from './scheduler.ts';
 export { SqliteMetadataStore } from './store/sqlite.ts';
 export type { MetadataStore } from './store/metadata.ts';
-export { LINK_EXTENSION, decodeLinkFile, objectKey, type LinkFile } from './store/link-file.ts';
+export {
+  LINK_EXTENSION,
+  decodeLinkFile,
+  objectKey,
+  signatureBlockSize,
+  signatureKey,
+  type LinkFile,
+} from './store/link-file.ts';

@@ -846,6 +846,28 @@ export async function startProxyServer(
 
   route(
     {
+      method: 'GET',
+      url: '/v1/signature',
+      summary: "rsync signature of a large file's current version (a base for a delta upload)",
+      auth: 'device',
+      query: PathQuery,
+      binaryResponse: 'application/octet-stream',
+    },
+    async (req, reply) => {
+      const a = auth(req);
+      const q = parse(PathQuery, req.query);
+      const e = store.stat(a.userId, q.path);
+      if (!e) throw new ApiError('NOT_FOUND', 'not found');
+      const sig = await store.signatureOf(a.userId, e);
+      // The revision and SHA-256 say which version the signature describes.
+      fileHeaders(reply, { ...e, sha256: sig.sha256 });
+      void reply.type('application/octet-stream').header('content-length', String(sig.bytes.byteLength));
+      return reply.send(Buffer.from(sig.bytes.buffer, sig.bytes.byteOffset, sig.bytes.byteLength));
+    },
+  );
+
+  route(
+    {
       method: 'POST',
       url: '/v1/files/delta',
       summary: 'Delta download: send a signature, receive a delta container',

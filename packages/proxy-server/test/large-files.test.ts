@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as nodePath from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { collect, delta, patch, signature } from '@weft/rsync-wasm';
@@ -12,7 +12,7 @@ import {
   type OpResult,
   type TransferState,
 } from '@weft/wire';
-import { decodeLinkFile, objectKey } from '../src/index.ts';
+import { decodeLinkFile, objectKey, signatureBlockSize, signatureKey } from '../src/index.ts';
 import { pseudoRandom, sha, startTestServer, streamBlocks, TestClient } from './helpers.ts';
 
 const MiB = 1024 * 1024;
@@ -244,6 +244,73 @@ describe('large files', () => {
     if (body.status !== 'conflict') return;
     expect(sha(await c.bytes(body.conflict.conflictPath))).toBe(sha(v3));
     expect(sha(await c.bytes('doc/model.bin'))).toBe(sha(v2));
+  });
+
+  it('storesTheSignatureAndServesItAsADeltaUploadBase', async () => {
+    const v1 = pseudoRandom(5 * MiB + 123, 11);
+    const r1 = await uploadLarge('sig/data.bin', v1);
+    const rev1 = r1.status === 'applied' ? r1.entry?.revision : undefined;
+    // The link file names the signature, stored content-addressed in the object tier.
+    const link = decodeLinkFile(
+      readFileSync(nodePath.join(server.dir, 'fs', 'ns', 'big', 'sig', 'data.bin.weftlink')),
+    );
+    const blockSize = signatureBlockSize(v1.length);
+    expect(link.signature).toEqual({ object: signatureKey(sha(v1), blockSize), blockSize });
+    const stored = readFileSync(nodePath.join(server.dir, 'objects', link.signature!.object));
+    expect(sha(stored)).toBe(sha(await collect(signature(v1, { blockSize }))));
+    // A client holding only its edited copy fetches the signature and sends a delta.
+    const res = await c.req('GET', '/v1/signature?path=sig%2Fdata.bin');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-weft-sha256')).toBe(sha(v1));
+    const sig = new Uint8Array(await res.arrayBuffer());
+    expect(sha(sig)).toBe(sha(stored));
+    const v2 = Buffer.concat([v1.subarray(0, 2 * MiB), Buffer.from('edited'), v1.subarray(2 * MiB + 6)]);
+    const d = await collect(delta(sig, v2));
+    const container = encodeDeltaContainer(
+      { baseSha256: sha(v1), targetSha256: sha(v2), targetSize: v2.length, delta: d },
+      { compress: true },
+    );
+    expect(container.byteLength).toBeLessThan(v2.length / 20);
+    const up = await c.req(
+      'POST',
+      `/v1/deltas?path=sig%2Fdata.bin&baseRevision=${rev1}&mtimeMs=9`,
+      container,
+    );
+    expect(await up.json()).toMatchObject({ status: 'applied', entry: { sha256: sha(v2) } });
+    expect(sha(await c.bytes('sig/data.bin'))).toBe(sha(v2));
+    // Small files have none; the new version has its own.
+    await c.putSmall({ 'sig/small.txt': 'small' });
+    expect((await c.req('GET', '/v1/signature?path=sig%2Fsmall.txt')).status).toBe(404);
+    const again = await c.req('GET', '/v1/signature?path=sig%2Fdata.bin');
+    expect(sha(new Uint8Array(await again.arrayBuffer()))).toBe(
+      sha(await collect(signature(v2, { blockSize: signatureBlockSize(v2.length) }))),
+    );
+    const cur = decodeLinkFile(
+      readFileSync(nodePath.join(server.dir, 'fs', 'ns', 'big', 'sig', 'data.bin.weftlink')),
+    );
+    expect(cur.signature).not.toBeNull();
+    // Collected with its object once unreferenced past the grace period.
+    await c.ops({ op: 'delete', path: 'sig' });
+    await server.gc(0);
+    expect(existsSync(nodePath.join(server.dir, 'objects', link.signature!.object))).toBe(false);
+    expect(existsSync(nodePath.join(server.dir, 'objects', cur.signature!.object))).toBe(false);
+  });
+
+  it('makesASignatureOnDemandForALinkFileWithoutOne', async () => {
+    const v1 = pseudoRandom(3 * MiB, 12);
+    await uploadLarge('old/legacy.bin', v1);
+    const linkPath = nodePath.join(server.dir, 'fs', 'ns', 'big', 'old', 'legacy.bin.weftlink');
+    const link = decodeLinkFile(readFileSync(linkPath));
+    // As a version-1 server before signatures wrote it: signature null, none stored.
+    rmSync(nodePath.join(server.dir, 'objects', link.signature!.object));
+    writeFileSync(linkPath, JSON.stringify({ ...link, signature: null }) + '\n');
+    const res = await c.req('GET', '/v1/signature?path=old%2Flegacy.bin');
+    expect(res.status).toBe(200);
+    const blockSize = signatureBlockSize(v1.length);
+    expect(sha(new Uint8Array(await res.arrayBuffer()))).toBe(
+      sha(await collect(signature(v1, { blockSize }))),
+    );
+    expect(existsSync(nodePath.join(server.dir, 'objects', signatureKey(sha(v1), blockSize)))).toBe(true);
   });
 
   it('servesDeltaDownloadsAgainstTheClientsOldVersion', async () => {

@@ -16,6 +16,8 @@ import {
   type ErrorCode,
   FeedServerMessage,
   type FileOp,
+  HEADER_REVISION,
+  HEADER_SHA256,
   ListResponse,
   type MerkleNode,
   MerkleResponse,
@@ -336,6 +338,21 @@ export class ProxyClient {
     });
     await ensureOk(res);
     return decodeDeltaContainer(await this.bodyBytes(res));
+  }
+
+  /**
+   * The server's rsync signature of a large file's current version (`GET /signature`): a
+   * base for a delta upload when this device kept neither that version's signature nor,
+   * perhaps, the version itself. `sha256` and `revision` name the version it describes.
+   */
+  async signature(path: string): Promise<{ bytes: Uint8Array; sha256: string; revision: string }> {
+    const res = await this.request('GET', '/signature', { query: { path } });
+    await ensureOk(res);
+    const sha256 = res.headers.get(HEADER_SHA256) ?? '';
+    const revision = res.headers.get(HEADER_REVISION) ?? '';
+    if (!/^[0-9a-f]{64}$/.test(sha256) || revision === '')
+      throw new RemoteError(502, 'UNKNOWN', 'signature response without its version headers');
+    return { bytes: await this.bodyBytes(res), sha256, revision };
   }
 
   async changes(cursor: number, limit = 1000): Promise<ChangesResponse> {

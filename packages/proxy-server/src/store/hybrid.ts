@@ -18,6 +18,7 @@ import { createReadStream } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import type { Logger } from 'pino';
+import { signature as rsyncSignature } from '@weft/rsync-wasm';
 import {
   collect,
   type Entry,
@@ -40,6 +41,8 @@ import {
   LINK_VERSION,
   type LinkFile,
   objectKey,
+  signatureBlockSize,
+  signatureKey,
 } from './link-file.ts';
 import type { ChangeInput, EntryRow, MetadataStore } from './metadata.ts';
 import { publicEntry } from './sqlite.ts';
@@ -269,6 +272,75 @@ export class HybridStore {
     this.o.metrics.transferSeconds.observe({ kind: 'object-put' }, ms / 1000);
     this.o.metrics.bytes.inc({ tier: 'object', direction: 'in' }, size);
     this.meta.addObject(sha256, size, this.now());
+  }
+
+  /**
+   * Store the rsync signature of large content in the object tier next to its object
+   * (content-addressed, shared like the object), unless it is there already. Written after
+   * the object and before the link file that names it (link-file.md, write ordering). A
+   * signature is an aid, never required: if it cannot be made the link file says null.
+   */
+  private async putSignature(
+    sha256: string,
+    c: Content,
+  ): Promise<{ ref: NonNullable<LinkFile['signature']>; bytes?: Uint8Array } | undefined> {
+    const blockSize = signatureBlockSize(this.contentSize(c));
+    const ref = { object: signatureKey(sha256, blockSize), blockSize };
+    try {
+      try {
+        await this.objects.stat(ref.object);
+        return { ref };
+      } catch (e) {
+        if (!(e instanceof NotFoundError)) throw e;
+      }
+      const source = 'bytes' in c ? c.bytes : (createReadStream(c.file) as AsyncIterable<Uint8Array>);
+      const bytes = await collect(rsyncSignature(source, { blockSize }));
+      await this.objects.write(ref.object, bytes, { size: bytes.byteLength });
+      this.o.metrics.bytes.inc({ tier: 'object', direction: 'in' }, bytes.byteLength);
+      return { ref, bytes };
+    } catch (e) {
+      this.o.log.warn({ err: e, sha256 }, 'rsync signature not stored');
+      return undefined;
+    }
+  }
+
+  /**
+   * The rsync signature of a large file's current content (the one its link file names; made
+   * and stored now for a link file that names none). Lets a client send a delta against the
+   * server's version without keeping that version or its signature itself.
+   */
+  async signatureOf(
+    userId: string,
+    entry: EntryInfo,
+  ): Promise<{ bytes: Uint8Array; blockSize: number; sha256: string }> {
+    if (entry.kind !== 'file' || entry.tier !== 'large' || !entry.sha256)
+      throw new ApiError('NOT_FOUND', 'only large files have a signature');
+    const link = decodeLinkFile(
+      await collect(await this.fs.read(this.nsPath(userId, entry.path) + LINK_EXTENSION)),
+    );
+    if (link.signature) {
+      try {
+        const bytes = await collect(await this.objects.read(link.signature.object));
+        return { bytes, blockSize: link.signature.blockSize, sha256: link.sha256 };
+      } catch (e) {
+        if (!(e instanceof NotFoundError)) throw e;
+      }
+    }
+    const unpin = this.pin(link.sha256);
+    const { file, release } = await this.stageObject(link.sha256, link.size);
+    try {
+      const made = await this.putSignature(link.sha256, { file, size: link.size });
+      const blockSize = made?.ref.blockSize ?? signatureBlockSize(link.size);
+      let bytes = made?.bytes;
+      if (!bytes && made) bytes = await collect(await this.objects.read(made.ref.object));
+      bytes ??= await collect(
+        rsyncSignature(createReadStream(file) as AsyncIterable<Uint8Array>, { blockSize }),
+      );
+      return { bytes, blockSize, sha256: link.sha256 };
+    } finally {
+      release();
+      unpin();
+    }
   }
 
   private pin(sha: string): () => void {
@@ -544,6 +616,7 @@ export class HybridStore {
       const unpin = this.pin(sha256);
       try {
         await this.putObject(sha256, content);
+        const signature = (await this.putSignature(sha256, content))?.ref ?? null;
         const link: LinkFile = {
           weftLink: LINK_VERSION,
           sha256,
@@ -551,7 +624,7 @@ export class HybridStore {
           mtimeMs,
           object: objectKey(sha256),
           chunks: await this.chunkList(content),
-          signature: null,
+          signature,
         };
         const e = await this.fs.write(ns + LINK_EXTENSION, encodeLinkFile(link), { modifiedMs: mtimeMs });
         if (before?.tier === 'small') await this.fs.remove(ns).catch(ignoreNotFound);
@@ -805,6 +878,7 @@ export class HybridStore {
     for (const o of this.meta.collectableObjects(cutoff)) {
       if (this.pinned.has(o.sha256)) continue;
       await this.objects.remove(objectKey(o.sha256)).catch(ignoreNotFound);
+      await this.objects.remove(signatureKey(o.sha256, signatureBlockSize(o.size))).catch(ignoreNotFound);
       this.meta.deleteObject(o.sha256);
       await this.relay.forget(o.sha256);
       objects += 1;
@@ -814,6 +888,19 @@ export class HybridStore {
       for await (const e of this.objects.list('objects', { recursive: true })) {
         if (e.kind !== 'file') continue;
         const sha = e.path.slice(e.path.lastIndexOf('/') + 1);
+        if (this.meta.getObject(sha) || this.pinned.has(sha) || e.modifiedMs >= cutoff) continue;
+        await this.objects.remove(e.path).catch(ignoreNotFound);
+        orphans += 1;
+      }
+    } catch (e) {
+      if (!(e instanceof NotFoundError)) throw e;
+    }
+    // Signatures whose object is gone (or was never recorded), once older than the grace period.
+    try {
+      for await (const e of this.objects.list('signatures', { recursive: true })) {
+        if (e.kind !== 'file') continue;
+        const name = e.path.slice(e.path.lastIndexOf('/') + 1);
+        const sha = name.slice(0, name.indexOf('.'));
         if (this.meta.getObject(sha) || this.pinned.has(sha) || e.modifiedMs >= cutoff) continue;
         await this.objects.remove(e.path).catch(ignoreNotFound);
         orphans += 1;

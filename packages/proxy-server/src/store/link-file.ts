@@ -37,6 +37,21 @@ export function objectKey(sha256: string): string {
   return `objects/${sha256.slice(0, 2)}/${sha256.slice(2, 4)}/${sha256}`;
 }
 
+/** Object-tier key of the rsync-wasm signature of content `sha256` made with `blockSize`. */
+export function signatureKey(sha256: string, blockSize: number): string {
+  return `signatures/${sha256.slice(0, 2)}/${sha256.slice(2, 4)}/${sha256}.${blockSize}`;
+}
+
+/**
+ * Block size of the signatures the server makes: about √size (rsync's rule), a power of two
+ * between 2 KiB and 64 KiB, so a signature is about 12 bytes per block (≤ 0.6 % of the file).
+ */
+export function signatureBlockSize(size: number): number {
+  let b = 2048;
+  while (b < 65536 && b * b < size) b *= 2;
+  return b;
+}
+
 export function encodeLinkFile(link: LinkFile): Uint8Array {
   return new TextEncoder().encode(JSON.stringify(link) + '\n');
 }
@@ -53,6 +68,9 @@ export function decodeLinkFile(bytes: Uint8Array): LinkFile {
   if (!parsed.success) throw new LinkFileError(`link file: ${parsed.error.message}`);
   if (parsed.data.object !== objectKey(parsed.data.sha256))
     throw new LinkFileError('link file names a foreign object key');
+  const sig = parsed.data.signature;
+  if (sig && sig.object !== signatureKey(parsed.data.sha256, sig.blockSize))
+    throw new LinkFileError('link file names a foreign signature key');
   return parsed.data;
 }
 
