@@ -422,6 +422,24 @@ describe('desktop UI in Chromium', () => {
     await expect.poll(() => bobPage.locator('#shares-none').textContent(), POLL).toBe('None yet.');
     expect(await text(await bobDrive.read('From Alice/plan.txt'))).toBe('the plan, from alice\n');
     await expect.poll(() => rows(page), POLL).toEqual(['alice (you) | Dropbox | Owner']);
+
+    // Disconnecting a cloud also takes its tokens off the server — refused while it still
+    // keeps a share's folder (Alice's Dropbox), done for Bob's Drive now that he left.
+    await page.getByRole('link', { name: 'Accounts' }).click();
+    await page.getByRole('button', { name: 'Disconnect Dropbox' }).click();
+    await expect.poll(() => page.locator('#errors').textContent(), POLL).toContain('leave that share first');
+    await expect.poll(() => page.locator('#state-dropbox').textContent(), POLL).toMatch(/^Connected/);
+    await bobPage.getByRole('link', { name: 'Accounts' }).click();
+    await bobPage.getByRole('button', { name: 'Disconnect Google Drive' }).click();
+    await expect.poll(() => bobPage.locator('#state-gdrive').textContent(), POLL).toBe('Not connected');
+    const bobToken = await keyFileSecretStore({
+      dir: nodePath.join(root, 'bob', 'state', 'secrets'),
+      keyFile,
+    }).get('device-token');
+    const held = await fetch(`${proxy.url}/v1/accounts`, {
+      headers: { authorization: `Bearer ${bobToken}` },
+    });
+    expect(await held.json()).toEqual({ accounts: [] });
   });
 
   it('saves settings', async () => {

@@ -420,6 +420,27 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
     disconnect: async ({ kind }) => {
       if (kind === 'weft')
         throw new ApiError('unavailable', 'Weft storage is this device’s home; it cannot be removed here.');
+      // The server's copy of the tokens (given for sharing) goes first; it is refused while
+      // the account keeps a share's folder, and then nothing changes here either.
+      if (options.session()) {
+        const api = shares();
+        // A server without the share API holds no tokens; an unreachable one might.
+        const held = await shareCall(() =>
+          api.listAccounts().catch((e: unknown) => {
+            if (e instanceof ShareApiError && e.status === 404 && e.code === undefined) return [];
+            throw e;
+          }),
+        );
+        for (const a of held.filter((x) => x.provider === kind)) {
+          await shareCall(() => api.disconnectAccount(a.id)).catch((e: unknown) => {
+            if (!(e instanceof ApiError && e.code === 'bad-request')) throw e;
+            throw new ApiError(
+              'bad-request',
+              `${CLOUD_NAMES[kind]} keeps the folder of a shared folder; leave that share first (${e instanceof Error ? e.message : String(e)}).`,
+            );
+          });
+        }
+      }
       clouds.delete(kind);
       await options.secrets.delete(`cloud-${kind}`);
       await saveAccounts();

@@ -20,6 +20,8 @@ import type { z } from 'zod/v4';
 export interface ShareBackend {
   listAccounts(): Promise<ProviderAccount[]>;
   connectAccount(request: ConnectAccountRequest): Promise<ProviderAccount>;
+  /** Forget an account's tokens on the server (refused while it keeps a share's folder). */
+  disconnectAccount(id: string): Promise<void>;
   listShares(): Promise<ShareInfo[]>;
   createShare(request: CreateShareRequest): Promise<ShareInfo>;
   createInvite(shareId: string): Promise<ShareInviteResponse>;
@@ -43,6 +45,7 @@ export class ShareApiError extends Error {
 /** The share routes (docs/formats/api.md "Shares"), relative to API_PREFIX. */
 export const SHARE_ROUTES = {
   accounts: '/accounts',
+  account: (id: string) => `/accounts/${encodeURIComponent(id)}`,
   shares: '/shares',
   invites: (id: string) => `/shares/${encodeURIComponent(id)}/invites`,
   accept: '/shares/accept',
@@ -100,6 +103,7 @@ export function httpShareBackend(options: {
     listAccounts: async () =>
       (await call('GET', SHARE_ROUTES.accounts, undefined, AccountsResponse)).accounts,
     connectAccount: (request) => call('POST', SHARE_ROUTES.accounts, request, ProviderAccount),
+    disconnectAccount: (id) => call('DELETE', SHARE_ROUTES.account(id), undefined, undefined),
     listShares: async () => (await call('GET', SHARE_ROUTES.shares, undefined, SharesResponse)).shares,
     createShare: (request) => call('POST', SHARE_ROUTES.shares, request, ShareInfo),
     createInvite: (id) => call('POST', SHARE_ROUTES.invites(id), {}, ShareInviteResponse),
