@@ -116,6 +116,16 @@ describe('inter-proxy link', () => {
     expect(receiver.cache.get('big/log.txt')?.sha256).toBe(big2.sha256);
   });
 
+  it('a batch the destination refuses fails the send instead of hanging', async () => {
+    const { listener } = await destination();
+    const s = sender(listener.url);
+    const a = file('a.txt', Buffer.from('x'));
+    // Not canonical for the destination's path rules (a trailing dot segment): refused whole.
+    await expect(s.send([a, { ...a, path: 'b/./c' }])).rejects.toThrow(/refused batch/);
+    // The connection is still good for the next batch.
+    expect((await s.send([a]))[0]).toMatchObject({ status: 'committed', mode: 'bundle' });
+  });
+
   it('refuses a peer with a wrong secret, and a destination that cannot prove the secret', async () => {
     const { listener } = await destination('x'.repeat(40));
     const bad = sender(listener.url, { reconnectMinMs: 10_000 });

@@ -155,7 +155,13 @@ export const DestinationMessage = z.discriminatedUnion('type', [
     code: z.enum(RESULT_CODES),
     message: z.string().max(2000),
   }),
-  z.object({ type: z.literal('error'), code: z.string().max(64), message: z.string().max(2000) }),
+  z.object({
+    type: z.literal('error'),
+    code: z.string().max(64),
+    message: z.string().max(2000),
+    /** The batch refused (BAD_BATCH) or that could not be compared: the source gives it up. */
+    batch: U32.optional(),
+  }),
 ]);
 export type DestinationMessage = z.infer<typeof DestinationMessage>;
 

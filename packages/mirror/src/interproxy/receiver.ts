@@ -181,13 +181,19 @@ export class PeerReceiver {
     socket.on('message', (data: WebSocket.RawData, isBinary: boolean) => {
       const bytes = toBytes(data);
       if (!isBinary) {
-        const msg = parseMessage(SourceMessage, Buffer.from(bytes).toString('utf8'));
-        if (!msg)
+        const text = Buffer.from(bytes).toString('utf8');
+        const msg = parseMessage(SourceMessage, text);
+        if (!msg) {
+          // An invalid batch is refused whole, by its id when it has one, so the source gives it up.
+          const batch = invalidBatchId(text);
           return this.sendTo(socket, {
             type: 'error',
-            code: 'BAD_MESSAGE',
-            message: 'unknown or invalid message',
+            code: batch === undefined ? 'BAD_MESSAGE' : 'BAD_BATCH',
+            message:
+              batch === undefined ? 'unknown or invalid message' : `batch ${batch} breaks the batch rules`,
+            ...(batch === undefined ? {} : { batch }),
           });
+        }
         if (msg.type === 'hello') {
           if (session)
             return this.sendTo(socket, { type: 'error', code: 'BAD_MESSAGE', message: 'hello twice' });
@@ -272,6 +278,7 @@ export class PeerReceiver {
         type: 'error',
         code: 'BAD_BATCH',
         message: `batch ${id}: ${(e as Error).message} (${index})`,
+        batch: id,
       });
       return;
     }
@@ -318,7 +325,13 @@ export class PeerReceiver {
       () => this.sendVerdicts(s, state),
       (err: unknown) => {
         this.log.error({ err }, 'peer batch compare failed');
-        this.send(s, { type: 'error', code: 'INTERNAL', message: `batch ${id}: ${(err as Error).message}` });
+        this.send(s, {
+          type: 'error',
+          code: 'INTERNAL',
+          message: `batch ${id}: ${(err as Error).message}`,
+          batch: id,
+        });
+        this.onDone(s, id);
       },
     );
   }
@@ -638,6 +651,18 @@ export class PeerReceiver {
     this.sessions.clear();
     await this.idle;
     this.cache.close();
+  }
+}
+
+function invalidBatchId(text: string): number | undefined {
+  try {
+    const j = JSON.parse(text) as { type?: unknown; batch?: unknown };
+    const id = j.batch;
+    return j.type === 'batch' && typeof id === 'number' && Number.isInteger(id) && id >= 0 && id <= 0xffffffff
+      ? id
+      : undefined;
+  } catch {
+    return undefined;
   }
 }
 

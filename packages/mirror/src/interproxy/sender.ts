@@ -337,9 +337,15 @@ export class PeerSender extends EventEmitter {
         for (const w of b.wake) w();
         return;
       }
-      case 'error':
+      case 'error': {
         this.log.warn({ code: msg.code, message: msg.message }, 'peer reported an error');
+        const b = msg.batch === undefined ? undefined : this.batches.get(msg.batch);
+        if (b) {
+          b.failure = new Error(`peer refused batch ${b.id}: ${msg.code} ${msg.message}`);
+          for (const w of b.wake) w();
+        }
         return;
+      }
       case 'welcome':
         return;
     }
