@@ -115,15 +115,29 @@ describe.skipIf(!process.env.WEFT_CRASH)('crash safety', () => {
     }
     await fsp.rm(nodePath.join(state, 'agent.json'), { force: true });
     child = startAgent(folder, state, proxy.url, token);
+    let stderr = '';
+    child.stderr?.on('data', (c: Buffer) => (stderr = (stderr + c.toString()).slice(-4000)));
     const client = new ProxyClient({ baseUrl: proxy.url, token });
     const local = await localTree(folder);
     let converged = false;
-    for (let i = 0; i < 600 && !converged; i++) {
+    for (
+      let i = 0;
+      i < (process.env.WEFT_CRASH_WAIT ? Number(process.env.WEFT_CRASH_WAIT) : 600) && !converged;
+      i++
+    ) {
       await new Promise((r) => setTimeout(r, 500));
       const s = await statusOf(state);
       if (s && s.state === 'idle' && s.pendingOperations === 0) {
         converged = JSON.stringify(sorted(await remoteTree(client))) === JSON.stringify(sorted(local));
       }
+    }
+    if (!converged) {
+      // Say why, before the tree comparison below fails.
+      const info = JSON.parse(await fsp.readFile(nodePath.join(state, 'agent.json'), 'utf8')) as {
+        statusUrl: string;
+      };
+      const full = await (await fetch(new URL('/api/status', info.statusUrl))).text();
+      process.stderr.write(`agent status: ${full.slice(0, 4000)}\nagent stderr: ${stderr}\n`);
     }
     child.kill('SIGTERM');
     await new Promise((r) => child?.once('exit', r));

@@ -45,6 +45,7 @@ import {
   type BlockSizeHistory,
 } from './adaptive.ts';
 import { conflictCopyPath } from './conflict-name.ts';
+import { LocalMerkle, findDivergence } from './consistency.ts';
 import { decide } from './decisions.ts';
 import { IgnoreRules } from './ignore-rules.ts';
 import { type FileRow, Journal, SMUDGED_MTIME } from './journal/journal.ts';
@@ -88,6 +89,8 @@ export interface EngineOptions {
   /** Retry interval while offline. Default 2000 ms. */
   readonly offlineRetryMs?: number;
   readonly now?: () => number;
+  /** Offline longer than this (ms) and the reconnect runs the consistency check. Default 10 min. */
+  readonly longDisconnectMs?: number;
   /** Debug hook: told every remote change applied, decision taken and operation sent. */
   readonly trace?: (event: string, detail: unknown) => void;
 }
@@ -121,6 +124,11 @@ export class Engine implements Disposable {
   /** Block-size measurements waiting for idle time: (old copy, new file). */
   private readonly idleEstimates: { path: string; oldCopy: string; newFile: string }[] = [];
   private lastError: unknown;
+  /** Run the Merkle consistency check after the next successful pull (crash, long outage). */
+  private checkPending = false;
+  private offlineSince: number | undefined;
+  /** The outcome of the last consistency check (for tests and the status UI). */
+  lastCheck: { paths: string[]; roundTrips: number; repaired: number; atMs: number } | undefined;
   /** How the last large upload travelled (for tests and benchmarks). */
   lastUpload: { path: string; mode: 'delta' | 'whole'; bytes: number } | undefined;
 
@@ -147,6 +155,10 @@ export class Engine implements Disposable {
 
   /** Start watching and syncing. */
   async start(): Promise<void> {
+    // A journal still marked running was not stopped cleanly (a crash, kill -9, power
+    // loss): feed events may have been lost in between, so check against the server.
+    if (this.journal.getMeta('running') === '1' && this.journal.getMeta('cursor')) this.checkPending = true;
+    this.journal.setMeta('running', '1');
     if (this.options.watch ?? true) {
       const w = new FolderWatcher(this.options.folder);
       this.watcher = w;
@@ -273,9 +285,21 @@ export class Engine implements Disposable {
       this.remoteDirty = false;
       try {
         await this.pull();
+        const now = (this.options.now ?? Date.now)();
+        if (
+          this.offlineSince !== undefined &&
+          now - this.offlineSince >= (this.options.longDisconnectMs ?? 600_000)
+        )
+          this.checkPending = true;
+        this.offlineSince = undefined;
+        if (this.checkPending) {
+          this.checkPending = false;
+          await this.runConsistencyCheck();
+        }
       } catch (e) {
         if (!(e instanceof OfflineError)) throw e;
         this.remoteDirty = true;
+        this.offlineSince ??= (this.options.now ?? Date.now)();
         offline = e;
       }
     }
@@ -1007,6 +1031,72 @@ export class Engine implements Disposable {
     this.again = true;
   }
 
+  /**
+   * Compare the journal's synced view with the server's namespace by Merkle hashes and
+   * repair every entry where they differ as a remote change (download, delete, or keep
+   * both on a conflict). Entries with local operations still queued are left to those.
+   */
+  async checkConsistency(): Promise<{ paths: string[]; roundTrips: number; repaired: number }> {
+    // Run inside a pass, never beside one: it reads and writes the same journal rows.
+    this.checkPending = true;
+    this.remoteDirty = true;
+    this.lastCheck = undefined;
+    await this.syncNow();
+    return this.lastCheck ?? { paths: [], roundTrips: 0, repaired: 0 };
+  }
+
+  private async runConsistencyCheck(): Promise<void> {
+    const local = new LocalMerkle(this.journal.allFiles());
+    const found = await findDivergence(local, (paths) => this.options.client.merkle(paths));
+    const busy = this.journal
+      .pendingOps()
+      .flatMap(({ op }) => (op.kind === 'move' ? [op.from, op.to] : [op.path]));
+    const related = (a: string, b: string): boolean =>
+      a === b || a.startsWith(b + '/') || b.startsWith(a + '/');
+    let repaired = 0;
+    for (const p of found.paths) {
+      if (busy.some((q) => related(p, q))) continue;
+      this.options.trace?.('repair', p);
+      await this.repairPath(p);
+      repaired += 1;
+    }
+    this.lastCheck = { ...found, repaired, atMs: (this.options.now ?? Date.now)() };
+    if (found.paths.length > 0)
+      this.status.activity({
+        kind: 'error',
+        path: '',
+        detail: `consistency check repaired ${repaired} item(s)`,
+      });
+  }
+
+  /** Make `p` match the server: what it holds comes down, what it lacks goes (edits kept). */
+  private async repairPath(p: string): Promise<void> {
+    const current = await this.options.client.stat(p);
+    const row = this.journal.getFile(p);
+    if (!current) {
+      if (row) await this.applyDelete(p);
+      return;
+    }
+    if (current.kind === 'file') {
+      if (row?.kind === 'dir') await this.applyDelete(p);
+      await this.downloadMany([current]);
+      return;
+    }
+    if (row?.kind === 'file') await this.applyDelete(p);
+    const listing = await this.options.client.list(p, true);
+    const there = new Set(listing.entries.map((e) => e.path));
+    const gone = this.journal
+      .filesUnder(p)
+      .filter((r) => r.path !== p && r.syncedRev !== null && !there.has(r.path))
+      .sort((a, b) => (a.path < b.path ? -1 : 1));
+    for (const r of gone) {
+      if (this.journal.getFile(r.path)) await this.applyDelete(r.path);
+    }
+    await this.applyUpsert(current);
+    for (const d of listing.entries.filter((e) => e.kind === 'dir')) await this.applyUpsert(d);
+    await this.downloadMany(listing.entries.filter((e) => e.kind === 'file'));
+  }
+
   /** Bring down whatever the server holds at `p` (a file, or a folder and its content). */
   private async fetchRemoteSubtree(p: string): Promise<void> {
     const current = await this.options.client.stat(p);
@@ -1362,6 +1452,7 @@ export class Engine implements Disposable {
     this.feed?.dispose();
     this.store.dispose();
     while (this.running) await this.running.catch(() => undefined);
+    this.journal.setMeta('running', '0');
     this.journal.close();
     this.status.dispose();
   }
