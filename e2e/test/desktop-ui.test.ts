@@ -382,7 +382,15 @@ describe('desktop UI in Chromium', () => {
     await checkVariants(page, 'sharing-invite');
 
     await bobPage.getByRole('link', { name: 'Sharing' }).click();
+    await bobPage.getByLabel('Invitation link').fill('weft://share/not-a-real-invitation');
+    await expect
+      .poll(() => bobPage.locator('#invite-preview').textContent(), POLL)
+      .toMatch(/^Cannot use this invitation: That is not a Weft invitation/);
     await bobPage.getByLabel('Invitation link').fill(invite);
+    // Bob sees what he is joining before he accepts.
+    await expect
+      .poll(() => bobPage.locator('#invite-preview').textContent(), POLL)
+      .toMatch(/^“Team plans”, shared by alice\. Members: alice on Dropbox\. Valid until /);
     await bobPage.getByLabel('Keep the files in').selectOption('gdrive');
     await bobPage.getByLabel('In the folder').fill('From Alice');
     await bobPage.getByRole('button', { name: 'Accept invitation' }).click();

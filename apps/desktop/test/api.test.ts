@@ -38,6 +38,7 @@ function handlers(over: Partial<ApiHandlers> = {}): ApiHandlers {
     getSharing: async () => ({ available: false, reason: 'later', shares: [] }),
     shareFolder: fail,
     createInvite: fail,
+    previewInvite: fail,
     acceptInvite: fail,
     leaveShare: fail,
   };

@@ -135,6 +135,15 @@ export const InviteSchema = z.object({
   expiresMs: z.number(),
 });
 export type Invite = z.infer<typeof InviteSchema>;
+/** What an invitation leads to, before accepting it. */
+export const InvitePreviewSchema = z.object({
+  name: z.string(),
+  owner: z.string(),
+  invitedBy: z.string(),
+  expiresMs: z.number(),
+  members: z.array(z.object({ name: z.string(), cloud: AccountKindSchema })),
+});
+export type InvitePreview = z.infer<typeof InvitePreviewSchema>;
 
 const Empty = z.object({}).strict();
 
@@ -205,6 +214,11 @@ export const api = {
   },
   /** A new single-use invitation for a share you are in. */
   createInvite: { input: z.object({ id: z.string().min(1).max(200) }).strict(), output: InviteSchema },
+  /** Look at an invitation without using it up. */
+  previewInvite: {
+    input: z.object({ invite: z.string().min(1).max(4096) }).strict(),
+    output: InvitePreviewSchema,
+  },
   acceptInvite: {
     input: z
       .object({ invite: z.string().min(1).max(4096), cloud: AccountKindSchema, folder: z.string().max(4096) })

@@ -290,6 +290,12 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
     return { cloud: 'account', accountId: account.id, root };
   };
 
+  const inviteToken = (invite: string): string => {
+    const token = shareInviteTokenFromLink(invite);
+    if (!token) throw new ApiError('bad-request', 'That is not a Weft invitation (weft://share/…).');
+    return token;
+  };
+
   const handlers: ApiHandlers = {
     getStatus: async () => status(),
     pause: async ({ duration }) => {
@@ -458,9 +464,18 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       const invite = await shareCall(() => shares().createInvite(id));
       return { shareId: invite.shareId, invite: invite.link, expiresMs: invite.expiresMs };
     },
+    previewInvite: async ({ invite }) => {
+      const p = await shareCall(() => shares().preview(inviteToken(invite)));
+      return {
+        name: p.name,
+        owner: p.owner,
+        invitedBy: p.invitedBy,
+        expiresMs: p.expiresMs,
+        members: p.members.map((m) => ({ name: m.member, cloud: m.cloud })),
+      };
+    },
     acceptInvite: async ({ invite, cloud, folder }) => {
-      const token = shareInviteTokenFromLink(invite);
-      if (!token) throw new ApiError('bad-request', 'That is not a Weft invitation (weft://share/…).');
+      const token = inviteToken(invite);
       const choice = await replica(cloud, folder);
       await shareCall(() => shares().accept({ token, replica: choice }));
       return sharing();

@@ -11,6 +11,7 @@ import {
   type CreateShareRequest,
   ProviderAccount,
   ShareInfo,
+  ShareInvitePreview,
   ShareInviteResponse,
   SharesResponse,
 } from '@weft/wire/shares';
@@ -25,6 +26,7 @@ export interface ShareBackend {
   listShares(): Promise<ShareInfo[]>;
   createShare(request: CreateShareRequest): Promise<ShareInfo>;
   createInvite(shareId: string): Promise<ShareInviteResponse>;
+  preview(token: string): Promise<ShareInvitePreview>;
   accept(request: AcceptShareRequest): Promise<ShareInfo>;
   /** Leave a share (the folder stays as it is; the owner leaves last). */
   leave(shareId: string): Promise<void>;
@@ -48,6 +50,7 @@ export const SHARE_ROUTES = {
   account: (id: string) => `/accounts/${encodeURIComponent(id)}`,
   shares: '/shares',
   invites: (id: string) => `/shares/${encodeURIComponent(id)}/invites`,
+  preview: '/shares/invites/preview',
   accept: '/shares/accept',
   leave: (id: string) => `/shares/${encodeURIComponent(id)}/leave`,
 } as const;
@@ -107,6 +110,7 @@ export function httpShareBackend(options: {
     listShares: async () => (await call('GET', SHARE_ROUTES.shares, undefined, SharesResponse)).shares,
     createShare: (request) => call('POST', SHARE_ROUTES.shares, request, ShareInfo),
     createInvite: (id) => call('POST', SHARE_ROUTES.invites(id), {}, ShareInviteResponse),
+    preview: (token) => call('POST', SHARE_ROUTES.preview, { token }, ShareInvitePreview),
     accept: (request) => call('POST', SHARE_ROUTES.accept, request, ShareInfo),
     leave: (id) => call('POST', SHARE_ROUTES.leave(id), {}, undefined),
   };

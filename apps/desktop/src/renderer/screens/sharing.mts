@@ -152,6 +152,25 @@ export function sharingScreen(
         : h('ul', { class: 'shares', id: 'shares-list' }, s.shares.map(shareItem)),
     );
   };
+  const preview = h('p', { id: 'invite-preview', class: 'hint', 'aria-live': 'polite' });
+  let previewTimer: ReturnType<typeof setTimeout> | undefined;
+  scope.add(() => clearTimeout(previewTimer));
+  /** What the pasted invitation leads to, before accepting it (does not use it up). */
+  const previewInvite = (): void => {
+    const invite = val('accept-invite').trim();
+    if (invite === '') return void preview.replaceChildren();
+    api.previewInvite({ invite }).then(
+      (p) => {
+        if (val('accept-invite').trim() !== invite) return;
+        const members = p.members.map((m) => `${m.name} on ${CLOUD_LABEL[m.cloud]}`).join(', ');
+        preview.textContent = `“${p.name}”, shared by ${p.owner}${p.invitedBy !== p.owner ? `, invited by ${p.invitedBy}` : ''}. Members: ${members}. Valid until ${timeText(p.expiresMs)}.`;
+      },
+      (e: unknown) => {
+        if (val('accept-invite').trim() !== invite) return;
+        preview.textContent = `Cannot use this invitation: ${e instanceof Error ? e.message : String(e)}`;
+      },
+    );
+  };
   const build = (s: Sharing, clouds: Cloud[]): void => {
     const off = !s.available;
     const shareForm = h(
@@ -201,7 +220,18 @@ export function sharingScreen(
         { disabled: off },
         h('legend', { class: 'sr-only' }, 'Accept an invitation'),
         h('label', { for: 'accept-invite' }, 'Invitation link'),
-        h('input', { id: 'accept-invite', type: 'text', required: true, placeholder: 'weft://share/…' }),
+        h('input', {
+          id: 'accept-invite',
+          type: 'text',
+          required: true,
+          placeholder: 'weft://share/…',
+          'aria-describedby': 'invite-preview',
+          oninput: () => {
+            clearTimeout(previewTimer);
+            previewTimer = setTimeout(previewInvite, 300);
+          },
+        }),
+        preview,
         h('label', { for: 'accept-cloud' }, 'Keep the files in'),
         cloudSelect('accept-cloud', clouds),
         h('label', { for: 'accept-folder' }, 'In the folder'),
