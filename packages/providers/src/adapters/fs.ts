@@ -441,17 +441,21 @@ export class FsProvider implements Provider {
     const keys = staged.map((s) => this.lockKey(s.p));
     const distinct = new Set(keys).size === keys.length;
     await this.mutex.run(keys, async () => {
+      // Distinct parents prepared in parallel (prepareParents tolerates a folder made meanwhile).
       const parents = new Map<string, Error | undefined>();
-      for (const s of staged) {
-        const parent = parentPath(s.p);
-        if (parents.has(parent)) continue;
+      const firstOfParent = new Map<string, string>();
+      for (const s of staged)
+        if (!firstOfParent.has(parentPath(s.p))) firstOfParent.set(parentPath(s.p), s.p);
+      const todo = [...firstOfParent];
+      await forEachBounded(todo.length, options.concurrency ?? 8, async (k) => {
+        const [parent, p] = todo[k]!;
         try {
-          await this.prepareParents(s.p);
+          await this.prepareParents(p);
           parents.set(parent, undefined);
         } catch (e) {
           parents.set(parent, e instanceof ProviderError ? e : classify(e, this.name, parent));
         }
-      }
+      });
       const place = async (k: number): Promise<void> => {
         const s = staged[k]!;
         const abs = this.resolve(s.p);

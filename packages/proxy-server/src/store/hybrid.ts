@@ -491,28 +491,43 @@ export class HybridStore {
     // Folders first (parents before children: newDirs is in that order), then the files.
     const changes: ChangeInput[] = [];
     const dirErrors = new Map<string, unknown>();
+    // One depth at a time (parents before children), the folders of a depth in parallel.
+    const byDepth = new Map<number, string[]>();
     for (const dir of newDirs) {
-      const parentError = ancestors(dir).find((d) => dirErrors.has(d));
-      if (parentError !== undefined) {
-        dirErrors.set(dir, dirErrors.get(parentError));
-        continue;
-      }
-      try {
-        await this.fs.mkdir(this.nsPath(w.userId, dir));
-        const st = await this.fs.stat(this.nsPath(w.userId, dir));
-        changes.push({
-          type: 'upsert',
-          entry: {
-            path: dir,
-            kind: 'dir',
-            size: 0,
-            mtimeMs: Math.floor(st.modifiedMs),
-            fsRevision: st.revision,
-          },
-        });
-      } catch (e) {
-        dirErrors.set(dir, e);
-      }
+      const d = dir.split('/').length;
+      byDepth.set(d, [...(byDepth.get(d) ?? []), dir]);
+    }
+    const dirChanges = new Map<string, ChangeInput>();
+    for (const d of [...byDepth.keys()].sort((x, y) => x - y)) {
+      const level = byDepth.get(d) ?? [];
+      await forEachBounded(level.length, WRITE_CONCURRENCY, async (k) => {
+        const dir = level[k]!;
+        const parentError = ancestors(dir).find((a) => dirErrors.has(a));
+        if (parentError !== undefined) {
+          dirErrors.set(dir, dirErrors.get(parentError));
+          return;
+        }
+        try {
+          await this.fs.mkdir(this.nsPath(w.userId, dir));
+          const st = await this.fs.stat(this.nsPath(w.userId, dir));
+          dirChanges.set(dir, {
+            type: 'upsert',
+            entry: {
+              path: dir,
+              kind: 'dir',
+              size: 0,
+              mtimeMs: Math.floor(st.modifiedMs),
+              fsRevision: st.revision,
+            },
+          });
+        } catch (e) {
+          dirErrors.set(dir, e);
+        }
+      });
+    }
+    for (const dir of newDirs) {
+      const c = dirChanges.get(dir);
+      if (c) changes.push(c);
     }
     const writable = jobs.filter((j) => {
       const d = ancestors(j.path).find((a) => dirErrors.has(a));
@@ -932,6 +947,15 @@ export class HybridStore {
       if (n.startsWith('tmp-')) await fsp.rm(nodePath.join(this.o.stagingDir, n), { force: true });
     }
   }
+}
+
+/** Run `work(0..n-1)` with at most `limit` calls in flight. */
+async function forEachBounded(n: number, limit: number, work: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < n) await work(next++);
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, n)) }, lane));
 }
 
 function depth(c: ChangeInput): number {
