@@ -1,74 +1,16 @@
 /**
- * Conflicted-copy names, as people know them from Dropbox:
- *   `report (conflicted copy 2026-11-21 193045 from laptop).docx`
- * The copy sits next to the original; the extension stays last so it still opens.
+ * Conflicted-copy names: one definition, in @weft/wire, shared with the proxy server and
+ * the mirror. `conflictCopyPath` keeps the engine's argument order.
  */
-import { MAX_SEGMENT_BYTES } from '@weft/providers/paths';
+import { conflictedCopyPath } from '@weft/wire';
 
-const utf8 = new TextEncoder();
-const MARK = / \(conflicted copy \d{4}-\d{2}-\d{2} \d{6} from [^()/]*\)(?:\.[^./]*)?$/;
+export { conflictStamp, isConflictCopy, sanitizeDevice, splitExtension } from '@weft/wire';
 
-function pad(n: number, width = 2): string {
-  return String(n).padStart(width, '0');
-}
-
-/** `YYYY-MM-DD HHMMSS` in UTC. */
-export function conflictStamp(when: Date): string {
-  return (
-    `${when.getUTCFullYear()}-${pad(when.getUTCMonth() + 1)}-${pad(when.getUTCDate())} ` +
-    `${pad(when.getUTCHours())}${pad(when.getUTCMinutes())}${pad(when.getUTCSeconds())}`
-  );
-}
-
-/** Split a file name into stem and extension ('.tar.gz' keeps only '.gz'; '.bashrc' has none). */
-export function splitExtension(name: string): { stem: string; ext: string } {
-  const dot = name.lastIndexOf('.');
-  if (dot <= 0) return { stem: name, ext: '' };
-  return { stem: name.slice(0, dot), ext: name.slice(dot) };
-}
-
-/** A device name safe inside a file name. */
-export function sanitizeDevice(device: string): string {
-  // eslint-disable-next-line no-control-regex
-  const cleaned = device.replace(/[/\\:*?"<>|()\u0000-\u001f]/g, '-').trim();
-  return (cleaned === '' ? 'unknown device' : cleaned).slice(0, 40);
-}
-
-function truncateUtf8(s: string, maxBytes: number): string {
-  let out = s;
-  while (utf8.encode(out).byteLength > maxBytes) out = out.slice(0, -1);
-  // Never leave half a surrogate pair behind.
-  if (/[\uD800-\uDBFF]$/.test(out)) out = out.slice(0, -1);
-  return out;
-}
-
-/**
- * The path of the conflicted copy of `path` (a provider path). `taken` says whether a
- * candidate is already used; a counter is added until it is not.
- */
 export function conflictCopyPath(
   path: string,
   device: string,
   when: Date,
   taken: (candidate: string) => boolean = () => false,
 ): string {
-  const slash = path.lastIndexOf('/');
-  const dir = slash < 0 ? '' : path.slice(0, slash + 1);
-  const { stem, ext } = splitExtension(path.slice(slash + 1));
-  const dev = sanitizeDevice(device);
-  for (let n = 1; ; n++) {
-    const suffix = ` (conflicted copy ${conflictStamp(when)} from ${dev}${n > 1 ? ` ${n}` : ''})`;
-    const room = MAX_SEGMENT_BYTES - utf8.encode(suffix + ext).byteLength;
-    const name = truncateUtf8(stem, Math.max(1, room)) + suffix + ext;
-    const candidate = dir + name;
-    if (!taken(candidate)) return candidate;
-  }
-}
-
-/** True when a name is itself a conflicted copy. */
-export function isConflictCopy(path: string): boolean {
-  return (
-    MARK.test(path) ||
-    / \(conflicted copy \d{4}-\d{2}-\d{2} \d{6} from [^()/]* \d+\)(?:\.[^./]*)?$/.test(path)
-  );
+  return conflictedCopyPath(path, when, device, taken);
 }

@@ -364,10 +364,8 @@ export class Engine implements Disposable {
         await this.fullReconcile();
         return;
       }
-      for (const c of page.changes) {
-        this.options.trace?.('remote', c);
-        await this.applyRemote(c);
-      }
+      for (const c of page.changes) this.options.trace?.('remote', c);
+      await this.applyRemoteBatch(page.changes);
       cursor = page.cursor;
       this.journal.setMeta('cursor', String(cursor));
       if (!page.hasMore) return;
@@ -409,7 +407,7 @@ export class Engine implements Disposable {
     for (const c of changes) {
       if (c.type === 'upsert' && c.entry.kind === 'file' && !this.ignore.ignores(c.path, false)) {
         run.delete(c.path); // a later version of the same path replaces the earlier one
-        run.set(c.path, { entry: c.entry, device: c.device });
+        run.set(c.path, { entry: c.entry, device: c.deviceName });
         continue;
       }
       await flush();
@@ -422,7 +420,7 @@ export class Engine implements Disposable {
     if (this.ignore.ignores(c.path, c.type !== 'delete' && c.entry.kind === 'dir')) return;
     if (c.type === 'upsert') {
       if (c.entry.kind === 'dir') await this.applyUpsert(c.entry);
-      else await this.downloadMany([c.entry], c.device);
+      else await this.downloadMany([c.entry], c.deviceName);
     } else if (c.type === 'delete') {
       await this.applyDelete(c.path);
     } else {
@@ -572,7 +570,14 @@ export class Engine implements Disposable {
       signature: null,
       signatureBlock: null,
     };
-    this.journal.upsertFile({ ...base, syncedRev: entry.revision, syncedHash: entry.sha256 ?? null });
+    const same = base.syncedHash !== null && base.syncedHash === entry.sha256;
+    // A signature belongs to the synced content it was made from: a new base voids it.
+    this.journal.upsertFile({
+      ...base,
+      syncedRev: entry.revision,
+      syncedHash: entry.sha256 ?? null,
+      ...(same ? {} : { signature: null, signatureBlock: null }),
+    });
   }
 
   /** Both sides changed: the remote version becomes a conflicted copy beside ours. */
@@ -617,8 +622,8 @@ export class Engine implements Disposable {
         hash: null,
         syncedRev: revision,
         syncedHash: sha256,
-        signature: row?.signature ?? null,
-        signatureBlock: row?.signatureBlock ?? null,
+        signature: null, // theirs is the base now; our signature was of an older version
+        signatureBlock: null,
       });
     } else if (row) {
       this.journal.upsertFile({ ...row, syncedRev: revision, syncedHash: sha256 });
@@ -1197,8 +1202,8 @@ export class Engine implements Disposable {
             ...row,
             syncedRev: r.entry.revision,
             syncedHash: r.entry.sha256 ?? sha,
-            signature: signature?.bytes ?? row.signature,
-            signatureBlock: signature?.block ?? row.signatureBlock,
+            signature: signature?.bytes ?? null,
+            signatureBlock: signature?.block ?? null,
           });
         }
       }
@@ -1249,6 +1254,8 @@ export class Engine implements Disposable {
               inode: st.ino,
               syncedRev: c.entry?.revision ?? null,
               syncedHash: c.entry?.sha256 ?? row.hash,
+              signature: null,
+              signatureBlock: null,
             });
           }
           this.journal.deleteFile(c.path);
@@ -1305,8 +1312,10 @@ export class Engine implements Disposable {
           this.finishPut(opId, op.path, sha, r, sig);
           return;
         } catch (e) {
-          if (!(e instanceof RemoteError) || e.code !== 'DELTA_BASE_UNKNOWN') throw e;
-          // The server lost the base: send the whole file.
+          // The server lost the base, or refused the delta (say, made from a stale
+          // signature): the whole file is always a correct answer.
+          if (!(e instanceof RemoteError) || e.status >= 500 || e.status === 429) throw e;
+          this.journal.upsertFile({ ...row, signature: null, signatureBlock: null });
         }
       }
     }

@@ -6,7 +6,8 @@ const WEFT = fileURLToPath(new URL('../bin/weft.js', import.meta.url));
 const run = (...args: string[]) =>
   spawnSync(process.execPath, [WEFT, ...args], { encoding: 'utf8', timeout: 60_000 });
 
-describe('weft CLI', () => {
+// Each case starts a Node process that loads the agent's modules: seconds on a busy machine.
+describe('weft CLI', { timeout: 60_000 }, () => {
   it('refuses a malformed bandwidth limit with a clear message and exit 2', () => {
     const r = run('agent', '--folder', '/tmp/x', '--server', 'http://127.0.0.1:9', '--up-limit', 'fast');
     expect(r.status).toBe(2);

@@ -320,12 +320,16 @@ export const ChangeRecord = z
       path: EntryPath,
       entry: EntryInfo,
       device: z.string().optional(),
+      /** The writing device's name, for conflicted-copy names (absent for server-made changes). */
+      deviceName: z.string().optional(),
     }),
     z.object({
       seq: z.number().int().positive(),
       type: z.literal('delete'),
       path: EntryPath,
       device: z.string().optional(),
+      /** The writing device's name, for conflicted-copy names (absent for server-made changes). */
+      deviceName: z.string().optional(),
     }),
     /** A file or folder moved; everything inside a folder moved with it (no per-child records). */
     z.object({
@@ -335,6 +339,8 @@ export const ChangeRecord = z
       path: EntryPath,
       entry: EntryInfo,
       device: z.string().optional(),
+      /** The writing device's name, for conflicted-copy names (absent for server-made changes). */
+      deviceName: z.string().optional(),
     }),
   ])
   .meta({ id: 'ChangeRecord' });

@@ -5,4 +5,10 @@ export * from './bundle.ts';
 export * from './transfer-block.ts';
 export * from './delta-container.ts';
 export * from './merkle.ts';
-export { conflictedCopyPath } from './conflict.ts';
+export {
+  conflictStamp,
+  conflictedCopyPath,
+  isConflictCopy,
+  sanitizeDevice,
+  splitExtension,
+} from './conflict.ts';

@@ -32,7 +32,7 @@ describe('conflictedCopyPath', () => {
       'docs/report.final (conflicted copy 2024-01-02 030405 from laptop).pdf',
     );
     expect(conflictedCopyPath('.bashrc', when, 'a/b')).toBe(
-      '.bashrc (conflicted copy 2024-01-02 030405 from ab)',
+      '.bashrc (conflicted copy 2024-01-02 030405 from a-b)',
     );
   });
 });

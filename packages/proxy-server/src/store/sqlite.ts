@@ -30,6 +30,7 @@ interface ChangeSql {
   from_path: string | null;
   entry: string | null;
   device: string | null;
+  device_name: string | null;
 }
 
 function toEntry(r: EntrySql): EntryRow {
@@ -51,7 +52,10 @@ export function publicEntry(e: EntryRow): EntryInfo {
 }
 
 function toChange(r: ChangeSql): ChangeRecord {
-  const device = r.device !== null ? { device: r.device } : {};
+  const device = {
+    ...(r.device !== null ? { device: r.device } : {}),
+    ...(r.device_name !== null ? { deviceName: r.device_name } : {}),
+  };
   if (r.type === 'delete') return { seq: r.seq, type: 'delete', path: r.path, ...device };
   const entry = JSON.parse(r.entry ?? 'null') as EntryInfo;
   if (r.type === 'move')
@@ -304,7 +308,9 @@ export class SqliteMetadataStore implements MetadataStore {
 
   changesSince(userId: string, cursor: number, limit: number): ChangeRecord[] {
     const rows = this.stmt(
-      'SELECT seq, type, path, from_path, entry, device FROM changes WHERE user_id = ? AND seq > ? ORDER BY seq LIMIT ?',
+      `SELECT c.seq, c.type, c.path, c.from_path, c.entry, c.device, d.name AS device_name
+         FROM changes c LEFT JOIN devices d ON d.id = c.device
+        WHERE c.user_id = ? AND c.seq > ? ORDER BY c.seq LIMIT ?`,
     ).all(userId, cursor, limit) as ChangeSql[];
     return rows.map(toChange);
   }
