@@ -892,6 +892,14 @@ export class MirrorEngine {
     const done = new Set(logged.doneTargets);
     if (!done.has(logged.origin)) {
       const propagate = this.applyAtOrigin(logged);
+      if (propagate === 'origin-too') {
+        // The engine wrote into what the origin deleted after the delete was read from its
+        // feed (an earlier entry re-created it there): the delete applies there as well,
+        // to the versions the deleter had seen — else the origin alone keeps them.
+        const origin = this.byId.get(logged.origin);
+        if (origin && logged.op.type === 'delete')
+          await this.applyDelete(origin, logged.op.path, logged.op.files);
+      }
       done.add(logged.origin);
       if (!propagate) {
         this.store.markDone(logged.seq);
@@ -935,8 +943,11 @@ export class MirrorEngine {
     throw failures[0]?.reason;
   }
 
-  /** Record the origin's new state and the share head. false: nothing to propagate. */
-  private applyAtOrigin(logged: LoggedOp): boolean {
+  /**
+   * Record the origin's new state and the share head. false: nothing to propagate;
+   * 'origin-too': a delete that must also be applied at the origin (see applyOp).
+   */
+  private applyAtOrigin(logged: LoggedOp): boolean | 'origin-too' {
     const { op, origin } = logged;
     return this.store.transaction(() => {
       switch (op.type) {
@@ -962,6 +973,10 @@ export class MirrorEngine {
         case 'delete': {
           // Propagated even when the head has nothing there: a replica may still hold a
           // version kept by an earlier conflict (an edit that won over a move or delete).
+          if (this.store.touchedUnderSince(origin, op.path, logged.seq)) {
+            this.forgetDeleted(origin, op.path, op.files, true, false);
+            return 'origin-too';
+          }
           this.forgetDeleted(origin, op.path, op.files, true);
           return true;
         }
@@ -1206,6 +1221,7 @@ export class MirrorEngine {
     path: string,
     files: Readonly<Record<string, string>> | undefined,
     head: boolean,
+    replicaToo = true,
   ): void {
     const listed = (p: string, sha: string): boolean => {
       if (!files) return true;
@@ -1220,7 +1236,8 @@ export class MirrorEngine {
         .map((k) => k.path);
       for (const k of entries) if (!kept.some((f) => isUnder(f, k.path))) drop(k.path);
     };
-    forget(this.store.knownUnder(replica, path), (p) => this.store.setKnown(replica, p, undefined));
+    if (replicaToo)
+      forget(this.store.knownUnder(replica, path), (p) => this.store.setKnown(replica, p, undefined));
     if (head) forget(this.store.headUnder(path), (p) => this.store.setHead(p, undefined));
   }
 

@@ -232,6 +232,14 @@ export class ShareStore {
     return row?.seq ?? 0;
   }
 
+  /** Whether the engine changed `path` or anything below it on `replica` at or after log seq `seq`. */
+  touchedUnderSince(replica: string, path: string, seq: number): boolean {
+    const rows = this.db
+      .prepare('SELECT path FROM touched WHERE share_id = ? AND replica_id = ? AND seq >= ?')
+      .all(this.shareId, replica, seq) as { path: string }[];
+    return rows.some((r) => path === '' || r.path === path || r.path.startsWith(path + '/'));
+  }
+
   /** The conflicted-copy names reserved by log entry `seq`. */
   copiesOf(seq: number): string[] {
     const rows = this.db
