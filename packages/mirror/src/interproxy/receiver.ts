@@ -423,7 +423,9 @@ export class PeerReceiver {
       }
     } catch (e) {
       if (e instanceof WireFormatError || e instanceof FileFailure) return nack('BAD_BLOCK', e.message);
-      throw e;
+      // Not stored (e.g. a full disk): the source re-sends it, a few times.
+      this.log.error({ err: e }, 'peer block could not be stored');
+      return nack('INTERNAL', (e as Error).message);
     }
     s.acked.add(frame.seq);
     s.seqBatch.set(frame.seq, b.id);
@@ -451,13 +453,19 @@ export class PeerReceiver {
       return { i, file, content: e.content };
     });
     // Durable before the ack: each file becomes its object (atomic) first.
-    const stored = await Promise.all(
-      items.map(async (it) => ({ ...it, obj: await this.cache.putBytes(it.content, it.file.sha256) })),
-    );
-    for (const it of stored) {
-      if (b.taken.has(it.i)) continue;
-      b.taken.add(it.i);
-      void this.finish(s, b, it.i, async () => it.obj);
+    for (const it of items) this.cache.pin(it.file.sha256);
+    try {
+      const stored = await Promise.all(
+        items.map(async (it) => ({ ...it, obj: await this.cache.putBytes(it.content, it.file.sha256) })),
+      );
+      for (const it of stored) {
+        if (b.taken.has(it.i)) continue;
+        b.taken.add(it.i);
+        void this.finish(s, b, it.i, async () => it.obj);
+      }
+    } finally {
+      // finish() holds its own pin from here on.
+      for (const it of items) this.cache.unpin(it.file.sha256);
     }
   }
 
@@ -567,6 +575,8 @@ export class PeerReceiver {
     const verdict = b.verdicts?.[i];
     if (!file || !verdict) return;
     let result: DestinationMessage;
+    // Its object must not be removed (as another path's old content) before it is committed.
+    this.cache.pin(file.sha256);
     try {
       const obj = await produce();
       await this.deliverAndCommit(s, file, obj);
@@ -586,6 +596,8 @@ export class PeerReceiver {
       this.stats.filesFailed += 1;
     } finally {
       b.parts.delete(i);
+      this.cache.unpin(file.sha256);
+      void this.cache.dropIfUnused(file.sha256);
     }
     b.results.set(i, result);
     this.send(s, result);
