@@ -16,6 +16,8 @@ export interface TestProxy {
   readonly url: string;
   readonly adminToken: string;
   readonly dataDir: string;
+  /** The object tier's key prefix on s3proxy (pass it back to restart on the same data). */
+  readonly s3Prefix: string;
   close(): Promise<void>;
 }
 
@@ -27,6 +29,7 @@ export async function startTestProxy(
   tier: 'fs' | S3Endpoint,
   dataDir?: string,
   port = 0,
+  s3Prefix = `e2e-${randomBytes(4).toString('hex')}`,
 ): Promise<TestProxy> {
   const dir = dataDir ?? (await tempDir('proxy'));
   const adminToken = randomBytes(24).toString('hex');
@@ -42,7 +45,7 @@ export async function startTestProxy(
         : {
             type: 's3',
             bucket: tier.bucket,
-            prefix: `e2e-${randomBytes(4).toString('hex')}`,
+            prefix: s3Prefix,
             endpoint: tier.endpoint,
             region: tier.region,
             forcePathStyle: true,
@@ -50,7 +53,7 @@ export async function startTestProxy(
             secretAccessKey: tier.secretAccessKey,
           },
   });
-  return { url: server.url, adminToken, dataDir: dir, close: () => server.close() };
+  return { url: server.url, adminToken, dataDir: dir, s3Prefix, close: () => server.close() };
 }
 
 export interface Device {

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { ProxyClient } from '@weft/core';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, inject, it } from 'vitest';
 import {
   type TestProxy,
   enrol,
@@ -69,7 +69,7 @@ async function statusOf(state: string): Promise<{ state: string; pendingOperatio
   }
 }
 
-describe('crash safety', () => {
+describe.each(['fs', 's3'] as const)('crash safety (object tier: %s)', (tier) => {
   let proxy: TestProxy | undefined;
   let child: ChildProcess | undefined;
 
@@ -79,7 +79,7 @@ describe('crash safety', () => {
   });
 
   it(`survives ${KILLS} kill -9 during a large sync`, async () => {
-    proxy = await startTestProxy('fs');
+    proxy = await startTestProxy(tier === 'fs' ? 'fs' : inject('s3'));
     const token = await enrol(proxy, 'alice', 'crashy');
     const base = await tempDir('crash');
     const folder = nodePath.join(base, 'Weft');
@@ -142,7 +142,7 @@ describe('crash safety', () => {
     // Nothing left half-written in the folder, nothing changed by the crashes.
     expect(sorted(await localTree(folder))).toEqual(sorted(local));
     process.stdout.write(
-      `crash test: ${KILLS} kills, ${killedMidSync} while the agent had work in progress\n`,
+      `crash test (${tier}): ${KILLS} kills, ${killedMidSync} while the agent had work in progress\n`,
     );
     // The scenario must actually interrupt work, or it proves nothing.
     expect(killedMidSync).toBeGreaterThanOrEqual(Math.ceil(KILLS * 0.75));

@@ -49,7 +49,7 @@ async function startProxy(
     objectTier: { type: 'fs' },
     shares: { endpoints, pollIntervalMs: 200 },
   });
-  return { url: server.url, adminToken, dataDir: dir, close: () => server.close() };
+  return { url: server.url, adminToken, dataDir: dir, s3Prefix: '', close: () => server.close() };
 }
 
 async function text(stream: AsyncIterable<Uint8Array>): Promise<string> {

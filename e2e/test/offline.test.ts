@@ -1,7 +1,7 @@
 /** Offline edits queue up, coalesce, and flush when the server comes back. */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, inject, it } from 'vitest';
 import {
   type Device,
   type TestProxy,
@@ -12,7 +12,7 @@ import {
   startTestProxy,
 } from '../src/harness.ts';
 
-describe('offline', () => {
+describe.each(['fs', 's3'] as const)('offline (object tier: %s)', (tier) => {
   let proxy: TestProxy | undefined;
   let device: Device | undefined;
 
@@ -22,8 +22,9 @@ describe('offline', () => {
   });
 
   it('queues, coalesces and flushes edits made while the server is down', async () => {
-    proxy = await startTestProxy('fs');
-    const dataDir = proxy.dataDir;
+    const objectTier = tier === 'fs' ? 'fs' : inject('s3');
+    proxy = await startTestProxy(objectTier);
+    const { dataDir, s3Prefix } = proxy;
     device = await startDevice(proxy, 'laptop');
     const { folder, engine } = device;
     await fsp.writeFile(nodePath.join(folder, 'keep.txt'), 'v0');
@@ -51,7 +52,7 @@ describe('offline', () => {
 
     // The server returns on the same port and data.
     const port = Number(new URL(url).port);
-    proxy = await startTestProxy('fs', dataDir, port);
+    proxy = await startTestProxy(objectTier, dataDir, port, s3Prefix);
     await engine.syncNow();
     expect(engine.journal.pendingOps()).toEqual([]);
     expect(sorted(await remoteTree(device.client))).toEqual(sorted(await localTree(folder)));
