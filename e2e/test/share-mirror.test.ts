@@ -44,8 +44,10 @@ import { WeftPersonProvider, allLines, fileHashes, prng, trustCaForFetch } from 
 
 const FULL = process.env.WEFT_FULL === '1';
 const SEED = Number(process.env.WEFT_SEED ?? 20261121);
-const OPS = FULL ? Number.POSITIVE_INFINITY : Number(process.env.WEFT_SHARE_OPS ?? 60);
-const DURATION_MS = FULL ? 5 * 60_000 : Number.POSITIVE_INFINITY;
+/** WEFT_SHARE_MS: run operations for this long instead of a count (the bench's random-seed runs). */
+const SHARE_MS = process.env.WEFT_SHARE_MS ? Number(process.env.WEFT_SHARE_MS) : undefined;
+const OPS = FULL || SHARE_MS ? Number.POSITIVE_INFINITY : Number(process.env.WEFT_SHARE_OPS ?? 60);
+const DURATION_MS = FULL ? 5 * 60_000 : (SHARE_MS ?? Number.POSITIVE_INFINITY);
 
 /** Retry-After is honoured but capped, so injected throttling does not stretch the run. */
 const fastSleep: Sleep = (ms, signal) =>
@@ -349,8 +351,10 @@ describe('cross-cloud share served by the proxy: Dropbox, Drive, OneDrive and We
 
     // Activity stops: faults off, the engine drains, then a final quiescent pass.
     for (const e of emulators) e.faults.clear();
+    const operationsMs = Date.now() - started;
     const running = server as RunningProxyServer;
     await running.shares?.quiesce(share.id);
+    const convergeMs = Date.now() - started - operationsMs;
     const after = running.shares?.stats(share.id);
     const engineStats: Record<string, number> = {};
     for (const st of [statsBeforeRestart, after])
@@ -400,8 +404,32 @@ describe('cross-cloud share served by the proxy: Dropbox, Drive, OneDrive and We
       const s = e.faults.stats();
       return `${s.requests} requests, injected ${JSON.stringify(s.fired)}`;
     });
+    const operations = Object.entries(counts)
+      .filter(([k]) => k !== 'proxy restart' && k !== 'raced (skipped)')
+      .reduce((n, [, v]) => n + v, 0);
+    const injected = emulators.map((e) => Object.values(e.faults.stats().fired).reduce((n, v) => n + v, 0));
+    // For bench/share-mirror.bench.ts: one machine-readable line. Bytes are API body bytes
+    // each emulator received and sent (the mirror's and the people's clients together).
     process.stderr.write(
-      `share e2e (seed ${SEED}): ${Date.now() - started} ms of operations, ${JSON.stringify(counts)}; ` +
+      `SHARE_RESULT ${JSON.stringify({
+        seed: SEED,
+        operations,
+        counts,
+        operationsMs,
+        convergeMs,
+        files: trees[0]?.size ?? 0,
+        faults: { dropbox: injected[0], gdrive: injected[1], onedrive: injected[2] },
+        bytes: Object.fromEntries(
+          ['dropbox', 'gdrive', 'onedrive'].map((c, i) => [
+            c,
+            { up: emulators[i]?.traffic.requestBytes, down: emulators[i]?.traffic.responseBytes },
+          ]),
+        ),
+        engine: engineStats,
+      })}\n`,
+    );
+    process.stderr.write(
+      `share e2e (seed ${SEED}): ${operationsMs} ms of operations, converged ${convergeMs} ms later, ${JSON.stringify(counts)}; ` +
         `${trees[0]?.size ?? 0} files, ${[...(trees[0]?.keys() ?? [])].filter((k) => k.includes('conflicted copy')).length} conflicted copies; ` +
         `${written.size} versions written, ${retired.size} deleted by their readers, ` +
         `${lostToDriveRace.length} written on Drive lost to its check-then-write race; engine ${JSON.stringify(engineStats)}; ` +

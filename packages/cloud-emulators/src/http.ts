@@ -35,6 +35,12 @@ export class HttpError extends Error {
   }
 }
 
+/** Body bytes an emulator received (uploads, request JSON) and sent (downloads, answers). */
+export interface Traffic {
+  requestBytes: number;
+  responseBytes: number;
+}
+
 /** One request as the emulators see it. */
 export class Exchange {
   readonly url: URL;
@@ -48,6 +54,7 @@ export class Exchange {
     readonly fault: FaultDecision,
     base: string,
     private readonly maxBody: number,
+    private readonly traffic?: Traffic,
   ) {
     this.url = new URL(req.url ?? '/', base);
   }
@@ -70,6 +77,7 @@ export class Exchange {
         if (total > this.maxBody) throw new HttpError(413, { error: 'request body too large' });
         chunks.push(chunk);
       }
+      if (this.traffic) this.traffic.requestBytes += total;
       return Buffer.concat(chunks);
     })();
     return this.bodyPromise;
@@ -108,6 +116,7 @@ export class Exchange {
     }
     const cut = reset?.when === 'mid-body' ? Math.min(reset.afterBytes ?? 0, body.byteLength) : undefined;
     const limit = cut ?? body.byteLength;
+    if (this.traffic) this.traffic.responseBytes += limit;
     const step = bytesPerSecond === undefined ? 1 << 20 : Math.max(1, Math.floor(bytesPerSecond / 10));
     for (let i = 0; i < limit; i += step) {
       const piece = body.subarray(i, Math.min(limit, i + step));
@@ -140,6 +149,8 @@ export interface Route {
 
 export abstract class EmulatorServer {
   readonly faults = new FaultInjector();
+  /** Request and response body bytes of the API endpoints (not /__emulator/), since start. */
+  readonly traffic: Traffic = { requestBytes: 0, responseBytes: 0 };
   readonly oauth: OAuthServer;
   readonly accessToken: string;
   private server: http.Server | undefined;
@@ -248,7 +259,14 @@ export abstract class EmulatorServer {
     this.requestLog.push({ endpoint, method, url: url.pathname + url.search });
     if (this.requestLog.length > 50_000) this.requestLog.splice(0, 10_000);
     const fault = this.faults.decide(endpoint, method);
-    const x = new Exchange(req, res, fault, this.baseUrl, this.options.maxBodyBytes ?? 200 * 1024 * 1024);
+    const x = new Exchange(
+      req,
+      res,
+      fault,
+      this.baseUrl,
+      this.options.maxBodyBytes ?? 200 * 1024 * 1024,
+      this.traffic,
+    );
     try {
       if (fault.latencyMs > 0) await new Promise((r) => setTimeout(r, fault.latencyMs));
       if (fault.reset?.when === 'before') {

@@ -6,7 +6,7 @@ export {
   type FaultAction,
   type FaultStats,
 } from './faults.ts';
-export { EmulatorServer, HttpError, type EmulatorOptions } from './http.ts';
+export { EmulatorServer, HttpError, type EmulatorOptions, type Traffic } from './http.ts';
 export { OAuthServer } from './oauth.ts';
 export { DropboxContentHasher, QuickXorHasher, dropboxContentHash, quickXorHash } from './hashes.ts';
 export { Tree, type TreeNode } from './tree.ts';
