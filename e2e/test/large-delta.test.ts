@@ -82,9 +82,20 @@ describe.each(['fs', 's3'] as const)('large-file delta sync (object tier: %s)', 
     const history = b.engine.blockSizeHistory('pkg.tar');
     expect(history.n).toBe(1);
     expect(Math.max(...history.probs)).toBeGreaterThan(1 / history.probs.length);
+    // B never uploaded this file (it came down), yet its edit goes up as a delta too: against
+    // the signature the server keeps beside the object (link file `signature`).
+    const signatureSent = b.client.bytesSent - sentByB;
+    await fsp.copyFile(v1, nodePath.join(b.folder, 'pkg.tar'));
+    const sentByBBefore = b.client.bytesSent;
+    await b.engine.syncNow();
+    expect(b.engine.lastUpload?.mode).toBe('delta');
+    const revertSent = b.client.bytesSent - sentByBBefore;
+    expect(revertSent).toBeLessThan(size2 / 4);
+    expect((await remoteTree(b.client)).get('pkg.tar')).toBe(await sha256File(v1));
     process.stdout.write(
       `delta e2e (${tier}): ${PKG} ${V1}→${V2}, ${size2} bytes; upload sent ${sentForEdit} bytes; ` +
-        `download sent ${b.client.bytesSent - sentByB} bytes (signature) and received ${receivedForEdit} bytes\n`,
+        `download sent ${signatureSent} bytes (signature) and received ${receivedForEdit} bytes; ` +
+        `the second device's revert went up as a delta of ${revertSent} bytes\n`,
     );
   });
 });

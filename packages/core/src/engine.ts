@@ -1281,10 +1281,20 @@ export class Engine implements Disposable {
     const mtimeMs = Number(st.mtimeMs);
     const blockSize = chooseBlockSize(this.history(op.path));
     // Modified large file with a known base: rsync delta when Eq. 2 says it beats the whole file.
-    if (row?.syncedRev && row.signature && row.syncedHash) {
+    // The base's signature is ours from the last upload, or else (the base came down from
+    // another device) the one the server keeps beside the object, if it is of that base.
+    let signature = row?.signature ?? null;
+    if (row?.syncedRev && row.syncedHash && !signature) {
+      const served = await this.options.client.signature(op.path).catch((e: unknown) => {
+        if (e instanceof RemoteError) return undefined;
+        throw e;
+      });
+      if (served && served.sha256 === row.syncedHash) signature = Buffer.from(served.bytes);
+    }
+    if (row?.syncedRev && signature && row.syncedHash) {
       const started = performance.now();
       const parts: Uint8Array[] = [];
-      for await (const c of rsyncDelta(row.signature, createReadStream(abs) as AsyncIterable<Uint8Array>))
+      for await (const c of rsyncDelta(signature, createReadStream(abs) as AsyncIterable<Uint8Array>))
         parts.push(c);
       const deltaBytes = Buffer.concat(parts);
       this.deltaRate.add(size, (performance.now() - started) / 1000);
