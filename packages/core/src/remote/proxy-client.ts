@@ -189,12 +189,20 @@ export class ProxyClient {
     // deep: wait as asked and send the same request again; our operations stay queued meanwhile.
     let res: Response;
     for (let attempt = 1; ; attempt++) {
-      res = await safeFetch(this.url(route, options.query), {
-        method,
-        headers,
-        body: body as RequestInit['body'],
-        signal: options.signal,
-      });
+      try {
+        res = await safeFetch(this.url(route, options.query), {
+          method,
+          headers,
+          body: body as RequestInit['body'],
+          signal: options.signal,
+        });
+      } catch (e) {
+        // A kept-alive connection the server closed just as we sent on it (its idle timer
+        // and ours race) dies before any answer: send once more on a fresh connection.
+        // Writes are safe to repeat: the server answers a repeated one as already applied.
+        if (attempt === 1 && e instanceof OfflineError && connectionDropped(e)) continue;
+        throw e;
+      }
       if ((res.status !== 503 && res.status !== 429) || attempt >= MAX_BUSY_RETRIES) break;
       const text = await res.text().catch(() => '');
       if (res.status === 503 && !text.includes('SLOW_DOWN')) {
@@ -404,6 +412,15 @@ export class ProxyClient {
       ws.terminate();
     });
   }
+}
+
+/** The connection was reset or closed under a request (not refused, not a timeout). */
+function connectionDropped(e: unknown): boolean {
+  for (let c: unknown = e; c instanceof Error; c = c.cause) {
+    const code = (c as NodeJS.ErrnoException).code;
+    if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET') return true;
+  }
+  return false;
 }
 
 async function safeFetch(url: string, init: RequestInit): Promise<Response> {
