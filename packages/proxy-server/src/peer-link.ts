@@ -45,11 +45,35 @@ export const PeerLinkConfig = z.object({
     .optional(),
   /** Unacknowledged blocks in flight per peer (default 16). */
   maxInFlight: z.number().int().min(1).max(64).optional(),
+  /**
+   * Bandwidth probes of the clouds of hosted shares, exchanged with the peers, decide which
+   * proxy writes which cloud (peer-routing.ts). intervalMs 0: only on demand (tests).
+   */
+  routing: z
+    .object({
+      enabled: z.boolean().default(true),
+      intervalMs: z
+        .number()
+        .int()
+        .min(0)
+        .default(10 * 60 * 1000),
+      probeBytes: z
+        .number()
+        .int()
+        .min(1024)
+        .max(16 * 1024 * 1024)
+        .default(256 * 1024),
+    })
+    .default({ enabled: true, intervalMs: 10 * 60 * 1000, probeBytes: 256 * 1024 }),
 });
 export type PeerLinkConfig = z.infer<typeof PeerLinkConfig>;
 
 export interface PeerLink {
   readonly id: string;
+  /** The configured peers (id, and URL when we dial it). */
+  readonly peers: readonly { readonly id: string; readonly url?: string | undefined }[];
+  /** The secret of the pair (this proxy, `peerId`). */
+  secretOf(peerId: string): string | undefined;
   readonly receiver: PeerReceiver;
   /** Where received files go (the mirror engine's upload); files are only cached until set. */
   setDeliver(fn: ((file: ReceivedFile) => Promise<void>) | undefined): void;
@@ -99,6 +123,8 @@ export async function registerPeerLink(
 
   return {
     id: config.id,
+    peers: config.peers.map((p) => ({ id: p.id, url: p.url })),
+    secretOf: (peerId) => config.peers.find((p) => p.id === peerId)?.secret,
     receiver,
     setDeliver(fn) {
       receiver.deliver = fn;

@@ -77,6 +77,7 @@ import { RelayCache } from './store/relay-cache.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
 import { TransferService } from './transfers.ts';
 import { registerShareRoutes } from './http/shares.ts';
+import { PeerRouter } from './peer-routing.ts';
 import { MIRROR_DEVICE_PREFIX, ShareService, type ShareServiceOptions } from './shares/service.ts';
 
 export const SERVER_VERSION = '0.1.0';
@@ -98,6 +99,8 @@ export interface RunningProxyServer {
   readonly scheduler: OpScheduler;
   /** The inter-proxy endpoint, when the config has a `peer` section. */
   readonly peerLink?: PeerLink;
+  /** Bandwidth probes and write routing between proxies (when the peer link is configured). */
+  readonly peerRouter?: PeerRouter;
   /** Run garbage collection now (grace period from the config unless given). */
   gc(graceMs?: number): Promise<{ objects: number; orphans: number; transfers: number }>;
   /** Enrol a device directly (for `npm start` and tests). */
@@ -1041,8 +1044,20 @@ export async function startProxyServer(
   }
 
   const peerLink = config.peer ? await registerPeerLink(app, config.peer, config.dataDir, log) : undefined;
+  const peerRouter =
+    peerLink && config.peer?.routing.enabled
+      ? new PeerRouter({
+          link: peerLink,
+          endpoints: config.shares.endpoints,
+          intervalMs: config.peer.routing.intervalMs,
+          probeBytes: config.peer.routing.probeBytes,
+          log,
+        })
+      : undefined;
+  if (peerRouter && shares) shares.providerRoute = peerRouter.route;
   const address = await app.listen({ host: config.host, port: config.port });
   await shares?.start();
+  peerRouter?.start();
   const url = address.replace('[::1]', 'localhost');
   log.info({ url, dataDir: config.dataDir, objectTier: config.objectTier.type }, 'weft proxy listening');
   if (!config.adminToken) log.info('no adminToken configured: a random one was generated for this run');
@@ -1056,6 +1071,7 @@ export async function startProxyServer(
     store,
     scheduler,
     ...(peerLink ? { peerLink } : {}),
+    ...(peerRouter ? { peerRouter } : {}),
     gc: (graceMs?: number) => store.gc(graceMs ?? config.gcGraceMs),
     enrol: enrolDevice,
     ...(shares ? { shares } : {}),
@@ -1063,6 +1079,7 @@ export async function startProxyServer(
       if (closed) return;
       closed = true;
       if (gcTimer) clearInterval(gcTimer);
+      await peerRouter?.stop();
       await shares?.close();
       for (const t of batched.values()) clearTimeout(t);
       for (const c of app.websocketServer?.clients ?? []) c.terminate();

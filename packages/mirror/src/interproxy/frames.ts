@@ -107,8 +107,44 @@ const FileMetaSchema = z.object({
   sha256: Sha256,
 });
 
+const CloudName = z.string().regex(/^[a-z0-9][a-z0-9_.:-]{0,63}$/);
+/** One (proxy, cloud) bandwidth estimate; `ageMs` instead of a timestamp: no clock agreement needed. */
+const MeasurementSchema = z.object({
+  proxy: ProxyId,
+  cloud: CloudName,
+  bytesPerSecond: z.number().positive().max(1e13),
+  ageMs: z
+    .number()
+    .int()
+    .min(0)
+    .max(7 * 24 * 3600 * 1000),
+});
+/** A cloud account the peer may use, its credentials sealed with the pair's secret (credentials.ts). */
+const SealedAccount = z.object({ cloud: CloudName, sealed: z.string().max(16_384) });
+
 export const SourceMessage = z.discriminatedUnion('type', [
   z.object({ type: z.literal('hello'), version: z.number().int(), proxy: ProxyId, session: Session }),
+  z.object({
+    type: z.literal('bandwidth'),
+    measurements: z.array(MeasurementSchema).max(1024),
+    /** Clouds the source wants this peer to probe too (the clouds of the shares it hosts). */
+    probe: z.array(SealedAccount).max(256).optional(),
+  }),
+  /**
+   * Write the cached content `cache`/`sha256` (sent before in a batch) to `path` of the
+   * account's cloud, conditionally — the mirror's replica write, performed by the peer.
+   */
+  z.object({
+    type: z.literal('write'),
+    id: U32,
+    account: SealedAccount,
+    path: z.string().min(1).max(4096),
+    cache: EntryPath,
+    sha256: Sha256,
+    size: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+    ifRevision: z.string().max(1024).optional(),
+    ifNotExists: z.boolean().optional(),
+  }),
   z.object({ type: z.literal('batch'), batch: U32, files: z.array(FileMetaSchema).max(10_000) }),
   z.object({ type: z.literal('done'), batch: U32 }),
 ]);
@@ -146,6 +182,24 @@ export const DestinationMessage = z.discriminatedUnion('type', [
   }),
   z.object({ type: z.literal('verdicts'), batch: U32, verdicts: z.array(VerdictSchema) }),
   z.object({ type: z.literal('ack'), seq: U32 }),
+  z.object({ type: z.literal('bandwidth'), measurements: z.array(MeasurementSchema).max(1024) }),
+  /** The answer to `write`: the provider entry written, or the provider error's code. */
+  z.object({
+    type: z.literal('written'),
+    id: U32,
+    entry: z.object({
+      revision: z.string().max(1024),
+      size: z.number().int().min(0),
+      modifiedMs: z.number().optional(),
+      hash: z.object({ algorithm: z.string().max(64), value: z.string().max(1024) }).optional(),
+    }),
+  }),
+  z.object({
+    type: z.literal('write-failed'),
+    id: U32,
+    code: z.string().max(64),
+    message: z.string().max(2000),
+  }),
   z.object({ type: z.literal('nack'), seq: U32, code: z.string().max(64), message: z.string().max(2000) }),
   z.object({ type: z.literal('committed'), batch: U32, path: EntryPath, sha256: Sha256 }),
   z.object({

@@ -8,7 +8,17 @@ export {
   type FileOutcome,
   type TransferMode,
 } from './sender.ts';
-export { PeerReceiver, type PeerReceiverOptions, type ReceivedFile, type ReceiverStats } from './receiver.ts';
+export {
+  PeerReceiver,
+  type PeerReceiverOptions,
+  type ReceivedFile,
+  type ReceiverStats,
+  type PeerRequest,
+  type PeerRequestContext,
+  type PeerRequestHandler,
+} from './receiver.ts';
+export { sealCredentials, openCredentials } from './credentials.ts';
+export type { DestinationMessage } from './frames.ts';
 export { PeerCache } from './cache.ts';
 export { listenPeer, type PeerListener } from './listener.ts';
 export { PeerAuthenticator, PeerAuthError, signUpgrade, MIN_SECRET_LENGTH } from './auth.ts';

@@ -46,6 +46,23 @@ export interface ReceivedFile {
   readonly peer: string;
 }
 
+/** A control request from a peer (not part of a batch): its bandwidth figures, or a routed write. */
+export type PeerRequest = Extract<SourceMessage, { type: 'bandwidth' | 'write' }>;
+
+export interface PeerRequestContext {
+  /** The peer that asked. */
+  readonly peer: string;
+  /** The pair's secret (to open sealed credentials). */
+  readonly secret: string;
+  /** The cached object file of `sha256` (pinned until the handler returns), if held. */
+  readonly object: (sha256: string) => string | undefined;
+}
+
+export type PeerRequestHandler = (
+  msg: PeerRequest,
+  ctx: PeerRequestContext,
+) => Promise<DestinationMessage | undefined>;
+
 export interface PeerReceiverOptions {
   readonly selfId: string;
   /** Peer id → the secret configured for that pair. */
@@ -144,6 +161,8 @@ export class PeerReceiver {
   };
   readonly auth: PeerAuthenticator;
   deliver: ((file: ReceivedFile) => Promise<void>) | undefined;
+  /** Answers `bandwidth` and `write` requests (the proxy's routing); unset: they are refused. */
+  handleRequest: PeerRequestHandler | undefined;
   private readonly sessions = new Map<string, Session>();
   /** Path → completion of the file in flight there (per-path order across batches). */
   private readonly pathBusy = new Map<string, Promise<void>>();
@@ -212,7 +231,8 @@ export class PeerReceiver {
         if (!session)
           return this.sendTo(socket, { type: 'error', code: 'BAD_MESSAGE', message: 'hello first' });
         if (msg.type === 'batch') this.onBatch(session, msg.batch, msg.files);
-        else this.onDone(session, msg.batch);
+        else if (msg.type === 'done') this.onDone(session, msg.batch);
+        else void this.onRequest(session, msg);
         return;
       }
       if (!session)
@@ -638,6 +658,41 @@ export class PeerReceiver {
       }
     }
     await this.cache.commit(file.path, file.sha256, file.size);
+  }
+
+  private async onRequest(s: Session, msg: PeerRequest): Promise<void> {
+    const handler = this.handleRequest;
+    const pinned: string[] = [];
+    let answer: DestinationMessage | undefined;
+    try {
+      if (!handler) throw new Error('this proxy does not take routed requests');
+      answer = await handler(msg, {
+        peer: s.peer,
+        secret: this.auth.secretOf(s.peer) ?? '',
+        object: (sha256) => {
+          if (!this.cache.hasContent(sha256)) return undefined;
+          this.cache.pin(sha256);
+          pinned.push(sha256);
+          return this.cache.objectPath(sha256);
+        },
+      });
+    } catch (e) {
+      if (msg.type === 'write') {
+        const code = (e as { code?: unknown }).code;
+        answer = {
+          type: 'write-failed',
+          id: msg.id,
+          code: typeof code === 'string' ? code.slice(0, 64) : 'INTERNAL',
+          message: (e as Error).message.slice(0, 2000),
+        };
+      } else this.log.warn({ err: e }, 'peer request failed');
+    } finally {
+      for (const h of pinned) {
+        this.cache.unpin(h);
+        void this.cache.dropIfUnused(h);
+      }
+    }
+    if (answer) this.send(s, answer);
   }
 
   /** Resolves when the block-size history updates queued so far are done. */

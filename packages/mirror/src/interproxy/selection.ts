@@ -53,6 +53,33 @@ export class ProxySelector {
     this.links.set(key, l);
   }
 
+  /**
+   * Take a peer's estimate of its own link (already averaged there; `ageMs` old): it
+   * replaces what we held for that link.
+   */
+  adopt(proxy: string, cloud: string, bytesPerSecond: number, ageMs: number): void {
+    if (!(bytesPerSecond > 0) || !Number.isFinite(bytesPerSecond)) return;
+    this.links.set(`${proxy}\u0000${cloud}`, {
+      rates: [bytesPerSecond],
+      at: this.now() - Math.max(0, ageMs),
+      proxy,
+      cloud,
+    });
+  }
+
+  /** This proxy's own links as a peer should see them (`bandwidth` message). */
+  own(proxy: string): { proxy: string; cloud: string; bytesPerSecond: number; ageMs: number }[] {
+    const now = this.now();
+    return this.measurements()
+      .filter((m) => m.proxy === proxy)
+      .map((m) => ({
+        proxy,
+        cloud: m.cloud,
+        bytesPerSecond: m.bytesPerSecond,
+        ageMs: Math.max(0, Math.round(now - m.at)),
+      }));
+  }
+
   /** The current estimate of each fresh link. */
   measurements(): Measurement[] {
     const now = this.now();

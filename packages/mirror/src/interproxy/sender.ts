@@ -136,6 +136,14 @@ export class PeerSender extends EventEmitter {
   private readonly batches = new Map<number, BatchRun>();
   private readonly windowWaiters: (() => void)[] = [];
   private readonly readyWaiters: { resolve: () => void; reject: (e: Error) => void }[] = [];
+  private nextRequest = 0;
+  private readonly requests = new Map<
+    number,
+    {
+      readonly msg: Extract<SourceMessage, { type: 'write' }>;
+      readonly resolve: (m: Extract<DestinationMessage, { type: 'written' | 'write-failed' }>) => void;
+    }
+  >();
 
   constructor(private readonly options: PeerSenderOptions) {
     super();
@@ -273,6 +281,10 @@ export class PeerSender extends EventEmitter {
       if (!b.verdicts || this.missingSignatures(b)) this.sendBatchMessage(b, ws);
     }
     for (const p of [...this.unacked.values()].sort((a, b) => a.seq - b.seq)) this.transmit(p, ws);
+    // Writes whose answer was lost in the break are asked again: they are conditional, so a
+    // write that did happen comes back PreconditionFailed/AlreadyExists and the mirror's
+    // write path finds its content already there.
+    for (const r of this.requests.values()) this.sendControl(r.msg, ws);
     for (const w of this.readyWaiters.splice(0)) w.resolve();
   }
 
@@ -310,6 +322,17 @@ export class PeerSender extends EventEmitter {
       }
       case 'ack':
         return this.onAck(msg.seq);
+      case 'bandwidth':
+        this.emit('bandwidth', msg.measurements);
+        return;
+      case 'written':
+      case 'write-failed': {
+        const r = this.requests.get(msg.id);
+        if (!r) return;
+        this.requests.delete(msg.id);
+        r.resolve(msg);
+        return;
+      }
       case 'nack': {
         const p = this.unacked.get(msg.seq);
         if (!p) return;
@@ -576,6 +599,29 @@ export class PeerSender extends EventEmitter {
     }
   }
 
+  /** Send our bandwidth figures (and accounts to probe); the peer answers with its own ('bandwidth' event). */
+  async shareBandwidth(msg: Omit<Extract<SourceMessage, { type: 'bandwidth' }>, 'type'>): Promise<void> {
+    await this.connect();
+    this.sendControl({ type: 'bandwidth', ...msg });
+  }
+
+  /**
+   * Ask the peer to write content it holds in its cache (sent before with `send`) to one of
+   * its clouds; resolves with its answer, re-asked after a break until answered.
+   */
+  async write(
+    msg: Omit<Extract<SourceMessage, { type: 'write' }>, 'type' | 'id'>,
+  ): Promise<Extract<DestinationMessage, { type: 'written' | 'write-failed' }>> {
+    await this.connect();
+    const id = this.nextRequest;
+    this.nextRequest = (this.nextRequest + 1) % 0x1_0000_0000;
+    const full = { type: 'write' as const, id, ...msg };
+    return new Promise((resolve) => {
+      this.requests.set(id, { msg: full, resolve });
+      if (this.ready) this.sendControl(full);
+    });
+  }
+
   private content(b: BatchRun, path: string, index: ReadonlyMap<string, number>): Uint8Array {
     const f = b.files[index.get(path) ?? -1];
     if (!f) throw new Error(`no content for ${path}`);
@@ -586,6 +632,9 @@ export class PeerSender extends EventEmitter {
     this.closing = true;
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     this.failReady(new Error('sender closed'));
+    for (const r of this.requests.values())
+      r.resolve({ type: 'write-failed', id: r.msg.id, code: 'Transient', message: 'sender closed' });
+    this.requests.clear();
     for (const b of this.batches.values()) {
       b.failure = new Error('sender closed');
       for (const w of b.wake) w();

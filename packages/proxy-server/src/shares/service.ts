@@ -61,6 +61,7 @@ import type { SharesConfig } from '../config.ts';
 import { ApiError } from '../errors.ts';
 import type { OpScheduler } from '../scheduler.ts';
 import type { HybridStore } from '../store/hybrid.ts';
+import type { ProviderRoute } from '../peer-routing.ts';
 import { NamespaceProvider } from './namespace-provider.ts';
 
 /** Device ids of the mirror's writes into namespaces start with this. */
@@ -414,6 +415,9 @@ export class ShareService {
 
   // ---------------------------------------------------------------- engines
 
+  /** Set by the server when a peer link routes writes (peer-routing.ts); read when an engine starts. */
+  providerRoute: ProviderRoute | undefined;
+
   private cloud(m: ShareMember): CloudKind {
     return m.provider as CloudKind;
   }
@@ -432,10 +436,20 @@ export class ShareService {
       };
     }
     const made = this.accountProvider(m.accountId);
+    // Inter-proxy routing (peer-routing.ts): file writes to a cloud a peer serves go through it.
+    const provider =
+      this.providerRoute?.({
+        shareId,
+        replicaId: id,
+        kind: made.kind,
+        accountId: m.accountId,
+        provider: made.provider,
+        tokens: () => JSON.parse(this.vault.get(m.accountId).secret) as unknown,
+      }) ?? made.provider;
     return {
       id,
       member: m.member,
-      provider: made.provider,
+      provider,
       root: m.root,
       wrap: this.o.wrap?.(made.kind) ?? WRAP_DEFAULTS[made.kind] ?? {},
       ...(made.waiter ? { waitForChanges: made.waiter } : {}),
