@@ -53,7 +53,7 @@ const code = await new Promise<number | null>((resolve) => child.on('close', res
 const line = output.split('\n').find((l) => l.startsWith('SHARE_RESULT '));
 if (!line) {
   console.log(output.slice(-6000));
-  console.log(`FAILED before converging (exit ${code}); seed ${seed}`);
+  console.log(`FAILED before the trees were compared (exit ${code}); seed ${seed}`);
   process.exit(1);
 }
 const r = JSON.parse(line.slice('SHARE_RESULT '.length)) as ShareResult;
@@ -74,7 +74,7 @@ if (code !== 0) {
   console.log(
     output
       .split('\n')
-      .filter((l) => /differing|lost:|AssertionError|^\w+ \(/.test(l))
+      .filter((l) => /differing|lost:|AssertionError|Error:|^\w+ \(|^\{"seq/.test(l))
       .join('\n'),
   );
   console.log(`FAILED: replicas differ or a version was lost (exit ${code}); seed ${seed}`);

@@ -362,6 +362,30 @@ describe('cross-cloud share served by the proxy: Dropbox, Drive, OneDrive and We
         engineStats[k] = (engineStats[k] ?? 0) + v;
 
     const trees = await Promise.all(members.map((m) => fileHashes(m.person, m.root)));
+    const operations = Object.entries(counts)
+      .filter(([k]) => k !== 'proxy restart' && k !== 'raced (skipped)')
+      .reduce((n, [, v]) => n + v, 0);
+    const injected = emulators.map((e) => Object.values(e.faults.stats().fired).reduce((n, v) => n + v, 0));
+    // For bench/share-mirror.bench.ts: one machine-readable line. Bytes are API body bytes
+    // each emulator received and sent (the mirror's and the people's clients together).
+    process.stderr.write(
+      `SHARE_RESULT ${JSON.stringify({
+        seed: SEED,
+        operations,
+        counts,
+        operationsMs,
+        convergeMs,
+        files: trees[0]?.size ?? 0,
+        faults: { dropbox: injected[0], gdrive: injected[1], onedrive: injected[2] },
+        bytes: Object.fromEntries(
+          ['dropbox', 'gdrive', 'onedrive'].map((c, i) => [
+            c,
+            { up: emulators[i]?.traffic.requestBytes, down: emulators[i]?.traffic.responseBytes },
+          ]),
+        ),
+        engine: engineStats,
+      })}\n`,
+    );
     // On a divergence, the log entries of the paths concerned help the diagnosis.
     const differing = new Set<string>();
     for (const t of trees.slice(1)) {
@@ -404,30 +428,6 @@ describe('cross-cloud share served by the proxy: Dropbox, Drive, OneDrive and We
       const s = e.faults.stats();
       return `${s.requests} requests, injected ${JSON.stringify(s.fired)}`;
     });
-    const operations = Object.entries(counts)
-      .filter(([k]) => k !== 'proxy restart' && k !== 'raced (skipped)')
-      .reduce((n, [, v]) => n + v, 0);
-    const injected = emulators.map((e) => Object.values(e.faults.stats().fired).reduce((n, v) => n + v, 0));
-    // For bench/share-mirror.bench.ts: one machine-readable line. Bytes are API body bytes
-    // each emulator received and sent (the mirror's and the people's clients together).
-    process.stderr.write(
-      `SHARE_RESULT ${JSON.stringify({
-        seed: SEED,
-        operations,
-        counts,
-        operationsMs,
-        convergeMs,
-        files: trees[0]?.size ?? 0,
-        faults: { dropbox: injected[0], gdrive: injected[1], onedrive: injected[2] },
-        bytes: Object.fromEntries(
-          ['dropbox', 'gdrive', 'onedrive'].map((c, i) => [
-            c,
-            { up: emulators[i]?.traffic.requestBytes, down: emulators[i]?.traffic.responseBytes },
-          ]),
-        ),
-        engine: engineStats,
-      })}\n`,
-    );
     process.stderr.write(
       `share e2e (seed ${SEED}): ${operationsMs} ms of operations, converged ${convergeMs} ms later, ${JSON.stringify(counts)}; ` +
         `${trees[0]?.size ?? 0} files, ${[...(trees[0]?.keys() ?? [])].filter((k) => k.includes('conflicted copy')).length} conflicted copies; ` +
