@@ -201,5 +201,33 @@ describe('mirror writes routed through the peer that serves the cloud', () => {
     await proxyA.shares?.quiesce(share.id);
     expect(sha((await contentOf(annDropbox, 'Team/share/big.bin')) ?? Buffer.alloc(0))).toBe(sha(v3));
     expect(proxyA.shares?.stats(share.id).conflicts).toBe(0);
+
+    // 4. A routed write keeps the conditional semantics the mirror relies on: the peer's
+    //    provider error comes back as the same error class (so a concurrent edit becomes a
+    //    conflicted copy exactly as on a direct write).
+    const routed = routerA.route({
+      shareId: share.id,
+      replicaId: 'probe',
+      kind: 'gdrive',
+      accountId: benAcc.id,
+      provider: new GDriveProvider({ token: gd.accessToken, rootUrl: gd.url }),
+      tokens: () => ({ accessToken: gd.accessToken }),
+    });
+    const current = await benDrive.stat('share/data.bin');
+    await expect(
+      routed.write('share/data.bin', Buffer.from('stale'), { ifRevision: current.revision + 'x' }),
+    ).rejects.toMatchObject({ code: 'PreconditionFailed' });
+    await expect(
+      routed.write('share/data.bin', Buffer.from('exists'), { ifNotExists: true }),
+    ).rejects.toMatchObject({ code: 'AlreadyExists' });
+    const ok = await routed.write('share/data.bin', Buffer.from('v4'), { ifRevision: current.revision });
+    expect((await benDrive.stat('share/data.bin')).revision).toBe(ok.revision);
+    expect(routerA.stats.routedWrites).toBe(4);
+    console.log('routing stats', {
+      a: routerA.stats,
+      link: sender.stats,
+      wan: wan.stats,
+      slowToDrive: slowToDrive.stats,
+    });
   }, 120_000);
 });
