@@ -223,11 +223,8 @@ describe('mirror writes routed through the peer that serves the cloud', () => {
     const ok = await routed.write('share/data.bin', Buffer.from('v4'), { ifRevision: current.revision });
     expect((await benDrive.stat('share/data.bin')).revision).toBe(ok.revision);
     expect(routerA.stats.routedWrites).toBe(4);
-    console.log('routing stats', {
-      a: routerA.stats,
-      link: sender.stats,
-      wan: wan.stats,
-      slowToDrive: slowToDrive.stats,
-    });
+    process.stdout.write(
+      `routing: ${JSON.stringify({ router: routerA.stats, link: sender.stats, wan: wan.stats, slowToDrive: slowToDrive.stats })}\n`,
+    );
   }, 120_000);
 });
