@@ -94,7 +94,8 @@ beforeAll(async () => {
         peers: [{ id: 'proxy-b', secret, url: `ws://127.0.0.1:${toB.port}` }],
         // Small transfer blocks: files of ≥ 64 KiB go as pieces / deltas, not bundles.
         blockBytes: 64 * 1024,
-        routing,
+        // Not reached while B is up (its restart below takes well under this).
+        routing: { ...routing, writeTimeoutMs: 10_000 },
       },
     },
     { logger: log },
@@ -105,7 +106,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await proxyA?.close();
-  await proxyB?.close();
+  await proxyB?.close(); // closing twice is a no-op
   for (const l of [wan, slowToDrive, slowToDropbox]) await l?.close();
   await dbx?.close();
   await gd?.close();
@@ -222,6 +223,14 @@ describe('mirror writes routed through the peer that serves the cloud', () => {
     ).rejects.toMatchObject({ code: 'AlreadyExists' });
     const ok = await routed.write('share/data.bin', Buffer.from('v4'), { ifRevision: current.revision });
     expect((await benDrive.stat('share/data.bin')).revision).toBe(ok.revision);
+    expect(routerA.stats.routedWrites).toBe(4);
+
+    // 5. B is down: the routed write times out and is made directly (conditional as ever).
+    await proxyB.close();
+    const v5 = randomBytes(100_000);
+    await annDropbox.write('Team/share/while-b-down.bin', v5);
+    await arrives('share/while-b-down.bin', v5);
+    expect(routerA.stats.fallbacks).toBe(1);
     expect(routerA.stats.routedWrites).toBe(4);
     process.stdout.write(
       `routing: ${JSON.stringify({ router: routerA.stats, link: sender.stats, wan: wan.stats, slowToDrive: slowToDrive.stats })}\n`,

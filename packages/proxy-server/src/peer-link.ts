@@ -63,8 +63,10 @@ export const PeerLinkConfig = z.object({
         .min(1024)
         .max(16 * 1024 * 1024)
         .default(256 * 1024),
+      /** A routed write not done by then is made directly (peer down). */
+      writeTimeoutMs: z.number().int().min(100).default(120_000),
     })
-    .default({ enabled: true, intervalMs: 10 * 60 * 1000, probeBytes: 256 * 1024 }),
+    .default({ enabled: true, intervalMs: 10 * 60 * 1000, probeBytes: 256 * 1024, writeTimeoutMs: 120_000 }),
 });
 export type PeerLinkConfig = z.infer<typeof PeerLinkConfig>;
 

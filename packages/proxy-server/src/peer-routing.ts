@@ -71,6 +71,11 @@ export interface PeerRouterOptions {
   readonly selector?: ProxySelector;
   /** Clock of the probe timings (ms). */
   readonly clock?: () => number;
+  /**
+   * A routed write not finished in this time (peer down, or an older peer that does not
+   * answer `write`) is made directly instead (default 120 s).
+   */
+  readonly writeTimeoutMs?: number;
   readonly log: Logger;
 }
 
@@ -80,6 +85,8 @@ export interface RouterStats {
   routedBytes: number;
   /** File writes done directly. */
   localWrites: number;
+  /** Routed writes that failed transiently and were made directly instead. */
+  fallbacks: number;
   /** Writes performed here for a peer. */
   writesForPeers: number;
   probes: number;
@@ -115,6 +122,7 @@ export class PeerRouter {
     routedWrites: 0,
     routedBytes: 0,
     localWrites: 0,
+    fallbacks: 0,
     writesForPeers: 0,
     probes: 0,
   };
@@ -171,7 +179,28 @@ export class PeerRouter {
         this.stats.localWrites += 1;
         return t.provider.write(path, body, options);
       }
-      return this.writeVia(peer, t, path, await bodyBytes(body), options);
+      const data = await bodyBytes(body);
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new TransientError(`routed write of ${path} via ${peer} timed out`)),
+          this.o.writeTimeoutMs ?? 120_000,
+        );
+      });
+      try {
+        return await Promise.race([this.writeVia(peer, t, path, data, options), timeout]);
+      } catch (e) {
+        if (!(e instanceof TransientError)) throw e; // the peer's conditional answer: the engine's to handle
+        // The peer could not do it (down, timed out, did not take the content): write directly.
+        // Safe even if the peer's write did land: ours is conditional on the same revision,
+        // so it fails PreconditionFailed/AlreadyExists and the engine finds its own content.
+        this.o.log.warn({ err: e, peer, path }, 'routed write failed: writing directly');
+        this.stats.fallbacks += 1;
+        this.stats.localWrites += 1;
+        return t.provider.write(path, data, options);
+      } finally {
+        clearTimeout(timer);
+      }
     };
     return new Proxy(t.provider, {
       get(target, key) {

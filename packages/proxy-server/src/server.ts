@@ -1051,6 +1051,7 @@ export async function startProxyServer(
           endpoints: config.shares.endpoints,
           intervalMs: config.peer.routing.intervalMs,
           probeBytes: config.peer.routing.probeBytes,
+          writeTimeoutMs: config.peer.routing.writeTimeoutMs,
           log,
         })
       : undefined;
