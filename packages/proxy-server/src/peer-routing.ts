@@ -227,7 +227,13 @@ export class PeerRouter {
     const sha256 = options.sha256 ?? createHash('sha256').update(data).digest('hex');
     const cache = `routes/${t.kind}/${t.accountId}/${path}`.replace(/\/+/g, '/');
     const s = this.sender(peer);
-    const [out] = await s.send([{ path: cache, size: data.byteLength, sha256, content: data }]);
+    let out;
+    try {
+      [out] = await s.send([{ path: cache, size: data.byteLength, sha256, content: data }]);
+    } catch (e) {
+      // The link's own failures (batch refused, sender closed) are not the cloud's answer.
+      throw new TransientError(`peer ${peer} did not take ${path}: ${(e as Error).message}`);
+    }
     if (!out || out.status === 'failed')
       throw new TransientError(`peer ${peer} did not take ${path}: ${out?.code ?? ''} ${out?.message ?? ''}`);
     const ans = await s.write({
