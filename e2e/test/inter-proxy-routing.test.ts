@@ -171,6 +171,8 @@ describe('mirror writes routed through the peer that serves the cloud', () => {
     const wan0 = wan.stats.bytesUp;
     await annDropbox.write('Team/share/data.bin', v1);
     await arrives('share/data.bin', v1);
+    // Drive may show the file before A has B's answer: let the engine finish its step.
+    await proxyA.shares?.quiesce(share.id);
     expect(routerA.stats.routedWrites).toBe(1);
     expect(proxyB.peerRouter?.stats.writesForPeers).toBe(1);
     expect(wan.stats.bytesUp - wan0).toBeGreaterThan(v1.byteLength); // the content crossed the peer link
@@ -182,6 +184,7 @@ describe('mirror writes routed through the peer that serves the cloud', () => {
     const wan1 = wan.stats.bytesUp;
     await annDropbox.write('Team/share/data.bin', v2);
     await arrives('share/data.bin', v2);
+    await proxyA.shares?.quiesce(share.id);
     expect(routerA.stats.routedWrites).toBe(2);
     expect(wan.stats.bytesUp - wan1).toBeLessThan(v2.byteLength / 4);
 
@@ -196,10 +199,10 @@ describe('mirror writes routed through the peer that serves the cloud', () => {
     await proxyB.close();
     proxyB = await startProxyServer({ ...configB, port: bPort }, { logger: log });
     await arrives('share/big.bin', v3);
+    await proxyA.shares?.quiesce(share.id);
     expect(sender.stats.reconnects).toBeGreaterThan(reconnects0);
     expect(routerA.stats.routedWrites).toBe(3);
     // Nothing came back as an echo, and Dropbox still holds exactly what Ann wrote.
-    await proxyA.shares?.quiesce(share.id);
     expect(sha((await contentOf(annDropbox, 'Team/share/big.bin')) ?? Buffer.alloc(0))).toBe(sha(v3));
     expect(proxyA.shares?.stats(share.id).conflicts).toBe(0);
 
@@ -225,13 +228,24 @@ describe('mirror writes routed through the peer that serves the cloud', () => {
     expect((await benDrive.stat('share/data.bin')).revision).toBe(ok.revision);
     expect(routerA.stats.routedWrites).toBe(4);
 
-    // 5. B is down: the routed write times out and is made directly (conditional as ever).
+    // 5. Small files written at once share batches (and bundles) on the link.
+    const batches0 = routerA.stats.routedBatches;
+    const routed0 = routerA.stats.routedWrites;
+    const small = Array.from({ length: 20 }, (_, i) => ({ path: `s${i}.bin`, data: randomBytes(10_000) }));
+    await Promise.all(small.map((f) => annDropbox.write(`Team/share/${f.path}`, f.data)));
+    for (const f of small) await arrives(`share/${f.path}`, f.data);
+    await proxyA.shares?.quiesce(share.id);
+    expect(routerA.stats.routedWrites - routed0).toBe(20);
+    expect(routerA.stats.routedBatches - batches0).toBeLessThan(20);
+
+    // 6. B is down: the routed write times out and is made directly (conditional as ever).
     await proxyB.close();
     const v5 = randomBytes(100_000);
     await annDropbox.write('Team/share/while-b-down.bin', v5);
     await arrives('share/while-b-down.bin', v5);
+    await proxyA.shares?.quiesce(share.id);
     expect(routerA.stats.fallbacks).toBe(1);
-    expect(routerA.stats.routedWrites).toBe(4);
+    expect(routerA.stats.routedWrites).toBe(24);
     process.stdout.write(
       `routing: ${JSON.stringify({ router: routerA.stats, link: sender.stats, wan: wan.stats, slowToDrive: slowToDrive.stats })}\n`,
     );

@@ -21,6 +21,8 @@ import {
   ProxySelector,
   sealCredentials,
   type DestinationMessage,
+  type FileOutcome,
+  type SourceFile,
   type PeerRequest,
   type PeerRequestContext,
 } from '@weft/mirror/interproxy';
@@ -87,6 +89,8 @@ export interface RouterStats {
   localWrites: number;
   /** Routed writes that failed transiently and were made directly instead. */
   fallbacks: number;
+  /** Batches the routed writes' content went in (writes made at once share one). */
+  routedBatches: number;
   /** Writes performed here for a peer. */
   writesForPeers: number;
   probes: number;
@@ -123,6 +127,7 @@ export class PeerRouter {
     routedBytes: 0,
     localWrites: 0,
     fallbacks: 0,
+    routedBatches: 0,
     writesForPeers: 0,
     probes: 0,
   };
@@ -134,6 +139,16 @@ export class PeerRouter {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private readonly listening = new Set<string>();
+  /** Per peer: routed contents waiting a moment to go in one batch (bundled when small). */
+  private readonly queues = new Map<
+    string,
+    {
+      files: SourceFile[];
+      waiters: { resolve: (o: FileOutcome | undefined) => void; reject: (e: unknown) => void }[];
+      bytes: number;
+      timer: NodeJS.Timeout;
+    }
+  >();
 
   constructor(private readonly o: PeerRouterOptions) {
     this.selector = o.selector ?? new ProxySelector();
@@ -229,7 +244,7 @@ export class PeerRouter {
     const s = this.sender(peer);
     let out;
     try {
-      [out] = await s.send([{ path: cache, size: data.byteLength, sha256, content: data }]);
+      out = await this.sendCoalesced(peer, { path: cache, size: data.byteLength, sha256, content: data });
     } catch (e) {
       // The link's own failures (batch refused, sender closed) are not the cloud's answer.
       throw new TransientError(`peer ${peer} did not take ${path}: ${(e as Error).message}`);
@@ -258,6 +273,44 @@ export class PeerRouter {
       revision: ans.entry.revision,
       ...(ans.entry.hash ? { hash: ans.entry.hash } : {}),
     };
+  }
+
+  /**
+   * Contents routed at about the same time (the engine applies unrelated paths in
+   * parallel) go in one batch: small ones then share bundles, as in CoCloud step 3.
+   */
+  private sendCoalesced(peer: string, file: SourceFile): Promise<FileOutcome | undefined> {
+    let q = this.queues.get(peer);
+    if (q?.files.some((f) => f.path === file.path)) {
+      this.flush(peer); // a batch names each path once
+      q = undefined;
+    }
+    if (!q) {
+      q = { files: [], waiters: [], bytes: 0, timer: setTimeout(() => this.flush(peer), 10) };
+      this.queues.set(peer, q);
+    }
+    const queue = q;
+    const p = new Promise<FileOutcome | undefined>((resolve, reject) =>
+      queue.waiters.push({ resolve, reject }),
+    );
+    queue.files.push(file);
+    queue.bytes += file.size;
+    if (queue.files.length >= 1000 || queue.bytes >= 16 * 1024 * 1024) this.flush(peer);
+    return p;
+  }
+
+  private flush(peer: string): void {
+    const q = this.queues.get(peer);
+    if (!q) return;
+    this.queues.delete(peer);
+    clearTimeout(q.timer);
+    this.stats.routedBatches += 1;
+    this.sender(peer)
+      .send(q.files)
+      .then(
+        (outs) => q.waiters.forEach((w, i) => w.resolve(outs.find((o) => o.path === q.files[i]?.path))),
+        (err: unknown) => q.waiters.forEach((w) => w.reject(err)),
+      );
   }
 
   /** A provider for a cloud account a peer handed us (its sealed token set), made with our endpoints. */
