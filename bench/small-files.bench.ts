@@ -1,6 +1,7 @@
 // The 10,000-file drop: Weft (agent → proxy, object tier on s3proxy) beside `rclone copy`
 // of the same folder to the same kind of target (s3proxy), in the same run.
-// Prints wall time, requests sent and bytes sent for each. Figures are printed, never asserted.
+// Prints wall time, requests sent and bytes sent for each, on loopback and across a shaped
+// wide-area link. Figures are printed, never asserted.
 //
 //   npx tsx bench/small-files.bench.ts          (from the repository root)
 //
@@ -9,7 +10,7 @@
 // in its --dump headers log, which also gives the request count).
 // Corpus: ../shared/corpus/small-files.sh (lodash, rxjs, date-fns, ramda, lodash-es: 10,029
 // real source files), cached in .cache/small.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
@@ -18,6 +19,8 @@ import { fileURLToPath } from 'node:url';
 import { Engine, ProxyClient } from '@weft/core';
 import { startS3Proxy } from '@weft/providers/testing';
 import { startProxyServer } from '@weft/proxy-server';
+// The same user-space WAN link the inter-proxy bench uses (token bucket + one-way delay).
+import { ThrottledLink } from '../packages/mirror/src/interproxy/throttle.ts';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const SCRIPT = process.env.WEFT_CORPUS_SMALL ?? resolve(ROOT, '../shared/corpus/small-files.sh');
@@ -63,104 +66,147 @@ function countDumpedRequests(log: string): { requests: number; bodyBytes: number
   return { requests, bodyBytes };
 }
 
-const s3 = await startS3Proxy();
-const rows: string[][] = [];
-try {
-  // --- Weft: proxy with its object tier on s3proxy, one agent dropping the folder.
-  const work = await fsp.mkdtemp(join(os.tmpdir(), 'weft-bench-small-'));
-  const adminToken = randomBytes(24).toString('hex');
-  const server = await startProxyServer({
-    dataDir: join(work, 'proxy'),
-    adminToken,
-    logLevel: 'warn',
-    objectTier: {
-      type: 's3',
-      bucket: s3.bucket,
-      prefix: 'weft',
-      endpoint: s3.endpoint,
-      region: s3.region,
-      forcePathStyle: true,
-      accessKeyId: s3.accessKeyId,
-      secretAccessKey: s3.secretAccessKey,
-    },
-  });
-  const { token } = await ProxyClient.enrol(server.url, { user: 'bench', deviceName: 'bench', adminToken });
-  const client = new ProxyClient({ baseUrl: server.url, token });
-  const folder = join(work, 'Weft');
-  await fsp.mkdir(folder);
-  await fsp.cp(corpus, join(folder, 'corpus'), { recursive: true });
-  const engine = await Engine.open({
-    folder,
-    stateDir: join(work, 'state'),
-    client,
-    deviceName: 'bench',
-    watch: false,
-    settleMs: 0,
-  });
-  const started = performance.now();
-  await engine.start();
-  await engine.syncNow();
-  const weftSeconds = (performance.now() - started) / 1000;
-  const listing = await client.list('', true);
-  const uploaded = listing.entries.filter((e) => e.kind === 'file').length;
-  rows.push([
-    'weft (bundles → proxy, s3 tier)',
-    weftSeconds.toFixed(1),
-    String(client.requests),
-    String(client.bytesSent),
-    `${uploaded}/${files}`,
-  ]);
-  await engine.stop();
-  await server.close();
+/** A target reached through `link` when given (Weft's proxy and s3proxy alike), else directly. */
+async function via(
+  link: ThrottledLink | undefined,
+  url: string,
+): Promise<{ url: string; close(): Promise<void> }> {
+  if (!link) return { url, close: async () => undefined };
+  const u = new URL(url);
+  const f = await link.forward({ host: u.hostname, port: Number(u.port) });
+  return { url: f.url, close: () => f.close() };
+}
 
-  // --- rclone copy of the same folder to s3proxy.
-  if (has('rclone')) {
-    const version = /rclone v(\S+)/.exec(spawnSync('rclone', ['version'], { encoding: 'utf8' }).stdout)?.[1];
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      RCLONE_CONFIG_BENCH_TYPE: 's3',
-      RCLONE_CONFIG_BENCH_PROVIDER: 'Other',
-      RCLONE_CONFIG_BENCH_ENV_AUTH: 'false',
-      RCLONE_CONFIG_BENCH_ENDPOINT: s3.endpoint,
-      RCLONE_CONFIG_BENCH_ACCESS_KEY_ID: s3.accessKeyId,
-      RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY: s3.secretAccessKey,
-      RCLONE_CONFIG_BENCH_REGION: s3.region,
-      RCLONE_CONFIG_BENCH_FORCE_PATH_STYLE: 'true',
-      // The bucket exists (s3proxy made it): no create/check request.
-      RCLONE_CONFIG_BENCH_NO_CHECK_BUCKET: 'true',
-    };
-    // The AWS SDK inside rclone 1.60 loads AWS_CA_BUNDLE when it is set and then refuses
-    // rclone's own HTTP transport ("LoadCustomCABundleError … unsupported transport"): exit 1
-    // at once. s3proxy is plain HTTP on loopback, so no CA bundle is needed.
-    for (const k of ['AWS_CA_BUNDLE', 'AWS_PROFILE', 'AWS_CONFIG_FILE', 'AWS_SHARED_CREDENTIALS_FILE'])
-      delete env[k];
-    const t0 = performance.now();
-    const out = spawnSync(
-      'rclone',
-      ['copy', corpus, `bench:${s3.bucket}/rclone`, '--dump', 'headers', '--stats', '0', '-v'],
-      { env, encoding: 'utf8', maxBuffer: 1 << 30 },
-    );
-    const rcloneSeconds = (performance.now() - t0) / 1000;
-    const log = `${out.stdout}\n${out.stderr}`;
-    const counted = countDumpedRequests(log);
-    if (out.status !== 0) console.error(`rclone exited ${out.status}:\n${out.stderr.slice(-4000)}`);
-    const copied = out.status === 0 ? (log.match(/INFO {2}: .*: Copied \(new\)/g) ?? []).length : 0;
+async function runBoth(label: string, link: ThrottledLink | undefined): Promise<string[][]> {
+  const rows: string[][] = [];
+  const s3 = await startS3Proxy();
+  const s3Via = await via(link, s3.endpoint);
+  try {
+    // --- Weft: proxy with its object tier on s3proxy, one agent dropping the folder.
+    const work = await fsp.mkdtemp(join(os.tmpdir(), 'weft-bench-small-'));
+    const adminToken = randomBytes(24).toString('hex');
+    const server = await startProxyServer({
+      dataDir: join(work, 'proxy'),
+      adminToken,
+      logLevel: 'warn',
+      objectTier: {
+        type: 's3',
+        bucket: s3.bucket,
+        prefix: 'weft',
+        endpoint: s3.endpoint,
+        region: s3.region,
+        forcePathStyle: true,
+        accessKeyId: s3.accessKeyId,
+        secretAccessKey: s3.secretAccessKey,
+      },
+    });
+    const serverVia = await via(link, server.url);
+    const { token } = await ProxyClient.enrol(serverVia.url, {
+      user: 'bench',
+      deviceName: 'bench',
+      adminToken,
+    });
+    const client = new ProxyClient({ baseUrl: serverVia.url, token });
+    const folder = join(work, 'Weft');
+    await fsp.mkdir(folder);
+    await fsp.cp(corpus, join(folder, 'corpus'), { recursive: true });
+    const engine = await Engine.open({
+      folder,
+      stateDir: join(work, 'state'),
+      client,
+      deviceName: 'bench',
+      watch: false,
+      settleMs: 0,
+    });
+    const started = performance.now();
+    await engine.start();
+    await engine.syncNow();
+    const weftSeconds = (performance.now() - started) / 1000;
+    if (engine.error) console.error(`weft engine stopped on: ${String(engine.error)}`);
+    const listing = await client.list('', true);
+    const uploaded = listing.entries.filter((e) => e.kind === 'file').length;
     rows.push([
-      `rclone copy (${version ?? '?'}, s3proxy)`,
-      rcloneSeconds.toFixed(1),
-      String(counted.requests),
-      String(counted.bodyBytes),
-      out.status === 0 ? `${copied}/${files}` : `exit ${out.status}`,
+      label,
+      'weft (bundles → proxy, s3 tier)',
+      weftSeconds.toFixed(1),
+      String(client.requests),
+      String(client.bytesSent),
+      `${uploaded}/${files}`,
     ]);
-  } else {
-    rows.push(['rclone copy', 'skip', 'skip', 'skip', 'rclone not installed']);
+    await engine.stop();
+    await serverVia.close();
+    await server.close();
+
+    // --- rclone copy of the same folder to s3proxy.
+    if (has('rclone')) {
+      const version = /rclone v(\S+)/.exec(
+        spawnSync('rclone', ['version'], { encoding: 'utf8' }).stdout,
+      )?.[1];
+      const env: NodeJS.ProcessEnv = {
+        ...process.env,
+        RCLONE_CONFIG_BENCH_TYPE: 's3',
+        RCLONE_CONFIG_BENCH_PROVIDER: 'Other',
+        RCLONE_CONFIG_BENCH_ENV_AUTH: 'false',
+        RCLONE_CONFIG_BENCH_ENDPOINT: s3Via.url,
+        RCLONE_CONFIG_BENCH_ACCESS_KEY_ID: s3.accessKeyId,
+        RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY: s3.secretAccessKey,
+        RCLONE_CONFIG_BENCH_REGION: s3.region,
+        RCLONE_CONFIG_BENCH_FORCE_PATH_STYLE: 'true',
+        // The bucket exists (s3proxy made it): no create/check request.
+        RCLONE_CONFIG_BENCH_NO_CHECK_BUCKET: 'true',
+      };
+      // The AWS SDK inside rclone 1.60 loads AWS_CA_BUNDLE when it is set and then refuses
+      // rclone's own HTTP transport ("LoadCustomCABundleError … unsupported transport"): exit 1
+      // at once. s3proxy is plain HTTP on loopback, so no CA bundle is needed.
+      for (const k of ['AWS_CA_BUNDLE', 'AWS_PROFILE', 'AWS_CONFIG_FILE', 'AWS_SHARED_CREDENTIALS_FILE'])
+        delete env[k];
+      const t0 = performance.now();
+      // rclone runs in its own process, so the link (in this one) must not wait on it.
+      const out = await new Promise<{ status: number | null; stdout: string; stderr: string }>((done) => {
+        const child = spawn(
+          'rclone',
+          ['copy', corpus, `bench:${s3.bucket}/rclone`, '--dump', 'headers', '--stats', '0', '-v'],
+          { env },
+        );
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+        child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+        child.on('close', (status) => done({ status, stdout, stderr }));
+      });
+      const rcloneSeconds = (performance.now() - t0) / 1000;
+      const log = `${out.stdout}\n${out.stderr}`;
+      const counted = countDumpedRequests(log);
+      if (out.status !== 0) console.error(`rclone exited ${out.status}:\n${out.stderr.slice(-4000)}`);
+      const copied = out.status === 0 ? (log.match(/INFO {2}: .*: Copied \(new\)/g) ?? []).length : 0;
+      rows.push([
+        label,
+        `rclone copy (${version ?? '?'}, s3proxy)`,
+        rcloneSeconds.toFixed(1),
+        String(counted.requests),
+        String(counted.bodyBytes),
+        out.status === 0 ? `${copied}/${files}` : `exit ${out.status}`,
+      ]);
+    } else {
+      rows.push([label, 'rclone copy', 'skip', 'skip', 'skip', 'rclone not installed']);
+    }
+  } finally {
+    await s3Via.close();
+    await s3.stop();
   }
-} finally {
-  await s3.stop();
+  return rows;
+}
+
+// Loopback (requests cost nothing), then a shaped wide-area link — 50 Mbit/s each way,
+// 20 ms one way — that both tools cross to reach their servers (WEFT_BENCH_WAN=0 skips it).
+const rows = await runBoth('loopback', undefined);
+if (process.env.WEFT_BENCH_WAN !== '0') {
+  const link = new ThrottledLink({ bitsPerSecond: 50_000_000, latencyMs: 20, burstBytes: 64 * 1024 });
+  rows.push(...(await runBoth('50 Mbit/s, 40 ms RTT', link)));
 }
 
 console.log(`\n10,000-file drop: ${files} files, ${bytes} bytes of real npm package sources\n`);
-const header = ['tool', 'wall s', 'requests', 'bytes sent', 'files'];
+const header = ['link', 'tool', 'wall s', 'requests', 'bytes sent', 'files'];
 const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
 const line = (r: string[]): string => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ');
 console.log(line(header));
