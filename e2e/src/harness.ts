@@ -182,3 +182,15 @@ export async function copyTree(from: string, to: string): Promise<number> {
 export function cacheDir(): string {
   return nodePath.resolve(new URL('../../.cache', import.meta.url).pathname);
 }
+
+/** mulberry32: a small deterministic PRNG. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

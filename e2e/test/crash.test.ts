@@ -12,6 +12,7 @@ import {
   type TestProxy,
   enrol,
   localTree,
+  prng,
   remoteTree,
   sorted,
   startTestProxy,
@@ -21,18 +22,6 @@ import {
 const WEFT = nodePath.resolve(new URL('../../packages/core/bin/weft.js', import.meta.url).pathname);
 // 20 kills at full size (WEFT_FULL=1, about 2–6 min); 6 in the default run.
 const KILLS = Number(process.env.WEFT_CRASH_KILLS ?? (process.env.WEFT_FULL ? 20 : 6));
-
-/** Deterministic PRNG for the kill moments (mulberry32). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function startAgent(folder: string, state: string, server: string, token: string): ChildProcess {
   return spawn(

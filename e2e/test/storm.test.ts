@@ -10,24 +10,13 @@ import {
   type Device,
   type TestProxy,
   localTree,
+  prng,
   remoteTree,
   settle,
   sorted,
   startDevice,
   startTestProxy,
 } from '../src/harness.ts';
-
-/** Small deterministic PRNG (mulberry32) so a failing seed can be replayed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const NAMES = ['a', 'b', 'c', 'd'];
 

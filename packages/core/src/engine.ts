@@ -1078,37 +1078,30 @@ export class Engine implements Disposable {
   private async repairPath(p: string): Promise<void> {
     const current = await this.options.client.stat(p);
     const row = this.journal.getFile(p);
-    if (!current) {
-      if (row) await this.applyDelete(p);
-      return;
-    }
-    if (current.kind === 'file') {
-      if (row?.kind === 'dir') await this.applyDelete(p);
-      await this.downloadMany([current]);
-      return;
-    }
-    if (row?.kind === 'file') await this.applyDelete(p);
-    const listing = await this.options.client.list(p, true);
-    const there = new Set(listing.entries.map((e) => e.path));
-    const gone = this.journal
-      .filesUnder(p)
-      .filter((r) => r.path !== p && r.syncedRev !== null && !there.has(r.path))
-      .sort((a, b) => (a.path < b.path ? -1 : 1));
-    for (const r of gone) {
-      if (this.journal.getFile(r.path)) await this.applyDelete(r.path);
-    }
-    await this.applyUpsert(current);
-    for (const d of listing.entries.filter((e) => e.kind === 'dir')) await this.applyUpsert(d);
-    await this.downloadMany(listing.entries.filter((e) => e.kind === 'file'));
+    // Nothing there, or a file where we had a folder (or the other way round): ours goes first.
+    if (row && row.kind !== current?.kind) await this.applyDelete(p);
+    if (current) await this.fetchRemoteSubtree(p, current, true);
   }
 
-  /** Bring down whatever the server holds at `p` (a file, or a folder and its content). */
-  private async fetchRemoteSubtree(p: string): Promise<void> {
-    const current = await this.options.client.stat(p);
+  /**
+   * Bring down whatever the server holds at `p` (a file, or a folder and its content).
+   * `dropMissing`: synced entries under the folder the server no longer has go too.
+   */
+  private async fetchRemoteSubtree(p: string, known?: EntryInfo, dropMissing = false): Promise<void> {
+    const current = known ?? (await this.options.client.stat(p));
     if (current?.kind === 'file') {
       await this.downloadMany([current]);
     } else if (current?.kind === 'dir') {
       const listing = await this.options.client.list(p, true);
+      if (dropMissing) {
+        const there = new Set(listing.entries.map((e) => e.path));
+        const gone = this.journal
+          .filesUnder(p)
+          .filter((r) => r.path !== p && r.syncedRev !== null && !there.has(r.path))
+          .sort((a, b) => (a.path < b.path ? -1 : 1));
+        // Top-most first; a folder's delete takes its content with it.
+        for (const r of gone) if (this.journal.getFile(r.path)) await this.applyDelete(r.path);
+      }
       await this.applyUpsert(current);
       for (const d of listing.entries.filter((e) => e.kind === 'dir')) await this.applyUpsert(d);
       await this.downloadMany(listing.entries.filter((e) => e.kind === 'file'));

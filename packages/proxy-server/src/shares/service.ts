@@ -486,12 +486,7 @@ export class ShareService {
   quiesce(shareId: string, maxRounds = 200): Promise<void> {
     const prev = this.chains.get(shareId) ?? Promise.resolve();
     const next = prev.then(async () => {
-      const old = this.running.get(shareId);
-      this.running.delete(shareId);
-      if (old) {
-        await old.engine.stop();
-        this.addTotals(shareId, old.engine);
-      }
+      await this.stopRunning(shareId);
       const members = this.registry.members(shareId);
       if (members.length < 2) return;
       const engine = new MirrorEngine({
@@ -527,16 +522,21 @@ export class ShareService {
     return rows.filter((r) => paths.some((p) => r.op.includes(JSON.stringify(p).slice(1, -1))));
   }
 
+  /** Stop the share's running engine, if any, keeping its totals. */
+  private async stopRunning(shareId: string): Promise<void> {
+    const old = this.running.get(shareId);
+    this.running.delete(shareId);
+    if (old) {
+      await old.engine.stop();
+      this.addTotals(shareId, old.engine);
+    }
+  }
+
   /** Stop the share's engine (if any) and start one for its current members (two or more). */
   restart(shareId: string): Promise<void> {
     const prev = this.chains.get(shareId) ?? Promise.resolve();
     const next = prev.then(async () => {
-      const old = this.running.get(shareId);
-      this.running.delete(shareId);
-      if (old) {
-        await old.engine.stop();
-        this.addTotals(shareId, old.engine);
-      }
+      await this.stopRunning(shareId);
       if (this.closed) return;
       let members: ShareMember[];
       try {
