@@ -8,7 +8,7 @@
  * injected per cloud, the time from the end of activity until every replica converged,
  * and the API body bytes each cloud received and sent.
  *
- *   npx tsx bench/share-mirror.bench.ts [--seconds 60] [--seed n]
+ *   npx tsx bench/share-mirror.bench.ts [--seconds 60] [--seed n]   (or WEFT_SEED=n)
  *
  * Needs Java for s3proxy (Weft storage's object tier), as the e2e tests do.
  */
@@ -22,7 +22,7 @@ function arg(name: string): string | undefined {
   return i >= 0 ? process.argv[i + 1] : undefined;
 }
 
-const seed = Number(arg('seed') ?? randomInt(1, 2 ** 31 - 1));
+const seed = Number(arg('seed') ?? process.env.WEFT_SEED ?? randomInt(1, 2 ** 31 - 1));
 const seconds = Number(arg('seconds') ?? 60);
 const e2e = join(dirname(fileURLToPath(import.meta.url)), '..', 'e2e');
 

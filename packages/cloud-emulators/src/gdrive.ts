@@ -821,6 +821,12 @@ export class GDriveEmulator extends EmulatorServer {
     let more = false;
     for (const rec of this.tree.log) {
       if (rec.seq < from) continue;
+      // A moved folder is one change: what moved with it is not reported (its parents
+      // did not change).
+      if (rec.inherited) {
+        last = rec.seq;
+        continue;
+      }
       if (!latest.has(rec.id) && latest.size >= pageSize) {
         more = true;
         break;

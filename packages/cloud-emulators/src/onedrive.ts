@@ -827,6 +827,12 @@ export class OneDriveEmulator extends EmulatorServer {
       nextSeq = parsed.s;
       for (const rec of this.tree.log) {
         if (rec.seq <= parsed.s) continue;
+        // A moved folder is reported, not the items that moved with it (their parent
+        // did not change).
+        if (rec.inherited) {
+          nextSeq = rec.seq;
+          continue;
+        }
         if (!latest.has(rec.id) && latest.size >= top) {
           more = true;
           break;

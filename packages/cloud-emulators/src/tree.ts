@@ -35,6 +35,12 @@ export interface ChangeRecord {
   /** Display path at the time of the change ('/a/b.txt'). */
   readonly path: string;
   readonly deleted: boolean;
+  /**
+   * Recorded because an ancestor folder moved, not because the item itself changed. Path
+   * feeds (Dropbox) report these; id feeds (Drive changes, Graph delta) do not: there a
+   * moved folder is one change and its content is not reported again.
+   */
+  readonly inherited?: boolean;
 }
 
 const PersistedNode = z.object({
@@ -54,7 +60,15 @@ const PersistedTree = z.object({
   format: z.literal(1),
   seq: z.number(),
   nodes: z.array(PersistedNode),
-  log: z.array(z.object({ seq: z.number(), id: z.string(), path: z.string(), deleted: z.boolean() })),
+  log: z.array(
+    z.object({
+      seq: z.number(),
+      id: z.string(),
+      path: z.string(),
+      deleted: z.boolean(),
+      inherited: z.boolean().optional(),
+    }),
+  ),
 });
 
 export function foldName(name: string): string {
@@ -183,9 +197,15 @@ export class Tree {
     return out;
   }
 
-  private record(node: TreeNode, deleted: boolean): void {
+  private record(node: TreeNode, deleted: boolean, inherited = false): void {
     this.seq += 1;
-    this.log.push({ seq: this.seq, id: node.id, path: this.pathOf(node), deleted });
+    this.log.push({
+      seq: this.seq,
+      id: node.id,
+      path: this.pathOf(node),
+      deleted,
+      ...(inherited ? { inherited: true } : {}),
+    });
     const max = this.options.maxLog ?? 200_000;
     if (this.log.length > max) this.log.splice(0, this.log.length - max);
     this.scheduleSave();
@@ -263,13 +283,13 @@ export class Tree {
   /** Move and/or rename; records the old position as deleted for path-based feeds, then the new. */
   move(node: TreeNode, parent: TreeNode, name: string): void {
     const moved = this.subtree(node);
-    for (const n of [...moved].reverse()) this.record(n, true);
+    for (const n of [...moved].reverse()) this.record(n, true, n !== node);
     this.unlink(node);
     node.parentId = parent.id;
     node.name = name;
     node.version += 1;
     this.link(node);
-    for (const n of moved) this.record(n, false);
+    for (const n of moved) this.record(n, false, n !== node);
   }
 
   /** Remove a node and everything below it; each is recorded as deleted, children first. */

@@ -27,6 +27,7 @@ runProviderConformance({
     moveFolder: 'S3 has no server-side move (features.move = false)',
     copyFolder: "S3 copies single objects only (features.copy = 'files')",
     changeFeedOrderAndResume: 'S3 has no change feed in its API (features.changeFeed = false)',
+    changeFeedFolderMove: 'S3 has neither a change feed nor a server-side move',
     mkdirOverFile:
       'S3 keys "f" and "f/" can coexist; the proxy filesystem tier prevents it (features.folders = "marker")',
     writeOverFolder: 'S3 keys "d" and "d/x" can coexist; the proxy filesystem tier prevents it',

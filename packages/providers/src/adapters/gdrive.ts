@@ -52,6 +52,7 @@ import type {
   WriteOptions,
 } from '../provider.ts';
 import { type AccessTokenSource, toTokenSource } from '../oauth/token-source.ts';
+import { withFolderContents } from './id-feed.ts';
 
 export interface GDriveProviderOptions {
   readonly token: string | AccessTokenSource;
@@ -928,6 +929,7 @@ export class GDriveProvider implements Provider {
       throw e;
     }
     const out: Change[] = [];
+    const folders: string[] = [];
     // A delete is only reported for a path no other live item is known to hold now.
     const pushDelete = (path: string, id: string): void => {
       const holder = this.index.get(path);
@@ -953,10 +955,16 @@ export class GDriveProvider implements Provider {
       const dir = c.file.mimeType === FOLDER_MIME;
       this.index.set(now, id, dir);
       out.push({ type: 'upsert', path: now, entry: this.toEntry(now, c.file) });
+      if (dir && before !== now) folders.push(now);
     }
     const next = page.nextPageToken ?? page.newStartPageToken;
     if (!next) throw new TransientError(`${this.name}: changes.list returned no token`);
-    return { changes: out, cursor: CURSOR_PREFIX + next, hasMore: Boolean(page.nextPageToken), reset: false };
+    return {
+      changes: await withFolderContents(this, out, folders, options.signal),
+      cursor: CURSOR_PREFIX + next,
+      hasMore: Boolean(page.nextPageToken),
+      reset: false,
+    };
   }
 }
 

@@ -59,6 +59,7 @@ import type {
 } from '../provider.ts';
 import { type AccessTokenSource, toTokenSource } from '../oauth/token-source.ts';
 import { IdPathIndex } from './gdrive.ts';
+import { withFolderContents } from './id-feed.ts';
 
 export interface OneDriveProviderOptions {
   readonly token: string | AccessTokenSource;
@@ -848,6 +849,7 @@ export class OneDriveProvider implements Provider {
       throw e;
     }
     const out: Change[] = [];
+    const folders: string[] = [];
     const pushDelete = (path: string, id: string): void => {
       const holder = this.index.get(path);
       if (holder && holder.id !== id) return;
@@ -871,11 +873,12 @@ export class OneDriveProvider implements Provider {
       }
       this.index.set(now, it.id, Boolean(it.folder));
       out.push({ type: 'upsert', path: now, entry: this.toEntry(now, it) });
+      if (it.folder && before !== now) folders.push(now);
     }
     const next = page['@odata.nextLink'] ?? page['@odata.deltaLink'];
     if (!next) throw new TransientError(`${this.name}: delta gave no link`);
     return {
-      changes: out,
+      changes: await withFolderContents(this, out, folders, options.signal),
       cursor: CURSOR_PREFIX + next,
       hasMore: page['@odata.nextLink'] !== undefined,
       reset: false,

@@ -51,6 +51,7 @@ export type ConformanceTest =
   | 'copyFile'
   | 'copyFolder'
   | 'changeFeedOrderAndResume'
+  | 'changeFeedFolderMove'
   | 'concurrentWriters'
   | 'retryRecoversFromTransient'
   | 'retryResumesBrokenRead'
@@ -540,6 +541,29 @@ export function runProviderConformance(options: ConformanceOptions): void {
       // A cursor that was never issued asks the caller to re-list.
       const bogus = await p.changes('not-a-cursor');
       expect(bogus.reset).toBe(true);
+    });
+
+    test('changeFeedFolderMove', async () => {
+      const p = await fresh();
+      if (!hasChangeFeed(p))
+        throw new Error('provider declares no change feed: declare the gap with a reason');
+      if (!hasServerSideMove(p) || p.features.move !== 'files-and-folders')
+        throw new Error('provider declares no folder move: declare the gap with a reason');
+      await p.write('mv/a/sub/f.txt', Buffer.from('f'));
+      await p.write('mv/a/sub/deep/g.txt', Buffer.from('g'));
+      await p.mkdir('mv/a/sub/empty');
+      const start = await p.latestCursor();
+      await p.move('mv/a/sub', 'mv/b');
+      const { changes } = await drainChanges(p, start);
+      // The old path is deleted (a folder's delete implies its content)...
+      const deletes = changes.filter((c) => c.type === 'delete').map((c) => c.path);
+      expect(deletes.some((d) => d === 'mv/a/sub')).toBe(true);
+      // ...and everything at the new one is reported, not only the folder itself.
+      const upserts = new Set(changes.filter((c) => c.type === 'upsert').map((c) => c.path));
+      for (const q of ['mv/b', 'mv/b/f.txt', 'mv/b/deep', 'mv/b/deep/g.txt', 'mv/b/empty'])
+        expect(upserts.has(q), q).toBe(true);
+      const moved = changes.find((c) => c.type === 'upsert' && c.path === 'mv/b/deep/g.txt');
+      expect(moved?.type === 'upsert' && moved.entry.size).toBe(1);
     });
 
     test('concurrentWriters', async () => {
