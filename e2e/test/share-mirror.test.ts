@@ -14,6 +14,7 @@
  * a conflicted copy, unless its writer's member later deleted it.
  *
  * CI: fixed seed, 60 operations. WEFT_FULL=1: 5 minutes of operations (WEFT_SEED to vary).
+ * WEFT_DEBUG=1 prints the proxy's log at trace level, the mirror's entries among it.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -90,7 +91,10 @@ describe('cross-cloud share served by the proxy: Dropbox, Drive, OneDrive and We
   let server: RunningProxyServer | undefined;
   const start = async (): Promise<RunningProxyServer> =>
     (server = await startProxyServer(config, {
-      logger: pino({ level: 'silent' }),
+      // WEFT_DEBUG=1: the mirror's trace (every entry ingested and applied) on stderr.
+      logger: process.env.WEFT_DEBUG
+        ? pino({ level: 'trace' }, pino.destination(2))
+        : pino({ level: 'silent' }),
       shares: { wrap: mirrorWrap },
     }));
   const api = async <T>(user: string, method: string, path: string, body?: unknown): Promise<T> => {

@@ -94,6 +94,12 @@ export interface MirrorEngineOptions {
   /** Entries per feed page requested. Default 500. */
   readonly pageSize?: number;
   /**
+   * While running, re-list every replica against the books this often (anti-entropy: a
+   * feed may miss a change, and what a restarted engine would start from is checked).
+   * Default 1 hour; 0 = never. quiesce() always ends with one.
+   */
+  readonly verifyIntervalMs?: number;
+  /**
    * Called after each log entry is applied everywhere (or kept for a retry): how many were
    * applied in this drain and how many remain — e.g. a joining member's seeding progress.
    */
@@ -117,6 +123,8 @@ export interface MirrorStats {
   relistings: number;
   /** Target applications that failed and will be retried next step. */
   failures: number;
+  /** Log entries found by a verification re-listing (changes the feeds had not reported). */
+  verifyFound: number;
 }
 
 interface Replica {
@@ -172,6 +180,7 @@ export class MirrorEngine {
     nativeMoves: 0,
     relistings: 0,
     failures: 0,
+    verifyFound: 0,
   };
   private readonly replicas: readonly Replica[];
   private readonly byId = new Map<string, Replica>();
@@ -181,6 +190,8 @@ export class MirrorEngine {
   private readonly concurrency: number;
   private readonly pollIntervalMs: number;
   private readonly pageSize: number;
+  private readonly verifyIntervalMs: number;
+  private lastVerify = 0;
   private readonly onProgress: MirrorEngineOptions['onProgress'];
   private readonly onRound: MirrorEngineOptions['onRound'];
   /** Per replica: path → what the engine last saw or caused there (in memory). */
@@ -232,6 +243,7 @@ export class MirrorEngine {
     this.concurrency = options.concurrency ?? 16;
     this.pollIntervalMs = options.pollIntervalMs ?? 2000;
     this.pageSize = options.pageSize ?? 500;
+    this.verifyIntervalMs = options.verifyIntervalMs ?? 3_600_000;
     this.onProgress = options.onProgress;
     this.onRound = options.onRound;
   }
@@ -381,13 +393,47 @@ export class MirrorEngine {
     }
   }
 
-  /** Step until a round finds nothing new and nothing is pending. */
+  /**
+   * Step until a round finds nothing new and nothing is pending, and a verification
+   * (every replica re-listed against the persisted books) finds nothing either: the state
+   * a restarted engine starts from is the replicas' real state.
+   */
   async quiesce(maxRounds = 200): Promise<void> {
     for (let i = 0; i < maxRounds; i++) {
       const n = await this.step();
-      if (n === 0 && this.store.pendingCount() === 0) return;
+      if (n !== 0 || this.store.pendingCount() !== 0) continue;
+      if ((await this.verify()) === 0 && this.store.pendingCount() === 0) return;
     }
     throw new Error(`share ${this.shareId}: not quiescent after ${maxRounds} rounds`);
+  }
+
+  /**
+   * Re-list every replica against the books (the persisted `known` rows, which is what a
+   * restarted engine starts from, not this engine's in-memory view), then apply what that
+   * found. Returns log entries appended plus applied. Feed cursors are left where they are:
+   * a change both listed here and read later from a feed is recognised as seen.
+   */
+  async verify(): Promise<number> {
+    await this.init();
+    this.lastVerify = Date.now();
+    let found = 0;
+    for (const r of this.replicas) {
+      const books = new Map<string, Seen>(this.store.knownUnder(r.id, '').map((k) => [k.path, k]));
+      const mine = this.seenOf(r);
+      const differs =
+        books.size !== mine.size ||
+        [...books].some(([k, v]) => {
+          const m = mine.get(k);
+          return !m || m.kind !== v.kind || m.sha256 !== v.sha256;
+        });
+      if (differs)
+        this.log.warn({ replica: r.id }, 'books and in-memory view differ: re-listing against the books');
+      this.seen.set(r.id, books);
+      found += await this.relist(r, undefined);
+    }
+    this.stats.verifyFound += found;
+    if (found > 0) this.log.warn({ entries: found }, 'verification found changes the feeds had not reported');
+    return found + (await this.drain());
   }
 
   /** Run steps until stop(); a step's error is logged and the next step retries. */
@@ -403,6 +449,10 @@ export class MirrorEngine {
       while (!this.stopping) {
         try {
           await this.round(true);
+          if (this.verifyIntervalMs > 0 && Date.now() - this.lastVerify >= this.verifyIntervalMs) {
+            if (this.lastVerify === 0) this.lastVerify = Date.now();
+            else await this.verify();
+          }
           this.onRound?.({ pending: this.store.pendingCount() });
         } catch (e) {
           this.log.error({ err: e }, 'mirror step failed');
@@ -525,6 +575,7 @@ export class MirrorEngine {
 
   /** Full listing diffed against what we saw: deletes of what vanished, upserts of the rest. */
   private async relist(r: Replica, cursor: string | undefined): Promise<number> {
+    this.log.trace({ replica: r.id }, 're-listing');
     this.stats.relistings += 1;
     const entries: Entry[] = [];
     for await (const e of r.provider.list(r.root, { recursive: true })) entries.push(e);
@@ -718,6 +769,7 @@ export class MirrorEngine {
       if (cursor !== undefined) this.store.setCursor(r.id, cursor);
     });
     this.stats.ingested += appends.length;
+    for (const a of appends) this.log.trace({ replica: r.id, op: a.op }, 'ingested');
     if (appends.length > 0) this.log.debug({ replica: r.id, entries: appends.length }, 'ingested');
     return appends.length;
   }
@@ -892,6 +944,7 @@ export class MirrorEngine {
     const done = new Set(logged.doneTargets);
     if (!done.has(logged.origin)) {
       const propagate = this.applyAtOrigin(logged);
+      this.log.trace({ seq: logged.seq, replica: logged.origin, propagate }, 'applied at origin');
       if (propagate === 'origin-too') {
         // The engine wrote into what the origin deleted after the delete was read from its
         // feed (an earlier entry re-created it there): the delete applies there as well,
@@ -911,6 +964,7 @@ export class MirrorEngine {
     const results = await Promise.allSettled(
       targets.map(async (t) => {
         await this.applyTo(t, logged);
+        this.log.trace({ seq: logged.seq, replica: t.id, op: logged.op }, 'applied');
         done.add(t.id);
       }),
     );
@@ -1266,6 +1320,10 @@ export class MirrorEngine {
       }
       const knownByPath = new Map(known.map((k) => [k.path, k]));
       const kept = new Set<string>();
+      // What we knew there and is there no more (moved or deleted by the replica's owner):
+      // out of the books, or a restart's re-listing reports it gone again.
+      const present = new Set(entries.map((e) => this.relative(t, e.path)));
+      for (const k of known) if (k.path !== path && !present.has(k.path)) removed.add(k.path);
       for (const e of entries) {
         const rel = this.relative(t, e.path);
         if (rel === undefined || e.kind !== 'file') continue;

@@ -476,7 +476,16 @@ export class ShareService {
   }
 
   private zeroStats(): MirrorStats {
-    return { ingested: 0, echoes: 0, applied: 0, conflicts: 0, nativeMoves: 0, relistings: 0, failures: 0 };
+    return {
+      ingested: 0,
+      echoes: 0,
+      applied: 0,
+      conflicts: 0,
+      nativeMoves: 0,
+      relistings: 0,
+      failures: 0,
+      verifyFound: 0,
+    };
   }
 
   /**
@@ -497,6 +506,7 @@ export class ShareService {
       });
       try {
         await engine.quiesce(maxRounds);
+        this.o.log.debug({ share: shareId }, 'share quiescent');
         const j = this.joining.get(shareId);
         if (j) {
           j.total ??= engine.initialBacklog ?? 0;
