@@ -14,15 +14,30 @@
  *   nextPageToken / newStartPageToken);
  * - errors as `{"error": {"code", "message", "errors": [{"domain", "reason", "message"}]}}`,
  *   including 403 userRateLimitExceeded and 429 rateLimitExceeded.
+ * And the Drive API v2 pieces a client needs for conditional writes
+ * (https://developers.google.com/drive/api/reference/rest/v2), since only v2 files carry an
+ * `etag` and honour `If-Match`:
+ * - files.get (`GET /drive/v2/files/{id}`, v2 field names: title, labels.trashed, fileSize,
+ *   modifiedDate, parents[{id}], etag, version…; the full resource unless `fields` says);
+ * - files.update with content (`PUT /upload/drive/v2/files/{id}`, uploadType media,
+ *   multipart or resumable; metadata title, description, labels.trashed, and modifiedDate
+ *   with setModifiedDate=true) and files.delete (`DELETE /drive/v2/files/{id}`, 204);
+ * - `If-Match` on those three writes: a list of entity tags or `*`; when none is the
+ *   file's etag → 412 `conditionNotMet`. A resumable update checks it when the session is
+ *   opened and again when the last chunk would commit the content.
+ * An item's etag changes on every change to it (content, name, parent, trash, times);
+ * `version` (both APIs) increases with each. Items created through the API get strictly
+ * increasing createdTimes.
  * Items are id-based; several items in one folder may share a name, as Drive allows.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import {
   type EmulatorOptions,
   EmulatorServer,
   type Exchange,
   HttpError,
+  parseEntityTags,
   type Route,
   sendContent,
 } from './http.ts';
@@ -53,6 +68,12 @@ const notFound = (id: string): HttpError =>
   driveError(404, `File not found: ${id}.`, 'notFound', 'global', {
     locationType: 'parameter',
     location: 'fileId',
+  });
+/** What Drive answers when an If-Match precondition does not hold. */
+const preconditionFailed = (): HttpError =>
+  driveError(412, 'Precondition Failed', 'conditionNotMet', 'global', {
+    locationType: 'header',
+    location: 'If-Match',
   });
 const invalid = (message: string, location?: string): HttpError =>
   driveError(
@@ -186,8 +207,24 @@ const MetadataBody = z
   .passthrough();
 type MetadataBody = z.infer<typeof MetadataBody>;
 
+/** A v2 File in a files.update body: the fields the emulator applies. */
+const MetadataBodyV2 = z
+  .object({
+    title: z.string().optional(),
+    mimeType: z.string().optional(),
+    description: z.string().optional(),
+    modifiedDate: z.string().optional(),
+    labels: z.object({ trashed: z.boolean().optional() }).passthrough().optional(),
+    parents: z.array(z.object({ id: z.string() }).passthrough()).optional(),
+  })
+  .passthrough();
+
 interface ResumableSession {
   id: string;
+  /** The API that opened it: the final answer is a file of that version. */
+  api: 'v2' | 'v3';
+  /** If-Match of the initiating request, checked again when the content commits. */
+  ifMatch?: string;
   /** Existing file for an update; undefined for a create. */
   fileId?: string;
   metadata: MetadataBody;
@@ -205,6 +242,7 @@ export class GDriveEmulator extends EmulatorServer {
   private readonly sessions = new Map<string, ResumableSession>();
   private pageTokens = new Map<string, { ids: string[]; offset: number }>();
   private minPageToken = 0;
+  private lastCreatedMs = 0;
 
   constructor(options: GDriveEmulatorOptions = {}) {
     super(options, { authorize: '/o/oauth2/v2/auth', token: '/token' });
@@ -314,6 +352,18 @@ export class GDriveEmulator extends EmulatorServer {
       if (m === 'PATCH' || m === 'PUT')
         return { endpoint: 'files.update', handle: (ex) => this.upload(ex, id) };
     }
+    if ((r = /^\/upload\/drive\/v2\/files\/([^/]+)$/.exec(p))) {
+      const id = decodeURIComponent(r[1] as string);
+      if (q.has('upload_id'))
+        return { endpoint: 'files.upload.resumable', noAuth: true, handle: (ex) => this.resumableChunk(ex) };
+      if (m === 'PUT') return { endpoint: 'v2.files.update', handle: (ex) => this.uploadV2(ex, id) };
+    }
+    if ((r = /^\/drive\/v2\/files\/([^/]+)$/.exec(p))) {
+      const id = decodeURIComponent(r[1] as string);
+      if (m === 'GET' && !q.has('alt'))
+        return { endpoint: 'v2.files.get', handle: (ex) => this.getV2(ex, id) };
+      if (m === 'DELETE') return { endpoint: 'v2.files.delete', handle: (ex) => this.deleteV2(ex, id) };
+    }
     if ((r = /^\/drive\/v3\/files\/([^/]+)\/copy$/.exec(p)) && m === 'POST') {
       const id = decodeURIComponent(r[1] as string);
       return { endpoint: 'files.copy', handle: (ex) => this.copy(ex, id) };
@@ -391,6 +441,59 @@ export class GDriveEmulator extends EmulatorServer {
     };
   }
 
+  /**
+   * The v2 File (https://developers.google.com/drive/api/reference/rest/v2/files): the
+   * same item under v2 names, with the `etag` v3 does not show.
+   */
+  resourceV2(n: TreeNode): Record<string, unknown> {
+    const folder = n.kind === 'folder';
+    const base: Record<string, unknown> = {
+      kind: 'drive#file',
+      id: n.id,
+      etag: this.etag(n),
+      title: n.name,
+      mimeType: n.meta.mimeType ?? (folder ? FOLDER_MIME : 'application/octet-stream'),
+      labels: {
+        starred: false,
+        hidden: false,
+        trashed: n.meta.trashed === 'true',
+        restricted: false,
+        viewed: false,
+      },
+      createdDate: new Date(n.createdMs).toISOString(),
+      modifiedDate: new Date(n.clientModifiedMs).toISOString(),
+      version: String(n.version),
+      parents:
+        n.parentId === null
+          ? []
+          : [{ kind: 'drive#parentReference', id: n.parentId, isRoot: n.parentId === ROOT_ID }],
+      ...(n.meta.description !== undefined ? { description: n.meta.description } : {}),
+    };
+    if (folder) return base;
+    return {
+      ...base,
+      fileSize: String(n.content.byteLength),
+      md5Checksum: n.hashes.md5,
+      sha256Checksum: n.hashes.sha256,
+      headRevisionId: n.meta.headRevisionId,
+      originalFilename: n.meta.originalFilename ?? n.name,
+    };
+  }
+
+  /** The item's entity tag: a new one for every change (the tree bumps `version` on each). */
+  etag(n: TreeNode): string {
+    return `"${createHash('sha256').update(`${n.id}/${n.version}`).digest('base64url').slice(0, 27)}"`;
+  }
+
+  /** 412 unless an If-Match header (when given) names the item's current etag or `*`. */
+  private checkIfMatch(header: string | undefined, n: TreeNode): void {
+    if (header === undefined) return;
+    // Quoted entity tags as sent back from the `etag` field; a bare value is taken as one tag.
+    const tags = parseEntityTags(header);
+    if (tags.length === 0 && header.trim() !== '') tags.push(`"${header.trim().replace(/^"|"$/g, '')}"`);
+    if (!tags.includes('*') && !tags.includes(this.etag(n))) throw preconditionFailed();
+  }
+
   private fields(x: Exchange, defaults: string): FieldTree {
     return parseFields(x.url.searchParams.get('fields') ?? defaults);
   }
@@ -430,6 +533,11 @@ export class GDriveEmulator extends EmulatorServer {
         },
       },
     );
+    // Creation times strictly increase, as between two requests to Drive: a loopback round
+    // trip can be shorter than the millisecond createdTime resolves, and clients order
+    // same-name items by it.
+    n.createdMs = Math.max(n.createdMs, this.lastCreatedMs + 1);
+    this.lastCreatedMs = n.createdMs;
     if (!isFolder) this.newRevision(n);
     return n;
   }
@@ -509,7 +617,7 @@ export class GDriveEmulator extends EmulatorServer {
   }
 
   /** Multipart body: metadata JSON part, then the media part. */
-  private parseMultipart(x: Exchange, body: Buffer): { meta: MetadataBody; media: Buffer } {
+  private parseMultipart(x: Exchange, body: Buffer): { meta: unknown; media: Buffer } {
     const ct = x.header('content-type') ?? '';
     const m = /boundary="?([^";]+)"?/i.exec(ct);
     if (!/^multipart\/related/i.test(ct) || !m) throw invalid('Invalid multipart request with 0 mime parts.');
@@ -538,7 +646,7 @@ export class GDriveEmulator extends EmulatorServer {
     } catch {
       throw invalid('Invalid JSON payload received.');
     }
-    return { meta: this.parseMeta(meta), media: split(parts[1] as Buffer) };
+    return { meta, media: split(parts[1] as Buffer) };
   }
 
   /** POST /upload/drive/v3/files (create) or PATCH /upload/drive/v3/files/{id} (update). */
@@ -554,6 +662,7 @@ export class GDriveEmulator extends EmulatorServer {
       const total = x.header('x-upload-content-length');
       this.sessions.set(id, {
         id,
+        api: 'v3',
         fileId,
         metadata: meta,
         chunks: [],
@@ -572,11 +681,96 @@ export class GDriveEmulator extends EmulatorServer {
     const body = await x.body();
     let meta: MetadataBody = {};
     let media: Buffer;
-    if (uploadType === 'multipart') ({ meta, media } = this.parseMultipart(x, body));
-    else if (uploadType === 'media') media = body;
+    if (uploadType === 'multipart') {
+      const parts = this.parseMultipart(x, body);
+      meta = this.parseMeta(parts.meta);
+      media = parts.media;
+    } else if (uploadType === 'media') media = body;
     else throw invalid('Invalid upload type', 'uploadType');
     const n = this.finishUpload(existing, meta, media, addParents, removeParents);
     await this.sendFile(x, n);
+  }
+
+  /** A v2 files.update body as the v3 metadata the update applies. */
+  private parseMetaV2(value: unknown, x: Exchange, n: TreeNode): MetadataBody {
+    const r = MetadataBodyV2.safeParse(value ?? {});
+    if (!r.success) throw invalid(`Invalid JSON payload received. ${r.error.issues[0]?.message ?? ''}`);
+    const v2 = r.data;
+    if (v2.parents && (v2.parents.length !== 1 || v2.parents[0]?.id !== n.parentId)) {
+      // v2 can move by rewriting `parents`; the emulator does not implement that.
+      throw invalid('Changing parents through v2 files.update is not supported by the emulator', 'parents');
+    }
+    // v2 keeps modifiedDate from the body only with setModifiedDate=true; otherwise it is now.
+    const setModified = x.url.searchParams.get('setModifiedDate') === 'true';
+    return {
+      ...(v2.title !== undefined ? { name: v2.title } : {}),
+      ...(v2.description !== undefined ? { description: v2.description } : {}),
+      ...(v2.labels?.trashed !== undefined ? { trashed: v2.labels.trashed } : {}),
+      ...(setModified && v2.modifiedDate !== undefined ? { modifiedTime: v2.modifiedDate } : {}),
+    };
+  }
+
+  private async sendFileV2(x: Exchange, n: TreeNode): Promise<void> {
+    await x.sendJson(200, applyFields(this.resourceV2(n), this.fields(x, '*')));
+  }
+
+  /** GET /drive/v2/files/{id}: metadata (v2 answers the whole resource unless `fields` says). */
+  private async getV2(x: Exchange, id: string): Promise<void> {
+    await this.sendFileV2(x, this.node(id));
+  }
+
+  /** PUT /upload/drive/v2/files/{id}: new content (and metadata), under If-Match when given. */
+  private async uploadV2(x: Exchange, id: string): Promise<void> {
+    const n = this.node(id);
+    if (n.kind === 'folder') throw driveError(400, 'A folder cannot have content.', 'invalid');
+    const ifMatch = x.header('if-match');
+    this.checkIfMatch(ifMatch, n);
+    const uploadType = x.url.searchParams.get('uploadType');
+    if (uploadType === 'resumable') {
+      const meta = this.parseMetaV2(await x.json(), x, n);
+      const session = randomBytes(24).toString('base64url');
+      const total = x.header('x-upload-content-length');
+      this.sessions.set(session, {
+        id: session,
+        api: 'v2',
+        ifMatch,
+        fileId: id,
+        metadata: meta,
+        chunks: [],
+        received: 0,
+        total: total === undefined ? undefined : Number(total),
+        fields: x.url.searchParams.get('fields') ?? undefined,
+      });
+      const loc = new URL(x.url.pathname, this.url);
+      loc.searchParams.set('uploadType', 'resumable');
+      loc.searchParams.set('upload_id', session);
+      await x.send(200, Buffer.alloc(0), { location: loc.toString(), 'x-guploader-uploadid': session });
+      return;
+    }
+    const body = await x.body();
+    let meta: MetadataBody = {};
+    let media: Buffer;
+    if (uploadType === 'multipart') {
+      const parts = this.parseMultipart(x, body);
+      meta = this.parseMetaV2(parts.meta, x, n);
+      media = parts.media;
+    } else if (uploadType === 'media') media = body;
+    else throw invalid('Invalid upload type', 'uploadType');
+    await this.sendFileV2(x, this.finishUpload(n, meta, media));
+  }
+
+  /** DELETE /drive/v2/files/{id}: permanently, under If-Match when given; 204. */
+  private async deleteV2(x: Exchange, id: string): Promise<void> {
+    const n = this.node(id);
+    if (n.parentId === null)
+      throw driveError(
+        403,
+        'The user does not have sufficient permissions for this file.',
+        'insufficientFilePermissions',
+      );
+    this.checkIfMatch(x.header('if-match'), n);
+    this.tree.remove(n);
+    await x.send(204, Buffer.alloc(0));
   }
 
   private finishUpload(
@@ -647,6 +841,8 @@ export class GDriveEmulator extends EmulatorServer {
       this.sessions.delete(id);
       const existing = s.fileId === undefined ? undefined : this.tree.get(s.fileId);
       if (s.fileId !== undefined && !existing) throw notFound(s.fileId);
+      // The precondition holds for the commit, not only for opening the session.
+      if (existing) this.checkIfMatch(s.ifMatch, existing);
       const n = this.finishUpload(
         existing,
         s.metadata,
@@ -654,7 +850,12 @@ export class GDriveEmulator extends EmulatorServer {
         s.addParents,
         s.removeParents,
       );
-      await x.sendJson(200, applyFields(this.resource(n), parseFields(s.fields ?? 'kind,id,name,mimeType')));
+      await x.sendJson(
+        200,
+        s.api === 'v2'
+          ? applyFields(this.resourceV2(n), parseFields(s.fields ?? '*'))
+          : applyFields(this.resource(n), parseFields(s.fields ?? 'kind,id,name,mimeType')),
+      );
       return;
     }
     await x.send(308, Buffer.alloc(0), this.rangeHeader(s));

@@ -158,6 +158,7 @@ export abstract class EmulatorServer {
   private baseUrl = '';
   /** Requests seen, in order (endpoint and method), for wire-level assertions. */
   readonly requestLog: { endpoint: string; method: string; url: string }[] = [];
+  private hooks: { endpoint: string; fn: () => void | Promise<void>; left: number }[] = [];
 
   constructor(
     protected readonly options: EmulatorOptions,
@@ -230,6 +231,33 @@ export abstract class EmulatorServer {
     await closed;
   }
 
+  /**
+   * Test-only: the next `times` (default 1) requests to `endpoint` wait for `fn` before
+   * they are handled (after faults and the token check), so a test can place another
+   * client's change exactly between two requests of the client under test — e.g. an edit
+   * in Drive's web UI between a conditional write's metadata read and its upload.
+   * Returns a function that removes the hook.
+   */
+  beforeRequest(
+    endpoint: string,
+    fn: () => void | Promise<void>,
+    options: { times?: number } = {},
+  ): () => void {
+    const hook = { endpoint, fn, left: options.times ?? 1 };
+    this.hooks.push(hook);
+    return () => {
+      this.hooks = this.hooks.filter((h) => h !== hook);
+    };
+  }
+
+  private async runHooks(endpoint: string): Promise<void> {
+    for (const h of this.hooks.filter((k) => k.endpoint === endpoint && k.left > 0)) {
+      h.left -= 1;
+      if (h.left === 0) this.hooks = this.hooks.filter((k) => k !== h);
+      await h.fn();
+    }
+  }
+
   protected checkAuth(x: Exchange): void {
     const h = x.header('authorization');
     const m = h ? /^Bearer\s+(\S+)$/i.exec(h) : null;
@@ -285,6 +313,7 @@ export abstract class EmulatorServer {
       }
       if (!route) throw new HttpError(404, { error: `no such endpoint: ${method} ${url.pathname}` });
       if (!route.noAuth && !oauthRoute) this.checkAuth(x);
+      if (this.hooks.length > 0) await this.runHooks(endpoint);
       await route.handle(x);
       if (!x.done) throw new Error(`handler for ${endpoint} sent no response`);
     } catch (e) {
@@ -337,6 +366,11 @@ export abstract class EmulatorServer {
   stats(): Record<string, number> {
     return {};
   }
+}
+
+/** The entity tags of an If-Match header: quoted strings (which may contain commas) or '*'. */
+export function parseEntityTags(header: string): string[] {
+  return [...header.matchAll(/(?:W\/)?"[^"]*"|\*/g)].map((m) => m[0].replace(/^W\//, ''));
 }
 
 /** Parse `Range: bytes=a-b` against a size. undefined: no (usable) range; 'unsatisfiable' → 416. */

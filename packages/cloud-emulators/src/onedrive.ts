@@ -25,10 +25,13 @@ import {
   EmulatorServer,
   type Exchange,
   HttpError,
+  parseEntityTags,
   type Route,
   sendContent,
 } from './http.ts';
 import { Tree, type TreeNode, foldName } from './tree.ts';
+
+export { parseEntityTags };
 
 export interface OneDriveEmulatorOptions extends EmulatorOptions {
   /** TLS is required (the Graph SDK only talks https). */
@@ -873,9 +876,4 @@ function decodeURIComponentSafe(s: string): string {
   } catch {
     throw graphError(400, 'invalidRequest', 'Malformed URL');
   }
-}
-
-/** The entity tags of an If-Match header: quoted strings (which may contain commas) or '*'. */
-export function parseEntityTags(header: string): string[] {
-  return [...header.matchAll(/(?:W\/)?"[^"]*"|\*/g)].map((m) => m[0].replace(/^W\//, ''));
 }

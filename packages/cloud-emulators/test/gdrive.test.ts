@@ -210,6 +210,184 @@ describe('gdrive emulator (wire)', () => {
     expect(idle.body.changes).toEqual([]);
   });
 
+  it('v2 files.get: v2 names, an etag and version that change with every change, fields', async () => {
+    const mp = multipart({ name: 'v2.txt' }, Buffer.from('one'));
+    const f = await api('POST', '/upload/drive/v3/files?uploadType=multipart&fields=id,parents', mp.body, {
+      'content-type': mp.type,
+    });
+    const id = f.body.id as string;
+    const v1 = await api('GET', `/drive/v2/files/${id}`);
+    expect(v1.status).toBe(200);
+    expect(v1.body).toMatchObject({
+      kind: 'drive#file',
+      id,
+      title: 'v2.txt',
+      mimeType: 'application/octet-stream',
+      labels: { trashed: false },
+      fileSize: '3',
+      md5Checksum: createHash('md5').update('one').digest('hex'),
+      parents: [{ id: f.body.parents[0], isRoot: true }],
+    });
+    expect(v1.body.etag).toMatch(/^".+"$/);
+    expect(typeof v1.body.version).toBe('string');
+    expect(typeof v1.body.modifiedDate).toBe('string');
+    expect(v1.body.name).toBeUndefined();
+    const seen = new Set<string>([v1.body.etag]);
+    let version = Number(v1.body.version);
+    const expectChanged = async (): Promise<void> => {
+      const now = await api('GET', `/drive/v2/files/${id}?fields=etag,version`);
+      expect(Object.keys(now.body).sort()).toEqual(['etag', 'version']);
+      expect(seen.has(now.body.etag)).toBe(false);
+      expect(Number(now.body.version)).toBeGreaterThan(version);
+      seen.add(now.body.etag);
+      version = Number(now.body.version);
+    };
+    await api('PATCH', `/upload/drive/v3/files/${id}?uploadType=media`, Buffer.from('two'));
+    await expectChanged();
+    await api('PATCH', `/drive/v3/files/${id}`, { name: 'renamed.txt' });
+    await expectChanged();
+    await api('PATCH', `/drive/v3/files/${id}`, { modifiedTime: '2020-01-02T03:04:05.000Z' });
+    await expectChanged();
+    const folder = await api('POST', '/drive/v3/files', { name: 'v2dest', mimeType: FOLDER_MIME });
+    await api(
+      'PATCH',
+      `/drive/v3/files/${id}?addParents=${folder.body.id}&removeParents=${f.body.parents[0]}`,
+      {},
+    );
+    await expectChanged();
+    await api('PATCH', `/drive/v3/files/${id}`, { trashed: true });
+    await expectChanged();
+    // The v3 resource is unchanged: no etag, v3 names.
+    const v3 = await api('GET', `/drive/v3/files/${id}?fields=*`);
+    expect(v3.body.etag).toBeUndefined();
+    expect(v3.body.name).toBe('renamed.txt');
+    expect((await api('GET', '/drive/v2/files/nope')).body.error.errors[0].reason).toBe('notFound');
+  });
+
+  it('v2 files.update (media, multipart) and files.delete honour If-Match: 412 conditionNotMet', async () => {
+    const f = await api('POST', '/upload/drive/v3/files?uploadType=media&fields=id', Buffer.from('base'));
+    const id = f.body.id as string;
+    const etag = (await api('GET', `/drive/v2/files/${id}?fields=etag`)).body.etag as string;
+    const ok = await api('PUT', `/upload/drive/v2/files/${id}?uploadType=media`, Buffer.from('mine'), {
+      'if-match': etag,
+    });
+    expect(ok.status).toBe(200);
+    expect(ok.body).toMatchObject({ id, fileSize: '4', title: 'Untitled' });
+    expect(ok.body.etag).not.toBe(etag);
+    expect(ok.body.headRevisionId).toBeTruthy();
+    const stale = await api('PUT', `/upload/drive/v2/files/${id}?uploadType=media`, Buffer.from('lost'), {
+      'if-match': etag,
+    });
+    expect(stale.status).toBe(412);
+    expect(stale.body).toEqual({
+      error: {
+        code: 412,
+        message: 'Precondition Failed',
+        errors: [
+          {
+            domain: 'global',
+            reason: 'conditionNotMet',
+            message: 'Precondition Failed',
+            locationType: 'header',
+            location: 'If-Match',
+          },
+        ],
+      },
+    });
+    expect(emu.tree.get(id)?.content.toString()).toBe('mine');
+    // Several tags, or '*'; no If-Match at all is unconditional.
+    const mp = multipart(
+      { title: 'titled.txt', modifiedDate: '2021-05-06T07:08:09.000Z' },
+      Buffer.from('mp'),
+    );
+    const listed = await api(
+      'PUT',
+      `/upload/drive/v2/files/${id}?uploadType=multipart&setModifiedDate=true&fields=title,modifiedDate,fileSize`,
+      mp.body,
+      { 'content-type': mp.type, 'if-match': `"other", ${ok.body.etag}` },
+    );
+    expect(listed.body).toEqual({
+      title: 'titled.txt',
+      modifiedDate: '2021-05-06T07:08:09.000Z',
+      fileSize: '2',
+    });
+    // Without setModifiedDate the body's modifiedDate is ignored (the time becomes now).
+    const now = await api(
+      'PUT',
+      `/upload/drive/v2/files/${id}?uploadType=multipart&fields=modifiedDate`,
+      multipart({ modifiedDate: '2001-01-01T00:00:00.000Z' }, Buffer.from('x')).body,
+      { 'content-type': mp.type, 'if-match': '*' },
+    );
+    expect(Date.parse(now.body.modifiedDate)).toBeGreaterThan(Date.parse('2020-01-01T00:00:00Z'));
+    expect((await api('PUT', `/upload/drive/v2/files/${id}?uploadType=media`, Buffer.from('u'))).status).toBe(
+      200,
+    );
+    const gone = await api('DELETE', `/drive/v2/files/${id}`, undefined, { 'if-match': etag });
+    expect(gone.status).toBe(412);
+    expect(emu.tree.get(id)).toBeDefined();
+    const current = (await api('GET', `/drive/v2/files/${id}?fields=etag`)).body.etag as string;
+    expect((await api('DELETE', `/drive/v2/files/${id}`, undefined, { 'if-match': current })).status).toBe(
+      204,
+    );
+    expect(emu.tree.get(id)).toBeUndefined();
+  });
+
+  it('v2 resumable update: If-Match checked when the session opens and again at the commit', async () => {
+    const f = await api('POST', '/upload/drive/v3/files?uploadType=media&fields=id', Buffer.from('base'));
+    const id = f.body.id as string;
+    const etag = (await api('GET', `/drive/v2/files/${id}?fields=etag`)).body.etag as string;
+    const open = (ifMatch: string) =>
+      api(
+        'PUT',
+        `/upload/drive/v2/files/${id}?uploadType=resumable&fields=id,fileSize,etag`,
+        {},
+        {
+          'if-match': ifMatch,
+          'x-upload-content-length': '5',
+        },
+      );
+    const s1 = await open(etag);
+    expect(s1.status).toBe(200);
+    const session = s1.headers.get('location') ?? '';
+    expect(session).toContain('/upload/drive/v2/files/');
+    const done = await fetch(session, {
+      method: 'PUT',
+      headers: { 'content-range': 'bytes 0-4/5' },
+      body: 'hello',
+    });
+    expect(done.status).toBe(200);
+    const file = (await done.json()) as any;
+    expect(file).toMatchObject({ id, fileSize: '5' });
+    expect(file.etag).not.toBe(etag);
+    // Opening with a stale etag: 412 at once.
+    expect((await open(etag)).status).toBe(412);
+    // A change after the session opened: the commit is refused and nothing is written.
+    const s2 = await open(file.etag);
+    expect(s2.status).toBe(200);
+    await api('PATCH', `/drive/v3/files/${id}`, { description: 'edited meanwhile' });
+    const late = await fetch(s2.headers.get('location') ?? '', {
+      method: 'PUT',
+      headers: { 'content-range': 'bytes 0-4/5' },
+      body: 'later',
+    });
+    expect(late.status).toBe(412);
+    expect(((await late.json()) as any).error.errors[0].reason).toBe('conditionNotMet');
+    expect(emu.tree.get(id)?.content.toString()).toBe('hello');
+    expect(emu.openSessions()).toBe(0);
+  });
+
+  it('beforeRequest: a test hook runs before the next request to an endpoint is handled', async () => {
+    const order: string[] = [];
+    const remove = emu.beforeRequest('v2.files.get', () => void order.push('hook'), { times: 2 });
+    const f = await api('POST', '/drive/v3/files?fields=id', { name: 'hooked' });
+    for (let i = 0; i < 3; i++) {
+      await api('GET', `/drive/v2/files/${f.body.id}?fields=id`);
+      order.push(`get${i}`);
+    }
+    remove();
+    expect(order).toEqual(['hook', 'get0', 'hook', 'get1', 'get2']);
+  });
+
   it('injects 403 userRateLimitExceeded and 429 rateLimitExceeded', async () => {
     emu.faults.add({ endpoint: 'files.list', nth: [0], action: { kind: 'status', status: 403 } });
     emu.faults.add({

@@ -1,9 +1,11 @@
 import { randomBytes, createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TreeNode } from '@weft/cloud-emulators';
 import { GDriveEmulator } from '@weft/cloud-emulators/gdrive';
 import { GDriveProvider } from '../src/adapters/gdrive.ts';
 import { collect } from '../src/body.ts';
-import { NotFoundError } from '../src/errors.ts';
+import { AlreadyExistsError, NotFoundError, PreconditionFailedError } from '../src/errors.ts';
+import type { Entry } from '../src/provider.ts';
 
 let emu: GDriveEmulator;
 beforeAll(async () => {
@@ -19,6 +21,23 @@ const fresh = (extra: { chunkSize?: number } = {}): GDriveProvider =>
     ...extra,
   });
 const sha = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex');
+
+/** The emulator's node for a provider path. */
+const nodeAt = (p: GDriveProvider, rel: string): TreeNode => {
+  const n = emu.tree.resolve(`/${p.name.split('/').slice(1).join('/')}/${rel}`);
+  if (!n) throw new Error(`setup: nothing at ${rel}`);
+  return n;
+};
+/** Another client (say Drive's web UI) saves new content: a new revision, a new etag. */
+const editElsewhere = (n: TreeNode, text: string): void => {
+  emu.tree.setContent(n, Buffer.from(text));
+  n.meta.headRevisionId = `web-${n.version}`;
+};
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve = (): void => undefined;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
 
 describe('gdrive adapter specifics', () => {
   it('duplicate names: the oldest item owns the path; the others are neither listed nor touched', async () => {
@@ -101,5 +120,183 @@ describe('gdrive adapter specifics', () => {
     const reset = await p.changes(page.cursor);
     expect(reset.reset).toBe(true);
     expect(reset.changes).toEqual([]);
+  });
+
+  describe('conditional writes are atomic', () => {
+    const KiB = 1024;
+    // Uploads go through files.update (v3) or v2.files.update (v2): the edit lands just before
+    // whichever the adapter sends, i.e. after every check it makes.
+    const beforeUpload = (fn: () => void): (() => void) => {
+      const off = ['files.update', 'v2.files.update'].map((e) => emu.beforeRequest(e, fn));
+      return () => off.forEach((o) => o());
+    };
+
+    for (const kind of ['small', 'resumable'] as const) {
+      it(`ifRevision (${kind}): an edit landing between the revision check and the upload is refused`, async () => {
+        const p = fresh({ chunkSize: 256 * KiB });
+        const body = (text: string): Buffer =>
+          kind === 'small'
+            ? Buffer.from(text)
+            : Buffer.concat([Buffer.from(text), Buffer.alloc(600 * KiB, 1)]);
+        const v1 = await p.write('race.bin', body('v1'));
+        const node = nodeAt(p, 'race.bin');
+        const off = beforeUpload(() => editElsewhere(node, 'web edit'));
+        try {
+          await expect(p.write('race.bin', body('mine'), { ifRevision: v1.revision })).rejects.toBeInstanceOf(
+            PreconditionFailedError,
+          );
+        } finally {
+          off();
+        }
+        expect(node.content.toString()).toBe('web edit');
+        expect(emu.openSessions()).toBe(0);
+        // The caller reads again and retries on the revision it now sees.
+        const now = await p.stat('race.bin');
+        await expect(p.write('race.bin', body('mine'), { ifRevision: v1.revision })).rejects.toBeInstanceOf(
+          PreconditionFailedError,
+        );
+        const v3 = await p.write('race.bin', body('mine'), {
+          ifRevision: now.revision,
+          modifiedMs: 1_600_000_000_000,
+        });
+        expect(node.content.subarray(0, 4).toString()).toBe('mine');
+        expect(v3).toMatchObject({
+          revision: node.meta.headRevisionId,
+          size: node.content.byteLength,
+          modifiedMs: 1_600_000_000_000,
+          hash: { algorithm: 'sha256', value: sha(node.content) },
+        });
+        expect(await p.stat('race.bin')).toEqual(v3);
+      });
+    }
+
+    it('ifRevision (resumable): an edit landing while the chunks are sent is refused at the commit', async () => {
+      const p = fresh({ chunkSize: 256 * KiB });
+      const v1 = await p.write('big.bin', randomBytes(600 * KiB));
+      const node = nodeAt(p, 'big.bin');
+      // Before the first chunk: the session is already open (under If-Match).
+      const off = emu.beforeRequest('files.upload.resumable', () => editElsewhere(node, 'web edit'));
+      try {
+        await expect(
+          p.write('big.bin', randomBytes(600 * KiB), { ifRevision: v1.revision }),
+        ).rejects.toBeInstanceOf(PreconditionFailedError);
+      } finally {
+        off();
+      }
+      expect(node.content.toString()).toBe('web edit');
+      expect(emu.openSessions()).toBe(0);
+    });
+
+    it('conditional remove: an edit landing between the revision check and the delete is refused', async () => {
+      const p = fresh();
+      const v1 = await p.write('rm.txt', Buffer.from('v1'));
+      const node = nodeAt(p, 'rm.txt');
+      const off = ['files.delete', 'v2.files.delete'].map((e) =>
+        emu.beforeRequest(e, () => editElsewhere(node, 'web edit')),
+      );
+      try {
+        await expect(p.remove('rm.txt', { ifRevision: v1.revision })).rejects.toBeInstanceOf(
+          PreconditionFailedError,
+        );
+      } finally {
+        off.forEach((o) => o());
+      }
+      expect(emu.tree.get(node.id)?.content.toString()).toBe('web edit');
+      await p.remove('rm.txt', { ifRevision: (await p.stat('rm.txt')).revision });
+      expect(emu.tree.get(node.id)).toBeUndefined();
+    });
+
+    /** Two clients of one folder, each with its own adapter (its own locks and cache). */
+    const twoClients = async (): Promise<[GDriveProvider, GDriveProvider, TreeNode]> => {
+      const root = `specific/${randomBytes(4).toString('hex')}`;
+      const make = (): GDriveProvider =>
+        new GDriveProvider({ token: emu.accessToken, root, rootUrl: emu.url });
+      const a = make();
+      const b = make();
+      await a.mkdir('d');
+      await b.mkdir('d');
+      return [a, b, nodeAt(a, 'd')];
+    };
+    const namedInD = (d: TreeNode): string[] =>
+      emu.tree
+        .children(d.id)
+        .filter((n) => n.name === 'new.txt')
+        .map((n) => n.content.toString());
+
+    it('ifNotExists: a create landing between the check and ours wins; ours is deleted, AlreadyExists', async () => {
+      const [a, b, d] = await twoClients();
+      let bWrite: Promise<Entry> | undefined;
+      // a found nothing and sends its create: b's whole write happens first.
+      const off = emu.beforeRequest('files.create', async () => {
+        bWrite = b.write('d/new.txt', Buffer.from('from b'), { ifNotExists: true });
+        await bWrite.catch(() => undefined);
+      });
+      try {
+        await expect(
+          a.write('d/new.txt', Buffer.from('from a'), { ifNotExists: true }),
+        ).rejects.toBeInstanceOf(AlreadyExistsError);
+      } finally {
+        off();
+      }
+      expect((await bWrite)?.path).toBe('d/new.txt');
+      expect(namedInD(d)).toEqual(['from b']);
+      expect((await collect(await a.read('d/new.txt'))).toString()).toBe('from b');
+    });
+
+    it('ifNotExists: both clients pass the check and both create: exactly one wins, nothing is left hidden', async () => {
+      const [a, b, d] = await twoClients();
+      let bWrite: Promise<Entry> | undefined;
+      const bAtCreate = deferred();
+      const aCreated = deferred();
+      // a has checked and sends its create; b checks too (nothing there yet) and reaches its create.
+      const off = emu.beforeRequest('files.create', async () => {
+        emu.beforeRequest('files.create', async () => {
+          bAtCreate.resolve();
+          await aCreated.promise;
+        });
+        bWrite = b.write('d/new.txt', Buffer.from('from b'), { ifNotExists: true });
+        await bAtCreate.promise;
+        // a's create is made; before a lists the name, b's create lands and b settles.
+        emu.beforeRequest('files.list', async () => {
+          aCreated.resolve(); // a's item is the older
+          await bWrite?.catch(() => undefined);
+        });
+      });
+      try {
+        const won = await a.write('d/new.txt', Buffer.from('from a'), { ifNotExists: true });
+        expect(won.path).toBe('d/new.txt');
+      } finally {
+        off();
+      }
+      // b listed the name after both creates: a's item is the older, so b deleted its own.
+      await expect(bWrite).rejects.toBeInstanceOf(AlreadyExistsError);
+      expect(namedInD(d)).toEqual(['from a']);
+      expect((await collect(await b.read('d/new.txt'))).toString()).toBe('from a');
+    });
+
+    it('folders: two clients creating one folder at once end with one folder holding both files', async () => {
+      const [a, b, d] = await twoClients();
+      // a found no folder x and sends its create: b makes x and writes into it first.
+      const off = emu.beforeRequest('files.create', async () => {
+        await b.write('d/x/b.txt', Buffer.from('from b'));
+      });
+      try {
+        await a.write('d/x/a.txt', Buffer.from('from a'));
+      } finally {
+        off();
+      }
+      const xs = emu.tree.children(d.id).filter((n) => n.name === 'x');
+      expect(xs).toHaveLength(1);
+      const x = xs[0] as TreeNode;
+      expect(
+        emu.tree
+          .children(x.id)
+          .map((n) => `${n.name}:${n.content.toString()}`)
+          .sort(),
+      ).toEqual(['a.txt:from a', 'b.txt:from b']);
+      const listed: string[] = [];
+      for await (const e of b.list('d', { recursive: true })) listed.push(e.path);
+      expect(listed.sort()).toEqual(['d/x', 'd/x/a.txt', 'd/x/b.txt']);
+    });
   });
 });

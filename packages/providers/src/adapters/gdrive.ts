@@ -1,5 +1,6 @@
 /**
- * Google Drive through the official `googleapis` client (Drive API v3).
+ * Google Drive through the official `googleapis` client (Drive API v3, and v2 for
+ * conditional writes).
  *
  * - Drive is id-based: provider paths are mapped to ids by walking from the root folder
  *   (`'<parent>' in parents and name = '<name>' and trashed = false`), with a path ↔ id
@@ -16,13 +17,25 @@
  *   through the auth client (the generated client has no resumable support): chunks of a
  *   multiple of 256 KiB, and after a dropped chunk the session's status (`bytes *∕N`)
  *   says where to resume. A failed or aborted upload cancels its session.
- * - Conditional writes: Drive v3 has no If-Match, so ifRevision/ifNotExists are checked
- *   against headRevisionId just before the upload (features.conditionalWrite = false:
- *   not atomic on the server; writes through one provider are serialised per path).
+ * - Conditional writes are atomic in effect (features.conditionalWrite = true):
+ *   - ifRevision (write and remove): v3 files carry no etag, v2 files do and v2 honours
+ *     If-Match. One v2 files.get gives the etag and headRevisionId together; a different
+ *     revision is PreconditionFailed at once, otherwise the upload (v2 files.update: one
+ *     request, or a resumable session opened with If-Match) or the v2 files.delete carries
+ *     `If-Match: <etag>`, and Drive's 412 conditionNotMet is PreconditionFailed. The etag
+ *     changes on any change to the file, metadata too: such a refusal may be spurious, and
+ *     the caller re-reads and retries (fail closed).
+ *   - ifNotExists: Drive cannot refuse a duplicate name. The item is created, then the
+ *     folder's items of that name are listed: the oldest owns the path (the rule above),
+ *     so when ours is not the oldest another create won; ours is deleted (permanently) and
+ *     the write fails AlreadyExists. Both racers decide on the same rule, so exactly one
+ *     wins and no write is lost or left hidden. Folders the adapter creates are settled
+ *     alike (the older is used, ours deleted while still empty).
+ *   Unconditional writes stay on v3.
  */
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { google, type drive_v3 } from 'googleapis';
+import { google, type drive_v2, type drive_v3 } from 'googleapis';
 import { openBody, rechunk, throwIfAborted } from '../body.ts';
 import {
   AlreadyExistsError,
@@ -71,9 +84,35 @@ const MiB = 1024 * KiB;
 const FOLDER_MIME = 'application/vnd.google-apps.folder';
 const FILE_FIELDS =
   'id,name,mimeType,parents,trashed,size,sha256Checksum,md5Checksum,headRevisionId,modifiedTime,createdTime';
+/** The v2 fields a conditional write reads and answers with (v2 names). */
+const V2_FIELDS =
+  'id,title,mimeType,parents(id),labels(trashed),fileSize,sha256Checksum,md5Checksum,headRevisionId,modifiedDate,createdDate,etag,version';
 const CURSOR_PREFIX = 'gd1:';
 
 type DriveFile = drive_v3.Schema$File;
+type DriveFileV2 = drive_v2.Schema$File;
+
+/** A v2 file in the v3 shape the rest of the adapter reads. */
+function fromV2(f: DriveFileV2): DriveFile {
+  return {
+    id: f.id,
+    name: f.title,
+    mimeType: f.mimeType,
+    parents: (f.parents ?? []).flatMap((r) => (r.id ? [r.id] : [])),
+    trashed: f.labels?.trashed ?? false,
+    size: f.fileSize,
+    sha256Checksum: f.sha256Checksum,
+    md5Checksum: f.md5Checksum,
+    headRevisionId: f.headRevisionId,
+    modifiedTime: f.modifiedDate,
+    createdTime: f.createdDate,
+  };
+}
+
+/** Where a write goes: a new item, or an existing one (under If-Match: `etag`, through v2). */
+type WriteTarget =
+  | { readonly kind: 'create'; readonly parentId: string }
+  | { readonly kind: 'update'; readonly fileId: string; readonly etag?: string };
 
 interface GaxiosLike {
   status?: number;
@@ -193,6 +232,8 @@ export class GDriveProvider implements Provider {
   readonly name: string;
   readonly features: Features;
   readonly drive: drive_v3.Drive;
+  /** Drive v2, for what only it has: etags and If-Match (conditional writes). */
+  private readonly driveV2: drive_v2.Drive;
   private readonly auth: InstanceType<typeof google.auth.OAuth2>;
   private readonly tokens: AccessTokenSource;
   private readonly rootUrl: string;
@@ -217,12 +258,18 @@ export class GDriveProvider implements Provider {
       rootUrl: this.rootUrl,
       retry: false,
     } as drive_v3.Options);
+    this.driveV2 = google.drive({
+      version: 'v2',
+      auth: this.auth,
+      rootUrl: this.rootUrl,
+      retry: false,
+    } as drive_v2.Options);
     this.name = `gdrive:${options.rootFolderId ?? 'root'}/${options.root ?? ''}`;
     this.features = {
       move: 'files-and-folders',
       copy: 'files',
       changeFeed: true,
-      conditionalWrite: false,
+      conditionalWrite: true,
       rangeRead: true,
       caseSensitive: true,
       setModTime: true,
@@ -233,7 +280,8 @@ export class GDriveProvider implements Provider {
       notes: {
         copy: 'files.copy copies files only; Drive has no folder copy',
         conditionalWrite:
-          'Drive v3 has no If-Match: revisions are compared just before the upload, not atomically',
+          'ifRevision: If-Match on the v2 etag (any change to the file, metadata too, refuses: fail closed); ' +
+          'ifNotExists: create, then the oldest item of the name owns the path and a younger one of ours is deleted',
         duplicates:
           'several items may share a name in a folder; the oldest (createdTime, id) owns the path, the rest are hidden',
         changeFeed: 'changes.list reports the latest state of each changed item, not every version',
@@ -412,8 +460,13 @@ export class GDriveProvider implements Provider {
         signal,
       );
       if (!created.id) throw new TransientError(`${this.name}: folder create returned no id`);
-      if (path !== undefined) this.index.set(path, created.id, true);
-      return created.id;
+      // Another client may have made the same folder meanwhile: the older one is used.
+      const winner = await this.settleCreate(parentId, name, created.id, true);
+      if (winner && winner.mimeType !== FOLDER_MIME)
+        throw new AlreadyExistsError(`${this.name}: a file is in the way of folder ${path ?? name}`);
+      const id = winner?.id ?? created.id;
+      if (path !== undefined) this.index.set(path, id, true);
+      return id;
     });
   }
 
@@ -525,92 +578,242 @@ export class GDriveProvider implements Provider {
       if (existing?.mimeType === FOLDER_MIME)
         throw new AlreadyExistsError(`${this.name}: a folder exists at ${p}`);
       if (options.ifNotExists && existing) throw new AlreadyExistsError(`${this.name}: ${p} exists`);
+      let target: WriteTarget = existing?.id
+        ? { kind: 'update', fileId: existing.id }
+        : { kind: 'create', parentId };
       if (options.ifRevision !== undefined) {
-        if (!existing) throw new NotFoundError(`${this.name}: conditional write on missing ${p}`);
-        if (existing.headRevisionId !== options.ifRevision) {
-          throw new PreconditionFailedError(
-            `${this.name}: ${p} is at revision ${existing.headRevisionId ?? ''}, not ${options.ifRevision}`,
-            existing.headRevisionId ?? undefined,
-          );
-        }
+        if (!existing?.id) throw new NotFoundError(`${this.name}: conditional write on missing ${p}`);
+        const etag = await this.etagAt(p, existing.id, parentId, options.ifRevision, options.signal);
+        target = { kind: 'update', fileId: existing.id, etag };
       }
-      const meta: DriveFile =
-        options.modifiedMs !== undefined ? { modifiedTime: new Date(options.modifiedMs).toISOString() } : {};
+      const modifiedTime =
+        options.modifiedMs !== undefined ? new Date(options.modifiedMs).toISOString() : undefined;
       let result: DriveFile;
       if (second.done) {
         checkBody(this.name, p, options, firstChunk.byteLength, sha.digest('hex'));
-        const o = await this.opts(options.signal);
-        const media = { mimeType: 'application/octet-stream', body: Readable.from([firstChunk]) };
-        result = existing?.id
-          ? await this.call(
-              'files.update',
-              () =>
-                this.drive.files.update(
-                  { fileId: existing.id as string, requestBody: meta, media, fields: FILE_FIELDS },
-                  o,
-                ),
-              options.signal,
-            )
-          : await this.call(
-              'files.create',
-              () =>
-                this.drive.files.create(
-                  {
-                    requestBody: { ...meta, name: baseName(p), parents: [parentId] },
-                    media,
-                    fields: FILE_FIELDS,
-                  },
-                  o,
-                ),
-              options.signal,
-            );
+        result = await this.upload(p, target, modifiedTime, firstChunk, options.signal);
       } else {
-        result = await this.resumable(
-          p,
-          existing?.id ?? undefined,
-          parentId,
-          meta,
-          firstChunk,
-          second.value,
-          parts,
-          sha,
-          options,
-        );
+        result = await this.resumable(p, target, modifiedTime, firstChunk, second.value, parts, sha, options);
       }
       if (!result.id) throw new TransientError(`${this.name}: write ${p}: no id returned`);
+      if (target.kind === 'create' && options.ifNotExists) {
+        if (await this.settleCreate(parentId, baseName(p), result.id, false))
+          throw new AlreadyExistsError(`${this.name}: ${p} was created meanwhile by another client`);
+      }
       this.index.set(p, result.id, false);
       return this.toEntry(p, result);
     });
   }
 
-  /** Resumable upload: chunks sent through the auth client, resuming from the session's status. */
+  /**
+   * The etag of file `fileId` if it is still at `p` (in `parentId`) and at revision `want`:
+   * etag and revision come from one v2 read, so a write under If-Match on that etag makes
+   * the revision check and the write one step on the server. Else PreconditionFailed
+   * (NotFound when the file is gone).
+   */
+  private async etagAt(
+    p: string,
+    fileId: string,
+    parentId: string | undefined,
+    want: string,
+    signal?: AbortSignal,
+  ): Promise<string> {
+    const o = await this.opts(signal);
+    const cur = await this.call(
+      'files.get (v2)',
+      () => this.driveV2.files.get({ fileId, fields: V2_FIELDS }, o),
+      signal,
+    );
+    if (
+      cur.labels?.trashed ||
+      cur.title !== baseName(p) ||
+      (parentId !== undefined && !cur.parents?.some((r) => r.id === parentId))
+    ) {
+      throw new PreconditionFailedError(`${this.name}: ${p} was moved, renamed or trashed meanwhile`);
+    }
+    if (cur.headRevisionId !== want) {
+      throw new PreconditionFailedError(
+        `${this.name}: ${p} is at revision ${cur.headRevisionId ?? ''}, not ${want}`,
+        cur.headRevisionId ?? undefined,
+      );
+    }
+    if (!cur.etag) throw new TransientError(`${this.name}: Drive gave no etag for ${p}`);
+    return cur.etag;
+  }
+
+  /** Drive's 412 to a request under If-Match: the file changed after its etag was read. */
+  private changed(p: string, e: PreconditionFailedError): PreconditionFailedError {
+    return new PreconditionFailedError(
+      `${this.name}: ${p} changed after its revision was checked (If-Match refused)`,
+      undefined,
+      { cause: e },
+    );
+  }
+
+  /** A v2 request under If-Match. */
+  private async underIfMatch<T>(
+    p: string,
+    where: string,
+    fn: () => Promise<{ data: T }>,
+    signal?: AbortSignal,
+  ): Promise<T> {
+    try {
+      return await this.call(where, fn, signal);
+    } catch (e) {
+      throw e instanceof PreconditionFailedError ? this.changed(p, e) : e;
+    }
+  }
+
+  /** A write in one request: v3 create or update, or v2 update under If-Match. */
+  private async upload(
+    p: string,
+    target: WriteTarget,
+    modifiedTime: string | undefined,
+    data: Buffer,
+    signal?: AbortSignal,
+  ): Promise<DriveFile> {
+    const o = await this.opts(signal);
+    // A fresh stream per attempt (call() repeats the request after a refreshed token).
+    const media = (): { mimeType: string; body: Readable } => ({
+      mimeType: 'application/octet-stream',
+      body: Readable.from([data]),
+    });
+    if (target.kind === 'create') {
+      const { parentId } = target;
+      return this.call(
+        'files.create',
+        () =>
+          this.drive.files.create(
+            {
+              requestBody: {
+                ...(modifiedTime ? { modifiedTime } : {}),
+                name: baseName(p),
+                parents: [parentId],
+              },
+              media: media(),
+              fields: FILE_FIELDS,
+            },
+            o,
+          ),
+        signal,
+      );
+    }
+    const { fileId, etag } = target;
+    if (etag === undefined) {
+      return this.call(
+        'files.update',
+        () =>
+          this.drive.files.update(
+            {
+              fileId,
+              requestBody: modifiedTime ? { modifiedTime } : {},
+              media: media(),
+              fields: FILE_FIELDS,
+            },
+            o,
+          ),
+        signal,
+      );
+    }
+    const f = await this.underIfMatch(
+      p,
+      'files.update (v2, If-Match)',
+      () =>
+        this.driveV2.files.update(
+          {
+            fileId,
+            media: media(),
+            fields: V2_FIELDS,
+            // v2 keeps the body's modifiedDate only when asked to.
+            ...(modifiedTime ? { setModifiedDate: true, requestBody: { modifiedDate: modifiedTime } } : {}),
+          },
+          { ...o, headers: { 'If-Match': etag } },
+        ),
+      signal,
+    );
+    return fromV2(f);
+  }
+
+  /**
+   * After a create Drive could not refuse (it allows a taken name): the oldest item of the
+   * name owns the path. When that is not ours, another client's create landed between our
+   * check and our create, and won: ours is deleted permanently (not trashed, so it cannot
+   * come back) and the winner is returned; undefined when ours owns the path. The other
+   * client, deciding on the same rule, keeps its item. A folder of ours is deleted only
+   * while empty (nobody following the rule writes into the younger one). Runs to the end
+   * even when the caller aborts, so that no losing item is left behind.
+   */
+  private async settleCreate(
+    parentId: string,
+    name: string,
+    id: string,
+    folder: boolean,
+  ): Promise<DriveFile | undefined> {
+    const winner = owner(await this.children(parentId, name));
+    if (!winner?.id || winner.id === id) return undefined;
+    if (folder && (await this.children(id, undefined)).length > 0) return winner;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const o = await this.opts();
+        await this.call('files.delete (lost create race)', () => this.drive.files.delete({ fileId: id }, o));
+        return winner;
+      } catch (e) {
+        if (e instanceof NotFoundError) return winner;
+        if (attempt >= 3 || !(e instanceof TransientError)) throw e;
+        await new Promise((r) => setTimeout(r, 200 * attempt));
+      }
+    }
+  }
+
+  /**
+   * Resumable upload: chunks sent through the auth client, resuming from the session's
+   * status. An update under If-Match (v2) opens the session with it; Drive may also refuse
+   * the last chunk with 412 when the file changed while the chunks were sent.
+   */
   private async resumable(
     p: string,
-    fileId: string | undefined,
-    parentId: string,
-    meta: DriveFile,
+    target: WriteTarget,
+    modifiedTime: string | undefined,
     first: Buffer,
     second: Buffer,
     rest: AsyncIterator<Buffer>,
     sha: ReturnType<typeof createHash>,
     options: WriteOptions,
   ): Promise<DriveFile> {
-    const base = `${this.rootUrl}upload/drive/v3/files`;
-    const url = fileId
-      ? `${base}/${encodeURIComponent(fileId)}?uploadType=resumable&fields=${FILE_FIELDS}`
-      : `${base}?uploadType=resumable&fields=${FILE_FIELDS}`;
-    const init = await this.request(
-      url,
-      fileId ? 'PATCH' : 'POST',
-      fileId ? meta : { ...meta, name: baseName(p), parents: [parentId] },
-      {
-        'x-upload-content-type': 'application/octet-stream',
-        ...(options.size !== undefined ? { 'x-upload-content-length': String(options.size) } : {}),
-      },
-      options.signal,
-    );
-    if (init.status !== 200)
-      throw classifyGDrive({ response: init }, `${this.name}: start resumable upload ${p}`);
+    const v2 = target.kind === 'update' && target.etag !== undefined;
+    const headers: Record<string, string> = {
+      'x-upload-content-type': 'application/octet-stream',
+      ...(options.size !== undefined ? { 'x-upload-content-length': String(options.size) } : {}),
+    };
+    let url: string;
+    let method: string;
+    let meta: Record<string, unknown>;
+    if (target.kind === 'create') {
+      url = `${this.rootUrl}upload/drive/v3/files?uploadType=resumable&fields=${FILE_FIELDS}`;
+      method = 'POST';
+      meta = { ...(modifiedTime ? { modifiedTime } : {}), name: baseName(p), parents: [target.parentId] };
+    } else if (target.etag === undefined) {
+      url = `${this.rootUrl}upload/drive/v3/files/${encodeURIComponent(target.fileId)}?uploadType=resumable&fields=${FILE_FIELDS}`;
+      method = 'PATCH';
+      meta = modifiedTime ? { modifiedTime } : {};
+    } else {
+      // v2 files.update is a PUT.
+      url =
+        `${this.rootUrl}upload/drive/v2/files/${encodeURIComponent(target.fileId)}?uploadType=resumable` +
+        `&fields=${encodeURIComponent(V2_FIELDS)}${modifiedTime ? '&setModifiedDate=true' : ''}`;
+      method = 'PUT';
+      meta = modifiedTime ? { modifiedDate: modifiedTime } : {};
+      headers['if-match'] = target.etag;
+    }
+    const init = await this.request(url, method, meta, headers, options.signal);
+    if (init.status !== 200) {
+      const data: unknown = await init.json().catch(() => undefined);
+      const e = classifyGDrive(
+        { response: { status: init.status, data, headers: init.headers } },
+        `${this.name}: start resumable upload ${p}`,
+      );
+      throw v2 && e instanceof PreconditionFailedError ? this.changed(p, e) : e;
+    }
     const session = init.headers.get('location');
     if (!session) throw new TransientError(`${this.name}: resumable upload of ${p} got no session URI`);
     try {
@@ -622,7 +825,7 @@ export class GDriveProvider implements Provider {
         const last = next === undefined;
         if (last) checkBody(this.name, p, options, offset + chunk.byteLength, sha.digest('hex'));
         const done = await this.sendChunk(session, chunk, offset, last, options.signal);
-        if (done) return done;
+        if (done) return v2 ? fromV2(done as DriveFileV2) : (done as DriveFile);
         offset += chunk.byteLength;
         chunk = next as Buffer;
         const following = await rest.next();
@@ -632,7 +835,7 @@ export class GDriveProvider implements Provider {
     } catch (e) {
       // Cancel the session so nothing is left behind (best effort; it also expires in a week).
       await this.request(session, 'DELETE', undefined, {}, undefined).catch(() => undefined);
-      throw e;
+      throw v2 && e instanceof PreconditionFailedError ? this.changed(p, e) : e;
     }
   }
 
@@ -643,7 +846,7 @@ export class GDriveProvider implements Provider {
     offset: number,
     last: boolean,
     signal?: AbortSignal,
-  ): Promise<DriveFile | undefined> {
+  ): Promise<object | undefined> {
     const total = last ? String(offset + chunk.byteLength) : '*';
     const end = offset + chunk.byteLength;
     let sent = 0; // bytes of this chunk the session already holds
@@ -661,7 +864,7 @@ export class GDriveProvider implements Provider {
       } catch (e) {
         if (signal?.aborted) throw e;
       }
-      if (res && (res.status === 200 || res.status === 201)) return (await res.json()) as DriveFile;
+      if (res && (res.status === 200 || res.status === 201)) return (await res.json()) as object;
       let have: number | undefined;
       if (res?.status === 308) have = rangeEnd(res.headers.get('range'));
       else if (res && res.status < 500 && res.status !== 429) {
@@ -687,7 +890,7 @@ export class GDriveProvider implements Provider {
           signal,
         ).catch(() => undefined);
         if (status && (status.status === 200 || status.status === 201))
-          return (await status.json()) as DriveFile;
+          return (await status.json()) as object;
         if (status?.status !== 308) continue;
         have = rangeEnd(status.headers.get('range'));
       }
@@ -737,12 +940,27 @@ export class GDriveProvider implements Provider {
           f.headRevisionId ?? undefined,
         );
       }
-      const o = await this.opts(options.signal);
-      await this.call(
-        'files.delete',
-        () => this.drive.files.delete({ fileId: f.id as string }, o),
-        options.signal,
-      );
+      const fileId = f.id;
+      if (options.ifRevision !== undefined) {
+        // The same check again, now bound to the etag the delete carries in If-Match.
+        const etag = await this.etagAt(
+          p,
+          fileId,
+          f.parents?.[0] ?? undefined,
+          options.ifRevision,
+          options.signal,
+        );
+        const o = await this.opts(options.signal);
+        await this.underIfMatch(
+          p,
+          'files.delete (v2, If-Match)',
+          () => this.driveV2.files.delete({ fileId }, { ...o, headers: { 'If-Match': etag } }),
+          options.signal,
+        );
+      } else {
+        const o = await this.opts(options.signal);
+        await this.call('files.delete', () => this.drive.files.delete({ fileId }, o), options.signal);
+      }
       this.index.forget(p);
     });
   }
