@@ -22,7 +22,7 @@
  * Guarantee (tested): when activity stops, every replica holds the same tree and every
  * version written anywhere is present, in place or as a conflicted copy.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type Database from 'better-sqlite3';
 import { pino, type Logger } from 'pino';
 import { conflictCopyPath } from '@weft/core';
@@ -152,6 +152,13 @@ interface Snapshot {
 type SyntheticChange = { type: 'upsert'; path: string; entry: Entry } | { type: 'delete'; path: string };
 
 const GIVE_UP_AFTER = 8;
+/** A folder being removed is first renamed to this prefix + random hex (removeEmptyFolder). */
+const PARKED_PREFIX = '.weft-removing-';
+
+/** Inside a folder the engine is removing: not part of the share, never ingested. */
+function isParked(rel: string): boolean {
+  return rel.split('/').some((s) => s.startsWith(PARKED_PREFIX));
+}
 const OURS_KEPT = 16;
 
 function sha256Hex(data: Uint8Array): string {
@@ -192,6 +199,8 @@ export class MirrorEngine {
   private readonly pageSize: number;
   private readonly verifyIntervalMs: number;
   private lastVerify = 0;
+  /** (replica, path, version) the reconciliation already logged (see reconcile). */
+  private readonly reconciled = new Set<string>();
   private readonly onProgress: MirrorEngineOptions['onProgress'];
   private readonly onRound: MirrorEngineOptions['onRound'];
   /** Per replica: path → what the engine last saw or caused there (in memory). */
@@ -420,20 +429,120 @@ export class MirrorEngine {
     for (const r of this.replicas) {
       const books = new Map<string, Seen>(this.store.knownUnder(r.id, '').map((k) => [k.path, k]));
       const mine = this.seenOf(r);
-      const differs =
-        books.size !== mine.size ||
-        [...books].some(([k, v]) => {
-          const m = mine.get(k);
-          return !m || m.kind !== v.kind || m.sha256 !== v.sha256;
-        });
-      if (differs)
-        this.log.warn({ replica: r.id }, 'books and in-memory view differ: re-listing against the books');
+      const show = (e: Seen | undefined): string =>
+        e ? (e.kind === 'dir' ? 'dir' : e.sha256.slice(0, 8)) : '-';
+      const differing = [...new Set([...books.keys(), ...mine.keys()])].filter(
+        (k) => show(books.get(k)) !== show(mine.get(k)),
+      );
+      if (differing.length > 0)
+        this.log.warn(
+          {
+            replica: r.id,
+            paths: differing
+              .slice(0, 20)
+              .map((k) => `${k}: books ${show(books.get(k))}, seen ${show(mine.get(k))}`),
+          },
+          'books and in-memory view differ: re-listing against the books',
+        );
       this.seen.set(r.id, books);
-      found += await this.relist(r, undefined);
+      found += await this.relist(r, undefined, false);
     }
+    if (found === 0) found += await this.reconcile();
     this.stats.verifyFound += found;
     if (found > 0) this.log.warn({ entries: found }, 'verification found changes the feeds had not reported');
     return found + (await this.drain());
+  }
+
+  /**
+   * With the books true to every replica and nothing pending, every replica should hold the
+   * share's head. Where one does not, nothing is dropped: a file a replica holds that the
+   * head does not (or with other content) is logged from that replica, as if its feed had
+   * reported it (a different head version becomes a conflicted copy, as usual); a head file
+   * or folder a replica lacks is sent to that replica alone. Each (replica, path, version)
+   * is tried once per engine, so a name a cloud refuses cannot loop. Returns entries appended.
+   */
+  private async reconcile(): Promise<number> {
+    const head = new Map(this.store.headUnder('').map((h) => [h.path, h] as const));
+    const books = new Map(
+      this.replicas.map(
+        (r) => [r.id, new Map(this.store.knownUnder(r.id, '').map((k) => [k.path, k]))] as const,
+      ),
+    );
+    const paths = [...new Set([...head.keys(), ...[...books.values()].flatMap((b) => [...b.keys()])])].sort();
+    const now = this.now();
+    let n = 0;
+    const once = (r: Replica, path: string, version: string): boolean => {
+      const key = `${r.id}\u0000${path}\u0000${version}`;
+      if (this.reconciled.has(key)) return false;
+      this.reconciled.add(key);
+      return true;
+    };
+    for (const path of paths) {
+      const h = head.get(path);
+      if (h && !this.replicas.some((r) => books.get(r.id)?.has(path))) {
+        this.store.setHead(path, undefined); // held nowhere: not the share's any more
+        continue;
+      }
+      for (const r of this.replicas) {
+        const k = books.get(r.id)?.get(path);
+        if (!k || (h && h.kind === k.kind && (k.kind === 'dir' || h.sha256 === k.sha256))) continue;
+        if (k.kind === 'dir') {
+          if (h || !once(r, path, 'dir')) continue;
+          this.store.append(r.id, { type: 'dir', path }, undefined, now);
+          n += 1;
+          continue;
+        }
+        if (!once(r, path, k.sha256)) continue;
+        const snap = await this.snapshot(r, path, true);
+        if (snap?.kind !== 'file' || snap.sha256 !== k.sha256 || !snap.data) continue; // changed: its feed tells
+        const op: Op = {
+          type: 'file',
+          path,
+          revision: snap.revision,
+          sha256: snap.sha256,
+          size: snap.data.byteLength,
+        };
+        this.store.append(r.id, op, snap.data, now);
+        this.log.warn(
+          { replica: r.id, path },
+          'reconcile: a version only this replica holds is logged from it',
+        );
+        n += 1;
+      }
+      if (!h) continue;
+      const lacking = this.replicas.filter(
+        (r) => !books.get(r.id)?.has(path) && once(r, path, h.sha256 || 'dir'),
+      );
+      if (lacking.length === 0) continue;
+      const others = this.replicas.filter((r) => !lacking.includes(r)).map((r) => r.id);
+      if (h.kind === 'dir') {
+        const from = this.replicas.find((r) => !lacking.includes(r)) ?? lacking[0];
+        if (!from) continue;
+        this.store.append(from.id, { type: 'dir', path }, undefined, now, others);
+        n += 1;
+        continue;
+      }
+      for (const r of this.replicas) {
+        if (lacking.includes(r) || books.get(r.id)?.get(path)?.sha256 !== h.sha256) continue;
+        const snap = await this.snapshot(r, path, true);
+        if (snap?.kind !== 'file' || snap.sha256 !== h.sha256 || !snap.data) continue;
+        const op: Op = {
+          type: 'file',
+          path,
+          revision: snap.revision,
+          sha256: snap.sha256,
+          size: snap.data.byteLength,
+        };
+        this.store.append(r.id, op, snap.data, now, others);
+        this.log.warn(
+          { replicas: lacking.map((l) => l.id), path },
+          'reconcile: sending the share version to replicas without it',
+        );
+        n += 1;
+        break;
+      }
+    }
+    return n;
   }
 
   /** Run steps until stop(); a step's error is logged and the next step retries. */
@@ -560,7 +669,7 @@ export class MirrorEngine {
       }
       for (const ch of page.changes) {
         const rel = this.relative(r, ch.path);
-        if (rel === undefined || rel === '') continue;
+        if (rel === undefined || rel === '' || isParked(rel)) continue;
         changes.push(
           ch.type === 'delete'
             ? { type: 'delete', path: rel }
@@ -574,7 +683,7 @@ export class MirrorEngine {
   }
 
   /** Full listing diffed against what we saw: deletes of what vanished, upserts of the rest. */
-  private async relist(r: Replica, cursor: string | undefined): Promise<number> {
+  private async relist(r: Replica, cursor: string | undefined, deletes = true): Promise<number> {
     this.log.trace({ replica: r.id }, 're-listing');
     this.stats.relistings += 1;
     const entries: Entry[] = [];
@@ -584,11 +693,26 @@ export class MirrorEngine {
     const upserts: SyntheticChange[] = [];
     for (const e of entries) {
       const rel = this.relative(r, e.path);
-      if (rel === undefined || rel === '') continue;
+      if (rel === undefined || rel === '' || isParked(rel)) continue;
       present.add(rel);
       upserts.push({ type: 'upsert', path: rel, entry: { ...e, path: rel } });
     }
     const gone = [...this.seenOf(r).keys()].filter((k) => !present.has(k)).sort();
+    if (!deletes) {
+      // A verification: what the books held and the listing does not is taken out of the
+      // books, not deleted elsewhere — a wrong book must not delete the share's last copy;
+      // reconcile() sends the share's version back if the replica should hold it.
+      if (gone.length > 0)
+        this.log.warn(
+          { replica: r.id, paths: gone.slice(0, 20) },
+          'verification: not on the replica, out of the books',
+        );
+      for (const g of gone) {
+        this.store.setKnown(r.id, g, undefined);
+        this.seenOf(r).delete(g);
+      }
+      gone.length = 0;
+    }
     for (const g of gone) {
       const last = changes.at(-1);
       if (last && isUnder(g, last.path)) continue;
@@ -792,7 +916,7 @@ export class MirrorEngine {
       if (st.kind === 'dir') {
         for await (const e of r.provider.list(this.full(r, dir), { recursive: true })) {
           const rel = this.relative(r, e.path);
-          if (rel !== undefined) present.add(rel);
+          if (rel !== undefined && !isParked(rel)) present.add(rel);
         }
       }
     } catch (e) {
@@ -832,7 +956,7 @@ export class MirrorEngine {
       try {
         for await (const e of r.provider.list(this.full(r, to), { recursive: true })) {
           const rel = this.relative(r, e.path);
-          if (rel !== undefined) entries.set(rel, e);
+          if (rel !== undefined && !isParked(rel)) entries.set(rel, e);
         }
       } catch (e) {
         if (errorCode(e) === 'NotFound') return undefined;
@@ -1314,7 +1438,10 @@ export class MirrorEngine {
       // edit or new file there reaches the others through the log), then empty folders.
       const entries: Entry[] = [];
       try {
-        for await (const e of t.provider.list(this.full(t, path), { recursive: true })) entries.push(e);
+        for await (const e of t.provider.list(this.full(t, path), { recursive: true })) {
+          const rel = this.relative(t, e.path);
+          if (rel !== undefined && !isParked(rel)) entries.push(e);
+        }
       } catch (e) {
         if (errorCode(e) !== 'NotFound') throw e;
       }
@@ -1343,12 +1470,9 @@ export class MirrorEngine {
           kept.add(d); // a folder the deleter had not seen
           continue;
         }
-        try {
-          await t.provider.remove(this.full(t, d));
-          this.store.touch(t.id, d);
-          this.stats.applied += 1;
-        } catch (e) {
-          if (errorCode(e) !== 'NotFound') throw e;
+        if (!(await this.removeEmptyFolder(t, d))) {
+          kept.add(d); // a save landed in it meanwhile: it stays, and reaches the others
+          continue;
         }
         removed.add(d);
       }
@@ -1357,6 +1481,61 @@ export class MirrorEngine {
       if (!removed.has(k.path)) continue;
       this.store.setKnown(t.id, k.path, undefined);
       this.setSeen(t, k.path, undefined);
+    }
+  }
+
+  /**
+   * Remove a folder the engine emptied, without losing a save that lands in it at that
+   * instant: the clouds delete a folder with whatever is in it, and none can refuse a
+   * non-empty one. Where the provider moves folders, the folder is first renamed to a
+   * hidden name beside it (one server-side move: a racing save lands either inside it, and
+   * is found and put back, or at the old path, untouched), then the hidden folder is
+   * removed. Elsewhere: list, then remove. false: it was not empty (it stays).
+   */
+  private async removeEmptyFolder(t: Replica, rel: string): Promise<boolean> {
+    const full = this.full(t, rel);
+    const empty = async (path: string): Promise<boolean> => {
+      for await (const e of t.provider.list(path)) {
+        void e;
+        return false;
+      }
+      return true;
+    };
+    const done = (): true => {
+      this.store.touch(t.id, rel);
+      this.stats.applied += 1;
+      return true;
+    };
+    try {
+      if (!(await empty(full))) return false;
+      const p = t.provider;
+      if (!hasServerSideMove(p) || p.features.move !== 'files-and-folders') {
+        await p.remove(full);
+        return done();
+      }
+      const slash = full.lastIndexOf('/');
+      const parked = `${slash < 0 ? '' : full.slice(0, slash + 1)}${PARKED_PREFIX}${randomBytes(6).toString('hex')}`;
+      await p.move(full, parked);
+      if (await empty(parked)) {
+        await p.remove(parked);
+        return done();
+      }
+      // Someone saved into it between the listing and the move: put it all back.
+      try {
+        await p.move(parked, full);
+      } catch (e) {
+        if (errorCode(e) !== 'AlreadyExists') throw e;
+        // The old path was taken again meanwhile: move what is inside back one by one.
+        const inside: string[] = [];
+        for await (const e2 of p.list(parked)) inside.push(e2.path);
+        for (const x of inside) await p.move(x, `${full}/${x.slice(parked.length + 1)}`);
+        await p.remove(parked);
+      }
+      this.log.info({ replica: t.id, path: rel }, 'a folder being removed received a save: kept');
+      return false;
+    } catch (e) {
+      if (errorCode(e) === 'NotFound') return true;
+      throw e;
     }
   }
 
@@ -1453,8 +1632,10 @@ export class MirrorEngine {
     await this.applyDir(t, dir);
     const entries: Entry[] = [];
     try {
-      for await (const e of origin.provider.list(this.full(origin, dir), { recursive: true }))
-        entries.push(e);
+      for await (const e of origin.provider.list(this.full(origin, dir), { recursive: true })) {
+        const rel = this.relative(origin, e.path);
+        if (rel !== undefined && !isParked(rel)) entries.push(e);
+      }
     } catch (e) {
       if (errorCode(e) === 'NotFound') return;
       throw e;

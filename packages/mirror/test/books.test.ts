@@ -4,6 +4,7 @@
  * against them, so a stale entry becomes a phantom delete after a restart (the shape of the
  * random-seed share bench's "quiescent, then changed" failures).
  */
+import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MemoryProvider, TransientError } from '@weft/providers';
@@ -116,5 +117,44 @@ describe('quiesce verifies against full listings', () => {
       ...(await treeOf(providers[0] as MemoryProvider, '')),
     ]);
     expect(engine.stats.verifyFound).toBe(1);
+  });
+});
+
+describe('quiesce reconciles replicas whose books are true but differ from the share', () => {
+  it('a version one replica alone holds reaches everyone; a replica missing a share file gets it', async () => {
+    const db = new Database(':memory:');
+    open.push(db);
+    migrate(db);
+    const mem = MEMBERS.map((m) => new MemoryProvider({ name: m }));
+    const make = () =>
+      new MirrorEngine({
+        shareId: 's',
+        db,
+        replicas: mem.map((p, i) => ({ id: `r${i}`, member: MEMBERS[i] ?? '', provider: p, root: '' })),
+      });
+    const [ann, ben, cat] = mem as [MemoryProvider, MemoryProvider, MemoryProvider];
+    await ann.write('a.txt', text('a\n'));
+    await make().quiesce();
+    // Two states no feed will report (the cursors are moved past them), with the books
+    // true to each replica: what a lost propagation leaves behind.
+    const store = new ShareStore(db, 's');
+    const orphan = await cat.write('orphan.txt', text('only on cat\n'));
+    store.setKnown('r2', 'orphan.txt', {
+      kind: 'file',
+      revision: orphan.revision,
+      sha256: createHash('sha256').update('only on cat\n').digest('hex'),
+    });
+    await ben.remove('a.txt');
+    store.setKnown('r1', 'a.txt', undefined);
+    for (const [i, p] of mem.entries()) store.setCursor(`r${i}`, await p.latestCursor());
+
+    const engine = make();
+    expect(await engine.step()).toBe(0);
+    await engine.quiesce();
+    const trees = await Promise.all(mem.map((p) => treeOf(p, '')));
+    for (const t of trees) expect([...t.keys()]).toEqual(['a.txt', 'orphan.txt']);
+    expect(trees[1]).toEqual(trees[0]);
+    expect(trees[2]).toEqual(trees[0]);
+    expect(engine.stats.verifyFound).toBe(2);
   });
 });
