@@ -342,10 +342,21 @@ describe('cross-cloud share served by the proxy: Dropbox, Drive, OneDrive and We
         } else {
           const d = pick(dirs);
           if (!d) continue;
-          // A folder delete: what the person sees inside goes, then the folder if empty.
-          for (const f of files.filter((e) => e.rel.startsWith(d.rel + '/'))) await removeFile(m, f.rel);
-          const left = (await entries(m)).filter((e) => e.kind === 'file' && e.rel.startsWith(d.rel + '/'));
-          if (left.length === 0) await m.person.remove(under(m.root, d.rel));
+          if (hasServerSideMove(m.person)) {
+            // A folder delete as the clouds' apps make it: into the trash (here a folder
+            // outside the share), whatever is in it at that moment. What went is what this
+            // member deleted: read from the trash, then emptied.
+            const slash = m.root.lastIndexOf('/');
+            const trash = `${slash < 0 ? '' : m.root.slice(0, slash + 1)}.trash-${fresh++}`;
+            await m.person.move(under(m.root, d.rel), trash);
+            for (const line of await allLines(m.person, trash)) retired.add(line);
+            await m.person.remove(trash);
+          } else {
+            // What the person sees inside goes, then the folder if empty.
+            for (const f of files.filter((e) => e.rel.startsWith(d.rel + '/'))) await removeFile(m, f.rel);
+            const left = (await entries(m)).filter((e) => e.kind === 'file' && e.rel.startsWith(d.rel + '/'));
+            if (left.length === 0) await m.person.remove(under(m.root, d.rel));
+          }
           count('delete folder');
         }
       } catch {
