@@ -81,4 +81,28 @@ describe('onedrive adapter specifics', () => {
     expect(reset.reset).toBe(true);
     expect((await p.changes(reset.cursor)).reset).toBe(false);
   });
+  it('feed: a file changed inside a folder, then the folder moved — resolved under its new path', async () => {
+    const root = `specific/${randomBytes(4).toString('hex')}`;
+    const make = (): OneDriveProvider =>
+      new OneDriveProvider({ token: emu.accessToken, root, graphOrigin: emu.apiOrigin });
+    const person = make();
+    const mirror = make();
+    await mirror.write('notes/old/f1.txt', Buffer.from('a'));
+    await mirror.write('notes/old/f2.txt', Buffer.from('b'));
+    let cursor = await mirror.latestCursor();
+    await person.move('notes/old/f1.txt', 'notes/old/r1.txt');
+    await person.move('notes/old', 'moved');
+    const out: string[] = [];
+    for (;;) {
+      const page = await mirror.changes(cursor);
+      out.push(...page.changes.map((c) => `${c.type}:${c.path}`));
+      cursor = page.cursor;
+      if (!page.hasMore) break;
+    }
+    // Nothing is reported as being at a path it no longer has (deletes of old paths are fine).
+    expect(out.filter((c) => c.startsWith('upsert:notes/old'))).toEqual([]);
+    expect(out, JSON.stringify(out)).toContain('delete:notes/old');
+    expect(out).toContain('upsert:moved/r1.txt');
+    expect(out).toContain('upsert:moved/f2.txt');
+  });
 });

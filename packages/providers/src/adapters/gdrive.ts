@@ -1154,10 +1154,29 @@ export class GDriveProvider implements Provider {
       if (holder && holder.id !== id) return;
       out.push({ type: 'delete', path });
     };
-    for (const c of page.changes ?? []) {
+    const changes = (page.changes ?? []).filter((c) => {
       const id = c.fileId ?? c.file?.id;
-      if (!id || id === rootId) continue;
-      const before = this.movedFrom.get(id) ?? this.index.lastPathOf(id);
+      return id && id !== rootId;
+    });
+    // Where each item was before this page, read before the index learns the page's folders.
+    const was = new Map<string, string | undefined>();
+    for (const c of changes) {
+      const id = (c.fileId ?? c.file?.id) as string;
+      if (!was.has(id)) was.set(id, this.movedFrom.get(id) ?? this.index.lastPathOf(id));
+    }
+    // changes.list gives each item's latest state in the order of its last change, so a file
+    // changed before its folder moved comes first: the page's folders are placed first (twice,
+    // for a folder inside a moved folder), and every item is resolved under their new paths.
+    for (let pass = 0; pass < 2; pass++) {
+      for (const c of changes) {
+        if (!c.file || c.removed || c.file.trashed || c.file.mimeType !== FOLDER_MIME) continue;
+        const now = await this.feedPath(c.file, options.signal);
+        if (now !== undefined && c.file.id) this.index.set(now, c.file.id, true);
+      }
+    }
+    for (const c of changes) {
+      const id = (c.fileId ?? c.file?.id) as string;
+      const before = was.get(id);
       this.movedFrom.delete(id);
       if (c.removed || !c.file || c.file.trashed) {
         if (before !== undefined) pushDelete(before, id);

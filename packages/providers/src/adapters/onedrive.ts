@@ -526,6 +526,10 @@ export class OneDriveProvider implements Provider {
         ),
       );
     }
+    // Learn the parent folder's id too: when it is later moved by someone else, the feed
+    // names it by id only, and its old path is what the move is reported from.
+    const parentId = item.parentReference?.id;
+    if (parentId && parentPath(p) !== '') this.index.set(parentPath(p), parentId, true);
     this.index.set(p, item.id, false);
     return this.toEntry(p, item);
   }
@@ -855,10 +859,24 @@ export class OneDriveProvider implements Provider {
       if (holder && holder.id !== id) return;
       out.push({ type: 'delete', path });
     };
-    for (const raw of page.value) {
-      const it = this.parseItem(raw);
-      if (it.id === rootId || it.root) continue;
-      const before = this.movedFrom.get(it.id) ?? this.index.lastPathOf(it.id);
+    const items = page.value.map((raw) => this.parseItem(raw)).filter((it) => it.id !== rootId && !it.root);
+    // Where each item was before this page, read before the index learns the page's folders.
+    const was = new Map<string, string | undefined>();
+    for (const it of items) {
+      if (!was.has(it.id)) was.set(it.id, this.movedFrom.get(it.id) ?? this.index.lastPathOf(it.id));
+    }
+    // A page lists each item's latest state in the order of its last change, so a file
+    // changed before its folder moved comes first: the page's folders are placed first (twice,
+    // for a folder inside a moved folder), and every item is resolved under their new paths.
+    for (let pass = 0; pass < 2; pass++) {
+      for (const it of items) {
+        if (!it.folder || it.deleted) continue;
+        const now = await this.itemPathOf(it, rootId, options.signal);
+        if (now !== undefined) this.index.set(now, it.id, true);
+      }
+    }
+    for (const it of items) {
+      const before = was.get(it.id);
       this.movedFrom.delete(it.id);
       if (it.deleted) {
         if (before !== undefined) pushDelete(before, it.id);
