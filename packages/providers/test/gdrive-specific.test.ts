@@ -274,6 +274,34 @@ describe('gdrive adapter specifics', () => {
       expect((await collect(await b.read('d/new.txt'))).toString()).toBe('from a');
     });
 
+    it('folders: a younger folder of ours someone wrote into before we settled is merged, nothing hidden', async () => {
+      const [a, b, d] = await twoClients();
+      // a found no folder x and sends its create; b makes x first (the older one). Before a
+      // settles, a third client writes into a's (younger) x by its id.
+      const off = emu.beforeRequest('files.create', async () => {
+        await b.write('d/x/b.txt', Buffer.from('from b'));
+        emu.beforeRequest('files.list', () => {
+          const xs = emu.tree.children(d.id).filter((n) => n.name === 'x');
+          const younger = xs.sort((p, q) => q.createdMs - p.createdMs)[0] as TreeNode;
+          emu.tree.create(younger, 'c.txt', 'file', Buffer.from('from c'));
+        });
+      });
+      try {
+        await a.write('d/x/a.txt', Buffer.from('from a'));
+      } finally {
+        off();
+      }
+      const xs = emu.tree.children(d.id).filter((n) => n.name === 'x');
+      expect(xs).toHaveLength(1);
+      const x = xs[0] as TreeNode;
+      expect(
+        emu.tree
+          .children(x.id)
+          .map((n) => `${n.name}:${n.content.toString()}`)
+          .sort(),
+      ).toEqual(['a.txt:from a', 'b.txt:from b', 'c.txt:from c']);
+    });
+
     it('folders: two clients creating one folder at once end with one folder holding both files', async () => {
       const [a, b, d] = await twoClients();
       // a found no folder x and sends its create: b makes x and writes into it first.

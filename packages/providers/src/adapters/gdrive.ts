@@ -30,7 +30,8 @@
  *     so when ours is not the oldest another create won; ours is deleted (permanently) and
  *     the write fails AlreadyExists. Both racers decide on the same rule, so exactly one
  *     wins and no write is lost or left hidden. Folders the adapter creates are settled
- *     alike (the older is used, ours deleted while still empty).
+ *     alike (the older is used; what someone already wrote into ours is moved into it, then
+ *     ours is deleted).
  *   Unconditional writes stay on v3.
  */
 import { createHash } from 'node:crypto';
@@ -739,8 +740,8 @@ export class GDriveProvider implements Provider {
    * name owns the path. When that is not ours, another client's create landed between our
    * check and our create, and won: ours is deleted permanently (not trashed, so it cannot
    * come back) and the winner is returned; undefined when ours owns the path. The other
-   * client, deciding on the same rule, keeps its item. A folder of ours is deleted only
-   * while empty (nobody following the rule writes into the younger one). Runs to the end
+   * client, deciding on the same rule, keeps its item. A folder of ours that someone wrote
+   * into before we settled (by its id) is first emptied into the winner. Runs to the end
    * even when the caller aborts, so that no losing item is left behind.
    */
   private async settleCreate(
@@ -751,7 +752,12 @@ export class GDriveProvider implements Provider {
   ): Promise<DriveFile | undefined> {
     const winner = owner(await this.children(parentId, name));
     if (!winner?.id || winner.id === id) return undefined;
-    if (folder && (await this.children(id, undefined)).length > 0) return winner;
+    if (folder && winner.mimeType === FOLDER_MIME) {
+      // Someone wrote into ours before we settled (by its id): left there, it would be
+      // hidden behind the older folder. What it holds moves into the winner first.
+      await this.mergeFolder(id, winner.id);
+      if ((await this.children(id, undefined)).length > 0) return winner; // could not move all
+    } else if (folder && (await this.children(id, undefined)).length > 0) return winner;
     for (let attempt = 1; ; attempt++) {
       try {
         const o = await this.opts();
@@ -762,6 +768,49 @@ export class GDriveProvider implements Provider {
         if (attempt >= 3 || !(e instanceof TransientError)) throw e;
         await new Promise((r) => setTimeout(r, 200 * attempt));
       }
+    }
+  }
+
+  /**
+   * Move what folder `from` holds into folder `to` (server-side, by id): a name `to` has
+   * already is merged when both are folders, else moved under a free name "name (2).ext".
+   */
+  private async mergeFolder(from: string, to: string): Promise<void> {
+    for (const c of await this.children(from, undefined)) {
+      if (!c.id || !c.name) continue;
+      const clash = owner(await this.children(to, c.name));
+      let name = c.name;
+      if (clash?.id) {
+        if (clash.mimeType === FOLDER_MIME && c.mimeType === FOLDER_MIME) {
+          await this.mergeFolder(c.id, clash.id);
+          if ((await this.children(c.id, undefined)).length === 0) {
+            const o = await this.opts();
+            await this.call('files.delete (merged folder)', () =>
+              this.drive.files.delete({ fileId: c.id as string }, o),
+            );
+          }
+          continue;
+        }
+        const dot = c.name.lastIndexOf('.');
+        const [stem, ext] = dot > 0 ? [c.name.slice(0, dot), c.name.slice(dot)] : [c.name, ''];
+        for (let n = 2; ; n++) {
+          name = `${stem} (${n})${ext}`;
+          if ((await this.children(to, name)).length === 0) break;
+        }
+      }
+      const o = await this.opts();
+      await this.call('files.update (merge into the older folder)', () =>
+        this.drive.files.update(
+          {
+            fileId: c.id as string,
+            addParents: to,
+            removeParents: from,
+            requestBody: name === c.name ? {} : { name },
+            fields: 'id',
+          },
+          o,
+        ),
+      );
     }
   }
 
