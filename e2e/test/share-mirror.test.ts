@@ -441,9 +441,17 @@ describe('cross-cloud share served by the proxy: Dropbox, Drive, OneDrive and We
         );
       }
     }
-    for (const [i, t] of trees.entries()) expect([...t], members[i]?.name).toEqual([...(trees[0] ?? [])]);
     const present = await allLines(members[0]?.person as Provider, members[0]?.root ?? '');
     const missing = [...written].filter((t) => !retired.has(t) && !present.has(t));
+    if (process.env.WEFT_DEBUG && (differing.size > 0 || missing.length > 0)) {
+      // Every request each cloud received (endpoint, path argument, status), beside the
+      // person and engine lines: who touched a lost version's file last.
+      for (const [i, e] of emulators.entries()) {
+        for (const r of e.requestLog)
+          process.stderr.write(`${JSON.stringify({ cloud: ['dropbox', 'gdrive', 'onedrive'][i], ...r })}\n`);
+      }
+    }
+    for (const [i, t] of trees.entries()) expect([...t], members[i]?.name).toEqual([...(trees[0] ?? [])]);
     // Every cloud refuses a stale save atomically (Drive through v2 If-Match), so no version
     // may be missing, whichever member wrote it.
     if (missing.length > 0)

@@ -68,6 +68,11 @@ export class Exchange {
     return Array.isArray(v) ? v.join(', ') : v;
   }
 
+  /** The request body if a handler already read it (never starts reading). */
+  bodyIfRead(): Promise<Buffer> | undefined {
+    return this.bodyPromise;
+  }
+
   body(): Promise<Buffer> {
     this.bodyPromise ??= (async () => {
       const chunks: Buffer[] = [];
@@ -157,7 +162,18 @@ export abstract class EmulatorServer {
   private readonly sockets = new Set<import('node:net').Socket>();
   private baseUrl = '';
   /** Requests seen, in order (endpoint and method), for wire-level assertions. */
-  readonly requestLog: { endpoint: string; method: string; url: string }[] = [];
+  /**
+   * Every request: endpoint, method, URL, when it arrived, and (for diagnosis) the start of
+   * its Dropbox-API-Arg header or JSON body and the status answered (`fault` when injected).
+   */
+  readonly requestLog: {
+    endpoint: string;
+    method: string;
+    url: string;
+    time: number;
+    arg?: string;
+    status?: number | 'fault';
+  }[] = [];
   private hooks: { endpoint: string; fn: () => void | Promise<void>; left: number }[] = [];
 
   constructor(
@@ -284,7 +300,15 @@ export abstract class EmulatorServer {
     const oauthRoute = this.oauth.route(method, url);
     const route = oauthRoute ?? this.route({ method, url, header });
     const endpoint = route?.endpoint ?? 'unknown';
-    this.requestLog.push({ endpoint, method, url: url.pathname + url.search });
+    const record: (typeof this.requestLog)[number] = {
+      endpoint,
+      method,
+      url: url.pathname + url.search,
+      time: Date.now(),
+    };
+    const apiArg = header('dropbox-api-arg');
+    if (apiArg) record.arg = apiArg.slice(0, 300);
+    this.requestLog.push(record);
     if (this.requestLog.length > 50_000) this.requestLog.splice(0, 10_000);
     const fault = this.faults.decide(endpoint, method);
     const x = new Exchange(
@@ -303,6 +327,7 @@ export abstract class EmulatorServer {
         return;
       }
       if (fault.status) {
+        record.status = 'fault';
         await x.body().catch(() => undefined);
         const { status, reason, retryAfterSeconds } = fault.status;
         const out = this.faultResponse(status, reason, retryAfterSeconds);
@@ -318,6 +343,11 @@ export abstract class EmulatorServer {
       if (!x.done) throw new Error(`handler for ${endpoint} sent no response`);
     } catch (e) {
       await this.fail(x, e);
+    } finally {
+      record.status ??= res.statusCode;
+      const read = x.bodyIfRead();
+      if (!record.arg && read && (req.headers['content-type'] ?? '').includes('json'))
+        record.arg = (await read.catch(() => Buffer.alloc(0))).subarray(0, 300).toString('utf8');
     }
   }
 

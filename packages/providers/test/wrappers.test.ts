@@ -118,6 +118,27 @@ describe('RetryingProvider', () => {
     expect(p.delayFor(10, new TransientError('x'))).toBe(999);
   });
 
+  it('a listing whose first page fails transiently is started again, not reported empty', async () => {
+    const mem = new MemoryProvider();
+    await mem.write('d/a.txt', Buffer.from('a'));
+    await mem.write('d/b.txt', Buffer.from('b'));
+    let failures = 1;
+    // An adapter's listing is an async generator: the failed page throws from it.
+    const flaky = Object.assign(Object.create(mem) as MemoryProvider, {
+      list(dir: string, options?: { recursive?: boolean }) {
+        const inner = mem.list(dir, options);
+        return (async function* () {
+          if (failures-- > 0) throw new TransientError('429 on the first page');
+          yield* inner;
+        })();
+      },
+    });
+    const p = new RetryingProvider(flaky, { sleep: async () => undefined });
+    const got: string[] = [];
+    for await (const e of p.list('d')) got.push(e.path);
+    expect(got.sort()).toEqual(['d/a.txt', 'd/b.txt']);
+  });
+
   it('treats NotFound on a retried remove as done', async () => {
     const mem = new MemoryProvider();
     await mem.write('gone.txt', Buffer.from('x'));

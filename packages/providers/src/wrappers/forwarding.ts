@@ -76,10 +76,18 @@ export abstract class ForwardingProvider implements Provider {
     return this.listUnderPolicy(dir, options);
   }
 
-  /** Listing is retried as a whole only until its first entry is delivered. */
+  /**
+   * Listing is retried as a whole only until its first entry is delivered. Each attempt
+   * starts a new listing: an async iterator that threw is finished, and asking it again
+   * would answer "done" — an empty folder instead of an error.
+   */
   private async *listUnderPolicy(dir: string, options?: ListOptions): AsyncIterable<Entry> {
-    const it = this.inner.list(dir, options)[Symbol.asyncIterator]();
-    const first = await this.call(info('list', dir, options?.signal), () => it.next());
+    let it: AsyncIterator<Entry> | undefined;
+    const first = await this.call(info('list', dir, options?.signal), () => {
+      it = this.inner.list(dir, options)[Symbol.asyncIterator]();
+      return it.next();
+    });
+    if (!it) return;
     if (first.done) return;
     yield first.value;
     for (;;) {
