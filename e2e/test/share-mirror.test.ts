@@ -15,9 +15,11 @@
  *
  * CI: fixed seed, 60 operations. WEFT_FULL=1: 5 minutes of operations (WEFT_SEED to vary).
  * WEFT_DEBUG=1 prints the proxy's log at trace level, the mirror's entries among it, and
- * each person's operation. WEFT_TRASH_DELETES=1: a person deletes a folder as the clouds'
- * apps do — moved to a trash outside the share with whatever is in it (see docs/mirror.md:
- * versions are still lost in that mode; it is the open end of issue 7).
+ * each person's operation (and, when a run fails, every request each cloud received).
+ * Half the folder deletes are made as the clouds' apps make them — moved to a trash outside
+ * the share with whatever is in it, what went there counting as deleted by that member —
+ * the other half remove the files the person read, then the folder if empty;
+ * WEFT_TRASH_DELETES=1 makes them all trash-style.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -354,7 +356,9 @@ describe('cross-cloud share served by the proxy: Dropbox, Drive, OneDrive and We
         } else {
           const d = pick(dirs);
           if (!d) continue;
-          if (process.env.WEFT_TRASH_DELETES && hasServerSideMove(m.person)) {
+          // Half the folder deletes as the clouds' apps make them (WEFT_TRASH_DELETES=1: all).
+          const trashStyle = process.env.WEFT_TRASH_DELETES === '1' || rnd() < 0.5;
+          if (trashStyle && hasServerSideMove(m.person)) {
             // A folder delete as the clouds' apps make it: into the trash (here a folder
             // outside the share), whatever is in it at that moment. What went is what this
             // member deleted: read from the trash, then emptied.
