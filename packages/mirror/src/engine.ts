@@ -177,9 +177,9 @@ function errorCode(e: unknown): string | undefined {
   return isProviderError(e) ? e.code : undefined;
 }
 
-export class MirrorEngine {
-  readonly shareId: string;
-  readonly stats: MirrorStats = {
+/** All counters at zero. */
+export function zeroMirrorStats(): MirrorStats {
+  return {
     ingested: 0,
     echoes: 0,
     applied: 0,
@@ -189,6 +189,11 @@ export class MirrorEngine {
     failures: 0,
     verifyFound: 0,
   };
+}
+
+export class MirrorEngine {
+  readonly shareId: string;
+  readonly stats: MirrorStats = zeroMirrorStats();
   private readonly replicas: readonly Replica[];
   private readonly byId = new Map<string, Replica>();
   private readonly store: ShareStore;
@@ -493,16 +498,7 @@ export class MirrorEngine {
           continue;
         }
         if (!once(r, path, k.sha256)) continue;
-        const snap = await this.snapshot(r, path, true);
-        if (snap?.kind !== 'file' || snap.sha256 !== k.sha256 || !snap.data) continue; // changed: its feed tells
-        const op: Op = {
-          type: 'file',
-          path,
-          revision: snap.revision,
-          sha256: snap.sha256,
-          size: snap.data.byteLength,
-        };
-        this.store.append(r.id, op, snap.data, now);
+        if (!(await this.logCurrent(r, path, k.sha256, now))) continue; // changed: its feed tells
         this.log.warn(
           { replica: r.id, path },
           'reconcile: a version only this replica holds is logged from it',
@@ -524,16 +520,7 @@ export class MirrorEngine {
       }
       for (const r of this.replicas) {
         if (lacking.includes(r) || books.get(r.id)?.get(path)?.sha256 !== h.sha256) continue;
-        const snap = await this.snapshot(r, path, true);
-        if (snap?.kind !== 'file' || snap.sha256 !== h.sha256 || !snap.data) continue;
-        const op: Op = {
-          type: 'file',
-          path,
-          revision: snap.revision,
-          sha256: snap.sha256,
-          size: snap.data.byteLength,
-        };
-        this.store.append(r.id, op, snap.data, now, others);
+        if (!(await this.logCurrent(r, path, h.sha256, now, others))) continue;
         this.log.warn(
           { replicas: lacking.map((l) => l.id), path },
           'reconcile: sending the share version to replicas without it',
@@ -1482,6 +1469,24 @@ export class MirrorEngine {
       this.store.setKnown(t.id, k.path, undefined);
       this.setSeen(t, k.path, undefined);
     }
+  }
+
+  /**
+   * Log the file `r` holds at `path` from `r` (to `done` excluded), if it is still the version
+   * with `sha256`. false: gone or changed since (its feed reports that).
+   */
+  private async logCurrent(
+    r: Replica,
+    path: string,
+    sha256: string,
+    now: number,
+    done: string[] = [],
+  ): Promise<boolean> {
+    const snap = await this.snapshot(r, path, true);
+    if (snap?.kind !== 'file' || snap.sha256 !== sha256 || !snap.data) return false;
+    const op: Op = { type: 'file', path, revision: snap.revision, sha256, size: snap.data.byteLength };
+    this.store.append(r.id, op, snap.data, now, done);
+    return true;
   }
 
   /**

@@ -4,6 +4,7 @@ export {
   type MirrorEngineOptions,
   type MirrorStats,
   type ReplicaConfig,
+  zeroMirrorStats,
 } from './engine.ts';
 export { openDatabase, migrate, ShareStore, type KnownEntry } from './store.ts';
 export type { LoggedOp, Op } from './ops.ts';

@@ -26,6 +26,7 @@ import {
   VaultError,
   keysFromEnv,
   openDatabase,
+  zeroMirrorStats,
 } from '@weft/mirror';
 import {
   type AccessTokenSource,
@@ -469,23 +470,10 @@ export class ShareService {
 
   /** Everything the share's engines did since this proxy started (tests, reports). */
   stats(shareId: string): MirrorStats {
-    const t = { ...(this.totals.get(shareId) ?? this.zeroStats()) };
+    const t = { ...(this.totals.get(shareId) ?? zeroMirrorStats()) };
     const r = this.running.get(shareId);
     if (r) for (const k of Object.keys(t) as (keyof MirrorStats)[]) t[k] += r.engine.stats[k];
     return t;
-  }
-
-  private zeroStats(): MirrorStats {
-    return {
-      ingested: 0,
-      echoes: 0,
-      applied: 0,
-      conflicts: 0,
-      nativeMoves: 0,
-      relistings: 0,
-      failures: 0,
-      verifyFound: 0,
-    };
   }
 
   /**
