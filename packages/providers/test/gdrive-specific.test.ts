@@ -82,6 +82,33 @@ describe('gdrive adapter specifics', () => {
     expect((await collect(await p.read('a/renamed.txt'))).toString()).toBe('recreated');
   });
 
+  it('a folder another client moved away: paths below it are not reached through the cached id', async () => {
+    const p = fresh();
+    await p.write('a/b/x.txt', Buffer.from('x1'));
+    await p.write('a/b/y.txt', Buffer.from('y1'));
+    const xRev = (await p.stat('a/b/x.txt')).revision;
+    // Someone moves "a" (with "b" inside) to the trash folder of their app, say.
+    const a = nodeAt(p, 'a');
+    const top = emu.tree.get(a.parentId ?? '');
+    if (!top) throw new Error('setup');
+    const trash = emu.tree.create(top, '.trash', 'folder');
+    emu.tree.move(a, trash, 'a');
+    // A save to a/b/new.txt makes a new a/b, it does not go into the moved folder.
+    await p.write('a/b/new.txt', Buffer.from('new'));
+    expect(emu.tree.resolve(`/${p.name.split('/').slice(1).join('/')}/.trash/a/b/new.txt`)).toBeUndefined();
+    expect((await collect(await p.read('a/b/new.txt'))).toString()).toBe('new');
+    // What moved is not at its old path any more: not stat-able, not writable, not removable there.
+    await expect(p.stat('a/b/y.txt')).rejects.toBeInstanceOf(NotFoundError);
+    await expect(p.write('a/b/x.txt', Buffer.from('x2'), { ifRevision: xRev })).rejects.toThrow();
+    await expect(p.remove('a/b/y.txt')).rejects.toBeInstanceOf(NotFoundError);
+    const moved = (rel: string): string | undefined => {
+      const n = emu.tree.resolve(`/${p.name.split('/').slice(1).join('/')}/.trash/a/b/${rel}`);
+      return n?.content.toString();
+    };
+    expect(moved('x.txt')).toBe('x1');
+    expect(moved('y.txt')).toBe('y1');
+  });
+
   it('resumable uploads resume from the session status after dropped chunks', async () => {
     const p = fresh({ chunkSize: 256 * 1024 });
     const data = randomBytes(5 * 256 * 1024 + 123);

@@ -5,8 +5,11 @@
  * - Drive is id-based: provider paths are mapped to ids by walking from the root folder
  *   (`'<parent>' in parents and name = '<name>' and trashed = false`), with a path ↔ id
  *   cache this adapter keeps correct across its own moves and deletes and across what
- *   the change feed reports. A cached id is checked (name, parent, not trashed) whenever
- *   its metadata is fetched, and re-resolved when it no longer matches.
+ *   the change feed reports. Another client may move, rename or trash any folder at any
+ *   time, and Drive takes a write into a folder's id wherever that folder now is: so on
+ *   each call every cached level of the path is fetched (in parallel, one files.get each)
+ *   and checked (name, parent, not trashed); from the first that no longer matches, the
+ *   path is resolved again by name.
  * - Duplicate names: Drive lets several items in one folder share a name. The rule here:
  *   the oldest item (createdTime, then id) owns the path; the others are not listed and
  *   never touched. Names containing '/' or breaking the path rules are not listed either.
@@ -372,41 +375,71 @@ export class GDriveProvider implements Provider {
     return owner(await this.children(parentId, name, signal));
   }
 
-  /** The Drive item at `p`, or undefined. Uses and refreshes the cache. */
+  /**
+   * How many leading folders of `segs` (and the item itself) the cache still holds where
+   * they were: each cached id is fetched (in parallel) and must still carry its name, sit in
+   * the folder before it and not be trashed. Another client may have moved, renamed or
+   * trashed any of them; Drive would take a write into a moved folder's id without a word.
+   * The first stale level and everything cached below it is forgotten. Returns the number
+   * of levels verified and the item of the last one. `folders`: every level must be a folder.
+   */
+  private async verifiedPrefix(
+    segs: readonly string[],
+    folders: boolean,
+    signal?: AbortSignal,
+  ): Promise<{ depth: number; ids: string[]; last?: DriveFile }> {
+    const rootId = await this.getRootId();
+    const cached: { path: string; id: string }[] = [];
+    for (let i = 0; i < segs.length; i++) {
+      const path = segs.slice(0, i + 1).join('/');
+      const c = this.index.get(path);
+      if (!c || ((folders || i < segs.length - 1) && !c.dir)) break;
+      cached.push({ path, id: c.id });
+    }
+    if (cached.length === 0) return { depth: 0, ids: [] };
+    const o = await this.opts(signal);
+    const got = await Promise.all(
+      cached.map(async ({ id }) => {
+        try {
+          return await this.call(
+            'files.get',
+            () => this.drive.files.get({ fileId: id, fields: FILE_FIELDS }, o),
+            signal,
+          );
+        } catch (e) {
+          if (e instanceof NotFoundError) return undefined;
+          throw e;
+        }
+      }),
+    );
+    const ids: string[] = [];
+    let last: DriveFile | undefined;
+    for (const [i, { path, id }] of cached.entries()) {
+      const f = got[i];
+      const parentId = i === 0 ? rootId : ids[i - 1];
+      if (!f || f.trashed || f.name !== segs[i] || !parentId || !f.parents?.includes(parentId)) {
+        this.index.forget(path); // moved, renamed, trashed or deleted behind our back
+        break;
+      }
+      ids.push(id);
+      last = f;
+    }
+    return { depth: ids.length, ids, ...(last ? { last } : {}) };
+  }
+
+  /** The Drive item at `p`, or undefined. Uses the cache, verified, and refreshes it. */
   private async lookup(p: string, signal?: AbortSignal): Promise<DriveFile | undefined> {
     const rootId = await this.getRootId();
     if (p === '') return { id: rootId, mimeType: FOLDER_MIME, name: '' };
-    const cached = this.index.get(p);
-    if (cached) {
-      const parentId = parentPath(p) === '' ? rootId : this.index.get(parentPath(p))?.id;
-      try {
-        const o = await this.opts(signal);
-        const f = await this.call(
-          'files.get',
-          () => this.drive.files.get({ fileId: cached.id, fields: FILE_FIELDS }, o),
-          signal,
-        );
-        if (!f.trashed && f.name === baseName(p) && parentId !== undefined && f.parents?.includes(parentId))
-          return f;
-      } catch (e) {
-        if (!(e instanceof NotFoundError)) throw e;
-      }
-      this.index.forget(p); // moved, renamed, trashed or deleted behind our back
-    }
-    let parentId = rootId;
-    let found: DriveFile | undefined;
     const segs = p.split('/');
-    for (let i = 0; i < segs.length; i++) {
-      const sub = segs.slice(0, i + 1).join('/');
-      const c = i < segs.length - 1 ? this.index.get(sub) : undefined;
-      if (c) {
-        if (!c.dir) return undefined;
-        parentId = c.id;
-        continue;
-      }
+    const { depth, ids, last } = await this.verifiedPrefix(segs, false, signal);
+    if (depth === segs.length) return last;
+    let parentId = depth === 0 ? rootId : (ids[depth - 1] as string);
+    let found: DriveFile | undefined;
+    for (let i = depth; i < segs.length; i++) {
       found = await this.child(parentId, segs[i] as string, signal);
       if (!found?.id) return undefined;
-      this.index.set(sub, found.id, found.mimeType === FOLDER_MIME);
+      this.index.set(segs.slice(0, i + 1).join('/'), found.id, found.mimeType === FOLDER_MIME);
       if (i < segs.length - 1) {
         if (found.mimeType !== FOLDER_MIME) return undefined;
         parentId = found.id;
@@ -471,19 +504,15 @@ export class GDriveProvider implements Provider {
     });
   }
 
-  /** Folder id for `dir`, creating missing folders. */
+  /** Folder id for `dir` (its cached ids verified), creating missing folders. */
   private async ensureFolders(dir: string, signal?: AbortSignal): Promise<string> {
     let id = await this.getRootId();
     if (dir === '') return id;
     const segs = dir.split('/');
-    for (let i = 0; i < segs.length; i++) {
-      const sub = segs.slice(0, i + 1).join('/');
-      const cached = this.index.get(sub);
-      if (cached?.dir) {
-        id = cached.id;
-        continue;
-      }
-      id = await this.ensureChildFolder(id, segs[i] as string, sub, signal);
+    const { depth, ids } = await this.verifiedPrefix(segs, true, signal);
+    if (depth > 0) id = ids[depth - 1] as string;
+    for (let i = depth; i < segs.length; i++) {
+      id = await this.ensureChildFolder(id, segs[i] as string, segs.slice(0, i + 1).join('/'), signal);
     }
     return id;
   }
