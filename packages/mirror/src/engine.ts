@@ -100,6 +100,13 @@ export interface MirrorEngineOptions {
    */
   readonly verifyIntervalMs?: number;
   /**
+   * A folder the engine removes is first set aside under a hidden name and removed only
+   * this long after, if still empty (else it is put back): a save already on its way into
+   * it (a client that resolved the folder's id just before) lands there meanwhile. Default
+   * 5,000 ms. quiesce() and stop() settle every set-aside folder at once.
+   */
+  readonly parkSettleMs?: number;
+  /**
    * Called after each log entry is applied everywhere (or kept for a retry): how many were
    * applied in this drain and how many remain — e.g. a joining member's seeding progress.
    */
@@ -149,11 +156,44 @@ interface Snapshot {
   readonly data?: Uint8Array;
 }
 
+/** A folder set aside under a hidden name (`parked`) to be removed from `full` on `replica`. */
+interface Parked {
+  readonly replica: Replica;
+  readonly rel: string;
+  /** Where it is put back if a save arrived; undefined: left by an engine that stopped. */
+  readonly full: string | undefined;
+  readonly parked: string;
+  /** Date.now() when it was set aside. */
+  readonly at: number;
+}
+
 type SyntheticChange = { type: 'upsert'; path: string; entry: Entry } | { type: 'delete'; path: string };
 
 const GIVE_UP_AFTER = 8;
 /** A folder being removed is first renamed to this prefix + random hex (removeEmptyFolder). */
 const PARKED_PREFIX = '.weft-removing-';
+
+/**
+ * The hidden name a folder named `name` is set aside under: the prefix, random hex, and
+ * the name itself when short enough (so an engine that stopped before settling it can
+ * still put back a save that landed in it).
+ */
+function parkedName(name: string): string {
+  const tag = `${PARKED_PREFIX}${randomBytes(6).toString('hex')}`;
+  return Buffer.byteLength(name) <= 200 ? `${tag}-${name}` : tag;
+}
+
+/** The original name kept in a hidden name (parkedName), if any. */
+function parkedOriginalName(hidden: string): string | undefined {
+  const m = /^\.weft-removing-[0-9a-f]{12}-(.+)$/su.exec(hidden);
+  return m?.[1];
+}
+
+/** A folder the engine set aside for removal (its hidden name; not below another). */
+function isParkedFolder(rel: string): boolean {
+  const segs = rel.split('/');
+  return segs.findIndex((s) => s.startsWith(PARKED_PREFIX)) === segs.length - 1;
+}
 
 /** Inside a folder the engine is removing: not part of the share, never ingested. */
 function isParked(rel: string): boolean {
@@ -203,6 +243,9 @@ export class MirrorEngine {
   private readonly pollIntervalMs: number;
   private readonly pageSize: number;
   private readonly verifyIntervalMs: number;
+  private readonly parkSettleMs: number;
+  /** Folders set aside for removal (removeEmptyFolder), settled by settleParked(). */
+  private parked: Parked[] = [];
   private lastVerify = 0;
   /** (replica, path, version) the reconciliation already logged (see reconcile). */
   private readonly reconciled = new Set<string>();
@@ -258,6 +301,7 @@ export class MirrorEngine {
     this.pollIntervalMs = options.pollIntervalMs ?? 2000;
     this.pageSize = options.pageSize ?? 500;
     this.verifyIntervalMs = options.verifyIntervalMs ?? 3_600_000;
+    this.parkSettleMs = options.parkSettleMs ?? 5000;
     this.onProgress = options.onProgress;
     this.onRound = options.onRound;
   }
@@ -355,6 +399,7 @@ export class MirrorEngine {
     }
     this.initialBacklog ??= this.store.pendingCount();
     n += await this.drain();
+    n += await this.settleParked(false);
     return n;
   }
 
@@ -416,7 +461,9 @@ export class MirrorEngine {
     for (let i = 0; i < maxRounds; i++) {
       const n = await this.step();
       if (n !== 0 || this.store.pendingCount() !== 0) continue;
-      if ((await this.verify()) === 0 && this.store.pendingCount() === 0) return;
+      // Activity has stopped (the caller's promise): nothing is on its way any more.
+      if ((await this.settleParked(true)) !== 0) continue;
+      if ((await this.verify()) === 0 && this.store.pendingCount() === 0 && this.parked.length === 0) return;
     }
     throw new Error(`share ${this.shareId}: not quiescent after ${maxRounds} rounds`);
   }
@@ -568,7 +615,10 @@ export class MirrorEngine {
     })();
   }
 
-  /** Finish the current step and stop. State is persisted: a new engine resumes. */
+  /**
+   * Finish the current step and stop. State is persisted: a new engine resumes. Folders set
+   * aside for removal are settled now (a later engine does not know them).
+   */
   async stop(): Promise<void> {
     this.stopping = true;
     this.watchAbort?.abort();
@@ -577,6 +627,9 @@ export class MirrorEngine {
     await Promise.allSettled(this.watchers);
     this.watchers = [];
     this.running = undefined;
+    await this.settleParked(true).catch((e: unknown) =>
+      this.log.warn({ err: e }, 'folders set aside for removal: left as they are'),
+    );
   }
 
   /** The first round has run (state loaded, joining members' seeding entries appended). */
@@ -680,6 +733,7 @@ export class MirrorEngine {
     const upserts: SyntheticChange[] = [];
     for (const e of entries) {
       const rel = this.relative(r, e.path);
+      if (rel !== undefined && e.kind === 'dir' && isParkedFolder(rel)) this.adoptParked(r, rel, e.path);
       if (rel === undefined || rel === '' || isParked(rel)) continue;
       present.add(rel);
       upserts.push({ type: 'upsert', path: rel, entry: { ...e, path: rel } });
@@ -1492,55 +1546,106 @@ export class MirrorEngine {
   /**
    * Remove a folder the engine emptied, without losing a save that lands in it at that
    * instant: the clouds delete a folder with whatever is in it, and none can refuse a
-   * non-empty one. Where the provider moves folders, the folder is first renamed to a
-   * hidden name beside it (one server-side move: a racing save lands either inside it, and
-   * is found and put back, or at the old path, untouched), then the hidden folder is
-   * removed. Elsewhere: list, then remove. false: it was not empty (it stays).
+   * non-empty one. Where the provider moves folders, the folder is renamed to a hidden name
+   * beside it (one server-side move: a save racing it lands either at the old path,
+   * untouched, or inside the hidden folder), and settleParked() removes it later, once a
+   * save already on its way would have landed, or puts back what arrived. Elsewhere: list,
+   * then remove. false: it was not empty (it stays).
    */
   private async removeEmptyFolder(t: Replica, rel: string): Promise<boolean> {
     const full = this.full(t, rel);
-    const empty = async (path: string): Promise<boolean> => {
-      for await (const e of t.provider.list(path)) {
-        void e;
-        return false;
-      }
-      return true;
-    };
     const done = (): true => {
       this.store.touch(t.id, rel);
       this.stats.applied += 1;
       return true;
     };
     try {
-      if (!(await empty(full))) return false;
+      if (!(await this.isEmptyFolder(t, full))) return false;
       const p = t.provider;
       if (!hasServerSideMove(p) || p.features.move !== 'files-and-folders') {
         await p.remove(full);
         return done();
       }
       const slash = full.lastIndexOf('/');
-      const parked = `${slash < 0 ? '' : full.slice(0, slash + 1)}${PARKED_PREFIX}${randomBytes(6).toString('hex')}`;
+      const parked = `${full.slice(0, slash + 1)}${parkedName(full.slice(slash + 1))}`;
       await p.move(full, parked);
-      if (await empty(parked)) {
-        await p.remove(parked);
-        return done();
+      this.parked.push({ replica: t, rel, full, parked, at: Date.now() });
+      return done();
+    } catch (e) {
+      if (errorCode(e) === 'NotFound') return true;
+      throw e;
+    }
+  }
+
+  /**
+   * A hidden folder an engine set aside and did not settle (it stopped): removed if empty,
+   * else put back under the name it had (kept in the hidden name).
+   */
+  private adoptParked(r: Replica, rel: string, full: string): void {
+    if (this.parked.some((x) => x.replica === r && x.parked === full)) return;
+    const slash = full.lastIndexOf('/');
+    const name = parkedOriginalName(full.slice(slash + 1));
+    const back = name === undefined ? undefined : `${full.slice(0, slash + 1)}${name}`;
+    const relBack = back === undefined ? rel : (this.relative(r, back) ?? rel);
+    this.parked.push({ replica: r, rel: relBack, full: back, parked: full, at: Date.now() });
+  }
+
+  private async isEmptyFolder(t: Replica, path: string): Promise<boolean> {
+    for await (const e of t.provider.list(path)) {
+      void e;
+      return false;
+    }
+    return true;
+  }
+
+  /**
+   * Remove the folders set aside at least parkSettleMs ago (`all`: every one) that are
+   * still empty; put back what arrived in the others (it is then in the feed, a new change
+   * at the old path, and reaches everyone). Returns how many were settled.
+   */
+  private async settleParked(all: boolean): Promise<number> {
+    const due = this.parked.filter((x) => all || Date.now() - x.at >= this.parkSettleMs);
+    let n = 0;
+    for (const x of due) {
+      await this.settleOne(x);
+      this.parked = this.parked.filter((y) => y !== x);
+      n += 1;
+    }
+    return n;
+  }
+
+  private async settleOne(x: Parked): Promise<void> {
+    const p = x.replica.provider;
+    if (!hasServerSideMove(p)) return;
+    try {
+      if (await this.isEmptyFolder(x.replica, x.parked)) {
+        await p.remove(x.parked);
+        return;
       }
-      // Someone saved into it between the listing and the move: put it all back.
+      if (x.full === undefined) {
+        this.log.warn(
+          { replica: x.replica.id, path: x.rel },
+          'a folder set aside for removal by an earlier run holds files: left where it is',
+        );
+        return;
+      }
+      // Someone saved into it after it was set aside: put it all back.
       try {
-        await p.move(parked, full);
+        await p.move(x.parked, x.full);
       } catch (e) {
         if (errorCode(e) !== 'AlreadyExists') throw e;
         // The old path was taken again meanwhile: move what is inside back one by one.
         const inside: string[] = [];
-        for await (const e2 of p.list(parked)) inside.push(e2.path);
-        for (const x of inside) await p.move(x, `${full}/${x.slice(parked.length + 1)}`);
-        await p.remove(parked);
+        for await (const e2 of p.list(x.parked)) inside.push(e2.path);
+        for (const i of inside) await p.move(i, `${x.full}/${i.slice(x.parked.length + 1)}`);
+        await p.remove(x.parked);
       }
-      this.log.info({ replica: t.id, path: rel }, 'a folder being removed received a save: kept');
-      return false;
+      this.log.info(
+        { replica: x.replica.id, path: x.rel },
+        'a folder being removed received a save: put back',
+      );
     } catch (e) {
-      if (errorCode(e) === 'NotFound') return true;
-      throw e;
+      if (errorCode(e) !== 'NotFound') throw e; // else someone removed it meanwhile
     }
   }
 
