@@ -22,7 +22,9 @@
  * - files.update with content (`PUT /upload/drive/v2/files/{id}`, uploadType media,
  *   multipart or resumable; metadata title, description, labels.trashed, and modifiedDate
  *   with setModifiedDate=true) and files.delete (`DELETE /drive/v2/files/{id}`, 204);
- * - `If-Match` on those three writes: a list of entity tags or `*`; when none is the
+ * - files.update without content (`PUT` or `PATCH /drive/v2/files/{id}`: title,
+ *   description, labels.trashed — how a client trashes under If-Match);
+ * - `If-Match` on those writes: a list of entity tags or `*`; when none is the
  *   file's etag → 412 `conditionNotMet`. A resumable update checks it when the session is
  *   opened and again when the last chunk would commit the content.
  * An item's etag changes on every change to it (content, name, parent, trash, times);
@@ -363,6 +365,8 @@ export class GDriveEmulator extends EmulatorServer {
       if (m === 'GET' && !q.has('alt'))
         return { endpoint: 'v2.files.get', handle: (ex) => this.getV2(ex, id) };
       if (m === 'DELETE') return { endpoint: 'v2.files.delete', handle: (ex) => this.deleteV2(ex, id) };
+      if (m === 'PUT' || m === 'PATCH')
+        return { endpoint: 'v2.files.update', handle: (ex) => this.updateMetadataV2(ex, id) };
     }
     if ((r = /^\/drive\/v3\/files\/([^/]+)\/copy$/.exec(p)) && m === 'POST') {
       const id = decodeURIComponent(r[1] as string);
@@ -415,6 +419,14 @@ export class GDriveEmulator extends EmulatorServer {
     return n;
   }
 
+  /** In the trash: trashed itself, or inside a trashed folder (Drive trashes the content too). */
+  isTrashed(n: TreeNode): boolean {
+    for (let c: TreeNode | undefined = n; c; c = c.parentId === null ? undefined : this.tree.get(c.parentId)) {
+      if (c.meta.trashed === 'true') return true;
+    }
+    return false;
+  }
+
   resource(n: TreeNode): Record<string, unknown> {
     const folder = n.kind === 'folder';
     const base: Record<string, unknown> = {
@@ -423,7 +435,8 @@ export class GDriveEmulator extends EmulatorServer {
       name: n.name,
       mimeType: n.meta.mimeType ?? (folder ? FOLDER_MIME : 'application/octet-stream'),
       parents: n.parentId === null ? [] : [n.parentId],
-      trashed: n.meta.trashed === 'true',
+      trashed: this.isTrashed(n),
+      explicitlyTrashed: n.meta.trashed === 'true',
       createdTime: new Date(n.createdMs).toISOString(),
       modifiedTime: new Date(n.clientModifiedMs).toISOString(),
       version: String(n.version),
@@ -456,7 +469,7 @@ export class GDriveEmulator extends EmulatorServer {
       labels: {
         starred: false,
         hidden: false,
-        trashed: n.meta.trashed === 'true',
+        trashed: this.isTrashed(n),
         restricted: false,
         viewed: false,
       },
@@ -759,6 +772,23 @@ export class GDriveEmulator extends EmulatorServer {
     await this.sendFileV2(x, this.finishUpload(n, meta, media));
   }
 
+  /**
+   * PUT (or PATCH) /drive/v2/files/{id}: metadata only (title, description, labels.trashed —
+   * a move to the trash), under If-Match when given.
+   */
+  private async updateMetadataV2(x: Exchange, id: string): Promise<void> {
+    const n = this.node(id);
+    if (n.parentId === null)
+      throw driveError(
+        403,
+        'The user does not have sufficient permissions for this file.',
+        'insufficientFilePermissions',
+      );
+    this.checkIfMatch(x.header('if-match'), n);
+    this.applyMetadata(n, this.parseMetaV2(await x.json(), x, n));
+    await this.sendFileV2(x, n);
+  }
+
   /** DELETE /drive/v2/files/{id}: permanently, under If-Match when given; 204. */
   private async deleteV2(x: Exchange, id: string): Promise<void> {
     const n = this.node(id);
@@ -990,7 +1020,7 @@ export class GDriveEmulator extends EmulatorServer {
             ? n.name !== t.value
             : n.name.includes(t.value);
       case 'trashed':
-        return (n.meta.trashed === 'true') === t.value;
+        return this.isTrashed(n) === t.value;
       case 'mimeType': {
         const mime = n.meta.mimeType ?? (n.kind === 'folder' ? FOLDER_MIME : 'application/octet-stream');
         return t.op === '=' ? mime === t.value : mime !== t.value;

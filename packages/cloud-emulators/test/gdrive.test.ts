@@ -332,6 +332,49 @@ describe('gdrive emulator (wire)', () => {
     expect(emu.tree.get(id)).toBeUndefined();
   });
 
+  it('trash: v3 and v2 (under If-Match) metadata updates; a trashed folder trashes what is inside', async () => {
+    const dir = await api('POST', '/drive/v3/files?fields=id', { name: 'bin-test', mimeType: FOLDER_MIME });
+    const d = dir.body.id as string;
+    const mp = multipart({ name: 'in.txt', parents: [d] }, Buffer.from('in'));
+    const file = await api('POST', '/upload/drive/v3/files?uploadType=multipart&fields=id', mp.body, {
+      'content-type': mp.type,
+    });
+    const f = file.body.id as string;
+    const etag = (await api('GET', `/drive/v2/files/${d}?fields=etag`)).body.etag as string;
+    // v2 metadata-only update, refused under a stale etag.
+    await api('PATCH', `/drive/v3/files/${d}`, { description: 'changed' });
+    const stale = await api(
+      'PUT',
+      `/drive/v2/files/${d}`,
+      { labels: { trashed: true } },
+      { 'if-match': etag },
+    );
+    expect(stale.status).toBe(412);
+    expect((await api('GET', `/drive/v3/files/${f}?fields=trashed`)).body.trashed).toBe(false);
+    const current = (await api('GET', `/drive/v2/files/${d}?fields=etag`)).body.etag as string;
+    const ok = await api(
+      'PUT',
+      `/drive/v2/files/${d}?fields=labels(trashed)`,
+      { labels: { trashed: true } },
+      { 'if-match': current },
+    );
+    expect(ok.status).toBe(200);
+    expect(ok.body).toEqual({ labels: { trashed: true } });
+    // The content is in the trash with it, not explicitly.
+    expect((await api('GET', `/drive/v3/files/${f}?fields=trashed,explicitlyTrashed`)).body).toEqual({
+      trashed: true,
+      explicitlyTrashed: false,
+    });
+    const listed = await api(
+      'GET',
+      `/drive/v3/files?q=${encodeURIComponent(`'${d}' in parents and trashed = false`)}&fields=files(id)`,
+    );
+    expect(listed.body.files).toEqual([]);
+    // Restored (v3), the content comes back with it.
+    await api('PATCH', `/drive/v3/files/${d}`, { trashed: false });
+    expect((await api('GET', `/drive/v3/files/${f}?fields=trashed`)).body.trashed).toBe(false);
+  });
+
   it('v2 resumable update: If-Match checked when the session opens and again at the commit', async () => {
     const f = await api('POST', '/upload/drive/v3/files?uploadType=media&fields=id', Buffer.from('base'));
     const id = f.body.id as string;

@@ -109,6 +109,46 @@ describe('gdrive adapter specifics', () => {
     expect(moved('y.txt')).toBe('y1');
   });
 
+  it('remove sends to the trash (restorable), conditional or not; useTrash: false deletes', async () => {
+    const p = fresh();
+    await p.write('t/a.txt', Buffer.from('a'));
+    await p.write('t/b.txt', Buffer.from('b'));
+    await p.write('t/sub/c.txt', Buffer.from('c'));
+    const a = nodeAt(p, 't/a.txt');
+    const b = nodeAt(p, 't/b.txt');
+    const c = nodeAt(p, 't/sub/c.txt');
+    await p.remove('t/a.txt');
+    expect(a.meta.trashed).toBe('true');
+    expect(emu.tree.get(a.id)).toBe(a); // still there, in the trash
+    await expect(p.stat('t/a.txt')).rejects.toBeInstanceOf(NotFoundError);
+    // Under If-Match: a stale revision is refused and nothing is trashed.
+    const bRev = (await p.stat('t/b.txt')).revision;
+    editElsewhere(b, 'b2');
+    await expect(p.remove('t/b.txt', { ifRevision: bRev })).rejects.toBeInstanceOf(PreconditionFailedError);
+    expect(b.meta.trashed).toBeUndefined();
+    await p.remove('t/b.txt', { ifRevision: (await p.stat('t/b.txt')).revision });
+    expect(b.meta.trashed).toBe('true');
+    // A folder goes to the trash with what is inside; the name is free again.
+    await p.remove('t');
+    expect(emu.tree.get(c.id)).toBe(c);
+    const listed: string[] = [];
+    for await (const e of p.list('', { recursive: true })) listed.push(e.path);
+    expect(listed).toEqual([]);
+    await p.write('t/sub/c.txt', Buffer.from('new c'));
+    expect((await collect(await p.read('t/sub/c.txt'))).toString()).toBe('new c');
+    // Without the trash, gone for good.
+    const q = new GDriveProvider({
+      token: emu.accessToken,
+      root: `specific/${randomBytes(4).toString('hex')}`,
+      rootUrl: emu.url,
+      useTrash: false,
+    });
+    await q.write('x.txt', Buffer.from('x'));
+    const x = nodeAt(q, 'x.txt');
+    await q.remove('x.txt', { ifRevision: (await q.stat('x.txt')).revision });
+    expect(emu.tree.get(x.id)).toBeUndefined();
+  });
+
   it('resumable uploads resume from the session status after dropped chunks', async () => {
     const p = fresh({ chunkSize: 256 * 1024 });
     const data = randomBytes(5 * 256 * 1024 + 123);
@@ -218,7 +258,7 @@ describe('gdrive adapter specifics', () => {
       const p = fresh();
       const v1 = await p.write('rm.txt', Buffer.from('v1'));
       const node = nodeAt(p, 'rm.txt');
-      const off = ['files.delete', 'v2.files.delete'].map((e) =>
+      const off = ['files.delete', 'v2.files.delete', 'files.update', 'v2.files.update'].map((e) =>
         emu.beforeRequest(e, () => editElsewhere(node, 'web edit')),
       );
       try {
@@ -230,7 +270,7 @@ describe('gdrive adapter specifics', () => {
       }
       expect(emu.tree.get(node.id)?.content.toString()).toBe('web edit');
       await p.remove('rm.txt', { ifRevision: (await p.stat('rm.txt')).revision });
-      expect(emu.tree.get(node.id)).toBeUndefined();
+      expect(emu.tree.get(node.id)?.meta.trashed).toBe('true');
     });
 
     /** Two clients of one folder, each with its own adapter (its own locks and cache). */

@@ -24,8 +24,8 @@
  *   - ifRevision (write and remove): v3 files carry no etag, v2 files do and v2 honours
  *     If-Match. One v2 files.get gives the etag and headRevisionId together; a different
  *     revision is PreconditionFailed at once, otherwise the upload (v2 files.update: one
- *     request, or a resumable session opened with If-Match) or the v2 files.delete carries
- *     `If-Match: <etag>`, and Drive's 412 conditionNotMet is PreconditionFailed. The etag
+ *     request, or a resumable session opened with If-Match) or the v2 trash (metadata
+ *     update labels.trashed; files.delete without the trash) carries `If-Match: <etag>`, and Drive's 412 conditionNotMet is PreconditionFailed. The etag
  *     changes on any change to the file, metadata too: such a refusal may be spurious, and
  *     the caller re-reads and retries (fail closed).
  *   - ifNotExists: Drive cannot refuse a duplicate name. The item is created, then the
@@ -36,6 +36,8 @@
  *     alike (the older is used; what someone already wrote into ours is moved into it, then
  *     ours is deleted).
  *   Unconditional writes stay on v3.
+ * - remove() trashes (useTrash, default true, as Drive's own apps do): restorable for 30
+ *   days. Only a duplicate the adapter itself just made is deleted permanently.
  */
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
@@ -81,6 +83,12 @@ export interface GDriveProviderOptions {
   readonly rootUrl?: string;
   /** Writes above this use a resumable upload, in chunks of this size (a multiple of 256 KiB). Default 8 MiB. */
   readonly chunkSize?: number;
+  /**
+   * remove() (and a move or copy that replaces a file) sends the item to Drive's trash, as
+   * Drive's own apps do, where it can be restored for 30 days. false: delete permanently.
+   * Default true.
+   */
+  readonly useTrash?: boolean;
 }
 
 const KiB = 1024;
@@ -1007,6 +1015,18 @@ export class GDriveProvider implements Provider {
     return new Response(empty ? null : (res.data ?? ''), { status: res.status, headers: h });
   }
 
+  /** An item removed for the caller: to the trash (useTrash, the default), else deleted. */
+  private async discard(fileId: string, signal?: AbortSignal): Promise<void> {
+    const o = await this.opts(signal);
+    if (this.options.useTrash ?? true) {
+      await this.call(
+        'files.update (trash)',
+        () => this.drive.files.update({ fileId, requestBody: { trashed: true }, fields: 'id' }, o),
+        signal,
+      );
+    } else await this.call('files.delete', () => this.drive.files.delete({ fileId }, o), signal);
+  }
+
   async remove(path: string, options: RemoveOptions = {}): Promise<void> {
     const p = normalizeEntryPath(path);
     await this.locks.run([`path:${p}`], async () => {
@@ -1029,16 +1049,27 @@ export class GDriveProvider implements Provider {
           options.signal,
         );
         const o = await this.opts(options.signal);
-        await this.underIfMatch(
-          p,
-          'files.delete (v2, If-Match)',
-          () => this.driveV2.files.delete({ fileId }, { ...o, headers: { 'If-Match': etag } }),
-          options.signal,
-        );
-      } else {
-        const o = await this.opts(options.signal);
-        await this.call('files.delete', () => this.drive.files.delete({ fileId }, o), options.signal);
-      }
+        const headers = { 'If-Match': etag };
+        if (this.options.useTrash ?? true) {
+          await this.underIfMatch(
+            p,
+            'files.update (v2, trash, If-Match)',
+            () =>
+              this.driveV2.files.update(
+                { fileId, requestBody: { labels: { trashed: true } }, fields: 'id' },
+                { ...o, headers },
+              ),
+            options.signal,
+          );
+        } else {
+          await this.underIfMatch(
+            p,
+            'files.delete (v2, If-Match)',
+            () => this.driveV2.files.delete({ fileId }, { ...o, headers }),
+            options.signal,
+          );
+        }
+      } else await this.discard(fileId, options.signal);
       this.index.forget(p);
     });
   }
@@ -1062,12 +1093,7 @@ export class GDriveProvider implements Provider {
         if (dst.mimeType === FOLDER_MIME || src.mimeType === FOLDER_MIME || !options.overwrite) {
           throw new AlreadyExistsError(`${this.name}: ${t} exists`);
         }
-        const o = await this.opts(options.signal);
-        await this.call(
-          'files.delete',
-          () => this.drive.files.delete({ fileId: dst.id as string }, o),
-          options.signal,
-        );
+        await this.discard(dst.id, options.signal);
         this.index.forget(t);
       }
       const oldParent = src.parents?.[0];
@@ -1109,12 +1135,7 @@ export class GDriveProvider implements Provider {
       if (dst?.id) {
         if (dst.mimeType === FOLDER_MIME || !options.overwrite)
           throw new AlreadyExistsError(`${this.name}: ${t} exists`);
-        const o = await this.opts(options.signal);
-        await this.call(
-          'files.delete',
-          () => this.drive.files.delete({ fileId: dst.id as string }, o),
-          options.signal,
-        );
+        await this.discard(dst.id, options.signal);
       }
       const o = await this.opts(options.signal);
       const copied = await this.call(
