@@ -303,6 +303,31 @@ describe('cross-cloud share served by the proxy: Dropbox, Drive, OneDrive and We
       for (const line of text.split('\n')) if (line) retired.add(line);
     };
 
+    /**
+     * Delete a folder the way the clouds' apps do: it goes to the trash (here a folder outside
+     * the share) with whatever is in it at that moment. What went is what this member
+     * deleted: read back from the trash (again after an injected fault: once moved, it is
+     * deleted, whatever the reading meets), then the trash is emptied.
+     */
+    const trashFolder = async (m: Member, rel: string): Promise<Set<string>> => {
+      const slash = m.root.lastIndexOf('/');
+      const trash = `${slash < 0 ? '' : m.root.slice(0, slash + 1)}.trash-${fresh++}`;
+      if (!hasServerSideMove(m.person)) throw new Error('setup: a trash needs server-side moves');
+      await m.person.move(under(m.root, rel), trash);
+      let gone: Set<string> | undefined;
+      for (let attempt = 0; gone === undefined; attempt++) {
+        try {
+          gone = await allLines(m.person, trash);
+        } catch (e) {
+          if (attempt >= 50) throw e;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      }
+      for (const line of gone) retired.add(line);
+      await m.person.remove(trash).catch(() => undefined); // outside the share either way
+      return gone;
+    };
+
     const started = Date.now();
     let restarted = false;
     let statsBeforeRestart: object | undefined;
@@ -359,22 +384,23 @@ describe('cross-cloud share served by the proxy: Dropbox, Drive, OneDrive and We
           // Half the folder deletes as the clouds' apps make them (WEFT_TRASH_DELETES=1: all).
           const trashStyle = process.env.WEFT_TRASH_DELETES === '1' || rnd() < 0.5;
           if (trashStyle && hasServerSideMove(m.person)) {
-            // A folder delete as the clouds' apps make it: into the trash (here a folder
-            // outside the share), whatever is in it at that moment. What went is what this
-            // member deleted: read from the trash, then emptied.
-            const slash = m.root.lastIndexOf('/');
-            const trash = `${slash < 0 ? '' : m.root.slice(0, slash + 1)}.trash-${fresh++}`;
-            await m.person.move(under(m.root, d.rel), trash);
-            const gone = await allLines(m.person, trash);
-            for (const line of gone) retired.add(line);
+            // A folder delete as the clouds' apps make it: into the trash, whatever is in it.
+            const gone = await trashFolder(m, d.rel);
             note(m, 'trash folder', `${d.rel} ${[...gone].join(',')}`);
-            await m.person.remove(trash);
           } else {
             // What the person sees inside goes, then the folder if empty.
             for (const f of files.filter((e) => e.rel.startsWith(d.rel + '/'))) await removeFile(m, f.rel);
             const left = (await entries(m)).filter((e) => e.kind === 'file' && e.rel.startsWith(d.rel + '/'));
-            note(m, 'delete folder', `${d.rel} ${left.length === 0 ? 'removed' : 'kept (not empty)'}`);
-            if (left.length === 0) await m.person.remove(under(m.root, d.rel));
+            if (left.length > 0) note(m, 'delete folder', `${d.rel} kept (not empty)`);
+            else if (hasServerSideMove(m.person)) {
+              // The folder goes with whatever landed in it since that look (the mirror may
+              // have written there): through the trash, so what went is known.
+              const gone = await trashFolder(m, d.rel);
+              note(m, 'delete folder', `${d.rel} removed ${[...gone].join(',')}`);
+            } else {
+              await m.person.remove(under(m.root, d.rel));
+              note(m, 'delete folder', `${d.rel} removed`);
+            }
           }
           count('delete folder');
         }
