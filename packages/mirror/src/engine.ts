@@ -107,6 +107,12 @@ export interface MirrorEngineOptions {
    */
   readonly parkSettleMs?: number;
   /**
+   * One round stops starting log entries after this long (at least `concurrency` are
+   * started), so that a long backlog does not leave the feeds unread meanwhile; the next
+   * round goes on from there. Default 10,000 ms.
+   */
+  readonly drainBudgetMs?: number;
+  /**
    * Called after each log entry is applied everywhere (or kept for a retry): how many were
    * applied in this drain and how many remain — e.g. a joining member's seeding progress.
    */
@@ -244,6 +250,7 @@ export class MirrorEngine {
   private readonly pageSize: number;
   private readonly verifyIntervalMs: number;
   private readonly parkSettleMs: number;
+  private readonly drainBudgetMs: number;
   /** Folders set aside for removal (removeEmptyFolder), settled by settleParked(). */
   private parked: Parked[] = [];
   private lastVerify = 0;
@@ -302,6 +309,7 @@ export class MirrorEngine {
     this.pageSize = options.pageSize ?? 500;
     this.verifyIntervalMs = options.verifyIntervalMs ?? 3_600_000;
     this.parkSettleMs = options.parkSettleMs ?? 5000;
+    this.drainBudgetMs = options.drainBudgetMs ?? 10_000;
     this.onProgress = options.onProgress;
     this.onRound = options.onRound;
   }
@@ -391,6 +399,7 @@ export class MirrorEngine {
     await this.init();
     let n = 0;
     for (const r of this.replicas) {
+      if (this.stopping) return n;
       if (gated && r.waitForChanges && this.store.cursor(r.id) !== undefined && !this.dirty.has(r.id))
         continue;
       this.dirty.delete(r.id);
@@ -1052,10 +1061,18 @@ export class MirrorEngine {
     return false;
   }
 
-  /** Apply pending log entries (and those they append, e.g. conflicted copies). */
+  /**
+   * Apply pending log entries (and those they append, e.g. conflicted copies), until none
+   * is left, one fails, stop() is called, or drainBudgetMs has passed (the rest stays
+   * pending for the next round).
+   */
   private async drain(): Promise<number> {
     let applied = 0;
     let after = 0;
+    let started = 0;
+    const since = Date.now();
+    const enough = (): boolean =>
+      this.stopping || (started >= this.concurrency && Date.now() - since >= this.drainBudgetMs);
     for (;;) {
       const ops = this.store.pending(after);
       if (ops.length === 0) return applied;
@@ -1065,7 +1082,13 @@ export class MirrorEngine {
       const tails = new Map<string, Promise<void>>();
       const inflight = new Set<Promise<void>>();
       let failed = false;
+      let cut = false;
       for (const op of ops) {
+        if (enough()) {
+          cut = true;
+          break;
+        }
+        started += 1;
         if (this.isBarrier(op.op)) {
           const results = await Promise.allSettled([...inflight]);
           if (failed || results.some((x) => x.status === 'rejected')) break;
@@ -1096,7 +1119,7 @@ export class MirrorEngine {
         if (inflight.size >= this.concurrency) await Promise.race(inflight);
       }
       await Promise.allSettled([...inflight]);
-      if (failed) return applied;
+      if (failed || cut) return applied;
     }
   }
 
