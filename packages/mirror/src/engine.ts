@@ -320,13 +320,43 @@ export class MirrorEngine {
     if (this.initialized) return;
     for (const r of this.replicas) {
       if (r.root !== '') await r.provider.mkdir(r.root);
-      const seen = new Map<string, Seen>();
-      for (const k of this.store.knownUnder(r.id, '')) seen.set(k.path, k);
-      this.seen.set(r.id, seen);
+      this.seen.set(r.id, this.seenAtStart(r));
       this.ours.set(r.id, new Map());
     }
     await this.seedJoiners();
     this.initialized = true;
+  }
+
+  /**
+   * What the engine has seen on `r`, rebuilt from the database (a new engine, or a
+   * verification): the books, plus what the feed of `r` reported in log entries not yet
+   * applied at their origin — the books take those in only when they are applied, in log
+   * order. Without them, a re-listing would not know those paths, and a move or delete of
+   * them made meanwhile would go unreported (the old path came back everywhere).
+   */
+  private seenAtStart(r: Replica): Map<string, Seen> {
+    const seen = new Map<string, Seen>(this.store.knownUnder(r.id, '').map((k) => [k.path, k]));
+    const dir: Seen = { kind: 'dir', revision: '', sha256: '' };
+    for (const e of this.store.pending()) {
+      if (e.origin !== r.id || e.doneTargets.includes(r.id)) continue;
+      const op = e.op;
+      if (op.type === 'file') seen.set(op.path, { kind: 'file', revision: op.revision, sha256: op.sha256 });
+      else if (op.type === 'dir') seen.set(op.path, dir);
+      else if (op.type === 'delete') {
+        for (const k of [...seen.keys()]) if (isUnder(k, op.path)) seen.delete(k);
+      } else {
+        const moved = [...seen].filter(([k]) => isUnder(k, op.from));
+        for (const [k] of moved) seen.delete(k);
+        for (const [k, v] of moved) {
+          if (v.kind !== 'dir') continue;
+          seen.set(rebase(k, op.from, op.to), v);
+        }
+        for (const [rel, rev] of Object.entries(op.revisions))
+          seen.set(rel === '' ? op.to : `${op.to}/${rel}`, { kind: 'file', ...rev });
+        if (op.kind === 'dir') seen.set(op.to, dir);
+      }
+    }
+    return seen;
   }
 
   /**
@@ -488,7 +518,7 @@ export class MirrorEngine {
     this.lastVerify = Date.now();
     let found = 0;
     for (const r of this.replicas) {
-      const books = new Map<string, Seen>(this.store.knownUnder(r.id, '').map((k) => [k.path, k]));
+      const books = this.seenAtStart(r); // the books (plus entries pending at r: none in quiesce)
       const mine = this.seenOf(r);
       const show = (e: Seen | undefined): string =>
         e ? (e.kind === 'dir' ? 'dir' : e.sha256.slice(0, 8)) : '-';
@@ -601,7 +631,12 @@ export class MirrorEngine {
       while (!this.stopping) {
         try {
           await this.round(true);
-          if (this.verifyIntervalMs > 0 && Date.now() - this.lastVerify >= this.verifyIntervalMs) {
+          // With nothing pending: the books are then all that a restart would start from.
+          if (
+            this.verifyIntervalMs > 0 &&
+            Date.now() - this.lastVerify >= this.verifyIntervalMs &&
+            this.store.pendingCount() === 0
+          ) {
             if (this.lastVerify === 0) this.lastVerify = Date.now();
             else await this.verify();
           }

@@ -88,3 +88,36 @@ describe('stopping and bounded drains', () => {
     expect(await treeOf(ben, '')).toEqual(await treeOf(ann, ''));
   });
 });
+
+describe('a restart with entries still pending at their origin', () => {
+  it('a folder moved on the origin meanwhile moves everywhere, nothing comes back at the old path', async () => {
+    const db = new Database(':memory:');
+    open.push(db);
+    migrate(db);
+    const ann = new MemoryProvider({ name: 'ann' });
+    const ben = new MemoryProvider({ name: 'ben' });
+    const make = (options: { concurrency?: number; drainBudgetMs?: number } = {}): MirrorEngine =>
+      new MirrorEngine({
+        shareId: 's',
+        db,
+        ...options,
+        replicas: [
+          { id: 'r0', member: 'ann', provider: ann, root: '', relistOnStart: true },
+          { id: 'r1', member: 'ben', provider: ben, root: '' },
+        ],
+      });
+    await make().quiesce();
+    for (const n of ['a', 'b', 'c']) await ann.write(`d/${n}.txt`, text(`${n}\n`));
+    // One round reads the folder and its files, applies one entry, and the process stops.
+    const first = make({ concurrency: 1, drainBudgetMs: 0 });
+    await first.step();
+    await first.stop();
+    expect(first.pendingCount()).toBeGreaterThan(0);
+    // While it is down, ann moves the folder.
+    await ann.move('d', 'e');
+    await make().quiesce();
+    const trees = await Promise.all([treeOf(ann, ''), treeOf(ben, '')]);
+    expect([...trees[0].keys()]).toEqual(['e', 'e/a.txt', 'e/b.txt', 'e/c.txt']);
+    expect(trees[1]).toEqual(trees[0]);
+  });
+});
