@@ -337,7 +337,7 @@ export class MirrorEngine {
   private seenAtStart(r: Replica): Map<string, Seen> {
     const seen = new Map<string, Seen>(this.store.knownUnder(r.id, '').map((k) => [k.path, k]));
     const dir: Seen = { kind: 'dir', revision: '', sha256: '' };
-    for (const e of this.store.pending()) {
+    for (const e of this.store.pending(0, false)) {
       if (e.origin !== r.id || e.doneTargets.includes(r.id)) continue;
       const op = e.op;
       if (op.type === 'file') seen.set(op.path, { kind: 'file', revision: op.revision, sha256: op.sha256 });

@@ -188,10 +188,11 @@ export class ShareStore {
     return row.n;
   }
 
-  pending(afterSeq = 0): LoggedOp[] {
+  /** Entries not yet applied everywhere, after `afterSeq`; `withData` false: without content. */
+  pending(afterSeq = 0, withData = true): LoggedOp[] {
     const rows = this.db
       .prepare(
-        'SELECT seq, origin, op, data, done_targets, created_ms FROM log ' +
+        `SELECT seq, origin, op, ${withData ? 'data' : 'NULL AS data'}, done_targets, created_ms FROM log ` +
           'WHERE share_id = ? AND done = 0 AND seq > ? ORDER BY seq',
       )
       .all(this.shareId, afterSeq) as LogRow[];
