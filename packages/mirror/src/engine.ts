@@ -267,6 +267,11 @@ export class MirrorEngine {
   private readonly nativeOk = new Set<number>();
   /** The share's version of a file entry's path before the entry (a target holding it is not in conflict). */
   private readonly previousHead = new Map<number, string>();
+  /**
+   * Per move entry: files the engine wrote on the origin at the moved path after the move
+   * was read, with the content that moved (a duplicate of it): removed there (applyOp).
+   */
+  private readonly movedDuplicates = new Map<number, (KnownEntry & { path: string })[]>();
   private initialized = false;
   private running: Promise<void> | undefined;
   private stopping = false;
@@ -804,7 +809,9 @@ export class MirrorEngine {
       changes.push({ type: 'delete', path: g });
     }
     upserts.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
-    return this.ingestBatch(r, [...changes, ...upserts], cursor);
+    // A verification trusts the books only: a file there that the books lack is logged even
+    // if this engine wrote that revision (its own write, moved out of the books since).
+    return this.ingestBatch(r, [...changes, ...upserts], cursor, deletes);
   }
 
   private sameAsSeen(s: Seen | undefined, e: Entry): boolean {
@@ -887,6 +894,7 @@ export class MirrorEngine {
     r: Replica,
     batch: SyntheticChange[],
     cursor: string | undefined,
+    trustOurs = true,
   ): Promise<number> {
     // A folder's delete implies its content's: Dropbox lists the children's deletes first.
     const deleted = batch.filter((c) => c.type === 'delete').map((c) => c.path);
@@ -934,7 +942,7 @@ export class MirrorEngine {
       const s = this.seenOf(r).get(ch.path);
       if (
         this.sameAsSeen(s, ch.entry) ||
-        (ch.entry.kind === 'file' && this.isOurs(r, ch.path, ch.entry.revision))
+        (trustOurs && ch.entry.kind === 'file' && this.isOurs(r, ch.path, ch.entry.revision))
       ) {
         this.stats.echoes += 1;
         continue;
@@ -951,7 +959,7 @@ export class MirrorEngine {
         this.stats.echoes += 1;
         continue;
       }
-      if (this.isOurs(r, ch.path, snap.revision)) {
+      if (trustOurs && this.isOurs(r, ch.path, snap.revision)) {
         this.stats.echoes += 1;
         continue;
       }
@@ -1175,6 +1183,7 @@ export class MirrorEngine {
         const origin = this.byId.get(logged.origin);
         if (origin && logged.op.type === 'delete')
           await this.applyDelete(origin, logged.op.path, logged.op.files);
+        if (origin && logged.op.type === 'move') await this.removeDuplicates(origin, logged.seq);
       }
       done.add(logged.origin);
       if (!propagate) {
@@ -1222,7 +1231,8 @@ export class MirrorEngine {
 
   /**
    * Record the origin's new state and the share head. false: nothing to propagate;
-   * 'origin-too': a delete that must also be applied at the origin (see applyOp).
+   * 'origin-too': a delete that must also be applied at the origin, or a move that left
+   * duplicates there to remove (see applyOp).
    */
   private applyAtOrigin(logged: LoggedOp): boolean | 'origin-too' {
     const { op, origin } = logged;
@@ -1265,7 +1275,18 @@ export class MirrorEngine {
             op.files[path === op.from ? '' : path.slice(op.from.length + 1)] ===
               (kind === 'dir' ? 'dir' : sha);
           const all = this.store.knownUnder(origin, op.from);
-          const keptKnown = all.filter((k) => !listed(k.path, k.kind, k.sha256)).map((k) => k.path);
+          // A file the engine wrote there after the move was read is not what the member
+          // moved, even with the same content (another member's copy of it): it stays in
+          // the books where it is and, being a duplicate of what moved, is removed there.
+          const duplicates = all.filter(
+            (k) =>
+              k.kind === 'file' &&
+              this.store.touchedAt(origin, k.path) >= logged.seq &&
+              listed(k.path, 'file', k.sha256),
+          );
+          const keptKnown = all
+            .filter((k) => !listed(k.path, k.kind, k.sha256) || duplicates.includes(k))
+            .map((k) => k.path);
           const known = all.filter((k) => !keptKnown.some((f) => isUnder(f, k.path)));
           for (const k of known) this.store.setKnown(origin, k.path, undefined);
           for (const k of known) {
@@ -1310,7 +1331,9 @@ export class MirrorEngine {
             this.store.setHead(to, { kind: 'file', sha256: rev.sha256 });
             this.store.setKnown(origin, to, { kind: 'file', revision: rev.revision, sha256: rev.sha256 });
           }
-          return true;
+          if (duplicates.length === 0) return true;
+          this.movedDuplicates.set(logged.seq, duplicates);
+          return 'origin-too';
         }
       }
     });
@@ -1487,6 +1510,16 @@ export class MirrorEngine {
       revision = cur.revision;
     }
     return false;
+  }
+
+  /** The duplicates a move entry left on its origin (see movedDuplicates): removed if unchanged. */
+  private async removeDuplicates(origin: Replica, seq: number): Promise<void> {
+    for (const d of this.movedDuplicates.get(seq) ?? []) {
+      if (!(await this.removeKnownFile(origin, d.path, d))) continue; // changed since: it stays
+      this.store.setKnown(origin.id, d.path, undefined);
+      this.setSeen(origin, d.path, undefined);
+    }
+    this.movedDuplicates.delete(seq);
   }
 
   /**
