@@ -585,6 +585,10 @@ export class MirrorEngine {
         if (k.kind === 'dir') {
           if (h || !once(r, path, 'dir')) continue;
           this.store.append(r.id, { type: 'dir', path }, undefined, now);
+          this.log.warn(
+            { replica: r.id, path },
+            'reconcile: a folder only this replica holds is logged from it',
+          );
           n += 1;
           continue;
         }
@@ -606,6 +610,10 @@ export class MirrorEngine {
         const from = this.replicas.find((r) => !lacking.includes(r)) ?? lacking[0];
         if (!from) continue;
         this.store.append(from.id, { type: 'dir', path }, undefined, now, others);
+        this.log.warn(
+          { replicas: lacking.map((l) => l.id), path },
+          'reconcile: sending the share folder to replicas without it',
+        );
         n += 1;
         continue;
       }
