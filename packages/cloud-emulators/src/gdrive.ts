@@ -421,7 +421,11 @@ export class GDriveEmulator extends EmulatorServer {
 
   /** In the trash: trashed itself, or inside a trashed folder (Drive trashes the content too). */
   isTrashed(n: TreeNode): boolean {
-    for (let c: TreeNode | undefined = n; c; c = c.parentId === null ? undefined : this.tree.get(c.parentId)) {
+    for (
+      let c: TreeNode | undefined = n;
+      c;
+      c = c.parentId === null ? undefined : this.tree.get(c.parentId)
+    ) {
       if (c.meta.trashed === 'true') return true;
     }
     return false;
