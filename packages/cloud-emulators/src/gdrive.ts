@@ -431,6 +431,18 @@ export class GDriveEmulator extends EmulatorServer {
     return false;
   }
 
+  /** An item a request may change or delete: anything but the root folder (403 there). */
+  private changeable(id: string): TreeNode {
+    const n = this.node(id);
+    if (n.parentId === null)
+      throw driveError(
+        403,
+        'The user does not have sufficient permissions for this file.',
+        'insufficientFilePermissions',
+      );
+    return n;
+  }
+
   resource(n: TreeNode): Record<string, unknown> {
     const folder = n.kind === 'folder';
     const base: Record<string, unknown> = {
@@ -781,13 +793,7 @@ export class GDriveEmulator extends EmulatorServer {
    * a move to the trash), under If-Match when given.
    */
   private async updateMetadataV2(x: Exchange, id: string): Promise<void> {
-    const n = this.node(id);
-    if (n.parentId === null)
-      throw driveError(
-        403,
-        'The user does not have sufficient permissions for this file.',
-        'insufficientFilePermissions',
-      );
+    const n = this.changeable(id);
     this.checkIfMatch(x.header('if-match'), n);
     this.applyMetadata(n, this.parseMetaV2(await x.json(), x, n));
     await this.sendFileV2(x, n);
@@ -795,13 +801,7 @@ export class GDriveEmulator extends EmulatorServer {
 
   /** DELETE /drive/v2/files/{id}: permanently, under If-Match when given; 204. */
   private async deleteV2(x: Exchange, id: string): Promise<void> {
-    const n = this.node(id);
-    if (n.parentId === null)
-      throw driveError(
-        403,
-        'The user does not have sufficient permissions for this file.',
-        'insufficientFilePermissions',
-      );
+    const n = this.changeable(id);
     this.checkIfMatch(x.header('if-match'), n);
     this.tree.remove(n);
     await x.send(204, Buffer.alloc(0));
@@ -930,13 +930,7 @@ export class GDriveEmulator extends EmulatorServer {
   }
 
   private async updateMetadata(x: Exchange, id: string): Promise<void> {
-    const n = this.node(id);
-    if (n.parentId === null)
-      throw driveError(
-        403,
-        'The user does not have sufficient permissions for this file.',
-        'insufficientFilePermissions',
-      );
+    const n = this.changeable(id);
     this.applyMetadata(
       n,
       this.parseMeta(await x.json()),
@@ -947,13 +941,7 @@ export class GDriveEmulator extends EmulatorServer {
   }
 
   private async delete(x: Exchange, id: string): Promise<void> {
-    const n = this.node(id);
-    if (n.parentId === null)
-      throw driveError(
-        403,
-        'The user does not have sufficient permissions for this file.',
-        'insufficientFilePermissions',
-      );
+    const n = this.changeable(id);
     this.tree.remove(n);
     await x.send(204, Buffer.alloc(0));
   }

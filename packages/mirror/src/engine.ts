@@ -191,7 +191,8 @@ function parkedName(name: string): string {
 
 /** The original name kept in a hidden name (parkedName), if any. */
 function parkedOriginalName(hidden: string): string | undefined {
-  const m = /^\.weft-removing-[0-9a-f]{12}-(.+)$/su.exec(hidden);
+  if (!hidden.startsWith(PARKED_PREFIX)) return undefined;
+  const m = /^[0-9a-f]{12}-(.+)$/su.exec(hidden.slice(PARKED_PREFIX.length));
   return m?.[1];
 }
 
