@@ -11,6 +11,7 @@ export type RsyncFormatErrorCode =
   | 'COPY_OUT_OF_RANGE'
   | 'OLD_LENGTH_MISMATCH'
   | 'NEW_LENGTH_MISMATCH'
+  | 'OUTPUT_TOO_LARGE'
   | 'CHECKSUM_MISMATCH'
   | 'TRAILING_DATA';
 

@@ -1,5 +1,5 @@
 export { signature, delta, loadSignature, type SignatureOptions, type DeltaOptions } from './api.ts';
-export { patch, type OldFileReader } from './patch.ts';
+export { patch, type OldFileReader, type PatchOptions } from './patch.ts';
 export { estimateEliminationRatios, type EliminationEstimate, type EstimateOptions } from './estimate.ts';
 export { parseSignature, suggestStrongLength, type Signature } from './format.ts';
 export {

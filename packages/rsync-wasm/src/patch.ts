@@ -1,5 +1,5 @@
 import { TreeVerifier } from './engine.ts';
-import { OldReaderError, RsyncFormatError, type RsyncFormatErrorCode } from './errors.ts';
+import { OldReaderError, RsyncFormatError, RsyncOptionError, type RsyncFormatErrorCode } from './errors.ts';
 import { CHECKSUM_SIZE, DELTA_HEADER_SIZE, OP_COPY, OP_END, OP_LITERAL, parseDeltaHeader } from './format.ts';
 import { chunksOf, type ByteSource } from './source.ts';
 
@@ -144,16 +144,30 @@ function asReader(old: OldFileReader | Uint8Array): OldFileReader {
   return old;
 }
 
+export interface PatchOptions {
+  /**
+   * The most bytes the output may have (the size the caller was told to expect). A delta
+   * that would produce more fails with OUTPUT_TOO_LARGE before any byte past the limit is
+   * yielded: a few bytes of COPY instructions can repeat the old file without end.
+   */
+  readonly maxOutputBytes?: number;
+}
+
 /**
  * Rebuilds the new file from the old one and a delta, streaming the output.
- * Throws RsyncFormatError for a malformed delta, one made for another old file, or (at the
- * end) a checksum mismatch: write the output to a temporary file and keep it only if the
- * iteration finishes without error. Memory: at most one 1 MiB read plus 256 KiB of output.
+ * Throws RsyncFormatError for a malformed delta, one made for another old file, one whose
+ * output would exceed `maxOutputBytes`, or (at the end) a checksum mismatch: write the
+ * output to a temporary file and keep it only if the iteration finishes without error.
+ * Memory: at most one 1 MiB read plus 256 KiB of output.
  */
 export async function* patch(
   old: OldFileReader | Uint8Array,
   deltaSource: ByteSource,
+  options: PatchOptions = {},
 ): AsyncGenerator<Uint8Array, void, undefined> {
+  const maxOutput = options.maxOutputBytes ?? Number.MAX_SAFE_INTEGER;
+  if (!Number.isSafeInteger(maxOutput) || maxOutput < 0)
+    throw new RsyncOptionError(`maxOutputBytes must be a non-negative safe integer, got ${maxOutput}`);
   const oldFile = asReader(old);
   const reader = new DeltaReader(deltaSource);
   await reader.fill(DELTA_HEADER_SIZE);
@@ -163,6 +177,14 @@ export async function* patch(
     fail('OLD_LENGTH_MISMATCH', `delta is for an old file of ${header.oldLength} bytes, got ${oldFile.size}`);
   }
   const output = new OutputBuffer();
+  /** Checked before each instruction's bytes are produced, so nothing past the limit is read or yielded. */
+  const room = (length: number, what: string): void => {
+    if (output.length + length > maxOutput)
+      fail(
+        'OUTPUT_TOO_LARGE',
+        `${what} of ${length} bytes at output offset ${output.length} exceeds the limit of ${maxOutput} bytes`,
+      );
+  };
   const verifier = header.hasChecksum ? await TreeVerifier.create(header.blockSize) : undefined;
   const ready: Uint8Array[] = [];
   let cursor = 0;
@@ -173,6 +195,7 @@ export async function* patch(
       const length = reader.varintNow('literal length');
       if (length === 0) fail('BAD_LENGTH', 'empty literal');
       if (length > MAX_LITERAL_LENGTH) fail('BAD_LENGTH', `literal of ${length} bytes exceeds 2^32 - 1`);
+      room(length, 'literal');
       for (let left = length; left > 0;) {
         const part = await reader.take(left, 'literal data');
         verifier?.literal(part);
@@ -193,6 +216,7 @@ export async function* patch(
           `copy [${offset}, ${offset + length}) outside old file of ${oldFile.size} bytes`,
         );
       }
+      room(length, 'copy');
       cursor = offset + length;
       for (let at = offset; at < cursor;) {
         const n = Math.min(READ_LIMIT, cursor - at);
