@@ -69,6 +69,24 @@ export const SharesConfig = z.object({
 });
 export type SharesConfig = z.infer<typeof SharesConfig>;
 
+/**
+ * Timeouts against slow clients (Slowloris and slow-body attacks). A request's body must
+ * arrive within `bodyMs`, extended by one second for every `bodyMinBytesPerSecond` bytes
+ * received (Apache mod_reqtimeout's rule), so a fast upload of any size is never cut while
+ * a connection trickling a byte every few seconds is closed after about `bodyMs`.
+ */
+export const TimeoutsConfig = z.object({
+  /** A connection with no bytes in either direction for this long is closed (0 = never). */
+  idleMs: z.number().int().min(0).default(60_000),
+  /** The request line and headers must arrive within this (0 = never). */
+  headersMs: z.number().int().min(0).default(30_000),
+  /** Initial allowance for a request body (0 = no body timeout). */
+  bodyMs: z.number().int().min(0).default(20_000),
+  /** Each this many bytes of body received extend the allowance by one second. */
+  bodyMinBytesPerSecond: z.number().int().positive().default(500),
+});
+export type TimeoutsConfig = z.infer<typeof TimeoutsConfig>;
+
 export const ProxyConfig = z.object({
   host: z.string().default('127.0.0.1'),
   port: z.number().int().min(0).max(65535).default(0),
@@ -107,12 +125,41 @@ export const ProxyConfig = z.object({
   concurrency: z.number().int().positive().default(8),
   /** Waiting operations above which writes get 503 SLOW_DOWN (back-pressure). */
   maxQueueDepth: z.number().int().positive().default(20_000),
-  /** Largest delta container / signature accepted. */
+  /** Largest delta container accepted (it is streamed: this bounds time and disk, not memory). */
   maxDeltaBytes: z
     .number()
     .int()
     .positive()
     .default(512 * MiB),
+  /**
+   * Largest rsync signature accepted by a delta download (it is held in memory with its
+   * index, about 4 × its size). 128 MiB covers a 5 GiB file at the client's smallest block
+   * size (512 bytes, 12 bytes per block) and 1 TiB at 64 KiB blocks.
+   */
+  maxSignatureBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(128 * MiB),
+  /**
+   * Largest file a client may declare (large-file transfer, delta target). A transfer's
+   * staging file is sized by its declaration, so this bounds what one request can make the
+   * server reserve. 64 GiB is above any file people sync day to day (disk images and raw
+   * video included) and well below the filesystem tier's capacity; raise it for more.
+   */
+  maxFileBytes: z
+    .number()
+    .int()
+    .positive()
+    .max(Number.MAX_SAFE_INTEGER)
+    .default(64 * 1024 * MiB),
+  /** Slow or stalled clients (docs/proxy-server.md, "Timeouts"). */
+  timeouts: TimeoutsConfig.default({
+    idleMs: 60_000,
+    headersMs: 30_000,
+    bodyMs: 20_000,
+    bodyMinBytesPerSecond: 500,
+  }),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Inter-proxy link (docs/formats/inter-proxy.md): this proxy's id and its peers. */
   peer: PeerLinkConfig.optional(),
@@ -145,6 +192,8 @@ export const ENV_OVERRIDES: Record<string, (c: Record<string, unknown>, v: strin
   WEFT_PROXY_CONCURRENCY: (c, v) => (c.concurrency = Number(v)),
   WEFT_PROXY_RELAY_CACHE_BYTES: (c, v) => (c.relayCacheBytes = Number(v)),
   WEFT_PROXY_GC_GRACE_MS: (c, v) => (c.gcGraceMs = Number(v)),
+  WEFT_PROXY_MAX_FILE_BYTES: (c, v) => (c.maxFileBytes = Number(v)),
+  WEFT_PROXY_IDLE_TIMEOUT_MS: (c, v) => (c.timeouts = { ...(c.timeouts as object), idleMs: Number(v) }),
   WEFT_PROXY_TLS_CERT_FILE: (c, v) => (c.tls = { ...(c.tls as object), certFile: v }),
   WEFT_PROXY_TLS_KEY_FILE: (c, v) => (c.tls = { ...(c.tls as object), keyFile: v }),
   WEFT_MIRROR_KEY: (c, v) => (c.shares = { ...(c.shares as object), key: v }),

@@ -20,6 +20,8 @@ const STATUS: Record<ErrorCode, number> = {
   TRANSFER_INCOMPLETE: 409,
   OBJECT_UNKNOWN: 409,
   PAYLOAD_TOO_LARGE: 413,
+  /** A declared file size (transfer, delta target) above the server's maxFileBytes. */
+  FILE_TOO_LARGE: 413,
   RANGE_NOT_SATISFIABLE: 416,
   SLOW_DOWN: 503,
   INTERNAL: 500,

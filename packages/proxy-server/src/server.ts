@@ -5,18 +5,16 @@
  */
 import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { createHash } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import websocket from '@fastify/websocket';
 import pino, { type Logger } from 'pino';
 import { z } from 'zod/v4';
 import { FsProvider, S3Provider, type Provider } from '@weft/providers';
-import { collect, delta as rsyncDelta, parseSignature, patch, type OldFileReader } from '@weft/rsync-wasm';
+import { parseSignature, type OldFileReader } from '@weft/rsync-wasm';
 import {
   API_PREFIX,
   ApiErrorBody,
@@ -55,9 +53,7 @@ import {
   WhoAmIResponse,
   decodeBundle,
   sha256Hex,
-  decodeDeltaContainer,
   encodeBundle,
-  encodeDeltaContainer,
   peekTransferBlockHeader,
   type BundleEntry,
   type ChangeRecord,
@@ -76,6 +72,7 @@ import { checkUserPath, HybridStore, type Writer } from './store/hybrid.ts';
 import { RelayCache } from './store/relay-cache.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
 import { TransferService } from './transfers.ts';
+import { deltaDownload, openDeltaUpload, patchToFile } from './delta-io.ts';
 import { registerShareRoutes } from './http/shares.ts';
 import { PeerRouter } from './peer-routing.ts';
 import { MIRROR_DEVICE_PREFIX, ShareService, type ShareServiceOptions } from './shares/service.ts';
@@ -229,7 +226,7 @@ export async function startProxyServer(
   // Crash recovery: the filesystem tier is the truth for every namespace.
   for (const user of meta.listUsers()) await store.reconcile(user);
   meta.recomputeRefcounts(Date.now());
-  const transfers = new TransferService(store, metrics);
+  const transfers = new TransferService(store, metrics, config.maxFileBytes);
 
   const tls = config.tls
     ? { key: readFileSync(config.tls.keyFile), cert: readFileSync(config.tls.certFile) }
@@ -374,9 +371,10 @@ export async function startProxyServer(
     doc: RouteDoc,
     handler: (req: FastifyRequest, reply: FastifyReply) => Promise<unknown>,
     bodyLimit?: number,
+    scope: FastifyInstance = app,
   ): void => {
     docs.push(doc);
-    app.route({ method: doc.method as 'GET', url: doc.url, handler, ...(bodyLimit ? { bodyLimit } : {}) });
+    scope.route({ method: doc.method as 'GET', url: doc.url, handler, ...(bodyLimit ? { bodyLimit } : {}) });
   };
 
   route(
@@ -748,104 +746,108 @@ export async function startProxyServer(
     });
   });
 
-  route(
-    {
-      method: 'POST',
-      url: '/v1/deltas',
-      summary: 'Upload a large file as a delta against its base revision',
-      auth: 'device',
-      query: DeltaUploadQuery,
-      binaryBody: 'application/octet-stream',
-      response: OpResult,
-    },
-    async (req) => {
-      const a = auth(req);
-      const q = parse(DeltaUploadQuery, req.query);
-      checkUserPath(q.path);
-      const c = decodeDeltaContainer(binaryBody(req), { maxRawBytes: config.maxDeltaBytes });
-      const found = store.findContent(a.userId, q.path, c.baseSha256);
-      if (!found)
-        throw new ApiError(
-          'DELTA_BASE_UNKNOWN',
-          'the server does not have the base content; upload the whole file',
-        );
-      const baseEntry = found.entry;
-      let old: OldFileReader | Uint8Array;
-      let release = (): void => undefined;
-      if (baseEntry && baseEntry.tier !== 'large') old = await store.readAll(a.userId, baseEntry);
-      else {
-        const size = baseEntry?.size ?? found.objectSize ?? 0;
-        const staged = await store.stageObject(c.baseSha256, size);
-        release = staged.release;
-        const fh = await fsp.open(staged.file, 'r');
-        const prev = release;
-        let closed = false;
-        release = () => {
-          if (closed) return;
-          closed = true;
-          fh.close().catch(() => undefined);
-          prev();
-        };
-        old = {
-          size,
-          read: async (offset, length) => {
-            const buf = Buffer.alloc(length);
-            let got = 0;
-            while (got < length) {
-              const { bytesRead } = await fh.read(buf, got, length - got, offset + got);
-              if (bytesRead === 0) break;
-              got += bytesRead;
-            }
-            return buf.subarray(0, got);
-          },
-        };
-      }
-      const tmp = store.tempFile();
-      try {
-        const hash = createHash('sha256');
-        let size = 0;
-        const out = createWriteStream(tmp);
-        await pipeline(
-          Readable.from(
-            (async function* () {
-              for await (const chunk of patch(old, c.delta)) {
-                hash.update(chunk);
-                size += chunk.byteLength;
-                yield chunk;
-              }
-            })(),
-          ),
-          out,
-        );
-        release();
-        if (size !== c.targetSize || hash.digest('hex') !== c.targetSha256) {
-          throw new ApiError(
-            'HASH_MISMATCH',
-            'the patched result does not match the target size and SHA-256',
-          );
+  // The delta upload reads its body as a stream (patched as it arrives, never buffered), so
+  // it lives in a scope whose octet-stream parser hands the request stream through.
+  await app.register(async (scope) => {
+    scope.removeContentTypeParser('application/octet-stream');
+    scope.addContentTypeParser('application/octet-stream', (_req, payload, done) => done(null, payload));
+    route(
+      {
+        method: 'POST',
+        url: '/v1/deltas',
+        summary:
+          'Upload a large file as a delta against its base revision (streamed; FILE_TOO_LARGE above maxFileBytes)',
+        auth: 'device',
+        query: DeltaUploadQuery,
+        binaryBody: 'application/octet-stream',
+        response: OpResult,
+      },
+      async (req, reply) => {
+        try {
+          return await deltaUpload(req);
+        } catch (e) {
+          // Refused before the body was read to its end: close the connection rather than
+          // read and discard the rest of a body of up to maxDeltaBytes.
+          if (!req.raw.complete) void reply.header('connection', 'close');
+          throw e;
         }
-        return await scheduler.submit({
-          namespace: a.userId,
-          paths: [q.path],
-          bytes: size,
-          run: () =>
-            store.writeFile(
-              writer(a),
-              q.path,
-              { file: tmp, size },
-              c.targetSha256,
-              q.mtimeMs,
-              q.baseRevision,
-              true,
-            ),
-        });
-      } finally {
-        release();
-        await fsp.rm(tmp, { force: true });
-      }
-    },
-    config.maxDeltaBytes,
-  );
+      },
+      undefined,
+      scope,
+    );
+  });
+  const deltaUpload = async (req: FastifyRequest): Promise<OpResult> => {
+    const a = auth(req);
+    const q = parse(DeltaUploadQuery, req.query);
+    checkUserPath(q.path);
+    const contentLength = req.headers['content-length'] ? Number(req.headers['content-length']) : undefined;
+    const { header: c, delta: deltaStream } = await openDeltaUpload(streamBody(req), contentLength, {
+      maxDeltaBytes: config.maxDeltaBytes,
+      maxFileBytes: config.maxFileBytes,
+    });
+    const found = store.findContent(a.userId, q.path, c.baseSha256);
+    if (!found)
+      throw new ApiError(
+        'DELTA_BASE_UNKNOWN',
+        'the server does not have the base content; upload the whole file',
+      );
+    // The patch is capped at the declared target size, so the quota is checked before it runs.
+    store.quota.check(a.userId, store.growthAt(a.userId, q.path, c.targetSize));
+    const baseEntry = found.entry;
+    let old: OldFileReader | Uint8Array;
+    let release = (): void => undefined;
+    if (baseEntry && baseEntry.tier !== 'large') old = await store.readAll(a.userId, baseEntry);
+    else {
+      const size = baseEntry?.size ?? found.objectSize ?? 0;
+      const staged = await store.stageObject(c.baseSha256, size);
+      release = staged.release;
+      const fh = await fsp.open(staged.file, 'r');
+      const prev = release;
+      let closed = false;
+      release = () => {
+        if (closed) return;
+        closed = true;
+        fh.close().catch(() => undefined);
+        prev();
+      };
+      old = {
+        size,
+        read: async (offset, length) => {
+          const buf = Buffer.alloc(length);
+          let got = 0;
+          while (got < length) {
+            const { bytesRead } = await fh.read(buf, got, length - got, offset + got);
+            if (bytesRead === 0) break;
+            got += bytesRead;
+          }
+          return buf.subarray(0, got);
+        },
+      };
+    }
+    const tmp = store.tempFile();
+    try {
+      const { size } = await patchToFile(old, deltaStream, c, tmp);
+      release();
+      return await scheduler.submit({
+        namespace: a.userId,
+        paths: [q.path],
+        bytes: size,
+        run: () =>
+          store.writeFile(
+            writer(a),
+            q.path,
+            { file: tmp, size },
+            c.targetSha256,
+            q.mtimeMs,
+            q.baseRevision,
+            true,
+          ),
+      });
+    } finally {
+      release();
+      await fsp.rm(tmp, { force: true });
+    }
+  };
 
   route(
     {
@@ -873,7 +875,8 @@ export async function startProxyServer(
     {
       method: 'POST',
       url: '/v1/files/delta',
-      summary: 'Delta download: send a signature, receive a delta container',
+      summary:
+        'Delta download: send a signature (at most maxSignatureBytes), receive a delta container (streamed)',
       auth: 'device',
       query: DeltaDownloadQuery,
       binaryBody: 'application/octet-stream',
@@ -885,29 +888,13 @@ export async function startProxyServer(
       const sig = parseSignature(binaryBody(req));
       const e = store.stat(a.userId, q.path);
       if (!e || e.kind !== 'file' || !e.sha256) throw new ApiError('NOT_FOUND', 'not found');
-      const { stream, release } = await store.openRead(a.userId, e, undefined);
-      let d: Uint8Array;
-      try {
-        d = await collect(rsyncDelta(sig, stream));
-      } finally {
-        release();
-      }
-      let out = encodeDeltaContainer({
-        baseSha256: q.baseSha256,
-        targetSha256: e.sha256,
-        targetSize: e.size,
-        delta: d,
-      });
-      const packed = encodeDeltaContainer(
-        { baseSha256: q.baseSha256, targetSha256: e.sha256, targetSize: e.size, delta: d },
-        { compress: true },
-      );
-      if (packed.byteLength <= out.byteLength * 0.9) out = packed;
+      // Written to a temporary file and streamed from there: never a file-sized buffer.
+      const out = await deltaDownload(store, a.userId, { ...e, sha256: e.sha256 }, sig, q.baseSha256);
       fileHeaders(reply, e);
-      void reply.type('application/octet-stream');
-      return reply.send(Buffer.from(out.buffer, out.byteOffset, out.byteLength));
+      void reply.type('application/octet-stream').header('content-length', String(out.length));
+      return reply.send(out.body);
     },
-    config.maxDeltaBytes,
+    config.maxSignatureBytes,
   );
 
   route(
@@ -1098,6 +1085,14 @@ function safeJson(text: string): unknown {
   } catch {
     return undefined;
   }
+}
+
+/** The request body as a stream (routes registered with the pass-through parser). */
+function streamBody(req: FastifyRequest): AsyncIterable<Uint8Array> {
+  const b = req.body as unknown;
+  if (typeof b !== 'object' || b === null || !(Symbol.asyncIterator in b))
+    throw new ApiError('BAD_REQUEST', 'send the body as application/octet-stream');
+  return b as AsyncIterable<Uint8Array>;
 }
 
 function binaryBody(req: FastifyRequest): Uint8Array {

@@ -26,10 +26,22 @@ export function mergeRanges(
   return out;
 }
 
+/** FILE_TOO_LARGE for a declared size (transfer, delta target) above the server's limit. */
+export function checkDeclaredSize(size: number, maxFileBytes: number): void {
+  if (size > maxFileBytes)
+    throw new ApiError(
+      'FILE_TOO_LARGE',
+      `a file of ${size} bytes exceeds this server's limit of ${maxFileBytes} bytes (maxFileBytes)`,
+      { size, maxFileBytes },
+    );
+}
+
 export class TransferService {
   constructor(
     private readonly store: HybridStore,
     private readonly metrics: ProxyMetrics,
+    /** Largest size a transfer may declare (config.maxFileBytes). */
+    private readonly maxFileBytes: number = Number.MAX_SAFE_INTEGER,
   ) {}
 
   /** The transfer, if it exists and belongs to the caller (another user's looks absent). */
@@ -59,6 +71,7 @@ export class TransferService {
     t: Omit<TransferRow, 'userId' | 'createdMs'>,
     nowMs: number,
   ): Promise<TransferState> {
+    checkDeclaredSize(t.size, this.maxFileBytes);
     const row: TransferRow = { ...t, userId: auth.userId, createdMs: nowMs };
     const file = await this.store.stagingFile(t.id);
     await (await fsp.open(file, 'w')).close();
@@ -69,7 +82,8 @@ export class TransferService {
   async block(auth: AuthContext, bytes: Uint8Array): Promise<BlockAck> {
     const b = decodeTransferBlock(bytes);
     const t = this.get(auth, b.transferId);
-    if (b.offset + b.payload.byteLength > t.size) {
+    // A transfer opened before maxFileBytes was lowered is still held to the current limit.
+    if (b.offset + b.payload.byteLength > Math.min(t.size, this.maxFileBytes)) {
       throw new ApiError(
         'BAD_REQUEST',
         `block [${b.offset}, ${b.offset + b.payload.byteLength}) lies beyond the file size ${t.size}`,
