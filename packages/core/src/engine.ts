@@ -542,15 +542,17 @@ export class Engine implements Disposable {
             expected.get(entry.path),
           );
         }
-        const got = new Set(bundle.entries.map((b) => b.path));
-        const next = pending.filter((p) => !got.has(p) && deferred.includes(p));
-        // Deferred because too big for this bundle: try again; gone or changed: the feed tells.
-        const oversize = next.filter((p) => (byPath.get(p)?.size ?? 0) >= MAX_BUNDLE_BYTES / 2);
-        for (const p of oversize) {
+        // Every other path was deferred with its reason: a large file comes by GET /v1/files;
+        // no room left in this bundle, or changed while read: ask again; absent: the feed tells.
+        const retry: string[] = [];
+        for (const { path: p, reason } of deferred) {
           const e = byPath.get(p);
-          if (e) await this.downloadLarge(e, this.journal.getFile(p), expected.get(p));
+          if (!e || reason === 'absent') continue;
+          if (reason === 'large' || e.size >= MAX_BUNDLE_BYTES / 2) {
+            await this.downloadLarge(e, this.journal.getFile(p), expected.get(p));
+          } else retry.push(p);
         }
-        pending = next.filter((p) => !oversize.includes(p));
+        pending = retry;
         if (bundle.entries.length === 0) break;
       }
     }

@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  decodeBundle,
   encodeTransferBlock,
   type ChangesResponse,
   type ListResponse,
@@ -58,7 +59,12 @@ describe('namespace confinement', () => {
     expect(merkle.nodes[1]).toEqual({ path: 'secret' });
     expect(merkle.nodes[2]).toEqual({ path: 'top.txt' });
     const dl = await a.req('POST', '/v1/bundles/download', { paths: ['top.txt', 'secret/plan.txt'] });
-    expect(JSON.parse(dl.headers.get('x-weft-deferred') ?? '[]')).toEqual(['top.txt', 'secret/plan.txt']);
+    const answer = decodeBundle(new Uint8Array(await dl.arrayBuffer()));
+    expect(answer.entries).toEqual([]);
+    expect(answer.deferred).toEqual([
+      { index: 0, reason: 'absent' },
+      { index: 1, reason: 'absent' },
+    ]);
     const sig = await collect(signature(new Uint8Array(10), { blockSize: 16 }));
     expect(await status(a.req('POST', `/v1/files/delta?path=top.txt&baseSha256=${sha('x')}`, sig))).toEqual([
       404,

@@ -349,8 +349,13 @@ describe('large files', () => {
     const res = await c.req('POST', '/v1/bundles/download', {
       paths: ['batch/1.txt', 'batch/2.txt', 'relay/shared.bin', 'batch/none'],
     });
-    expect(JSON.parse(res.headers.get('x-weft-deferred') ?? '')).toEqual(['relay/shared.bin', 'batch/none']);
+    expect(res.headers.get('x-weft-deferred')).toBeNull();
     const bundle = decodeBundle(new Uint8Array(await res.arrayBuffer()));
+    expect(bundle.version).toBe(2);
+    expect(bundle.deferred).toEqual([
+      { index: 2, reason: 'large' },
+      { index: 3, reason: 'absent' },
+    ]);
     expect(bundle.compressed).toBe(true);
     expect(bundle.entries.map((e) => [e.path, Buffer.from(e.content).toString()])).toEqual([
       ['batch/1.txt', 'one'],
@@ -358,6 +363,24 @@ describe('large files', () => {
     ]);
     const st = await c.json<EntryInfo>('GET', '/v1/stat?path=batch%2F1.txt');
     expect(bundle.entries[0]?.rev).toBe(st.revision);
+  });
+
+  it('answersTenThousandDeferredPathsInTheBodyNotAHeader', async () => {
+    // 10,000 long paths, none of which fits: the old JSON header would have been ~1 MB.
+    const paths = Array.from(
+      { length: 10_000 },
+      (_, i) => `deferred/${'long-folder-name/'.repeat(4)}file-${i}`,
+    );
+    const res = await c.req('POST', '/v1/bundles/download', { paths });
+    expect(res.status).toBe(200);
+    expect([...res.headers.keys()].join('').length).toBeLessThan(1024);
+    const bundle = decodeBundle(new Uint8Array(await res.arrayBuffer()));
+    expect(bundle.entries).toEqual([]);
+    expect(bundle.deferred).toHaveLength(10_000);
+    expect(bundle.deferred.every((d, i) => d.index === i && d.reason === 'absent')).toBe(true);
+    // The same path twice is refused, not answered twice.
+    const twice = await c.req('POST', '/v1/bundles/download', { paths: ['batch/1.txt', 'batch/1.txt'] });
+    expect(twice.status).toBe(400);
   });
 
   it('replacesSmallWithLargeAndBack', async () => {

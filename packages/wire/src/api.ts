@@ -234,7 +234,15 @@ export type BundleUploadResponse = z.infer<typeof BundleUploadResponse>;
 
 export const BundleDownloadRequest = z
   .object({
-    paths: z.array(EntryPath).min(1).max(10_000),
+    /**
+     * Distinct paths. The answer is a version-2 bundle whose deferred records name the
+     * paths left out by their index here (docs/formats/bundle.md).
+     */
+    paths: z
+      .array(EntryPath)
+      .min(1)
+      .max(10_000)
+      .refine((paths) => new Set(paths).size === paths.length, 'paths must be distinct'),
     /** Deflate when it pays (server decides per bundle). Default true. */
     compress: z.boolean().optional(),
   })
@@ -419,5 +427,3 @@ export const HealthResponse = z
 export const HEADER_REVISION = 'x-weft-revision';
 export const HEADER_SHA256 = 'x-weft-sha256';
 export const HEADER_MTIME = 'x-weft-mtime';
-/** Response header on batch downloads: JSON array of requested paths not in this bundle. */
-export const HEADER_DEFERRED = 'x-weft-deferred';

@@ -1,7 +1,8 @@
 /**
  * The bundle: many small files in one transfer of at most 4 MiB (docs/formats/bundle.md).
  * Used both ways: client → server uploads (each entry's `rev` is the base revision of a
- * conditional write) and server → client batch downloads (`rev` is the server revision).
+ * conditional write; version 1) and server → client batch downloads (`rev` is the server
+ * revision; version 2, which also lists the requested paths left out and why).
  */
 import { createHash } from 'node:crypto';
 import { normalizeEntryPath } from '@weft/providers/paths';
@@ -20,7 +21,10 @@ import {
 import { WireFormatError } from './errors.ts';
 
 export const BUNDLE_MAGIC = ascii('WFTB');
+/** Version of a bundle without deferred records (uploads). */
 export const BUNDLE_VERSION = 1;
+/** Version of a bundle answering a batch download: entries, then deferred records. */
+export const BUNDLE_VERSION_DEFERRED = 2;
 export const BUNDLE_HEADER_SIZE = 24;
 export const BUNDLE_TRAILER_SIZE = 4;
 /** Default (and maximum) size of an encoded bundle: one transfer block. */
@@ -29,6 +33,10 @@ export const MAX_BUNDLE_BYTES = 4 * 1024 * 1024;
 export const MAX_BUNDLE_RAW_BYTES = 64 * 1024 * 1024;
 export const MAX_BUNDLE_ENTRIES = 65_536;
 export const MAX_REVISION_LENGTH = 255;
+/** Most deferred records in one bundle (a download request names at most 10,000 paths). */
+export const MAX_BUNDLE_DEFERRED = 65_536;
+/** Bytes of one deferred record: request index (u32) and reason (u8). */
+export const BUNDLE_DEFERRED_RECORD_SIZE = 5;
 
 const FLAG_COMPRESSED = 0x01;
 const REV_NONE = 0;
@@ -53,9 +61,29 @@ export interface BundleEntry {
   readonly content: Uint8Array;
 }
 
+/**
+ * Why a requested path is not in a download bundle: `absent` — no file there (nothing, or a
+ * folder; the feed tells what it is); `large` — a large file, fetch it with GET /v1/files;
+ * `later` — no room left in this bundle, ask again; `changed` — it changed while being
+ * read, ask again.
+ */
+export type BundleDeferredReason = 'absent' | 'large' | 'later' | 'changed';
+const DEFERRED_REASONS: readonly BundleDeferredReason[] = ['absent', 'large', 'later', 'changed'];
+
+/** A requested path left out of a download bundle, named by its index in the request. */
+export interface BundleDeferred {
+  readonly index: number;
+  readonly reason: BundleDeferredReason;
+}
+
 export interface EncodeBundleOptions {
   /** Deflate the entries area (the caller decides adaptively whether it pays). */
   readonly compress?: boolean;
+  /**
+   * Deferred records, by increasing request index: given (even empty), the bundle is a
+   * version-2 download answer; omitted, a version-1 bundle.
+   */
+  readonly deferred?: readonly BundleDeferred[];
   /** Refuse to produce more than this many bytes (default MAX_BUNDLE_BYTES). */
   readonly maxBytes?: number;
 }
@@ -68,8 +96,11 @@ export interface DecodeBundleOptions {
 }
 
 export interface DecodedBundle {
+  readonly version: 1 | 2;
   readonly compressed: boolean;
   readonly entries: BundleEntry[];
+  /** Version 2 only (empty in version 1): the requested paths left out, and why. */
+  readonly deferred: BundleDeferred[];
 }
 
 const utf8 = new TextEncoder();
@@ -136,6 +167,20 @@ export function encodeBundle(entries: readonly BundleEntry[], options: EncodeBun
     }
     body.u64(e.mtimeMs).u32(e.content.byteLength).bytes(hexToBytes(e.sha256)).bytes(e.content);
   }
+  const deferred = options.deferred;
+  if (deferred) {
+    if (deferred.length > MAX_BUNDLE_DEFERRED)
+      bad('TOO_LARGE', `${deferred.length} deferred records (max ${MAX_BUNDLE_DEFERRED})`);
+    let last = -1;
+    for (const d of deferred) {
+      if (!Number.isInteger(d.index) || d.index <= last || d.index > 0xffffffff)
+        bad('BAD_FIELD', `deferred index ${d.index} is not above ${last}`);
+      last = d.index;
+      const reason = DEFERRED_REASONS.indexOf(d.reason);
+      if (reason < 0) bad('BAD_FIELD', `unknown deferred reason ${JSON.stringify(d.reason)}`);
+      body.u32(d.index).u8(reason + 1);
+    }
+  }
   const raw = body.finish();
   if (raw.byteLength > MAX_BUNDLE_RAW_BYTES) bad('TOO_LARGE', `entries area of ${raw.byteLength} bytes`);
   const compressed = options.compress === true;
@@ -146,13 +191,13 @@ export function encodeBundle(entries: readonly BundleEntry[], options: EncodeBun
   const out = new ByteWriter(total);
   out
     .bytes(BUNDLE_MAGIC)
-    .u8(BUNDLE_VERSION)
+    .u8(deferred ? BUNDLE_VERSION_DEFERRED : BUNDLE_VERSION)
     .u8(compressed ? FLAG_COMPRESSED : 0)
     .u16(0)
     .u32(entries.length)
     .u32(raw.byteLength)
     .u32(stored.byteLength)
-    .u32(0)
+    .u32(deferred ? deferred.length : 0)
     .bytes(stored);
   const withoutCrc = out.finish();
   out.u32(crc32(withoutCrc));
@@ -167,14 +212,18 @@ export function decodeBundle(bytes: Uint8Array, options: DecodeBundleOptions = {
   if (!startsWith(bytes, BUNDLE_MAGIC)) bad('BAD_MAGIC', 'not a Weft bundle (magic "WFTB")');
   r.take(4, 'the magic');
   const version = r.u8('the version');
-  if (version !== BUNDLE_VERSION) bad('UNSUPPORTED_VERSION', `unknown version ${version}`);
+  if (version !== BUNDLE_VERSION && version !== BUNDLE_VERSION_DEFERRED)
+    bad('UNSUPPORTED_VERSION', `unknown version ${version}`);
   const flags = r.u8('the flags');
   if ((flags & ~FLAG_COMPRESSED) !== 0) bad('BAD_HEADER', `unknown flags 0x${flags.toString(16)}`);
   if (r.u16('reserved') !== 0) bad('BAD_HEADER', 'reserved bytes are not zero');
   const count = r.u32('the entry count');
   const rawLength = r.u32('the raw length');
   const storedLength = r.u32('the stored length');
-  if (r.u32('reserved') !== 0) bad('BAD_HEADER', 'reserved bytes are not zero');
+  const deferredCount = r.u32(version === BUNDLE_VERSION ? 'reserved' : 'the deferred count');
+  if (version === BUNDLE_VERSION && deferredCount !== 0) bad('BAD_HEADER', 'reserved bytes are not zero');
+  if (deferredCount > MAX_BUNDLE_DEFERRED)
+    bad('TOO_LARGE', `${deferredCount} deferred records (max ${MAX_BUNDLE_DEFERRED})`);
   if (count > MAX_BUNDLE_ENTRIES) bad('TOO_LARGE', `${count} entries (max ${MAX_BUNDLE_ENTRIES})`);
   if (rawLength > MAX_BUNDLE_RAW_BYTES) bad('TOO_LARGE', `entries area of ${rawLength} bytes`);
   const compressed = (flags & FLAG_COMPRESSED) !== 0;
@@ -222,6 +271,16 @@ export function decodeBundle(bytes: Uint8Array, options: DecodeBundleOptions = {
       rev === undefined ? { path, mtimeMs, sha256, content } : { path, rev, mtimeMs, sha256, content },
     );
   }
+  const deferred: BundleDeferred[] = [];
+  for (let i = 0; i < deferredCount; i++) {
+    const index = body.u32('a deferred index');
+    const code = body.u8('a deferred reason');
+    const reason = DEFERRED_REASONS[code - 1];
+    if (!reason) bad('BAD_FIELD', `deferred record ${i}: unknown reason ${code}`);
+    const last = deferred.at(-1);
+    if (last && index <= last.index) bad('BAD_FIELD', `deferred record ${i}: indices not increasing`);
+    deferred.push({ index, reason });
+  }
   body.expectEnd('the entries area');
-  return { compressed, entries };
+  return { version: version === BUNDLE_VERSION ? 1 : 2, compressed, entries, deferred };
 }

@@ -67,8 +67,89 @@ describe('bundle', () => {
 
   it('rejectsUnknownVersion', () => {
     const bytes = encodeBundle([]);
-    bytes[4] = 2;
+    bytes[4] = 3;
     expect(rejects(bytes).code).toBe('UNSUPPORTED_VERSION');
+  });
+
+  const deferredRecords = fc
+    .uniqueArray(fc.nat({ max: 20_000 }), { maxLength: 40 })
+    .chain((indices) =>
+      fc.tuple(
+        ...indices
+          .sort((x, y) => x - y)
+          .map((index) =>
+            fc.constantFrom('absent', 'large', 'later', 'changed').map((reason) => ({ index, reason })),
+          ),
+      ),
+    );
+
+  it('roundTripsDeferredRecordsAsVersion2', () => {
+    fc.assert(
+      fc.property(bundleEntries, deferredRecords, fc.boolean(), (entries, deferred, compress) => {
+        const bytes = encodeBundle(entries, { compress, deferred });
+        expect(bytes[4]).toBe(2);
+        const decoded = decodeBundle(bytes);
+        expect(decoded.version).toBe(2);
+        expect(decoded.deferred).toEqual(deferred);
+        expect(decoded.entries.map((e) => e.path)).toEqual(entries.map((e) => e.path));
+        rejects(mutate(bytes, deferred.length * 7 + entries.length, 1 + deferred.length));
+      }),
+      { numRuns: RUNS },
+    );
+    // Without deferred records: version 1, byte for byte what a version-1 writer wrote.
+    expect(encodeBundle([])[4]).toBe(1);
+    expect(decodeBundle(encodeBundle([])).deferred).toEqual([]);
+  });
+
+  it('keepsTenThousandDeferredPathsSmall', () => {
+    // The list that outgrew a 16 KiB response header: 5 bytes a path, whatever the path.
+    const deferred = Array.from({ length: 10_000 }, (_, index) => ({ index, reason: 'later' as const }));
+    const bytes = encodeBundle([], { deferred });
+    expect(bytes.byteLength).toBe(24 + 50_000 + 4);
+    expect(decodeBundle(bytes).deferred).toHaveLength(10_000);
+  });
+
+  it('rejectsBadDeferredRecords', () => {
+    const reason = 'later' as const;
+    expect(() =>
+      encodeBundle([], {
+        deferred: [
+          { index: 3, reason },
+          { index: 3, reason },
+        ],
+      }),
+    ).toThrow(WireFormatError);
+    expect(() => encodeBundle([], { deferred: [{ index: 1, reason: 'why' as 'later' }] })).toThrow(
+      /unknown deferred reason/,
+    );
+    const recrc = (b: Uint8Array): Uint8Array => {
+      new DataView(b.buffer, b.byteOffset).setUint32(
+        b.byteLength - 4,
+        crc32(b.subarray(0, b.byteLength - 4)),
+        true,
+      );
+      return b;
+    };
+    // A version-1 bundle with a deferred count; a version-2 one with an unknown reason or
+    // with decreasing indices.
+    const v1 = encodeBundle([]);
+    v1[20] = 1;
+    expect(rejects(recrc(v1)).code).toBe('BAD_HEADER');
+    const unknown = encodeBundle([], { deferred: [{ index: 0, reason }] });
+    unknown[28] = 9;
+    expect(rejects(recrc(unknown)).code).toBe('BAD_FIELD');
+    const order = encodeBundle([], {
+      deferred: [
+        { index: 0, reason },
+        { index: 5, reason },
+      ],
+    });
+    order[29] = 0;
+    expect(rejects(recrc(order)).code).toBe('BAD_FIELD');
+    // A count that promises more records than the area holds.
+    const short = encodeBundle([], { deferred: [{ index: 0, reason }] });
+    short[20] = 2;
+    expect(rejects(recrc(short)).code).toBe('TRUNCATED');
   });
 
   it('rejectsBadPathsAndDuplicates', () => {

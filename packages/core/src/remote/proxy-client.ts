@@ -9,6 +9,7 @@ import {
   API_PREFIX,
   ApiErrorBody,
   BlockAck,
+  type BundleDeferredReason,
   BundleUploadResponse,
   ChangesResponse,
   EnrolResponse,
@@ -275,23 +276,42 @@ export class ProxyClient {
     ).results;
   }
 
+  /**
+   * Ask for small files in one bundle. Every requested path comes back either as an entry
+   * or as a deferred one with its reason (from a version-2 bundle; a version-1 bundle from an
+   * older server leaves them unstated, which reads as `later`). An answer that does not
+   * account for each requested path exactly once is refused.
+   */
   async downloadBundle(
     paths: readonly string[],
     compress = true,
-  ): Promise<{ bundle: DecodedBundle; deferred: string[] }> {
+  ): Promise<{ bundle: DecodedBundle; deferred: { path: string; reason: BundleDeferredReason }[] }> {
     const res = await this.request('POST', '/bundles/download', { json: { paths, compress } });
     await ensureOk(res);
-    const bytes = await this.bodyBytes(res);
-    const deferredHeader = res.headers.get('x-weft-deferred');
-    let deferred: string[] = [];
-    if (deferredHeader) {
-      const parsed: unknown = JSON.parse(deferredHeader);
-      if (!Array.isArray(parsed) || !parsed.every((p) => typeof p === 'string')) {
-        throw new RemoteError(502, 'UNKNOWN', 'malformed x-weft-deferred header');
-      }
-      deferred = parsed;
+    const bundle = decodeBundle(await this.bodyBytes(res));
+    const malformed = (why: string): RemoteError =>
+      new RemoteError(502, 'UNKNOWN', `malformed bundle download answer: ${why}`);
+    const requested = new Set(paths);
+    const got = new Set<string>();
+    for (const e of bundle.entries) {
+      if (!requested.has(e.path)) throw malformed(`unrequested entry ${JSON.stringify(e.path)}`);
+      got.add(e.path);
     }
-    return { bundle: decodeBundle(bytes), deferred };
+    if (bundle.version === 1) {
+      return {
+        bundle,
+        deferred: paths.filter((p) => !got.has(p)).map((path) => ({ path, reason: 'later' as const })),
+      };
+    }
+    const deferred = bundle.deferred.map((d) => {
+      const path = paths[d.index];
+      if (path === undefined) throw malformed(`deferred index ${d.index} of ${paths.length} paths`);
+      if (got.has(path)) throw malformed(`${JSON.stringify(path)} both sent and deferred`);
+      return { path, reason: d.reason };
+    });
+    if (got.size + deferred.length !== requested.size)
+      throw malformed('not every requested path is accounted for');
+    return { bundle, deferred };
   }
 
   async createTransfer(req: {
