@@ -31,6 +31,7 @@ import {
   FeedClientMessage,
   type FeedServerMessage,
   type FileOp,
+  HEADER_DEFERRED,
   HEADER_MTIME,
   HEADER_REVISION,
   HEADER_SHA256,
@@ -53,10 +54,6 @@ import {
   decodeBundle,
   sha256Hex,
   encodeBundle,
-  bundleEntrySize,
-  BUNDLE_DEFERRED_RECORD_SIZE,
-  BUNDLE_OVERHEAD,
-  type BundleDeferred,
   peekTransferBlockHeader,
   type BundleEntry,
   type ChangeRecord,
@@ -76,6 +73,7 @@ import { RelayCache } from './store/relay-cache.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
 import { TransferService } from './transfers.ts';
 import { deltaDownload, openDeltaUpload, patchToFile } from './delta-io.ts';
+import { SlowClientGuard } from './http/slow-clients.ts';
 import { registerShareRoutes } from './http/shares.ts';
 import { PeerRouter } from './peer-routing.ts';
 import { MIRROR_DEVICE_PREFIX, ShareService, type ShareServiceOptions } from './shares/service.ts';
@@ -120,8 +118,6 @@ interface RouteDoc {
   binaryBody?: string;
   response?: z.ZodType;
   binaryResponse?: string;
-  /** What the binary response holds, when a summary does not say enough. */
-  responseDescription?: string;
   websocket?: boolean;
 }
 
@@ -237,12 +233,20 @@ export async function startProxyServer(
     ? { key: readFileSync(config.tls.keyFile), cert: readFileSync(config.tls.certFile) }
     : undefined;
   const app = (tls
-    ? Fastify({ loggerInstance: log, https: tls, bodyLimit: 1 << 20, forceCloseConnections: true })
+    ? Fastify({
+        loggerInstance: log,
+        https: tls,
+        bodyLimit: 1 << 20,
+        forceCloseConnections: true,
+        connectionTimeout: config.timeouts.idleMs,
+      })
     : Fastify({
         loggerInstance: log,
         bodyLimit: 1 << 20,
         forceCloseConnections: true,
+        connectionTimeout: config.timeouts.idleMs,
       })) as unknown as FastifyInstance;
+  const slowClients = new SlowClientGuard(app.server, config.timeouts, log);
   await app.register(websocket, {
     options: { maxPayload: BLOCK_HEADER_SIZE + MAX_BLOCK_PAYLOAD + 1024 * 1024 },
   });
@@ -615,48 +619,38 @@ export async function startProxyServer(
       auth: 'device',
       body: BundleDownloadRequest,
       binaryResponse: 'application/octet-stream',
-      responseDescription:
-        'A version-2 bundle (docs/formats/bundle.md): the files that fit, then one deferred ' +
-        'record (request index, reason absent|large|later|changed) for every requested path left out.',
     },
     async (req, reply) => {
       const a = auth(req);
       const body = parse(BundleDownloadRequest, req.body);
       const entries: BundleEntry[] = [];
-      // Every requested path is either an entry or a deferred record (in the body: a list of
-      // thousands of paths once outgrew the clients' 16 KiB header limit). Room for a record
-      // per path is kept, so the answer never exceeds the bundle limit.
-      const deferred: BundleDeferred[] = [];
-      let used = BUNDLE_OVERHEAD + BUNDLE_DEFERRED_RECORD_SIZE * body.paths.length;
-      for (const [index, p] of body.paths.entries()) {
+      const deferred: string[] = [];
+      let used = 32;
+      for (const p of body.paths) {
         const e = store.stat(a.userId, p);
-        if (!e || e.kind !== 'file') {
-          deferred.push({ index, reason: 'absent' });
+        if (!e || e.kind !== 'file' || e.tier === 'large' || !e.sha256) {
+          deferred.push(p);
           continue;
         }
-        if (e.tier === 'large' || !e.sha256) {
-          deferred.push({ index, reason: 'large' });
-          continue;
-        }
-        const cost = bundleEntrySize(p, e.revision, e.size);
+        const cost = e.size + Buffer.byteLength(p) + 64 + e.revision.length;
         if (used + cost > MAX_BUNDLE_BYTES) {
-          deferred.push({ index, reason: 'later' });
+          deferred.push(p);
           continue;
         }
         const content = await store.readAll(a.userId, e);
         if (content.byteLength !== e.size || sha256Hex(content) !== e.sha256) {
-          deferred.push({ index, reason: 'changed' }); // changed while reading: fetch again
+          deferred.push(p); // changed while reading: fetch again
           continue;
         }
         used += cost;
         entries.push({ path: p, rev: e.revision, mtimeMs: e.mtimeMs, sha256: e.sha256, content });
       }
-      let out = encodeBundle(entries, { deferred });
+      let out = encodeBundle(entries);
       if (body.compress !== false && entries.length > 0) {
-        const packed = encodeBundle(entries, { compress: true, deferred });
+        const packed = encodeBundle(entries, { compress: true });
         if (packed.byteLength <= out.byteLength * 0.9) out = packed;
       }
-      void reply.type('application/octet-stream');
+      void reply.type('application/octet-stream').header(HEADER_DEFERRED, JSON.stringify(deferred));
       return reply.send(Buffer.from(out.buffer, out.byteOffset, out.byteLength));
     },
   );
@@ -1086,6 +1080,7 @@ export async function startProxyServer(
       await shares?.close();
       for (const t of batched.values()) clearTimeout(t);
       for (const c of app.websocketServer?.clients ?? []) c.terminate();
+      slowClients.close();
       await app.close();
       await fs.close();
       await objects.close?.();
@@ -1161,7 +1156,7 @@ function openApi(docs: RouteDoc[]): unknown {
       responses: {
         '200': d.binaryResponse
           ? {
-              description: d.responseDescription ?? 'OK',
+              description: 'OK',
               content: { [d.binaryResponse]: { schema: { type: 'string', format: 'binary' } } },
             }
           : {

@@ -6,6 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
+import * as net from 'node:net';
 import * as nodePath from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeDeltaContainer, encodeTransferBlock, type OpResult, type TransferState } from '@weft/wire';
@@ -215,5 +216,114 @@ describe('declared sizes', () => {
     expect(await errorOf(res)).toMatchObject({ status: 413, code: 'FILE_TOO_LARGE' });
     expect(bytesWritten() - before).toBeLessThan(64 * 1024);
     expect(await stagingLeftovers(server.dir)).toEqual([]);
+  });
+});
+
+describe('slow clients', () => {
+  let slow: Awaited<ReturnType<typeof startTestServer>>;
+  let sc: TestClient;
+  const host = (): { host: string; port: number } => {
+    const u = new URL(slow.url);
+    return { host: u.hostname, port: Number(u.port) };
+  };
+  /** A raw connection; resolves `closed` when the server closes it. */
+  const connect = async (): Promise<{ socket: net.Socket; closed: Promise<number> }> => {
+    const socket = net.connect(host());
+    await new Promise<void>((resolve, reject) => {
+      socket.once('connect', resolve);
+      socket.once('error', reject);
+    });
+    socket.on('error', () => undefined);
+    socket.resume();
+    const started = Date.now();
+    const closed = new Promise<number>((resolve) =>
+      socket.once('close', () => resolve(Date.now() - started)),
+    );
+    return { socket, closed };
+  };
+  const connections = (): Promise<number> =>
+    new Promise((resolve, reject) =>
+      slow.app.server.getConnections((err, n) => (err ? reject(err) : resolve(n))),
+    );
+  const within = <T>(p: Promise<T>, ms: number, what: string): Promise<T> =>
+    Promise.race([
+      p,
+      new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)),
+    ]);
+
+  beforeAll(async () => {
+    slow = await startTestServer({
+      timeouts: { idleMs: 1500, headersMs: 600, bodyMs: 600, bodyMinBytesPerSecond: 1000 },
+    });
+    sc = await TestClient.enrol(slow, 'slow', 'dev');
+  });
+  afterAll(async () => {
+    await slow?.stop();
+  });
+
+  it('cuts 200 connections trickling a body, stays responsive meanwhile, and frees their slots', async () => {
+    const before = await connections();
+    const clients = await Promise.all(Array.from({ length: 200 }, () => connect()));
+    const head =
+      `POST /v1/ops HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${sc.token}\r\n` +
+      'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{';
+    for (const { socket } of clients) socket.write(head);
+    const trickle = setInterval(() => {
+      for (const { socket } of clients) if (!socket.destroyed) socket.write(' ');
+    }, 100);
+    try {
+      // Responsive while they trickle.
+      const health = await within(fetch(`${slow.url}/healthz`), 1000, 'healthz');
+      expect(health.status).toBe(200);
+      const took = await within(Promise.all(clients.map((c) => c.closed)), 5000, 'slow bodies cut');
+      expect(Math.max(...took)).toBeGreaterThanOrEqual(500);
+    } finally {
+      clearInterval(trickle);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await connections()).toBeLessThanOrEqual(before);
+    expect((await fetch(`${slow.url}/healthz`)).status).toBe(200);
+  });
+
+  it('cuts a connection trickling its headers', async () => {
+    const { socket, closed } = await connect();
+    socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n');
+    const trickle = setInterval(() => socket.destroyed || socket.write('X'), 100);
+    try {
+      expect(await within(closed, 4000, 'slow headers cut')).toBeGreaterThanOrEqual(500);
+    } finally {
+      clearInterval(trickle);
+    }
+  });
+
+  it('closes a connection that sends nothing', async () => {
+    const { closed } = await connect();
+    expect(await within(closed, 5000, 'idle connection closed')).toBeGreaterThanOrEqual(500);
+  });
+
+  it('keeps a fast upload whose body outgrows the initial allowance, and an idle feed socket', async () => {
+    const ws = sc.ws('/v1/feed?cursor=0');
+    let wsClosed = false;
+    ws.on('close', () => (wsClosed = true));
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('error', reject);
+    });
+    const t = await sc.json<TransferState>('POST', '/v1/transfers', {
+      path: 'fast.bin',
+      size: 4 * MiB,
+      sha256: sha('fast'),
+      mtimeMs: 1,
+    });
+    const payload = pseudoRandom(4 * MiB, 5);
+    const res = await sc.req(
+      'PUT',
+      `/v1/transfers/${t.transferId}/blocks`,
+      encodeTransferBlock({ transferId: t.transferId, seq: 0, offset: 0, last: true, payload }),
+    );
+    expect(res.status).toBe(200);
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(wsClosed).toBe(false);
+    ws.close();
   });
 });
