@@ -31,7 +31,6 @@ import {
   FeedClientMessage,
   type FeedServerMessage,
   type FileOp,
-  HEADER_DEFERRED,
   HEADER_MTIME,
   HEADER_REVISION,
   HEADER_SHA256,
@@ -54,6 +53,10 @@ import {
   decodeBundle,
   sha256Hex,
   encodeBundle,
+  bundleEntrySize,
+  BUNDLE_DEFERRED_RECORD_SIZE,
+  BUNDLE_OVERHEAD,
+  type BundleDeferred,
   peekTransferBlockHeader,
   type BundleEntry,
   type ChangeRecord,
@@ -118,6 +121,8 @@ interface RouteDoc {
   binaryBody?: string;
   response?: z.ZodType;
   binaryResponse?: string;
+  /** What the binary response holds, when a summary does not say enough. */
+  responseDescription?: string;
   websocket?: boolean;
 }
 
@@ -619,38 +624,48 @@ export async function startProxyServer(
       auth: 'device',
       body: BundleDownloadRequest,
       binaryResponse: 'application/octet-stream',
+      responseDescription:
+        'A version-2 bundle (docs/formats/bundle.md): the files that fit, then one deferred ' +
+        'record (request index, reason absent|large|later|changed) for every requested path left out.',
     },
     async (req, reply) => {
       const a = auth(req);
       const body = parse(BundleDownloadRequest, req.body);
       const entries: BundleEntry[] = [];
-      const deferred: string[] = [];
-      let used = 32;
-      for (const p of body.paths) {
+      // Every requested path is either an entry or a deferred record (in the body: a list of
+      // thousands of paths once outgrew the clients' 16 KiB header limit). Room for a record
+      // per path is kept, so the answer never exceeds the bundle limit.
+      const deferred: BundleDeferred[] = [];
+      let used = BUNDLE_OVERHEAD + BUNDLE_DEFERRED_RECORD_SIZE * body.paths.length;
+      for (const [index, p] of body.paths.entries()) {
         const e = store.stat(a.userId, p);
-        if (!e || e.kind !== 'file' || e.tier === 'large' || !e.sha256) {
-          deferred.push(p);
+        if (!e || e.kind !== 'file') {
+          deferred.push({ index, reason: 'absent' });
           continue;
         }
-        const cost = e.size + Buffer.byteLength(p) + 64 + e.revision.length;
+        if (e.tier === 'large' || !e.sha256) {
+          deferred.push({ index, reason: 'large' });
+          continue;
+        }
+        const cost = bundleEntrySize(p, e.revision, e.size);
         if (used + cost > MAX_BUNDLE_BYTES) {
-          deferred.push(p);
+          deferred.push({ index, reason: 'later' });
           continue;
         }
         const content = await store.readAll(a.userId, e);
         if (content.byteLength !== e.size || sha256Hex(content) !== e.sha256) {
-          deferred.push(p); // changed while reading: fetch again
+          deferred.push({ index, reason: 'changed' }); // changed while reading: fetch again
           continue;
         }
         used += cost;
         entries.push({ path: p, rev: e.revision, mtimeMs: e.mtimeMs, sha256: e.sha256, content });
       }
-      let out = encodeBundle(entries);
+      let out = encodeBundle(entries, { deferred });
       if (body.compress !== false && entries.length > 0) {
-        const packed = encodeBundle(entries, { compress: true });
+        const packed = encodeBundle(entries, { compress: true, deferred });
         if (packed.byteLength <= out.byteLength * 0.9) out = packed;
       }
-      void reply.type('application/octet-stream').header(HEADER_DEFERRED, JSON.stringify(deferred));
+      void reply.type('application/octet-stream');
       return reply.send(Buffer.from(out.buffer, out.byteOffset, out.byteLength));
     },
   );
@@ -1156,7 +1171,7 @@ function openApi(docs: RouteDoc[]): unknown {
       responses: {
         '200': d.binaryResponse
           ? {
-              description: 'OK',
+              description: d.responseDescription ?? 'OK',
               content: { [d.binaryResponse]: { schema: { type: 'string', format: 'binary' } } },
             }
           : {
