@@ -30,3 +30,40 @@ export function safeEqual(a: string, b: string): boolean {
   const y = createHash('sha256').update(b).digest();
   return timingSafeEqual(x, y);
 }
+
+/**
+ * Refused attempts per client address in a sliding minute (enrolment with a bad invite or
+ * admin token). Invites are 192 random bits, so guessing is hopeless anyway; the limit keeps
+ * a client from hammering the endpoint and the log. A refused attempt never uses an invite.
+ */
+export class FailureLimiter {
+  private readonly failures = new Map<string, number[]>();
+
+  constructor(
+    private readonly perMinute: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Milliseconds until `key` may try again (0: now). */
+  blockedFor(key: string): number {
+    const times = this.recent(key);
+    if (times.length < this.perMinute) return 0;
+    return Math.max(1, (times[0] ?? 0) + 60_000 - this.now());
+  }
+
+  fail(key: string): void {
+    const times = this.recent(key);
+    times.push(this.now());
+    this.failures.set(key, times);
+    // Forget idle addresses now and then, so the map stays small.
+    if (this.failures.size > 10_000) for (const k of [...this.failures.keys()]) this.recent(k);
+  }
+
+  private recent(key: string): number[] {
+    const cutoff = this.now() - 60_000;
+    const times = (this.failures.get(key) ?? []).filter((t) => t > cutoff);
+    if (times.length === 0) this.failures.delete(key);
+    else this.failures.set(key, times);
+    return times;
+  }
+}

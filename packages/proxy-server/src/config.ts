@@ -99,6 +99,17 @@ export const ProxyConfig = z.object({
   metadataFile: z.string().optional(),
   /** Guards enrolment. Default: a random token, returned by startProxyServer and logged once. */
   adminToken: z.string().min(16).optional(),
+  /** Lifetime of an enrolment invite unless its request says otherwise (default 7 days). */
+  inviteTtlMs: z
+    .number()
+    .int()
+    .positive()
+    .default(7 * 24 * 3600 * 1000),
+  /**
+   * Refused enrolments (a bad, used, expired or other user's invite, a wrong admin token)
+   * allowed per client address per minute; beyond it `POST /v1/enrol` answers 503 SLOW_DOWN.
+   */
+  enrolFailuresPerMinute: z.number().int().positive().default(10),
   tls: z.object({ certFile: z.string(), keyFile: z.string() }).optional(),
   smallFileBytes: z
     .number()
@@ -188,6 +199,7 @@ export const ENV_OVERRIDES: Record<string, (c: Record<string, unknown>, v: strin
   WEFT_PROXY_FS_TIER_DIR: (c, v) => (c.fsTierDir = v),
   WEFT_PROXY_METADATA_FILE: (c, v) => (c.metadataFile = v),
   WEFT_PROXY_ADMIN_TOKEN: (c, v) => (c.adminToken = v),
+  WEFT_PROXY_INVITE_TTL_MS: (c, v) => (c.inviteTtlMs = Number(v)),
   WEFT_PROXY_LOG_LEVEL: (c, v) => (c.logLevel = v),
   WEFT_PROXY_CONCURRENCY: (c, v) => (c.concurrency = Number(v)),
   WEFT_PROXY_RELAY_CACHE_BYTES: (c, v) => (c.relayCacheBytes = Number(v)),

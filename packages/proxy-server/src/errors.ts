@@ -9,7 +9,11 @@ const STATUS: Record<ErrorCode, number> = {
   INVALID_PATH: 400,
   INVALID_FORMAT: 400,
   UNAUTHORIZED: 401,
+  /** The token's device was removed from its account (docs/formats/api.md, "Devices"). */
+  DEVICE_REVOKED: 401,
   FORBIDDEN: 403,
+  /** An enrolment invite past its expiry. */
+  INVITE_EXPIRED: 410,
   NOT_FOUND: 404,
   ALREADY_EXISTS: 409,
   NOT_A_FOLDER: 409,

@@ -64,7 +64,15 @@ import {
   BLOCK_HEADER_SIZE,
   MAX_BLOCK_PAYLOAD,
 } from '@weft/wire';
-import { type AuthContext, bearer, hashSecret, newInvite, newToken, safeEqual } from './auth.ts';
+import {
+  type AuthContext,
+  bearer,
+  FailureLimiter,
+  hashSecret,
+  newInvite,
+  newToken,
+  safeEqual,
+} from './auth.ts';
 import { parseConfig, type ProxyConfig, type ProxyConfigInput } from './config.ts';
 import { ApiError, toApiError } from './errors.ts';
 import { MerkleIndex } from './merkle.ts';
@@ -77,6 +85,7 @@ import { SqliteMetadataStore } from './store/sqlite.ts';
 import { TransferService } from './transfers.ts';
 import { deltaDownload, openDeltaUpload, patchToFile } from './delta-io.ts';
 import { SlowClientGuard } from './http/slow-clients.ts';
+import { DeviceSessions, registerDeviceRoutes } from './http/devices.ts';
 import { registerShareRoutes } from './http/shares.ts';
 import { PeerRouter } from './peer-routing.ts';
 import { MIRROR_DEVICE_PREFIX, ShareService, type ShareServiceOptions } from './shares/service.ts';
@@ -198,6 +207,8 @@ export async function startProxyServer(
     );
   };
   const merkle = new MerkleIndex(meta);
+  const devices = new DeviceSessions(meta);
+  const enrolFailures = new FailureLimiter(config.enrolFailuresPerMinute);
   const scheduler = new OpScheduler({ concurrency: config.concurrency });
   const relay = new RelayCache(
     nodePath.join(fsRoot, 'relay'),
@@ -285,8 +296,13 @@ export async function startProxyServer(
     if (!url.startsWith(API_PREFIX + '/') || url === `${API_PREFIX}/enrol` || url === `${API_PREFIX}/invites`)
       return;
     const token = bearer(req.headers.authorization);
-    const device = token ? meta.deviceByTokenHash(hashSecret(token)) : undefined;
-    if (!device) throw new ApiError('UNAUTHORIZED', 'missing or unknown device token');
+    // Read from the store on every request: a revocation takes effect at once.
+    const found = token ? meta.lookupToken(hashSecret(token)) : ({ state: 'unknown' } as const);
+    if (found.state === 'revoked')
+      throw new ApiError('DEVICE_REVOKED', 'this device was removed from its account; enrol it again');
+    if (found.state !== 'active') throw new ApiError('UNAUTHORIZED', 'missing or unknown device token');
+    const device = found.device;
+    devices.seen(device.id, Date.now());
     req.auth = { userId: device.userId, deviceId: device.id, deviceName: device.name };
   });
   app.addHook('onResponse', async (req, reply) => {
@@ -429,9 +445,12 @@ export async function startProxyServer(
       requireAdmin(req);
       const body = parse(InviteRequest, req.body);
       const invite = newInvite();
-      meta.addInvite(hashSecret(invite), body.user, Date.now());
+      const now = Date.now();
+      const expiresMs =
+        now + (body.ttlHours !== undefined ? Math.round(body.ttlHours * 3600_000) : config.inviteTtlMs);
+      meta.addInvite(hashSecret(invite), body.user, now, expiresMs);
       void reply.code(201);
-      return { user: body.user, invite };
+      return { user: body.user, invite, expiresMs };
     },
   );
 
@@ -456,11 +475,25 @@ export async function startProxyServer(
       response: EnrolResponse,
     },
     async (req, reply) => {
+      const wait = enrolFailures.blockedFor(req.ip);
+      if (wait > 0) {
+        void reply.header('retry-after', String(Math.ceil(wait / 1000)));
+        throw new ApiError('SLOW_DOWN', 'too many refused enrolments from this address; retry later');
+      }
       const body = parse(EnrolRequest, req.body);
-      if (body.invite !== undefined) {
-        const user = meta.consumeInvite(hashSecret(body.invite), Date.now());
-        if (user !== body.user) throw new ApiError('FORBIDDEN', 'invalid or used invite');
-      } else requireAdmin(req);
+      try {
+        if (body.invite !== undefined) {
+          // Used only by its own user: a refused attempt (another user's name, a wrong or
+          // expired invite) changes nothing, so the rightful redeemer can still use it.
+          const used = meta.consumeInvite(hashSecret(body.invite), body.user, Date.now());
+          if (!used.ok && used.reason === 'expired')
+            throw new ApiError('INVITE_EXPIRED', 'this invite has expired; ask for a new one');
+          if (!used.ok) throw new ApiError('FORBIDDEN', 'invalid or used invite');
+        } else requireAdmin(req);
+      } catch (e) {
+        enrolFailures.fail(req.ip);
+        throw e;
+      }
       const { token, deviceId } = await enrolDevice(body.user, body.deviceName);
       void reply.code(201);
       return { user: body.user, deviceId, deviceName: body.deviceName, token };
@@ -749,6 +782,7 @@ export async function startProxyServer(
   });
   app.get('/v1/stream', { websocket: true }, (socket, req) => {
     const a = auth(req);
+    if (!devices.track(a.deviceId, socket)) return;
     socket.on('message', (data: Buffer, isBinary: boolean) => {
       const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
       const peek = isBinary ? peekTransferBlockHeader(bytes) : undefined;
@@ -950,6 +984,7 @@ export async function startProxyServer(
   });
   app.get('/v1/feed', { websocket: true }, (socket, req) => {
     const a = auth(req);
+    if (!devices.track(a.deviceId, socket)) return;
     const cursorRaw = (req.query as Record<string, unknown>).cursor ?? '0';
     const parsed = z.coerce.number().int().min(0).safeParse(cursorRaw);
     const send = (m: FeedServerMessage): void => socket.send(JSON.stringify(m));
@@ -1045,6 +1080,7 @@ export async function startProxyServer(
       })
     : undefined;
   if (shares) registerShareRoutes({ route, auth, parse }, shares);
+  registerDeviceRoutes({ route, auth, parse }, meta, devices);
 
   let gcTimer: NodeJS.Timeout | undefined;
   if (config.gcIntervalMs > 0) {

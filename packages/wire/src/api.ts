@@ -56,7 +56,11 @@ export const ERROR_CODES = [
   'INVALID_PATH',
   'INVALID_FORMAT',
   'UNAUTHORIZED',
+  /** 401: the token belonged to a device that was removed from its account. */
+  'DEVICE_REVOKED',
   'FORBIDDEN',
+  /** 410: an enrolment invite past its expiry (it can no longer be used). */
+  'INVITE_EXPIRED',
   'NOT_FOUND',
   'ALREADY_EXISTS',
   'NOT_A_FOLDER',
@@ -110,12 +114,48 @@ export const EnrolResponse = z
   .meta({ id: 'EnrolResponse' });
 export type EnrolResponse = z.infer<typeof EnrolResponse>;
 
-export const InviteRequest = z.object({ user: UserId }).meta({ id: 'InviteRequest' });
-export const InviteResponse = z.object({ user: UserId, invite: z.string() }).meta({ id: 'InviteResponse' });
+export const InviteRequest = z
+  .object({
+    user: UserId,
+    /** Lifetime in hours (default: the server's `inviteTtlMs`, 7 days; at most 90 days). */
+    ttlHours: z
+      .number()
+      .positive()
+      .max(90 * 24)
+      .optional(),
+  })
+  .meta({ id: 'InviteRequest' });
+export type InviteRequest = z.infer<typeof InviteRequest>;
+export const InviteResponse = z
+  .object({ user: UserId, invite: z.string(), expiresMs: Ms })
+  .meta({ id: 'InviteResponse' });
+export type InviteResponse = z.infer<typeof InviteResponse>;
 
 export const WhoAmIResponse = z
   .object({ user: UserId, deviceId: z.string(), deviceName: DeviceName, seq: z.number().int().min(0) })
   .meta({ id: 'WhoAmI' });
+
+/** One of the user's devices (revoked ones are not listed). */
+export const DeviceInfo = z
+  .object({
+    id: z.string(),
+    name: DeviceName,
+    createdMs: Ms,
+    /** Last request or feed connection (to the minute); null: not seen since enrolment. */
+    lastSeenMs: Ms.nullable(),
+    /** The device making this request. */
+    current: z.boolean(),
+  })
+  .meta({ id: 'DeviceInfo' });
+export type DeviceInfo = z.infer<typeof DeviceInfo>;
+
+export const DeviceListResponse = z
+  .object({ devices: z.array(DeviceInfo) })
+  .meta({ id: 'DeviceListResponse' });
+export type DeviceListResponse = z.infer<typeof DeviceListResponse>;
+
+/** `DELETE /v1/devices/{id}`: the device's id (path parameter). */
+export const DeviceIdParam = z.object({ id: z.string().min(1).max(64) });
 
 // ---------------------------------------------------------------- entries
 

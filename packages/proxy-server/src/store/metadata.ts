@@ -16,6 +16,22 @@ export interface DeviceRow {
   readonly name: string;
 }
 
+/** A device as listed to its user. */
+export interface DeviceInfoRow extends DeviceRow {
+  readonly createdMs: number;
+  /** Last authenticated request or feed connection (null: never since enrolment). */
+  readonly lastSeenMs: number | null;
+}
+
+/** What a token names: a live device, a revoked one, or nothing. */
+export type TokenLookup =
+  | { readonly state: 'active'; readonly device: DeviceRow }
+  | { readonly state: 'revoked'; readonly device: DeviceRow }
+  | { readonly state: 'unknown' };
+
+/** Why an invite could not be used (nothing was changed). */
+export type InviteRefusal = 'unknown' | 'used' | 'expired' | 'other-user';
+
 export interface TransferRow {
   readonly id: string;
   readonly userId: string;
@@ -44,10 +60,29 @@ export interface MetadataStore {
   ensureUser(userId: string, nowMs: number): void;
   listUsers(): string[];
   addDevice(device: DeviceRow, tokenSha256: string, nowMs: number): void;
+  /** The live (not revoked) device a token belongs to. */
   deviceByTokenHash(tokenSha256: string): DeviceRow | undefined;
-  addInvite(inviteSha256: string, userId: string, nowMs: number): void;
-  /** Marks the invite used; returns its user, or undefined if unknown or used. */
-  consumeInvite(inviteSha256: string, nowMs: number): string | undefined;
+  /** The device a token belongs to, revoked ones included. */
+  lookupToken(tokenSha256: string): TokenLookup;
+  /** A user's live devices, oldest first. */
+  listDevices(userId: string): DeviceInfoRow[];
+  /** Record a sign of life (callers throttle it). */
+  touchDevice(deviceId: string, nowMs: number): void;
+  /**
+   * Revoke one of `userId`'s live devices; false when there is none with that id for this
+   * user (another user's device included: the same answer as an unknown one).
+   */
+  revokeDevice(userId: string, deviceId: string, nowMs: number): boolean;
+  addInvite(inviteSha256: string, userId: string, nowMs: number, expiresMs: number): void;
+  /**
+   * Use an invite for `userId`, atomically: it is marked used only when it is known, unused,
+   * unexpired and made for that user; otherwise nothing changes and the refusal says why.
+   */
+  consumeInvite(
+    inviteSha256: string,
+    userId: string,
+    nowMs: number,
+  ): { ok: true } | { ok: false; reason: InviteRefusal };
 
   // namespace index
   currentSeq(userId: string): number;

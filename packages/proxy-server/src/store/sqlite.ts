@@ -8,7 +8,17 @@ import * as nodePath from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import type { ChangeRecord, EntryInfo } from '@weft/wire';
-import type { ChangeInput, DeviceRow, EntryRow, MetadataStore, ObjectRow, TransferRow } from './metadata.ts';
+import type {
+  ChangeInput,
+  DeviceInfoRow,
+  DeviceRow,
+  EntryRow,
+  InviteRefusal,
+  MetadataStore,
+  ObjectRow,
+  TokenLookup,
+  TransferRow,
+} from './metadata.ts';
 
 const MIGRATIONS_DIR = nodePath.resolve(fileURLToPath(import.meta.url), '../../migrations');
 
@@ -134,27 +144,76 @@ export class SqliteMetadataStore implements MetadataStore {
   }
 
   deviceByTokenHash(tokenSha256: string): DeviceRow | undefined {
-    const r = this.stmt('SELECT id, user_id, name FROM devices WHERE token_sha256 = ?').get(tokenSha256) as
-      { id: string; user_id: string; name: string } | undefined;
-    return r ? { id: r.id, userId: r.user_id, name: r.name } : undefined;
+    const t = this.lookupToken(tokenSha256);
+    return t.state === 'active' ? t.device : undefined;
   }
 
-  addInvite(inviteSha256: string, userId: string, nowMs: number): void {
-    this.stmt('INSERT INTO invites (invite_sha256, user_id, created_ms) VALUES (?, ?, ?)').run(
+  lookupToken(tokenSha256: string): TokenLookup {
+    const r = this.stmt('SELECT id, user_id, name, revoked_ms FROM devices WHERE token_sha256 = ?').get(
+      tokenSha256,
+    ) as { id: string; user_id: string; name: string; revoked_ms: number | null } | undefined;
+    if (!r) return { state: 'unknown' };
+    const device = { id: r.id, userId: r.user_id, name: r.name };
+    return r.revoked_ms === null ? { state: 'active', device } : { state: 'revoked', device };
+  }
+
+  listDevices(userId: string): DeviceInfoRow[] {
+    const rows = this.stmt(
+      'SELECT id, user_id, name, created_ms, last_seen_ms FROM devices WHERE user_id = ? AND revoked_ms IS NULL ORDER BY created_ms, id',
+    ).all(userId) as {
+      id: string;
+      user_id: string;
+      name: string;
+      created_ms: number;
+      last_seen_ms: number | null;
+    }[];
+    return rows.map((r) => ({
+      id: r.id,
+      userId: r.user_id,
+      name: r.name,
+      createdMs: r.created_ms,
+      lastSeenMs: r.last_seen_ms,
+    }));
+  }
+
+  touchDevice(deviceId: string, nowMs: number): void {
+    this.stmt('UPDATE devices SET last_seen_ms = ? WHERE id = ? AND revoked_ms IS NULL').run(nowMs, deviceId);
+  }
+
+  revokeDevice(userId: string, deviceId: string, nowMs: number): boolean {
+    const r = this.stmt(
+      'UPDATE devices SET revoked_ms = ? WHERE id = ? AND user_id = ? AND revoked_ms IS NULL',
+    ).run(nowMs, deviceId, userId);
+    return r.changes === 1;
+  }
+
+  addInvite(inviteSha256: string, userId: string, nowMs: number, expiresMs: number): void {
+    this.stmt('INSERT INTO invites (invite_sha256, user_id, created_ms, expires_ms) VALUES (?, ?, ?, ?)').run(
       inviteSha256,
       userId,
       nowMs,
+      expiresMs,
     );
   }
 
-  consumeInvite(inviteSha256: string, nowMs: number): string | undefined {
-    return this.db.transaction(() => {
-      const r = this.stmt('SELECT user_id FROM invites WHERE invite_sha256 = ? AND used_ms IS NULL').get(
+  consumeInvite(
+    inviteSha256: string,
+    userId: string,
+    nowMs: number,
+  ): { ok: true } | { ok: false; reason: InviteRefusal } {
+    return this.db.transaction((): { ok: true } | { ok: false; reason: InviteRefusal } => {
+      const r = this.stmt('SELECT user_id, used_ms, expires_ms FROM invites WHERE invite_sha256 = ?').get(
         inviteSha256,
-      ) as { user_id: string } | undefined;
-      if (!r) return undefined;
-      this.stmt('UPDATE invites SET used_ms = ? WHERE invite_sha256 = ?').run(nowMs, inviteSha256);
-      return r.user_id;
+      ) as { user_id: string; used_ms: number | null; expires_ms: number } | undefined;
+      if (!r) return { ok: false, reason: 'unknown' };
+      if (r.used_ms !== null) return { ok: false, reason: 'used' };
+      if (r.user_id !== userId) return { ok: false, reason: 'other-user' };
+      if (nowMs >= r.expires_ms) return { ok: false, reason: 'expired' };
+      const u = this.stmt('UPDATE invites SET used_ms = ? WHERE invite_sha256 = ? AND used_ms IS NULL').run(
+        nowMs,
+        inviteSha256,
+      );
+      return u.changes === 1 ? { ok: true } : { ok: false, reason: 'used' };
     })();
   }
 
