@@ -50,8 +50,13 @@ async function statusOf(state: string): Promise<{ state: string; pendingOperatio
   try {
     const info = JSON.parse(await fsp.readFile(nodePath.join(state, 'agent.json'), 'utf8')) as {
       statusUrl: string;
+      secret: string;
     };
-    const res = await fetch(new URL('/api/status', info.statusUrl));
+    // The status needs the agent's secret (from its 0600 agent.json), as `weft status` sends it.
+    const res = await fetch(new URL('/api/status', info.statusUrl), {
+      headers: { 'x-weft-secret': info.secret },
+    });
+    if (!res.ok) return undefined;
     return (await res.json()) as { state: string; pendingOperations: number };
   } catch {
     return undefined;
@@ -121,8 +126,11 @@ describe.each(['fs', 's3'] as const)('crash safety (object tier: %s)', (tier) =>
       // Say why, before the tree comparison below fails.
       const info = JSON.parse(await fsp.readFile(nodePath.join(state, 'agent.json'), 'utf8')) as {
         statusUrl: string;
+        secret: string;
       };
-      const full = await (await fetch(new URL('/api/status', info.statusUrl))).text();
+      const full = await (
+        await fetch(new URL('/api/status', info.statusUrl), { headers: { 'x-weft-secret': info.secret } })
+      ).text();
       process.stderr.write(`agent status: ${full.slice(0, 4000)}\nagent stderr: ${stderr}\n`);
     }
     child.kill('SIGTERM');

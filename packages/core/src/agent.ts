@@ -1,7 +1,8 @@
 /**
  * The headless agent: one engine for one folder, enrolled with a proxy, plus a small local
- * HTTP server for `weft status` and the status page (127.0.0.1 only, random port, and a
- * per-run secret for the control calls).
+ * HTTP server for the UI and `weft status` (127.0.0.1 only, random port). Every route needs
+ * the session cookie of a one-time login link (the browser the agent opened) or the per-run
+ * secret from the 0600 `agent.json` (local tools); see ui-server/http.ts.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -23,6 +24,8 @@ import {
   createUiService,
   loadSettings,
 } from './ui-server/index.ts';
+import { LAUNCHER_FILE, openLoginInBrowser, systemOpen } from './ui-server/browser-open.ts';
+import { writePrivateFile } from './private-file.ts';
 
 export interface AgentOptions {
   readonly folder: string;
@@ -59,6 +62,11 @@ export interface AgentOptions {
    * `<stateDir>/secrets`, encrypted with a per-install key file (see secret-store.ts).
    */
   readonly secrets?: SecretStore;
+  /**
+   * How openInBrowser hands the launcher page's file address to a browser. Default: the
+   * desktop's opener (xdg-open, open, explorer).
+   */
+  readonly openBrowser?: (fileUrl: string) => void;
 }
 
 /** The renderer build next to this checkout, if it has been built. */
@@ -76,8 +84,21 @@ export interface RunningAgent {
   readonly engine: Engine;
   readonly client: ProxyClient;
   readonly statusUrl: string;
-  /** The per-run secret for control calls (also in <stateDir>/agent.json). */
+  /**
+   * The per-run secret for local tools (`x-weft-secret`; also in the 0600
+   * <stateDir>/agent.json). Never put in a page: browsers sign in with loginUrl().
+   */
   readonly secret: string;
+  /**
+   * A one-time login link for the UI (`<statusUrl>login?token=…`): valid once, for ttlMs
+   * (default 60 s, at most 10 minutes); the browser that opens it gets a session cookie.
+   */
+  loginUrl(ttlMs?: number): string;
+  /**
+   * Open the UI in the system browser with a fresh login link, passed through a 0600
+   * launcher page (never on a command line, where other users could read it).
+   */
+  openInBrowser(): Promise<void>;
   /** The desktop UI API implementation (also used by Electron main over IPC). */
   readonly ui: UiService;
   stop(): Promise<void>;
@@ -143,7 +164,7 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
   };
   if (device) await open(device);
 
-  const secret = randomBytes(16).toString('hex');
+  const secret = randomBytes(32).toString('base64url');
   let enrolling: Promise<UiSession> | undefined;
   const ui = await createUiService({
     folder: options.folder,
@@ -164,6 +185,12 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
     handlers: ui.handlers,
     secret,
     ...(uiDir ? { staticDir: uiDir } : {}),
+    plainPage: () => {
+      const engine = session?.engine;
+      return engine
+        ? statusPage(engine.getStatus())
+        : '<!doctype html><html lang="en"><title>Weft</title><p>Not connected to Weft storage yet.</p></html>';
+    },
     onStatus: (listener) => ui.onStatus(listener),
     status: ui.status,
   });
@@ -173,52 +200,21 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
       res.end();
     });
   });
+  // Every route, and its guards (Host, Origin, session or secret), is in the UI handler.
   const handle = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
     if (await uiHttp.handle(req, res)) return;
-    const url = new URL(req.url ?? '/', 'http://localhost');
-    const send = (code: number, body: string, type = 'application/json'): void => {
-      res.writeHead(code, { 'content-type': type, 'cache-control': 'no-store' });
-      res.end(body);
-    };
-    const engine = session?.engine;
-    if (req.method === 'GET' && url.pathname === '/api/status')
-      return send(200, JSON.stringify(engine?.getStatus() ?? ui.status()));
-    if (req.method === 'GET' && url.pathname === '/')
-      return send(
-        200,
-        engine
-          ? statusPage(engine.getStatus())
-          : '<!doctype html><html lang="en"><title>Weft</title><p>Not connected to Weft storage yet.</p></html>',
-        'text/html; charset=utf-8',
-      );
-    if (req.method === 'POST' && url.pathname.startsWith('/api/')) {
-      if (req.headers['x-weft-secret'] !== secret) return send(403, JSON.stringify({ error: 'forbidden' }));
-      if (!engine) return send(409, JSON.stringify({ error: 'not enrolled' }));
-      switch (url.pathname) {
-        case '/api/pause':
-          engine.pause(Number(url.searchParams.get('until')) || undefined);
-          return send(200, JSON.stringify(engine.getStatus()));
-        case '/api/resume':
-          engine.resume();
-          return send(200, JSON.stringify(engine.getStatus()));
-        case '/api/sync':
-          await engine.syncNow();
-          return send(200, JSON.stringify(engine.getStatus()));
-        default:
-          return send(404, JSON.stringify({ error: 'no such call' }));
-      }
-    }
-    send(404, JSON.stringify({ error: 'not found' }));
+    res.writeHead(404, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+    res.end(JSON.stringify({ error: 'not found' }));
   };
   await new Promise<void>((resolve) => server.listen(options.statusPort ?? 0, '127.0.0.1', resolve));
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
   const statusUrl = `http://127.0.0.1:${port}/`;
-  await fsp.writeFile(
+  await writePrivateFile(
     nodePath.join(options.stateDir, 'agent.json'),
     JSON.stringify({ statusUrl, secret, pid: process.pid, folder: options.folder }, null, 2),
-    { mode: 0o600 },
   );
+  const loginUrl = (ttlMs?: number): string => `${statusUrl}login?token=${uiHttp.issueLoginToken(ttlMs)}`;
   const current = (): UiSession => {
     if (!session) throw new Error('this agent is not enrolled with Weft storage yet');
     return session;
@@ -235,6 +231,10 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
     },
     statusUrl,
     secret,
+    loginUrl,
+    async openInBrowser() {
+      await openLoginInBrowser(loginUrl(), options.stateDir, options.openBrowser ?? systemOpen);
+    },
     ui,
     async stop() {
       uiHttp.dispose();
@@ -245,6 +245,7 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
       await enrolling?.catch(() => undefined);
       await session?.engine.stop();
       await fsp.rm(nodePath.join(options.stateDir, 'agent.json'), { force: true });
+      await fsp.rm(nodePath.join(options.stateDir, LAUNCHER_FILE), { force: true });
     },
   };
 }

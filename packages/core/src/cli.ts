@@ -1,12 +1,18 @@
 /**
- * `weft agent --folder DIR --server URL [--user U] [--admin-token T | --invite I | --token T]`
- * `weft status [--state DIR]`
+ * `weft agent --folder DIR --server URL [--user U] [--admin-token T | --invite I | --token T] [--open]`
+ * `weft status [--state DIR] [--json]`
+ * `weft open [--state DIR] [--print]`: sign the browser in to a running agent's UI (a
+ * one-time login link, through a 0600 launcher page; `--print` writes it out instead).
+ *
+ * `status` and `open` read the agent's secret from `<state>/agent.json` (0600) and send it
+ * in a header, never on a command line.
  */
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
 import { parseArgs } from 'node:util';
 import { startAgent } from './agent.ts';
+import { openLoginInBrowser } from './ui-server/browser-open.ts';
 import type { FolderStatus } from './status.ts';
 
 const out = (line: string): void => void process.stdout.write(line + '\n');
@@ -33,6 +39,7 @@ if (command === 'agent') {
       'status-port': { type: 'string' },
       'up-limit': { type: 'string' },
       'down-limit': { type: 'string' },
+      open: { type: 'boolean' },
     },
   });
   const rate = (v: string | undefined, name: string): number | undefined => {
@@ -63,27 +70,50 @@ if (command === 'agent') {
   });
   out(`weft agent: syncing ${values.folder} with ${values.server}`);
   out(`weft agent: status at ${agent.statusUrl}`);
+  if (values.open) {
+    await agent.openInBrowser();
+    out('weft agent: opened the UI in your browser');
+  } else out('weft agent: to open the UI, run `weft open` (or `weft open --print` for a one-time link)');
   const shutdown = (): void => {
     void agent.stop().then(() => process.exit(0));
   };
   process.on('SIGINT', shutdown);
   process.on('SIGTERM', shutdown);
-} else if (command === 'status') {
+} else if (command === 'status' || command === 'open') {
   const { values } = parseArgs({
     args: rest,
-    options: { state: { type: 'string' }, json: { type: 'boolean' } },
+    options: { state: { type: 'string' }, json: { type: 'boolean' }, print: { type: 'boolean' } },
   });
   const stateDir = values.state ?? defaultState;
-  let info: { statusUrl: string };
+  let info: { statusUrl: string; secret: string };
   try {
     info = JSON.parse(await fsp.readFile(nodePath.join(stateDir, 'agent.json'), 'utf8')) as {
       statusUrl: string;
+      secret: string;
     };
   } catch {
     fail(`no agent is running for ${stateDir}`);
     throw new Error('unreachable');
   }
-  const res = await fetch(new URL('/api/status', info.statusUrl));
+  const headers = { 'x-weft-secret': info.secret };
+  if (command === 'open') {
+    const res = await fetch(new URL('/api/login', info.statusUrl), {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json' },
+      // A link for a person to copy gets the longest life; one the browser opens, the default.
+      body: JSON.stringify(values.print ? { validForSeconds: 600 } : {}),
+    });
+    if (!res.ok) fail(`the agent at ${info.statusUrl} refused: HTTP ${res.status}`);
+    const { url } = (await res.json()) as { url: string };
+    if (values.print) out(url);
+    else {
+      await openLoginInBrowser(url, stateDir);
+      out('weft: opened the UI in your browser');
+    }
+    process.exit(0);
+  }
+  const res = await fetch(new URL('/api/status', info.statusUrl), { headers });
+  if (!res.ok) fail(`the agent at ${info.statusUrl} refused: HTTP ${res.status}`);
   const s = (await res.json()) as FolderStatus;
   if (values.json) out(JSON.stringify(s, null, 2));
   else {
@@ -99,6 +129,8 @@ if (command === 'agent') {
     for (const a of s.recent.slice(0, 10)) out(`  ${new Date(a.atMs).toISOString()} ${a.kind} ${a.path}`);
   }
 } else {
-  out('usage: weft agent --folder DIR --server URL [...] | weft status [--state DIR] [--json]');
+  out(
+    'usage: weft agent --folder DIR --server URL [...] [--open] | weft status [--state DIR] [--json] | weft open [--state DIR] [--print]',
+  );
   process.exit(command ? 2 : 0);
 }
