@@ -219,6 +219,29 @@ describe('declared sizes', () => {
   });
 });
 
+describe('relay reads', () => {
+  it('serves a Range read of a large object from the object tier without staging the whole object', async () => {
+    const data = pseudoRandom(3 * MiB + 17, 13);
+    expect((await uploadLarge('relay/range.bin', data)).status).toBe('applied');
+    const relay = server.store.relay;
+    expect(relay.has(sha(data))).toBe(false);
+    const misses = relay.stats.misses;
+    const res = await c.req('GET', '/v1/files?path=relay%2Frange.bin', undefined, {
+      range: 'bytes=2000000-2000099',
+    });
+    expect(res.status).toBe(206);
+    expect(res.headers.get('content-range')).toBe(`bytes 2000000-2000099/${data.length}`);
+    expect(Buffer.from(await res.arrayBuffer()).equals(data.subarray(2_000_000, 2_000_100))).toBe(true);
+    expect(relay.has(sha(data))).toBe(false);
+    expect(relay.stats.misses).toBe(misses);
+    const relayDir = nodePath.join(server.dir, 'fs', 'relay');
+    expect((await fsp.readdir(relayDir)).filter((n) => n.includes(sha(data)))).toEqual([]);
+    // A whole-file read still goes through the relay cache.
+    expect(sha(await c.bytes('relay/range.bin'))).toBe(sha(data));
+    expect(relay.has(sha(data))).toBe(true);
+  });
+});
+
 describe('slow clients', () => {
   let slow: Awaited<ReturnType<typeof startTestServer>>;
   let sc: TestClient;

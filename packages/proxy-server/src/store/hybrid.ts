@@ -149,6 +149,16 @@ export class HybridStore {
     range: { start: number; end: number } | undefined,
   ): Promise<{ stream: AsyncIterable<Uint8Array>; release: () => void }> {
     if (entry.tier === 'large' && entry.sha256) {
+      // A range of an object the relay cache does not hold is read from the object tier
+      // directly: staging a many-GiB object to serve a few bytes of it costs its whole size
+      // in time and disk (and lets a client make the server fetch any object it can name).
+      if (range && !this.relay.has(entry.sha256)) {
+        const stream = await this.objects.read(objectKey(entry.sha256), {
+          offset: range.start,
+          length: range.end - range.start + 1,
+        });
+        return { stream, release: () => undefined };
+      }
       const { file, release } = await this.stageObject(entry.sha256, entry.size);
       const stream = createReadStream(file, range ? { start: range.start, end: range.end } : {});
       stream.once('close', release);
