@@ -87,6 +87,25 @@ export const TimeoutsConfig = z.object({
 });
 export type TimeoutsConfig = z.infer<typeof TimeoutsConfig>;
 
+/**
+ * Per-user storage quotas (docs/proxy-server.md, "Quotas"): what a user's namespace may hold,
+ * counted in logical bytes (every file's size once per path, as stored: a compressed upload
+ * counts at its expanded size, a deduplicated object at its full size in each namespace).
+ */
+export const QuotaConfig = z.object({
+  /** Every user's limit in bytes; null (the default) = unlimited. */
+  defaultBytes: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).nullable().default(null),
+  /** Per-user overrides: user id → bytes, or null for unlimited. */
+  users: z.record(z.string(), z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).nullable()).default({}),
+});
+export type QuotaConfig = z.infer<typeof QuotaConfig>;
+
+/** The quota that applies to `userId` (undefined: unlimited). */
+export function quotaLimit(q: QuotaConfig, userId: string): number | undefined {
+  const own = Object.hasOwn(q.users, userId) ? q.users[userId] : q.defaultBytes;
+  return own ?? undefined;
+}
+
 export const ProxyConfig = z.object({
   host: z.string().default('127.0.0.1'),
   port: z.number().int().min(0).max(65535).default(0),
@@ -171,6 +190,8 @@ export const ProxyConfig = z.object({
     bodyMs: 20_000,
     bodyMinBytesPerSecond: 500,
   }),
+  /** Per-user storage quotas (default: none). */
+  quota: QuotaConfig.default({ defaultBytes: null, users: {} }),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Inter-proxy link (docs/formats/inter-proxy.md): this proxy's id and its peers. */
   peer: PeerLinkConfig.optional(),
@@ -206,6 +227,8 @@ export const ENV_OVERRIDES: Record<string, (c: Record<string, unknown>, v: strin
   WEFT_PROXY_GC_GRACE_MS: (c, v) => (c.gcGraceMs = Number(v)),
   WEFT_PROXY_MAX_FILE_BYTES: (c, v) => (c.maxFileBytes = Number(v)),
   WEFT_PROXY_IDLE_TIMEOUT_MS: (c, v) => (c.timeouts = { ...(c.timeouts as object), idleMs: Number(v) }),
+  WEFT_PROXY_QUOTA_BYTES: (c, v) =>
+    (c.quota = { ...(c.quota as object), defaultBytes: v === 'none' ? null : Number(v) }),
   WEFT_PROXY_TLS_CERT_FILE: (c, v) => (c.tls = { ...(c.tls as object), certFile: v }),
   WEFT_PROXY_TLS_KEY_FILE: (c, v) => (c.tls = { ...(c.tls as object), keyFile: v }),
   WEFT_MIRROR_KEY: (c, v) => (c.shares = { ...(c.shares as object), key: v }),

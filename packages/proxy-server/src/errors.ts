@@ -27,6 +27,8 @@ const STATUS: Record<ErrorCode, number> = {
   /** A declared file size (transfer, delta target) above the server's maxFileBytes. */
   FILE_TOO_LARGE: 413,
   RANGE_NOT_SATISFIABLE: 416,
+  /** The user's storage quota would be exceeded (details: usedBytes, limitBytes, neededBytes). */
+  QUOTA_EXCEEDED: 507,
   SLOW_DOWN: 503,
   INTERNAL: 500,
 };

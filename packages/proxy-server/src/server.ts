@@ -50,6 +50,8 @@ import {
   TransferState,
   BlockAck,
   WhoAmIResponse,
+  UsageResponse,
+  scanBundleEntries,
   decodeBundle,
   sha256Hex,
   encodeBundle,
@@ -73,7 +75,7 @@ import {
   newToken,
   safeEqual,
 } from './auth.ts';
-import { parseConfig, type ProxyConfig, type ProxyConfigInput } from './config.ts';
+import { parseConfig, quotaLimit, type ProxyConfig, type ProxyConfigInput } from './config.ts';
 import { ApiError, toApiError } from './errors.ts';
 import { MerkleIndex } from './merkle.ts';
 import { ProxyMetrics } from './metrics.ts';
@@ -228,6 +230,7 @@ export async function startProxyServer(
     relay,
     stagingDir: nodePath.join(fsRoot, 'staging'),
     smallFileBytes: config.smallFileBytes,
+    quotaLimit: (userId) => quotaLimit(config.quota, userId),
     log,
     metrics,
     onChanges: (userId: string, records: ChangeRecord[]) => {
@@ -522,6 +525,20 @@ export async function startProxyServer(
   route(
     {
       method: 'GET',
+      url: '/v1/usage',
+      summary: "The calling user's storage: logical bytes used and the quota (null: unlimited)",
+      auth: 'device',
+      response: UsageResponse,
+    },
+    async (req) => {
+      const a = auth(req);
+      return { user: a.userId, ...store.quota.usage(a.userId) };
+    },
+  );
+
+  route(
+    {
+      method: 'GET',
       url: '/v1/list',
       summary: 'List a folder',
       auth: 'device',
@@ -617,6 +634,17 @@ export async function startProxyServer(
     async (req, reply) => {
       const a = auth(req);
       const bytes = binaryBody(req);
+      // Under a quota, the entries are admitted as they are inflated: a compressed bundle is
+      // refused at the first entry that takes the running total (each entry's size less the
+      // file it replaces) past what is left, before the rest is expanded.
+      const left = store.quota.remaining(a.userId);
+      if (left !== Infinity) {
+        let growth = 0;
+        await scanBundleEntries(bytes, (h) => {
+          growth += store.growthAt(a.userId, h.path, h.size);
+          if (growth > left) throw store.quota.exceeded(a.userId, growth);
+        });
+      }
       const bundle = decodeBundle(bytes);
       for (const e of bundle.entries) checkUserPath(e.path);
       admit(reply, bundle.entries.length);
@@ -641,6 +669,8 @@ export async function startProxyServer(
             ),
         })
         .catch((err: unknown): OpResult[] => {
+          // A bundle over the quota is refused whole, as the request's answer (507).
+          if (err instanceof ApiError && err.code === 'QUOTA_EXCEEDED') throw err;
           const error = errorBody(toApiError(err)).error;
           return bundle.entries.map(() => ({ status: 'error', error }));
         });
@@ -716,6 +746,12 @@ export async function startProxyServer(
       const a = auth(req);
       const body = parse(TransferCreateRequest, req.body);
       checkUserPath(body.path);
+      // Refused when opened, not after the upload: the declared size, with the user's other
+      // open transfers, must fit in what the quota leaves (the file it replaces is freed).
+      store.quota.check(
+        a.userId,
+        store.growthAt(a.userId, body.path, body.size) + meta.openTransferBytes(a.userId, body.path),
+      );
       const id = randomBytes(16).toString('hex');
       const st = await transfers.create(
         a,

@@ -73,6 +73,7 @@ export const ERROR_CODES = [
   'PAYLOAD_TOO_LARGE',
   'FILE_TOO_LARGE',
   'RANGE_NOT_SATISFIABLE',
+  'QUOTA_EXCEEDED',
   'SLOW_DOWN',
   'INTERNAL',
 ] as const;
@@ -156,6 +157,19 @@ export type DeviceListResponse = z.infer<typeof DeviceListResponse>;
 
 /** `DELETE /v1/devices/{id}`: the device's id (path parameter). */
 export const DeviceIdParam = z.object({ id: z.string().min(1).max(64) });
+
+/**
+ * A user's storage: the logical bytes their namespace holds (every file's size, large and
+ * small alike, whatever the deduplication) and the configured quota (null: unlimited).
+ */
+export const UsageResponse = z
+  .object({
+    user: UserId,
+    usedBytes: Size,
+    limitBytes: Size.nullable(),
+  })
+  .meta({ id: 'Usage' });
+export type UsageResponse = z.infer<typeof UsageResponse>;
 
 // ---------------------------------------------------------------- entries
 

@@ -2,6 +2,7 @@ export * from './errors.ts';
 export * from './api.ts';
 export * from './shares.ts';
 export * from './bundle.ts';
+export * from './bundle-scan.ts';
 export * from './transfer-block.ts';
 export * from './delta-container.ts';
 export * from './merkle.ts';

@@ -26,6 +26,7 @@ import {
   NotFoundError,
   PreconditionFailedError,
   type Provider,
+  QuotaExceededError,
   type ReadOptions,
   type RemoveOptions,
   type TransferOptions,
@@ -73,6 +74,9 @@ function classify(e: unknown, path: string): unknown {
       return new AlreadyExistsError(`weft: ${path}: ${e.message}`, { cause: e });
     case 'PRECONDITION_FAILED':
       return new PreconditionFailedError(`weft: ${path}: ${e.message}`, undefined, { cause: e });
+    case 'QUOTA_EXCEEDED':
+      // The member's Weft storage is full: the mirror sees a full replica, as with a full cloud.
+      return new QuotaExceededError(`weft: ${path}: ${e.message}`, { cause: e });
     default:
       return e;
   }

@@ -47,6 +47,7 @@ import {
 import type { ChangeInput, EntryRow, MetadataStore } from './metadata.ts';
 import { publicEntry } from './sqlite.ts';
 import type { RelayCache } from './relay-cache.ts';
+import { QuotaLedger } from './quota.ts';
 
 /** One file of a bundle for HybridStore.writeFiles. */
 export interface BatchFile {
@@ -83,6 +84,8 @@ export interface HybridStoreOptions {
   /** Bandwidth samples for the scheduler's estimate (Eq. 4). */
   readonly onObjectTransfer: (bytes: number, ms: number) => void;
   readonly now?: () => number;
+  /** The user's storage quota in bytes, undefined for none (default: none for anyone). */
+  readonly quotaLimit?: (userId: string) => number | undefined;
 }
 
 const NOOP_SEQ = 0;
@@ -101,6 +104,8 @@ export class HybridStore {
   /** Objects being linked right now: GC must not delete them even at refcount 0. */
   private readonly pinned = new Map<string, number>();
   private readonly now: () => number;
+  /** Per-user quotas: every write that adds bytes to a namespace reserves them here first. */
+  readonly quota: QuotaLedger;
 
   constructor(private readonly o: HybridStoreOptions) {
     this.fs = o.fs;
@@ -108,6 +113,13 @@ export class HybridStore {
     this.meta = o.meta;
     this.relay = o.relay;
     this.now = o.now ?? Date.now;
+    this.quota = new QuotaLedger(o.meta, o.quotaLimit ?? (() => undefined));
+  }
+
+  /** Bytes a file of `size` at `path` adds to the namespace (the file it replaces is freed). */
+  growthAt(userId: string, path: string, size: number): number {
+    const cur = this.meta.getEntry(userId, path);
+    return size - (cur?.kind === 'file' ? cur.size : 0);
   }
 
   nsPath(userId: string, path: string): string {
@@ -436,6 +448,8 @@ export class HybridStore {
       item: BatchFile;
       conflict?: ConflictReport;
       replacesLarge: boolean;
+      /** Bytes it adds to the namespace (its size less the file it replaces). */
+      growth: number;
     }[] = [];
     const large: number[] = [];
     for (const [i, item] of items.entries()) {
@@ -492,12 +506,51 @@ export class HybridStore {
           item,
           ...(conflict ? { conflict } : {}),
           replacesLarge: before?.tier === 'large',
+          growth: item.bytes.byteLength - (before?.kind === 'file' ? before.size : 0),
         });
       } catch (e) {
         fail(i, e);
       }
     }
 
+    // The quota is checked for the whole batch before anything is written: a bundle that
+    // does not fit is refused whole (QUOTA_EXCEEDED thrown), never half applied.
+    const largeGrowth = new Map(
+      large.map((i) => [i, this.growthAt(w.userId, items[i]!.path, items[i]!.bytes.byteLength)]),
+    );
+    const smallGrowth = jobs.reduce((n, j) => n + j.growth, 0);
+    const held = this.quota.reserve(
+      w.userId,
+      smallGrowth + [...largeGrowth.values()].reduce((n, g) => n + g, 0),
+    );
+    try {
+      return await this.writeBatch(w, items, results, fail, jobs, newDirs, large, {
+        // Recorded small files count in the usage now: their share of the reservation goes.
+        smallRecorded: () => held.shrink(Math.max(0, smallGrowth)),
+        // A large entry reserves its own bytes in writeFile: hand its share back just before.
+        beforeLarge: (i) => held.shrink(Math.max(0, largeGrowth.get(i) ?? 0)),
+      });
+    } finally {
+      held.release();
+    }
+  }
+
+  private async writeBatch(
+    w: Writer,
+    items: readonly BatchFile[],
+    results: (OpResult | undefined)[],
+    fail: (i: number, e: unknown) => void,
+    jobs: readonly {
+      i: number;
+      path: string;
+      item: BatchFile;
+      conflict?: ConflictReport;
+      replacesLarge: boolean;
+    }[],
+    newDirs: readonly string[],
+    large: readonly number[],
+    quota: { smallRecorded(): void; beforeLarge(i: number): void },
+  ): Promise<OpResult[]> {
     // Folders first (parents before children: newDirs is in that order), then the files.
     const changes: ChangeInput[] = [];
     const dirErrors = new Map<string, unknown>();
@@ -579,6 +632,7 @@ export class HybridStore {
     }
     // One transaction for the whole batch.
     const records = this.record(w.userId, changes, w);
+    quota.smallRecorded();
     for (const { job, change } of recorded) {
       const { entry, seq } = lastEntry(records.slice(change, change + 1));
       results[job.i] = job.conflict
@@ -589,6 +643,7 @@ export class HybridStore {
     for (const i of large) {
       const item = items[i]!;
       try {
+        quota.beforeLarge(i);
         results[i] = await this.writeFile(
           w,
           item.path,
@@ -615,7 +670,23 @@ export class HybridStore {
     return candidate;
   }
 
+  /** Every content write ends here: its growth is reserved against the quota before anything is stored. */
   private async storeFile(
+    w: Writer,
+    path: string,
+    content: Content,
+    sha256: string,
+    mtimeMs: number,
+  ): Promise<{ entry?: EntryInfo; seq: number }> {
+    const held = this.quota.reserve(w.userId, this.growthAt(w.userId, path, this.contentSize(content)));
+    try {
+      return await this.storeFileReserved(w, path, content, sha256, mtimeMs);
+    } finally {
+      held.release();
+    }
+  }
+
+  private async storeFileReserved(
     w: Writer,
     path: string,
     content: Content,
@@ -778,19 +849,29 @@ export class HybridStore {
     if (!src) throw new ApiError('NOT_FOUND', 'source not found', { path: from });
     if (this.meta.getEntry(w.userId, to))
       throw new ApiError('ALREADY_EXISTS', 'destination exists', { path: to });
-    const changes: ChangeInput[] = [];
-    await this.ensureParents(w.userId, to, changes);
-    const suffix = src.kind === 'file' && src.tier === 'large' ? LINK_EXTENSION : '';
-    // A large file's copy is a copy of its link file: a new reference, not a new upload.
-    await this.fs.copy(this.nsPath(w.userId, from) + suffix, this.nsPath(w.userId, to) + suffix);
     const rows = [src, ...(src.kind === 'dir' ? this.meta.listEntries(w.userId, from, true) : [])];
-    for (const r of rows) {
-      const target = to + r.path.slice(from.length);
-      const st = await this.fs.stat(this.tierPath(w.userId, { ...r, path: target }));
-      const { revision: _r, ...rest } = r;
-      changes.push({ type: 'upsert', entry: { ...rest, path: target, fsRevision: st.revision } });
+    // A copy adds every file it copies to the namespace's usage (dedup or not).
+    const held = this.quota.reserve(
+      w.userId,
+      rows.reduce((n, r) => n + (r.kind === 'file' ? r.size : 0), 0),
+    );
+    const changes: ChangeInput[] = [];
+    let seq: number;
+    try {
+      await this.ensureParents(w.userId, to, changes);
+      const suffix = src.kind === 'file' && src.tier === 'large' ? LINK_EXTENSION : '';
+      // A large file's copy is a copy of its link file: a new reference, not a new upload.
+      await this.fs.copy(this.nsPath(w.userId, from) + suffix, this.nsPath(w.userId, to) + suffix);
+      for (const r of rows) {
+        const target = to + r.path.slice(from.length);
+        const st = await this.fs.stat(this.tierPath(w.userId, { ...r, path: target }));
+        const { revision: _r, ...rest } = r;
+        changes.push({ type: 'upsert', entry: { ...rest, path: target, fsRevision: st.revision } });
+      }
+      seq = lastEntry(this.record(w.userId, changes, w)).seq;
+    } finally {
+      held.release();
     }
-    const { entry: _e, seq } = lastEntry(this.record(w.userId, changes, w));
     const entry = this.stat(w.userId, to);
     return { status: 'applied', ...(entry ? { entry } : {}), seq };
   }

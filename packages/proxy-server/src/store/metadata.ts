@@ -102,6 +102,8 @@ export interface MetadataStore {
   /** Record a new tier revision for an entry without a change (a rename changed its ctime). */
   setFsRevision(userId: string, path: string, fsRevision: string): void;
   changesSince(userId: string, cursor: number, limit: number): ChangeRecord[];
+  /** Logical bytes the namespace holds: the sum of its files' sizes (quota usage). */
+  usedBytes(userId: string): number;
 
   // objects
   /**
@@ -126,6 +128,8 @@ export interface MetadataStore {
   transferRanges(id: string): { offset: number; length: number }[];
   deleteTransfer(id: string): void;
   transfersOlderThan(cutoffMs: number): TransferRow[];
+  /** Declared bytes of the user's open transfers, except those for `exceptPath`. */
+  openTransferBytes(userId: string, exceptPath: string): number;
 
   close(): void;
 }

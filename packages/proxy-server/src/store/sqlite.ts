@@ -374,6 +374,13 @@ export class SqliteMetadataStore implements MetadataStore {
     return rows.map(toChange);
   }
 
+  usedBytes(userId: string): number {
+    const r = this.stmt(
+      "SELECT COALESCE(SUM(size), 0) AS used FROM entries WHERE user_id = ? AND kind = 'file'",
+    ).get(userId) as { used: number };
+    return r.used;
+  }
+
   userLargeContent(userId: string, sha256: string): number | undefined {
     const r = this.stmt(
       'SELECT o.size FROM user_objects u JOIN objects o ON o.sha256 = u.sha256 WHERE u.user_id = ? AND u.sha256 = ?',
@@ -496,6 +503,13 @@ export class SqliteMetadataStore implements MetadataStore {
       id: string;
     }[];
     return ids.map((r) => this.getTransfer(r.id)).filter((t): t is TransferRow => t !== undefined);
+  }
+
+  openTransferBytes(userId: string, exceptPath: string): number {
+    const r = this.stmt(
+      'SELECT COALESCE(SUM(size), 0) AS bytes FROM transfers WHERE user_id = ? AND path != ?',
+    ).get(userId, exceptPath) as { bytes: number };
+    return r.bytes;
   }
 
   close(): void {
