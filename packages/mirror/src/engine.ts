@@ -39,7 +39,7 @@ import {
   wrapProvider,
 } from '@weft/providers';
 import type { LoggedOp, Op } from './ops.ts';
-import { type KnownEntry, ShareStore } from './store.ts';
+import { type KnownEntry, type Outage, type OutageCause, ShareStore } from './store.ts';
 
 export interface ReplicaConfig {
   /** Stable id of this replica within the share (persisted state is keyed by it). */
@@ -119,6 +119,30 @@ export interface MirrorEngineOptions {
   readonly onProgress?: (p: { readonly applied: number; readonly pending: number }) => void;
   /** Called after each round of start(): entries still pending, and the round's error if it failed. */
   readonly onRound?: (r: { readonly pending: number; readonly error?: unknown }) => void;
+  /**
+   * How often an unavailable replica is tried again: at the next round after the first
+   * failure, then `first` after the second, doubling with each failed try up to `max`.
+   * Defaults 2,000 ms and 600,000 ms (10 min).
+   */
+  readonly probeBackoffMs?: { readonly first?: number; readonly max?: number };
+}
+
+/** One replica's state, as shown to its member and to the share's owner. */
+export interface ReplicaStatus {
+  readonly id: string;
+  readonly member: string;
+  /** 'unavailable': it cannot take writes (or be read); its outage log waits for it. */
+  readonly state: 'available' | 'unavailable';
+  /** Why (only when unavailable): full, unauthorised, or failing (5xx, network, other). */
+  readonly cause?: OutageCause;
+  /** When it became unavailable (ms since the epoch). */
+  readonly sinceMs?: number;
+  /** When it is tried again (ms since the epoch). */
+  readonly nextProbeMs?: number;
+  /** The last error's message. */
+  readonly error?: string;
+  /** Log entries not yet applied to it (its outage log while unavailable). */
+  readonly waiting: number;
 }
 
 export interface MirrorStats {
@@ -138,6 +162,8 @@ export interface MirrorStats {
   failures: number;
   /** Log entries found by a verification re-listing (changes the feeds had not reported). */
   verifyFound: number;
+  /** Entries a replica's cloud refused for their name (InvalidPath): not applied there. */
+  refused: number;
 }
 
 interface Replica {
@@ -175,7 +201,29 @@ interface Parked {
 
 type SyntheticChange = { type: 'upsert'; path: string; entry: Entry } | { type: 'delete'; path: string };
 
-const GIVE_UP_AFTER = 8;
+/** Why a failed call makes its replica unavailable. */
+function outageCause(e: unknown): OutageCause {
+  const code = errorCode(e);
+  if (code === 'QuotaExceeded') return 'full';
+  if (code === 'Auth') return 'unauthorised';
+  return 'failing';
+}
+
+/** Every ancestor of `key` and `key` itself ('a/b/c' → 'a', 'a/b', 'a/b/c'). */
+function* prefixes(key: string): Iterable<string> {
+  for (let i = key.indexOf('/'); i >= 0; i = key.indexOf('/', i + 1)) yield key.slice(0, i);
+  yield key;
+}
+
+/** Whether an entry covering `keys` (case-folded) touches what `set` holds; a barrier also what is below. */
+function overlaps(set: ReadonlySet<string> | undefined, keys: readonly string[], barrier: boolean): boolean {
+  if (!set || set.size === 0) return false;
+  for (const k of keys) {
+    for (const p of prefixes(k)) if (set.has(p)) return true;
+    if (barrier) for (const s of set) if (isUnder(s, k)) return true;
+  }
+  return false;
+}
 /** A folder being removed is first renamed to this prefix + random hex (removeEmptyFolder). */
 const PARKED_PREFIX = '.weft-removing-';
 
@@ -235,6 +283,7 @@ export function zeroMirrorStats(): MirrorStats {
     relistings: 0,
     failures: 0,
     verifyFound: 0,
+    refused: 0,
   };
 }
 
@@ -263,7 +312,14 @@ export class MirrorEngine {
   private readonly seen = new Map<string, Map<string, Seen>>();
   /** Per replica: path → revisions our own writes produced (recent ones). */
   private readonly ours = new Map<string, Map<string, string[]>>();
-  private readonly attempts = new Map<string, number>();
+  /** Unavailable replicas (persisted in the store; see failed() and recovered()). */
+  private readonly outages = new Map<string, Outage>();
+  /** Unavailable replicas tried again in this round (their probe was due). */
+  private readonly probing = new Set<string>();
+  /** Replicas a call failed on in this round: not tried again before the next. */
+  private readonly failedThisRound = new Set<string>();
+  private readonly probeFirstMs: number;
+  private readonly probeMaxMs: number;
   /** Moves whose origin content matches the share's: a native move on a target is safe. */
   private readonly nativeOk = new Set<number>();
   /** The share's version of a file entry's path before the entry (a target holding it is not in conflict). */
@@ -318,6 +374,8 @@ export class MirrorEngine {
     this.drainBudgetMs = options.drainBudgetMs ?? 10_000;
     this.onProgress = options.onProgress;
     this.onRound = options.onRound;
+    this.probeFirstMs = options.probeBackoffMs?.first ?? 2000;
+    this.probeMaxMs = options.probeBackoffMs?.max ?? 600_000;
   }
 
   // ---------------------------------------------------------------- lifecycle
@@ -325,7 +383,18 @@ export class MirrorEngine {
   private async init(): Promise<void> {
     if (this.initialized) return;
     for (const r of this.replicas) {
-      if (r.root !== '') await r.provider.mkdir(r.root);
+      const o = this.store.outage(r.id);
+      if (o) this.outages.set(r.id, o);
+    }
+    for (const r of this.replicas) {
+      if (r.root !== '' && !this.outages.has(r.id)) {
+        // An unavailable replica's root is made when it is back (a write like any other).
+        try {
+          await r.provider.mkdir(r.root);
+        } catch (e) {
+          this.failed(r, e, 'creating its folder');
+        }
+      }
       this.seen.set(r.id, this.seenAtStart(r));
       this.ours.set(r.id, new Map());
     }
@@ -386,7 +455,14 @@ export class MirrorEngine {
       if (h.kind !== 'file') continue;
       for (const r of this.replicas) {
         if (joiners.includes(r) || this.store.known(r.id, h.path)?.sha256 !== h.sha256) continue;
-        const snap = await this.snapshot(r, h.path, true);
+        if (this.outages.has(r.id)) continue;
+        let snap: Snapshot | undefined;
+        try {
+          snap = await this.snapshot(r, h.path, true);
+        } catch (e) {
+          this.failed(r, e, 'reading');
+          continue;
+        }
         // Changed there since: that change is in its feed and reaches the joiner anyway.
         if (!snap?.data || snap.sha256 !== h.sha256) continue;
         content.set(h.path, { origin: r, revision: snap.revision, data: snap.data });
@@ -432,20 +508,98 @@ export class MirrorEngine {
 
   /** One round; `gated`: watched replicas are read only when their watcher reported changes. */
   private async round(gated: boolean): Promise<number> {
+    this.failedThisRound.clear();
+    this.probing.clear();
     await this.init();
+    const t = Date.now();
+    for (const [id, o] of this.outages) if (o.nextProbeMs <= t) this.probing.add(id);
     let n = 0;
     for (const r of this.replicas) {
       if (this.stopping) return n;
+      // An unavailable replica is read again only when it is tried again (its probe).
+      if (this.outages.has(r.id) && !this.probing.has(r.id)) continue;
+      if (this.failedThisRound.has(r.id)) continue;
       if (gated && r.waitForChanges && this.store.cursor(r.id) !== undefined && !this.dirty.has(r.id))
         continue;
       this.dirty.delete(r.id);
-      n += await this.ingest(r);
+      try {
+        n += await this.ingest(r);
+      } catch (e) {
+        if (this.stopping) throw e;
+        this.dirty.add(r.id);
+        this.failed(r, e, 'reading');
+        continue;
+      }
       this.ingestRounds.set(r.id, (this.ingestRounds.get(r.id) ?? 0) + 1);
     }
     this.initialBacklog ??= this.store.pendingCount();
     n += await this.drain();
+    for (const id of this.probing) if (!this.failedThisRound.has(id)) this.recovered(id);
     n += await this.settleParked(false);
     return n;
+  }
+
+  /** Whether the engine writes to replica `id` in this round. */
+  private writable(id: string): boolean {
+    return !this.failedThisRound.has(id) && (!this.outages.has(id) || this.probing.has(id));
+  }
+
+  /**
+   * A call on `r` failed: it is unavailable (or stays so), tried again after a backoff; what
+   * is pending for it waits, in order, in its outage log, and the others go on.
+   */
+  private failed(r: Replica, e: unknown, doing: string): void {
+    this.failedThisRound.add(r.id);
+    this.stats.failures += 1;
+    const t = Date.now();
+    const prev = this.outages.get(r.id);
+    const failures = (prev?.failures ?? 0) + 1;
+    // The first failure is tried again at the next round (a blip); then first, 2·first, … max.
+    const delay =
+      failures === 1 ? 0 : Math.min(this.probeMaxMs, this.probeFirstMs * 2 ** Math.min(failures - 2, 30));
+    const o: Outage = {
+      cause: outageCause(e),
+      sinceMs: prev?.sinceMs ?? t,
+      failures,
+      nextProbeMs: t + delay,
+      error: e instanceof Error ? e.message : String(e),
+    };
+    this.outages.set(r.id, o);
+    this.store.setOutage(r.id, o);
+    const fields = { replica: r.id, member: r.member, cause: o.cause, doing, retryInMs: delay, err: e };
+    if (!prev) this.log.warn(fields, 'replica unavailable: what is pending for it waits in its outage log');
+    else this.log.debug(fields, 'replica still unavailable');
+  }
+
+  /** A probe of an unavailable replica went through: its outage log replays (in order). */
+  private recovered(id: string): void {
+    const o = this.outages.get(id);
+    if (!o) return;
+    this.outages.delete(id);
+    this.store.setOutage(id, undefined);
+    this.log.info(
+      { replica: id, cause: o.cause, downMs: Date.now() - o.sinceMs, waiting: this.store.pendingFor(id) },
+      'replica available again: its outage log is replayed in order',
+    );
+  }
+
+  /** Every replica's state: available or not (why, since when), and how much waits for it. */
+  replicaStatus(): ReplicaStatus[] {
+    return this.replicas.map((r) => {
+      const o = this.initialized ? this.outages.get(r.id) : this.store.outage(r.id);
+      const waiting = this.store.pendingFor(r.id);
+      if (!o) return { id: r.id, member: r.member, state: 'available', waiting };
+      return {
+        id: r.id,
+        member: r.member,
+        state: 'unavailable',
+        cause: o.cause,
+        sinceMs: o.sinceMs,
+        nextProbeMs: o.nextProbeMs,
+        error: o.error,
+        waiting,
+      };
+    });
   }
 
   /** Sleep `ms` or until `signal` aborts (resolves either way). */
@@ -505,6 +659,11 @@ export class MirrorEngine {
   async quiesce(maxRounds = 200): Promise<void> {
     for (let i = 0; i < maxRounds; i++) {
       const n = await this.step();
+      if (n === 0 && this.outages.size > 0) {
+        // Waiting for an unavailable replica: until its next try (at most a second a round).
+        const next = Math.min(...[...this.outages.values()].map((o) => o.nextProbeMs));
+        await new Promise((resolve) => setTimeout(resolve, Math.min(1000, Math.max(0, next - Date.now()))));
+      }
       if (n !== 0 || this.store.pendingCount() !== 0) continue;
       // Activity has stopped (the caller's promise): nothing is on its way any more.
       if ((await this.settleParked(true)) !== 0) continue;
@@ -574,15 +733,26 @@ export class MirrorEngine {
       this.reconciled.add(key);
       return true;
     };
+    // A replica with entries still pending for it (unavailable: its outage log) is behind
+    // by design: its books are not compared (that outage log brings it up to date).
+    const current = this.replicas.filter((r) => !this.outages.has(r.id) && this.store.pendingFor(r.id) === 0);
     for (const path of paths) {
       const h = head.get(path);
       if (h && !this.replicas.some((r) => books.get(r.id)?.has(path))) {
         this.store.setHead(path, undefined); // held nowhere: not the share's any more
         continue;
       }
-      for (const r of this.replicas) {
+      /** Replicas holding a version the share had at this path before its head: behind. */
+      const stale: Replica[] = [];
+      for (const r of current) {
         const k = books.get(r.id)?.get(path);
         if (!k || (h && h.kind === k.kind && (k.kind === 'dir' || h.sha256 === k.sha256))) continue;
+        if (h?.kind === 'file' && k.kind === 'file' && this.store.wasHead(path, k.sha256)) {
+          // An older version of the share's file, never a new one: it gets the head (a
+          // write conditional on what it holds), it is not written over the head.
+          if (once(r, path, h.sha256)) stale.push(r);
+          continue;
+        }
         if (k.kind === 'dir') {
           if (h || !once(r, path, 'dir')) continue;
           this.store.append(r.id, { type: 'dir', path }, undefined, now);
@@ -602,9 +772,9 @@ export class MirrorEngine {
         n += 1;
       }
       if (!h) continue;
-      const lacking = this.replicas.filter(
-        (r) => !books.get(r.id)?.has(path) && once(r, path, h.sha256 || 'dir'),
-      );
+      const lacking = current
+        .filter((r) => !books.get(r.id)?.has(path) && once(r, path, h.sha256 || 'dir'))
+        .concat(stale);
       if (lacking.length === 0) continue;
       const others = this.replicas.filter((r) => !lacking.includes(r)).map((r) => r.id);
       if (h.kind === 'dir') {
@@ -1114,9 +1284,18 @@ export class MirrorEngine {
   }
 
   /**
-   * Apply pending log entries (and those they append, e.g. conflicted copies), until none
-   * is left, one fails, stop() is called, or drainBudgetMs has passed (the rest stays
-   * pending for the next round).
+   * Apply pending log entries (and those they append, e.g. conflicted copies) until none is
+   * left, stop() is called, or drainBudgetMs has passed (the rest stays pending for the
+   * next round).
+   *
+   * Order per replica: an entry is applied to a replica only after every earlier entry on
+   * the same path (or a folder around it; for folder moves and deletes, anything inside)
+   * has been applied there. A replica that cannot take writes (unavailable, or a call on it
+   * failed in this round) is left out; what is pending for it is its outage log, replayed
+   * in this order when it is back, and the other replicas go on. An entry whose origin still
+   * has earlier entries pending on its path (a change the member made on a version the
+   * share had since replaced) waits whole, with every later entry on that path: applying
+   * it first would write an older version over a newer one.
    */
   private async drain(): Promise<number> {
     let applied = 0;
@@ -1125,15 +1304,25 @@ export class MirrorEngine {
     const since = Date.now();
     const enough = (): boolean =>
       this.stopping || (started >= this.concurrency && Date.now() - since >= this.drainBudgetMs);
+    /** Per replica: paths (case-folded) of entries still pending there. */
+    const behind = new Map<string, Set<string>>();
+    /** Paths of entries that wait whole (not applied at their origin). */
+    const waiting = new Set<string>();
+    const hold = (ids: readonly string[], keys: readonly string[]): void => {
+      for (const id of ids) {
+        let set = behind.get(id);
+        if (!set) behind.set(id, (set = new Set()));
+        for (const k of keys) set.add(k);
+      }
+    };
     for (;;) {
-      const ops = this.store.pending(after);
+      const ops = this.store.pending(after, false);
       if (ops.length === 0) return applied;
       after = ops.at(-1)?.seq ?? after;
       const total = applied + ops.length;
-      const report = (): void => this.onProgress?.({ applied, pending: total - applied });
+      const report = (): void => this.onProgress?.({ applied, pending: Math.max(0, total - applied) });
       const tails = new Map<string, Promise<void>>();
       const inflight = new Set<Promise<void>>();
-      let failed = false;
       let cut = false;
       for (const op of ops) {
         if (enough()) {
@@ -1141,37 +1330,40 @@ export class MirrorEngine {
           break;
         }
         started += 1;
-        if (this.isBarrier(op.op)) {
-          const results = await Promise.allSettled([...inflight]);
-          if (failed || results.some((x) => x.status === 'rejected')) break;
-          try {
-            await this.applyOp(op);
+        const barrier = this.isBarrier(op.op);
+        const keys = (op.op.type === 'move' ? [op.op.from, op.op.to] : [op.op.path]).map(caseFoldKey);
+        const run = async (): Promise<void> => {
+          const whole = overlaps(waiting, keys, barrier);
+          const res = await this.applyOp(op, (id, origin) => {
+            if (whole || overlaps(behind.get(id), keys, barrier)) return false;
+            return origin || this.writable(id);
+          });
+          hold(res.waiting, keys);
+          if (res.deferred) for (const k of keys) waiting.add(k);
+          if (res.progressed) {
             applied += 1;
             report();
-          } catch {
-            failed = true;
-            break;
           }
+        };
+        if (barrier) {
+          await Promise.allSettled([...inflight]);
+          await run();
           tails.clear();
           continue;
         }
-        const key = caseFoldKey(op.op.type === 'move' ? op.op.from : op.op.path);
+        const key = keys[0] ?? '';
         const prev = tails.get(key) ?? Promise.resolve();
-        const run = prev.then(async () => {
-          await this.applyOp(op);
-          applied += 1;
-          report();
+        const next = prev.then(run);
+        const tracked = next.catch((e: unknown) => {
+          this.log.error({ err: e, seq: op.seq }, 'applying a log entry failed');
         });
-        const tracked = run.catch(() => {
-          failed = true;
-        });
-        tails.set(key, run);
+        tails.set(key, tracked);
         inflight.add(tracked);
         void tracked.finally(() => inflight.delete(tracked));
         if (inflight.size >= this.concurrency) await Promise.race(inflight);
       }
       await Promise.allSettled([...inflight]);
-      if (failed || cut) return applied;
+      if (cut) return applied;
     }
   }
 
@@ -1179,10 +1371,22 @@ export class MirrorEngine {
     return this.byId.get(id)?.member ?? id;
   }
 
-  /** Apply one log entry: the origin's bookkeeping, then every other replica. Throws to retry later. */
-  private async applyOp(logged: LoggedOp): Promise<void> {
+  /**
+   * Apply one log entry where `can` allows (`origin`: its origin's bookkeeping; else a
+   * target's write): the origin's bookkeeping, then the other replicas. A target whose call
+   * fails is marked unavailable (failed()); a name its cloud refuses (InvalidPath) is not
+   * applied there. Returns the replicas it is still pending for, whether it waits whole
+   * (not applied at its origin), and whether anything happened.
+   */
+  private async applyOp(
+    logged: LoggedOp,
+    can: (replica: string, origin: boolean) => boolean,
+  ): Promise<{ waiting: string[]; deferred: boolean; progressed: boolean }> {
     const done = new Set(logged.doneTargets);
+    const notDone = (): string[] => this.replicas.filter((r) => !done.has(r.id)).map((r) => r.id);
+    let progressed = false;
     if (!done.has(logged.origin)) {
+      if (!can(logged.origin, true)) return { waiting: notDone(), deferred: true, progressed };
       const propagate = this.applyAtOrigin(logged);
       this.log.trace({ seq: logged.seq, replica: logged.origin, propagate }, 'applied at origin');
       if (propagate === 'origin-too') {
@@ -1190,52 +1394,64 @@ export class MirrorEngine {
         // feed (an earlier entry re-created it there): the delete applies there as well,
         // to the versions the deleter had seen — else the origin alone keeps them.
         const origin = this.byId.get(logged.origin);
-        if (origin && logged.op.type === 'delete')
-          await this.applyDelete(origin, logged.op.path, logged.op.files);
-        if (origin && logged.op.type === 'move') await this.removeDuplicates(origin, logged.seq);
+        try {
+          if (origin && logged.op.type === 'delete')
+            await this.applyDelete(origin, logged.op.path, logged.op.files);
+          if (origin && logged.op.type === 'move') await this.removeDuplicates(origin, logged.seq);
+        } catch (e) {
+          if (origin) this.failed(origin, e, 'applying a delete or move at its origin');
+          return { waiting: notDone(), deferred: true, progressed };
+        }
       }
       done.add(logged.origin);
+      progressed = true;
       if (!propagate) {
         this.store.markDone(logged.seq);
-        return;
+        return { waiting: [], deferred: false, progressed };
       }
       this.store.markTargetDone(logged.seq, [...done]);
     }
-    const targets = this.replicas.filter((r) => !done.has(r.id));
+    const targets = this.replicas.filter((r) => !done.has(r.id) && can(r.id, false));
+    let entry = logged;
+    if (targets.length > 0 && !entry.data && (entry.op.type === 'file' || entry.op.type === 'move'))
+      entry = { ...entry, data: this.store.data(entry.seq) };
     const results = await Promise.allSettled(
       targets.map(async (t) => {
-        await this.applyTo(t, logged);
+        await this.applyTo(t, entry);
         this.log.trace({ seq: logged.seq, replica: t.id, op: logged.op }, 'applied');
-        done.add(t.id);
       }),
     );
-    const failures = results.filter((x): x is PromiseRejectedResult => x.status === 'rejected');
-    if (failures.length === 0) {
-      this.store.markDone(logged.seq);
-      this.previousHead.delete(logged.seq);
-      this.nativeOk.delete(logged.seq);
-      return;
-    }
     for (const [i, x] of results.entries()) {
-      if (x.status !== 'rejected') continue;
       const t = targets[i];
       if (!t) continue;
-      const key = `${logged.seq}:${t.id}`;
-      const n = (this.attempts.get(key) ?? 0) + 1;
-      this.attempts.set(key, n);
-      this.stats.failures += 1;
-      this.log.warn({ seq: logged.seq, replica: t.id, attempt: n, err: x.reason as unknown }, 'apply failed');
-      if (n >= GIVE_UP_AFTER) {
-        this.log.error({ seq: logged.seq, replica: t.id }, 'giving up on this replica for this entry');
+      if (x.status === 'fulfilled') {
         done.add(t.id);
+        progressed = true;
+        continue;
       }
+      const reason: unknown = x.reason;
+      if (errorCode(reason) === 'InvalidPath') {
+        // The name is not allowed on that cloud: nothing was written; the others have it.
+        this.stats.refused += 1;
+        this.log.error(
+          { seq: logged.seq, replica: t.id, err: reason },
+          'the cloud refuses this name: not applied on this replica',
+        );
+        done.add(t.id);
+        progressed = true;
+        continue;
+      }
+      this.log.warn({ seq: logged.seq, replica: t.id, err: reason }, 'apply failed');
+      this.failed(t, reason, 'writing');
     }
     if (this.replicas.every((r) => done.has(r.id))) {
       this.store.markDone(logged.seq);
-      return;
+      this.previousHead.delete(logged.seq);
+      this.nativeOk.delete(logged.seq);
+      return { waiting: [], deferred: false, progressed };
     }
-    this.store.markTargetDone(logged.seq, [...done]);
-    throw failures[0]?.reason;
+    if (progressed) this.store.markTargetDone(logged.seq, [...done]);
+    return { waiting: notDone(), deferred: false, progressed };
   }
 
   /**

@@ -4,9 +4,17 @@ export {
   type MirrorEngineOptions,
   type MirrorStats,
   type ReplicaConfig,
+  type ReplicaStatus,
   zeroMirrorStats,
 } from './engine.ts';
-export { openDatabase, migrate, ShareStore, type KnownEntry } from './store.ts';
+export {
+  openDatabase,
+  migrate,
+  ShareStore,
+  type KnownEntry,
+  type Outage,
+  type OutageCause,
+} from './store.ts';
 export type { LoggedOp, Op } from './ops.ts';
 export {
   ShareRegistry,

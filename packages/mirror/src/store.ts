@@ -25,6 +25,22 @@ interface KnownRow {
   sha256: string;
 }
 
+/** Why a replica cannot take writes (see 006_replica_outage.sql). */
+export type OutageCause = 'full' | 'unauthorised' | 'failing';
+
+/** A replica that is unavailable: its outage log waits for it. */
+export interface Outage {
+  readonly cause: OutageCause;
+  /** When it became unavailable (ms since the epoch). */
+  readonly sinceMs: number;
+  /** Failed attempts since. */
+  readonly failures: number;
+  /** When it is tried again. */
+  readonly nextProbeMs: number;
+  /** The last error's message. */
+  readonly error: string;
+}
+
 interface LogRow {
   seq: number;
   origin: string;
@@ -148,6 +164,19 @@ export class ShareStore {
           'ON CONFLICT (share_id, path) DO UPDATE SET kind = excluded.kind, sha256 = excluded.sha256',
       )
       .run(this.shareId, path, entry.kind, entry.sha256);
+    if (entry.kind === 'file')
+      this.db
+        .prepare('INSERT OR IGNORE INTO head_history (share_id, path, sha256) VALUES (?, ?, ?)')
+        .run(this.shareId, path, entry.sha256);
+  }
+
+  /** Whether `sha256` has been the share's head at `path` (now or before). */
+  wasHead(path: string, sha256: string): boolean {
+    return (
+      this.db
+        .prepare('SELECT 1 FROM head_history WHERE share_id = ? AND path = ? AND sha256 = ?')
+        .get(this.shareId, path, sha256) !== undefined
+    );
   }
 
   dropHeadUnder(path: string): void {
@@ -204,6 +233,73 @@ export class ShareStore {
       doneTargets: JSON.parse(r.done_targets) as string[],
       createdMs: r.created_ms,
     }));
+  }
+
+  /**
+   * Entries not yet done for `replica` (its outage log while it is unavailable, its own
+   * changes not yet taken in included).
+   */
+  pendingFor(replica: string): number {
+    const row = this.db
+      .prepare(
+        'SELECT COUNT(*) AS n FROM log WHERE share_id = ? AND done = 0 AND ' +
+          'NOT EXISTS (SELECT 1 FROM json_each(log.done_targets) WHERE json_each.value = ?)',
+      )
+      .get(this.shareId, replica) as { n: number };
+    return row.n;
+  }
+
+  /** The content of entry `seq` (undefined: none, or applied everywhere). */
+  data(seq: number): Uint8Array | undefined {
+    const row = this.db.prepare('SELECT data FROM log WHERE seq = ?').get(seq) as
+      { data: Buffer | null } | undefined;
+    return row?.data ?? undefined;
+  }
+
+  /** The replica's outage (undefined: available). */
+  outage(replica: string): Outage | undefined {
+    const row = this.db
+      .prepare(
+        'SELECT cause, since_ms, failures, next_probe_ms, error FROM replica_outage ' +
+          'WHERE share_id = ? AND replica_id = ?',
+      )
+      .get(this.shareId, replica) as
+      | { cause: OutageCause; since_ms: number; failures: number; next_probe_ms: number; error: string }
+      | undefined;
+    if (!row) return undefined;
+    return {
+      cause: row.cause,
+      sinceMs: row.since_ms,
+      failures: row.failures,
+      nextProbeMs: row.next_probe_ms,
+      error: row.error,
+    };
+  }
+
+  /** Record the replica as unavailable (`undefined`: available again). */
+  setOutage(replica: string, outage: Outage | undefined): void {
+    if (outage === undefined) {
+      this.db
+        .prepare('DELETE FROM replica_outage WHERE share_id = ? AND replica_id = ?')
+        .run(this.shareId, replica);
+      return;
+    }
+    this.db
+      .prepare(
+        'INSERT INTO replica_outage (share_id, replica_id, cause, since_ms, failures, next_probe_ms, error) ' +
+          'VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (share_id, replica_id) DO UPDATE SET ' +
+          'cause = excluded.cause, since_ms = excluded.since_ms, failures = excluded.failures, ' +
+          'next_probe_ms = excluded.next_probe_ms, error = excluded.error',
+      )
+      .run(
+        this.shareId,
+        replica,
+        outage.cause,
+        outage.sinceMs,
+        outage.failures,
+        outage.nextProbeMs,
+        outage.error,
+      );
   }
 
   markTargetDone(seq: number, targets: readonly string[]): void {
