@@ -12,6 +12,7 @@ import * as os from 'node:os';
 import * as nodePath from 'node:path';
 import { parseArgs } from 'node:util';
 import { startAgent } from './agent.ts';
+import { installProcessGuard } from './process-guard.ts';
 import { openLoginInBrowser } from './ui-server/browser-open.ts';
 import type { FolderStatus } from './status.ts';
 
@@ -25,6 +26,8 @@ const [command, ...rest] = process.argv.slice(2);
 const defaultState = nodePath.join(process.env.WEFT_HOME ?? nodePath.join(os.homedir(), '.weft'), 'agent');
 
 if (command === 'agent') {
+  // No error may end the agent unheard (issue #14): logged, kept up; exits only when broken.
+  installProcessGuard({ log: (line) => void process.stderr.write(line + '\n') });
   const { values } = parseArgs({
     args: rest,
     options: {

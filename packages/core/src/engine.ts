@@ -44,6 +44,7 @@ import {
   initialHistory,
   type BlockSizeHistory,
 } from './adaptive.ts';
+import { BoundedTasks } from './bounded-tasks.ts';
 import { conflictCopyPath } from './conflict-name.ts';
 import { LocalMerkle, findDivergence } from './consistency.ts';
 import { decide } from './decisions.ts';
@@ -1372,7 +1373,8 @@ export class Engine implements Disposable {
       let done = size - missing.reduce((n, m) => n + m.length, 0);
       const started = performance.now();
       try {
-        const inFlight = new Set<Promise<void>>();
+        // Every block's outcome is heard, even while the next one is read (issue #14).
+        const blocks = new BoundedTasks(this.options.blocksInFlight ?? 4);
         for (const m of missing) {
           const payload = Buffer.alloc(m.length);
           await fh.read(payload, 0, m.length, m.offset);
@@ -1383,7 +1385,8 @@ export class Engine implements Disposable {
             last: m.offset + m.length >= size,
             payload,
           });
-          const task = client.putBlock(transferId, frame).then(() => {
+          await blocks.add(async () => {
+            await client.putBlock(transferId, frame);
             done += m.length;
             const secs = (performance.now() - started) / 1000;
             const rate = secs > 0 ? done / secs : 0;
@@ -1396,11 +1399,8 @@ export class Engine implements Disposable {
               etaSeconds: rate > 0 ? (size - done) / rate : undefined,
             });
           });
-          const tracked = task.finally(() => inFlight.delete(tracked));
-          inFlight.add(tracked);
-          if (inFlight.size >= (this.options.blocksInFlight ?? 4)) await Promise.race(inFlight);
         }
-        await Promise.all(inFlight);
+        await blocks.drain();
       } finally {
         await fh.close();
       }
