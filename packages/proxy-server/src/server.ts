@@ -85,6 +85,7 @@ import { checkUserPath, HybridStore, type Writer } from './store/hybrid.ts';
 import { RelayCache } from './store/relay-cache.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
 import { TransferService } from './transfers.ts';
+import { privateDir } from './private-files.ts';
 import { deltaDownload, openDeltaUpload, patchToFile } from './delta-io.ts';
 import { SlowClientGuard } from './http/slow-clients.ts';
 import { DeviceSessions, registerDeviceRoutes } from './http/devices.ts';
@@ -155,7 +156,7 @@ async function openProviders(
 ): Promise<{ fs: FsProvider; objects: Provider; fsRoot: string }> {
   const fsRoot = config.fsTierDir ?? nodePath.join(config.dataDir, 'fs');
   // The proxy keeps its own change feed in SQLite; the fs provider's journal is only kept short.
-  const fs = await FsProvider.open({ root: fsRoot, portable: false, maxJournal: 2000 });
+  const fs = await FsProvider.open({ root: fsRoot, portable: false, maxJournal: 2000, private: true });
   const ot = config.objectTier;
   const objects: Provider =
     ot.type === 'fs'
@@ -163,6 +164,7 @@ async function openProviders(
           root: ot.dir ?? nodePath.join(config.dataDir, 'objects'),
           portable: false,
           maxJournal: 2000,
+          private: true,
         })
       : new S3Provider({
           bucket: ot.bucket,
@@ -184,7 +186,8 @@ export async function startProxyServer(
 ): Promise<RunningProxyServer> {
   const config = parseConfig(input);
   const log = options.logger ?? pino({ level: config.logLevel, name: 'weft-proxy' });
-  await fsp.mkdir(config.dataDir, { recursive: true });
+  // Owner-only, whatever the umask (the data directory, and every folder and file below).
+  privateDir(config.dataDir);
   const adminToken = config.adminToken ?? 'wfa_' + randomBytes(24).toString('base64url');
   const metrics = new ProxyMetrics();
   const { fs, objects, fsRoot } = await openProviders(config);

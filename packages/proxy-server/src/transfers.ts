@@ -74,7 +74,7 @@ export class TransferService {
     checkDeclaredSize(t.size, this.maxFileBytes);
     const row: TransferRow = { ...t, userId: auth.userId, createdMs: nowMs };
     const file = await this.store.stagingFile(t.id);
-    await (await fsp.open(file, 'w')).close();
+    await (await fsp.open(file, 'w', 0o600)).close();
     this.store.meta.addTransfer(row);
     return this.state(row);
   }

@@ -55,6 +55,11 @@ export interface FsProviderOptions {
   readonly portable?: boolean;
   /** Journal lines kept before compaction; older cursors then get `reset`. Default 200,000. */
   readonly maxJournal?: number;
+  /**
+   * Keep everything to the owner, whatever the umask: the root and every folder made 0700,
+   * every file 0600 (a server's storage tier). Default: 0755/0644 less the umask.
+   */
+  readonly private?: boolean;
 }
 
 interface JournalLine {
@@ -86,10 +91,14 @@ export class FsProvider implements Provider {
   private journalAppend: Promise<void> = Promise.resolve();
   private readonly hashCache = new Map<string, { revision: string; sha256: string }>();
   private portable = false;
+  private readonly dirMode: number;
+  private readonly fileMode: number;
 
   private constructor(private readonly options: FsProviderOptions) {
     this.root = nodePath.resolve(options.root);
     this.name = `fs:${this.root}`;
+    this.dirMode = options.private ? 0o700 : 0o777;
+    this.fileMode = options.private ? 0o600 : 0o644;
   }
 
   /** Open (creating if needed) a directory as a provider. */
@@ -100,11 +109,12 @@ export class FsProvider implements Provider {
   }
 
   private async init(): Promise<void> {
-    await fsp.mkdir(this.root, { recursive: true });
+    await fsp.mkdir(this.root, { recursive: true, mode: this.dirMode });
+    if (this.options.private) await fsp.chmod(this.root, 0o700);
     this.realRoot = await fsp.realpath(this.root);
     const state = nodePath.join(this.realRoot, FS_STATE_DIR);
     this.tmpDir = nodePath.join(state, 'tmp');
-    await fsp.mkdir(this.tmpDir, { recursive: true });
+    await fsp.mkdir(this.tmpDir, { recursive: true, mode: this.dirMode });
     // Temp files left by a crash are garbage: their writes never completed.
     for (const name of await fsp.readdir(this.tmpDir)) {
       await fsp.rm(nodePath.join(this.tmpDir, name), { recursive: true, force: true });
@@ -173,7 +183,9 @@ export class FsProvider implements Provider {
       ? this.journal.map((l) => JSON.stringify(l)).join('\n') + '\n'
       : JSON.stringify(line) + '\n';
     this.journalAppend = this.journalAppend.then(() =>
-      compact ? atomicWriteText(this.journalFile, text, this.tmpDir) : fsp.appendFile(this.journalFile, text),
+      compact
+        ? atomicWriteText(this.journalFile, text, this.tmpDir, this.fileMode)
+        : fsp.appendFile(this.journalFile, text, { mode: this.fileMode }),
     );
   }
 
@@ -330,7 +342,7 @@ export class FsProvider implements Provider {
     const hash = createHash('sha256');
     let received = 0;
     try {
-      const fh = await fsp.open(tmp, 'wx', 0o644);
+      const fh = await fsp.open(tmp, 'wx', this.fileMode);
       try {
         for await (const chunk of openBody(body)) {
           throwIfAborted(options.signal);
@@ -416,7 +428,7 @@ export class FsProvider implements Provider {
         if (item.sha256 !== undefined && item.sha256.toLowerCase() !== sha256) {
           throw new InvalidArgumentError(`${this.name}: SHA-256 of the bytes for ${p} does not match`);
         }
-        const fh = await fsp.open(tmp, 'wx', 0o644);
+        const fh = await fsp.open(tmp, 'wx', this.fileMode);
         try {
           if (item.bytes.byteLength > 0) await fh.writeFile(item.bytes);
           if (item.modifiedMs !== undefined) {
@@ -521,7 +533,7 @@ export class FsProvider implements Provider {
       if (st?.isSymbolicLink()) throw new InvalidPathError(`${this.name}: ${dir} is a symbolic link`, dir);
       if (st) throw new AlreadyExistsError(`${this.name}: a file is in the way of folder ${dir}`);
       try {
-        await fsp.mkdir(this.resolve(dir));
+        await fsp.mkdir(this.resolve(dir), { mode: this.dirMode });
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw classify(e, this.name, dir);
         continue;
@@ -559,7 +571,7 @@ export class FsProvider implements Provider {
       if (st) throw new AlreadyExistsError(`${this.name}: a file exists at ${p}`);
       await this.prepareParents(p);
       try {
-        await fsp.mkdir(this.resolve(p));
+        await fsp.mkdir(this.resolve(p), { mode: this.dirMode });
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code === 'EEXIST') {
           const again = await this.lstatEntry(p);
@@ -739,9 +751,9 @@ async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
-async function atomicWriteText(file: string, text: string, tmpDir: string): Promise<void> {
+async function atomicWriteText(file: string, text: string, tmpDir: string, mode: number): Promise<void> {
   const tmp = nodePath.join(tmpDir, randomBytes(12).toString('hex'));
-  await fsp.writeFile(tmp, text, { flush: true });
+  await fsp.writeFile(tmp, text, { flush: true, mode });
   await fsp.rename(tmp, file);
 }
 

@@ -65,6 +65,7 @@ import type { HybridStore } from '../store/hybrid.ts';
 import type { ProviderRoute } from '../peer-routing.ts';
 import { NamespaceProvider } from './namespace-provider.ts';
 
+import { privateDatabaseFile } from '../private-files.ts';
 /** Device ids of the mirror's writes into namespaces start with this. */
 export const MIRROR_DEVICE_PREFIX = 'mirror:';
 
@@ -154,7 +155,9 @@ export class ShareService {
   private closed = false;
 
   constructor(private readonly o: ShareServiceOptions) {
-    this.db = openDatabase(o.config.mirrorFile ?? nodePath.join(o.dataDir, 'mirror.sqlite'));
+    const mirrorFile = o.config.mirrorFile ?? nodePath.join(o.dataDir, 'mirror.sqlite');
+    privateDatabaseFile(mirrorFile);
+    this.db = openDatabase(mirrorFile);
     this.db.pragma('foreign_keys = ON');
     this.registry = new ShareRegistry(this.db);
     this.vault = new CredentialVault(this.db, keysFrom(o.config, o.dataDir));

@@ -1024,7 +1024,7 @@ export class HybridStore {
   }
 
   async stagingFile(id: string): Promise<string> {
-    await fsp.mkdir(this.o.stagingDir, { recursive: true });
+    await fsp.mkdir(this.o.stagingDir, { recursive: true, mode: 0o700 });
     return nodePath.join(this.o.stagingDir, id);
   }
 
@@ -1033,7 +1033,7 @@ export class HybridStore {
   }
 
   async clearTemps(): Promise<void> {
-    await fsp.mkdir(this.o.stagingDir, { recursive: true });
+    await fsp.mkdir(this.o.stagingDir, { recursive: true, mode: 0o700 });
     for (const n of await fsp.readdir(this.o.stagingDir)) {
       if (n.startsWith('tmp-')) await fsp.rm(nodePath.join(this.o.stagingDir, n), { force: true });
     }

@@ -43,7 +43,7 @@ export class RelayCache {
   async init(): Promise<void> {
     // Anything left from a previous run is only a cache: start empty.
     await fsp.rm(this.dir, { recursive: true, force: true });
-    await fsp.mkdir(this.dir, { recursive: true });
+    await fsp.mkdir(this.dir, { recursive: true, mode: 0o700 });
   }
 
   /**
@@ -84,7 +84,7 @@ export class RelayCache {
     const tmp = nodePath.join(this.dir, `.tmp-${randomBytes(8).toString('hex')}`);
     try {
       const body = await this.objects.read(key);
-      await pipeline(Readable.from(body), createWriteStream(tmp));
+      await pipeline(Readable.from(body), createWriteStream(tmp, { mode: 0o600 }));
       const st = await fsp.stat(tmp);
       if (st.size !== size) throw new Error(`object ${sha256} has ${st.size} bytes, expected ${size}`);
       await fsp.rename(tmp, file);

@@ -8,6 +8,7 @@ import * as nodePath from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import type { ChangeRecord, EntryInfo } from '@weft/wire';
+import { privateDatabaseFile } from '../private-files.ts';
 import type {
   ChangeInput,
   DeviceInfoRow,
@@ -82,6 +83,7 @@ export class SqliteMetadataStore implements MetadataStore {
   private readonly db: Database.Database;
 
   constructor(file: string) {
+    privateDatabaseFile(file);
     this.db = new Database(file);
     this.db.pragma('journal_mode = WAL');
     // NORMAL in WAL mode survives a process crash; after a power loss the last commits may
