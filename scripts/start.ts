@@ -6,7 +6,8 @@
  * through `openDesktopUi`: the desktop app when Electron (with its binary) is installed,
  * otherwise an agent serving the UI, opened in the system browser. Everything survives a
  * restart. WEFT_HOME (default ~/.weft) holds the data; WEFT_FOLDER (default ~/Weft) is the
- * synced folder; WEFT_NO_OPEN=1 serves the UI without opening anything (headless, tests).
+ * synced folder; WEFT_NO_OPEN=1 serves the UI without opening anything (headless, tests) and
+ * prints a one-time sign-in link instead (`npx weft open --print` gives another).
  */
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
@@ -14,6 +15,7 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
 import { openDesktopUi } from '@weft/desktop';
+import { MAX_LOGIN_TTL_MS } from '@weft/core';
 import { startProxyServer } from '@weft/proxy-server';
 
 const home = process.env.WEFT_HOME ?? nodePath.join(os.homedir(), '.weft');
@@ -81,11 +83,14 @@ const ui = await openDesktopUi({
 
 if (firstRun) say('Welcome to Weft. Files you put in the folder below are synced to your Weft storage.');
 say(`Weft folder:  ${folder}`);
-say(
-  ui.openedWith === 'electron'
-    ? 'Weft window:  the desktop app (in the tray)'
-    : `Weft window:  ${ui.url}${ui.openedWith === 'browser' ? ' (opened in your browser)' : ''}`,
-);
+if (ui.openedWith === 'electron') say('Weft window:  the desktop app (in the tray)');
+else if (ui.openedWith === 'browser' || !ui.agent) say(`Weft window:  ${ui.url} (opened in your browser)`);
+else {
+  // Nothing opened: a link for the person at this terminal, valid once (the browser that
+  // uses it signs in) and for ten minutes.
+  say(`Weft window:  ${ui.agent.loginUrl(MAX_LOGIN_TTL_MS)}`);
+  say('              (a one-time sign-in link, valid for 10 minutes; another: npx weft open --print)');
+}
 say(`Proxy server: ${proxy.url} (data in ${home})`);
 say('Press Ctrl+C to stop.');
 

@@ -1,7 +1,8 @@
 /**
  * `npm start` (scripts/start.ts) for real: proxy on embedded defaults, agent enrolled on the
  * first run, the desktop UI served (WEFT_NO_OPEN=1: nothing is opened, as on a headless
- * machine), a clean stop on SIGTERM, and a second start that reuses the enrolment.
+ * machine: a one-time sign-in link is printed instead), a clean stop on SIGTERM, and a second
+ * start that reuses the enrolment.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import * as fsp from 'node:fs/promises';
@@ -56,13 +57,25 @@ describe('npm start', () => {
     const first = start(env);
     const out = await first.ready;
     expect(out).toContain('Welcome to Weft');
-    const url = /Weft window: +(http:\/\/127\.0\.0\.1:\d+\/)\n/.exec(out)?.[1];
-    expect(url, out).toBeDefined();
+    const link = /Weft window: +(http:\/\/127\.0\.0\.1:\d+\/login\?token=[A-Za-z0-9_-]{43})\n/.exec(out)?.[1];
+    expect(link, out).toBeDefined();
     expect(out).not.toContain('opened in your browser');
-    const page = await (await fetch(url ?? '')).text();
-    expect(page).toContain('<nav id="nav"');
+    const url = new URL('/', link).href;
     const agentFile = nodePath.join(env.WEFT_HOME, 'agent', 'agent.json');
     const { secret } = JSON.parse(await fsp.readFile(agentFile, 'utf8')) as { secret: string };
+    expect((await fsp.stat(agentFile)).mode & 0o777).toBe(0o600);
+    // Another local process that finds the port: no page, no secret.
+    const stranger = await fetch(url);
+    expect(stranger.status).toBe(401);
+    expect(await stranger.text()).not.toContain(secret);
+    // The printed link signs a browser in, once.
+    const signIn = await fetch(link ?? '', { redirect: 'manual' });
+    expect(signIn.status).toBe(303);
+    const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+    const page = await (await fetch(url, { headers: { cookie } })).text();
+    expect(page).toContain('<nav id="nav"');
+    expect(page).not.toContain(secret);
+    expect((await fetch(link ?? '', { redirect: 'manual' })).status).toBe(403);
     const status = await fetch(`${url}api/rpc/getStatus`, {
       method: 'POST',
       headers: { 'x-weft-secret': secret, 'content-type': 'application/json' },

@@ -2,6 +2,10 @@
  * Open the Weft UI: build the renderer, start `weft agent` serving it on 127.0.0.1, then
  * open the desktop app when Electron is installed (with its binary) or the system browser
  * otherwise. This is what `npm start` calls.
+ *
+ * The browser gets in with a one-time login link (through a 0600 launcher page, see
+ * RunningAgent.openInBrowser), never with the agent's secret; the desktop app's window
+ * talks to its own in-process agent over IPC and needs no secret at all.
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -17,7 +21,10 @@ export interface OpenUiOptions extends AgentOptions {
 }
 
 export interface OpenedUi {
-  /** The UI's address (empty when the desktop app runs it). */
+  /**
+   * The UI's address (empty when the desktop app runs it). It needs a signed-in browser:
+   * `agent.loginUrl()` gives a one-time link.
+   */
   readonly url: string;
   /** The agent serving the UI; undefined when the desktop app runs its own. */
   readonly agent: RunningAgent | undefined;
@@ -37,13 +44,6 @@ export function electronBinary(): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-function openInBrowser(url: string): void {
-  const cmd = process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer' : 'xdg-open';
-  const child = spawn(cmd, [url], { stdio: 'ignore', detached: true });
-  child.on('error', () => undefined);
-  child.unref();
 }
 
 export async function openDesktopUi(options: OpenUiOptions): Promise<OpenedUi> {
@@ -80,7 +80,7 @@ export async function openDesktopUi(options: OpenUiOptions): Promise<OpenedUi> {
   const uiDir = options.uiDir ?? (await buildRenderer());
   const agent = await startAgent({ ...options, uiDir });
   const openedWith = mode === 'none' ? 'none' : 'browser';
-  if (openedWith === 'browser') openInBrowser(agent.statusUrl);
+  if (openedWith === 'browser') await agent.openInBrowser();
   return { url: agent.statusUrl, agent, openedWith, stop: () => agent.stop() };
 }
 
@@ -97,7 +97,9 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     stateDir,
     ...(process.env.WEFT_ADMIN_TOKEN ? { adminToken: process.env.WEFT_ADMIN_TOKEN } : {}),
   });
-  process.stdout.write(`Weft UI: ${ui.url || '(desktop app)'}\n`);
+  process.stdout.write(
+    `Weft UI: ${ui.url ? `${ui.url} (opened in your browser; a new sign-in link: weft open --state ${stateDir})` : '(desktop app)'}\n`,
+  );
   const stop = (): void => void ui.stop().then(() => process.exit(0));
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);

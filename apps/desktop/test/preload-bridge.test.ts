@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { api } from '../src/common/api.ts';
+import { type IpcMainLike, isRendererPage, registerIpc } from '../src/main/ipc.ts';
 import { createBridge, type IpcRendererLike } from '../src/preload/bridge.ts';
 
 function fakeIpc() {
@@ -40,5 +41,74 @@ describe('preload bridge (window.weft)', () => {
     expect(got).toEqual([{ state: 'idle' }]);
     off();
     expect(listeners.get('weft:event:status')?.size).toBe(0);
+  });
+});
+
+describe('the desktop window needs no secret', () => {
+  it('the bridge carries method calls and status only: no secret, no other channel', async () => {
+    const { ipc, invoked } = fakeIpc();
+    const bridge = createBridge(ipc);
+    expect(Object.keys(bridge).sort()).toEqual(['call', 'onStatus']);
+    await bridge.call('getStatus', {});
+    // What crosses IPC is the channel and the input: nothing the page could use elsewhere.
+    expect(invoked).toEqual([{ channel: 'weft:getStatus', args: [{}] }]);
+  });
+
+  it('main answers the packaged renderer page only, not the same UI over HTTP or other files', async () => {
+    const trusted = isRendererPage('file:///opt/Weft/resources/renderer/index.html');
+    for (const url of [
+      'file:///opt/Weft/resources/renderer/index.html',
+      'file:///opt/Weft/resources/renderer/index.html#sharing',
+    ])
+      expect(trusted(url), url).toBe(true);
+    for (const url of [
+      'http://127.0.0.1:41234/',
+      'http://127.0.0.1:41234/index.html',
+      'file:///tmp/renderer/index.html',
+      'file:///opt/Weft/resources/renderer/other.html',
+      'file:///opt/Weft/resources/renderer/index.html?x=1',
+      'file://evil.example/opt/Weft/resources/renderer/index.html',
+      'https://evil.example/renderer/index.html',
+      'not a url',
+      '',
+    ])
+      expect(trusted(url), url).toBe(false);
+    expect(() => isRendererPage('http://127.0.0.1:1/index.html')).toThrow(/file: URL/);
+
+    const registered = new Map<
+      string,
+      (e: { senderFrame: { url: string } | null }, i: unknown) => Promise<unknown>
+    >();
+    const ipc: IpcMainLike = {
+      handle: (c, l) => void registered.set(c, l),
+      removeHandler: (c) => void registered.delete(c),
+    };
+    let calls = 0;
+    const handlers = new Proxy(
+      {},
+      {
+        get: () => async () => {
+          calls++;
+          return { accounts: [] };
+        },
+      },
+    ) as Parameters<typeof registerIpc>[1];
+    const off = registerIpc(ipc, handlers, trusted);
+    const listAccounts = registered.get('weft:listAccounts');
+    for (const url of ['http://127.0.0.1:41234/', 'file:///tmp/renderer/index.html'])
+      expect(await listAccounts?.({ senderFrame: { url } }, {}), url).toMatchObject({
+        ok: false,
+        error: { message: 'untrusted sender' },
+      });
+    expect(await listAccounts?.({ senderFrame: null }, {})).toMatchObject({ ok: false });
+    expect(calls).toBe(0);
+    expect(
+      await listAccounts?.(
+        { senderFrame: { url: 'file:///opt/Weft/resources/renderer/index.html#accounts' } },
+        {},
+      ),
+    ).toEqual({ ok: true, value: { accounts: [] } });
+    expect(calls).toBe(1);
+    off();
   });
 });

@@ -1,5 +1,6 @@
 export { Engine, type EngineOptions } from './engine.ts';
 export { startAgent, statusPage, type AgentOptions, type RunningAgent } from './agent.ts';
+export { MAX_LOGIN_TTL_MS } from './ui-server/http.ts';
 export { ProxyClient, RemoteError, OfflineError } from './remote/proxy-client.ts';
 export {
   StatusModel,

@@ -13,6 +13,32 @@ export interface IpcMainLike {
   removeHandler(channel: string): void;
 }
 
+/**
+ * The sender check for registerIpc: only the packaged renderer's own page
+ * (`file://…/renderer/index.html`, any `#screen`) — not another file, and not the same
+ * renderer served over HTTP by the agent (that one signs in with a login link instead).
+ * The window's page needs no secret: this check, on the in-process agent's handlers, is
+ * its whole authority, so no secret ever crosses the bridge.
+ */
+export function isRendererPage(rendererIndexUrl: string): (url: string) => boolean {
+  const expected = new URL(rendererIndexUrl);
+  if (expected.protocol !== 'file:') throw new Error('the renderer page is a file: URL');
+  return (url) => {
+    let u: URL;
+    try {
+      u = new URL(url);
+    } catch {
+      return false;
+    }
+    return (
+      u.protocol === 'file:' &&
+      u.host === expected.host &&
+      u.pathname === expected.pathname &&
+      u.search === ''
+    );
+  };
+}
+
 /** Register every API channel; returns a function that removes them again. */
 export function registerIpc(
   ipc: IpcMainLike,

@@ -6,6 +6,7 @@
  */
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { type RunningAgent, keyFileSecretStore, startAgent } from '@weft/core';
 import {
   app,
@@ -28,7 +29,7 @@ import {
   trayState,
 } from '../common/tray-state.ts';
 import { applyStartAtLogin, gracefulQuit, singleInstance, withStartAtLogin } from './app-lifecycle.ts';
-import { registerIpc } from './ipc.ts';
+import { isRendererPage, registerIpc } from './ipc.ts';
 import { safeSecretStore } from './safe-secret-store.ts';
 
 const rendererDir = nodePath.join(__dirname, '..', 'renderer');
@@ -80,6 +81,8 @@ function openWindow(): void {
     if (/^https?:/.test(url)) void shell.openExternal(url);
     return { action: 'deny' };
   });
+  // The window shows the packaged renderer only (screens change by #hash, not navigation).
+  win.webContents.on('will-navigate', (event) => event.preventDefault());
   win.on('closed', () => (win = undefined));
   void win.loadFile(nodePath.join(rendererDir, 'index.html'));
 }
@@ -104,7 +107,8 @@ async function main(): Promise<void> {
     secrets,
   });
   const running = agent;
-  const trusted = (url: string): boolean => url.startsWith('file://') && url.includes('/renderer/');
+  // IPC answers the packaged renderer page only; it needs no secret (see main/ipc.ts).
+  const trusted = isRendererPage(pathToFileURL(nodePath.join(rendererDir, 'index.html')).href);
   // Start at login is applied here as well as saved (only Electron can do it).
   const handlers = {
     ...running.ui.handlers,

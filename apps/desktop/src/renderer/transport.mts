@@ -1,6 +1,8 @@
 /**
  * Adapters from the typed client to a transport: Electron IPC through the preload's frozen
- * `window.weft`, or HTTP + server-sent events when `weft agent` serves this page.
+ * `window.weft`, or HTTP + server-sent events when `weft agent` serves this page. Over HTTP
+ * the page holds no secret: the browser carries the agent's HttpOnly session cookie (from
+ * the one-time login link it was opened with) on these same-origin requests.
  */
 import { type ApiMethod, type WeftClient, STATUS_EVENT, createClient } from '../common/api.ts';
 
@@ -23,12 +25,13 @@ export function ipcClient(bridge: PreloadBridge): WeftClient {
   );
 }
 
-export function httpClient(base: string, secret: string): WeftClient {
+export function httpClient(base: string): WeftClient {
   return createClient(
     async (method, input) => {
       const res = await fetch(new URL(`api/rpc/${method}`, base), {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-weft-secret': secret },
+        headers: { 'content-type': 'application/json' },
+        credentials: 'same-origin',
         body: JSON.stringify(input),
       });
       return (await res.json()) as unknown;
@@ -50,8 +53,7 @@ export function httpClient(base: string, secret: string): WeftClient {
 
 export function connect(): WeftClient {
   if (window.weft) return ipcClient(window.weft);
-  const secret = document.querySelector<HTMLMetaElement>('meta[name="weft-secret"]')?.content ?? '';
-  return httpClient(location.href, secret);
+  return httpClient(location.href);
 }
 
 export { STATUS_EVENT };

@@ -1,4 +1,12 @@
-export { createUiHttpHandler, isLoopbackHost, type UiHttpHandler, type UiHttpOptions } from './http.ts';
+export {
+  MAX_LOGIN_TTL_MS,
+  createUiHttpHandler,
+  isLoopbackHost,
+  sameSecret,
+  type UiHttpHandler,
+  type UiHttpOptions,
+} from './http.ts';
+export { LAUNCHER_FILE, openLoginInBrowser, systemOpen } from './browser-open.ts';
 export {
   copyIsMine,
   createUiService,
