@@ -4,7 +4,8 @@
  * person, the Dropbox and Google Drive emulators for the OAuth sign-ins and the shared
  * folder, and a second person whose agent starts unenrolled and enrols from the Accounts
  * screen. Screenshots of every screen go to test-artifacts/screenshots/, and axe-core
- * checks every screen.
+ * checks every screen. The browser signs in as a person's would: with a one-time login link
+ * (the launcher page the agent writes, or agent.loginUrl()), never with the agent's secret.
  */
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
@@ -100,6 +101,8 @@ describe('desktop UI in Chromium', () => {
   let folder: string;
   let context: BrowserContext;
   let page: Page;
+  /** What the agent handed to the system opener (openInBrowser). */
+  const opened: string[] = [];
 
   beforeAll(async () => {
     ensureChromium();
@@ -124,6 +127,7 @@ describe('desktop UI in Chromium', () => {
       settleMs: 50,
       uiDir,
       oauth: { dropbox: dropboxOAuth('weft-desktop-test', { www: dropbox.url, api: dropbox.url }) },
+      openBrowser: (target) => void opened.push(target),
     });
     expect(ui.openedWith).toBe('none');
     if (!ui.agent) throw new Error('openDesktopUi with open: none serves the UI from this process');
@@ -131,7 +135,7 @@ describe('desktop UI in Chromium', () => {
     other = await startDevice(proxy, 'phone', { user: 'alice' });
     context = await launchChromium(nodePath.join(root, 'chromium-profile'));
     page = await context.newPage();
-    await page.goto(agent.statusUrl);
+    await page.goto(agent.loginUrl());
   });
 
   afterAll(async () => {
@@ -307,7 +311,7 @@ describe('desktop UI in Chromium', () => {
     });
     expect(bob.agent?.enrolled).toBe(false);
     bobPage = await context.newPage();
-    await bobPage.goto(bob.url);
+    await bobPage.goto(bob.agent?.loginUrl() ?? '');
     const notice = bobPage.getByRole('alert').filter({ hasText: 'Syncing stopped' });
     await expect
       .poll(() => notice.textContent(), POLL)
@@ -496,5 +500,52 @@ describe('desktop UI in Chromium', () => {
     await page.keyboard.press('Tab');
     await page.keyboard.press('Enter');
     await expect.poll(() => page.locator('main').getAttribute('data-screen'), POLL).toBe('accounts');
+  });
+  it('lets in only the browser the agent opened: launcher page → one-time link → cookie', async () => {
+    // Another person's browser (or any program) that finds the port: a refusal, no UI, no secret.
+    const stranger = await launchChromium(nodePath.join(root, 'chromium-stranger'));
+    try {
+      const strangerPage = await stranger.newPage();
+      const refused = await strangerPage.goto(agent.statusUrl);
+      expect(refused?.status()).toBe(401);
+      expect(await strangerPage.content()).not.toContain(agent.secret);
+      expect(await strangerPage.locator('#nav').count()).toBe(0);
+      // What `npm start` / `weft agent --open` do: a 0600 launcher page in the state folder,
+      // opened by its file address; the browser follows it to the link, then to the UI.
+      await agent.openInBrowser();
+      const launcher = opened.at(-1) ?? '';
+      expect(launcher).toMatch(/^file:\/\/.*open-ui\.html$/);
+      await strangerPage.goto(launcher);
+      await strangerPage.locator('#nav').waitFor(POLL);
+      await expect.poll(() => strangerPage.locator('#folder-state').textContent(), POLL).toBe('Up to date');
+      expect(await strangerPage.content()).not.toContain(agent.secret);
+      // The link is used up: opening the launcher again in a fresh browser gets a refusal.
+      const again = await (await launchChromium(nodePath.join(root, 'chromium-late'))).newPage();
+      try {
+        await again.goto(launcher);
+        await expect
+          .poll(() => again.locator('h1 + p').textContent(), POLL)
+          .toMatch(/expired or was already used/);
+        expect(await again.locator('#nav').count()).toBe(0);
+      } finally {
+        await again.context().close();
+      }
+    } finally {
+      await stranger.close();
+    }
+    // A page of another origin on the same machine (Bob's UI, another port) cannot drive
+    // Alice's agent, although the browser sends her cookie along (cookies ignore ports).
+    expect(agent.ui.status().state).not.toBe('paused');
+    await bobPage.evaluate(
+      `fetch('${agent.statusUrl}api/rpc/pause', { method: 'POST', mode: 'no-cors', credentials: 'include', headers: { 'content-type': 'text/plain' }, body: '{"duration":"1h"}' }).catch(() => undefined)`,
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    expect(agent.ui.status().state).not.toBe('paused');
+    // The same request from Alice's own page does pause it (the check above can fail).
+    await page.evaluate(
+      `fetch('${agent.statusUrl}api/rpc/pause', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"duration":"1h"}' })`,
+    );
+    await expect.poll(() => agent.ui.status().state, POLL).toBe('paused');
+    await agent.ui.handlers.resume({});
   });
 });
