@@ -260,13 +260,11 @@ export async function startProxyServer(
         https: tls,
         bodyLimit: 1 << 20,
         forceCloseConnections: true,
-        connectionTimeout: config.timeouts.idleMs,
       })
     : Fastify({
         loggerInstance: log,
         bodyLimit: 1 << 20,
         forceCloseConnections: true,
-        connectionTimeout: config.timeouts.idleMs,
       })) as unknown as FastifyInstance;
   const slowClients = new SlowClientGuard(app.server, config.timeouts, log);
   await app.register(websocket, {

@@ -257,7 +257,7 @@ describe('slow clients', () => {
       socket.once('error', reject);
     });
     socket.on('error', () => undefined);
-    socket.resume();
+    socket.resume(); // read (and drop) whatever the server sends, unless a test pauses it
     const started = Date.now();
     const closed = new Promise<number>((resolve) =>
       socket.once('close', () => resolve(Date.now() - started)),
@@ -319,9 +319,52 @@ describe('slow clients', () => {
     }
   });
 
-  it('closes a connection that sends nothing', async () => {
+  it('closes a connection that sends nothing after idleMs', async () => {
     const { closed } = await connect();
-    expect(await within(closed, 5000, 'idle connection closed')).toBeGreaterThanOrEqual(500);
+    expect(await within(closed, 5000, 'idle connection closed')).toBeGreaterThanOrEqual(1400);
+  });
+
+  it('closes a connection that does not read its response', async () => {
+    const data = pseudoRandom(24 * MiB, 17);
+    const t = await sc.json<TransferState>('POST', '/v1/transfers', {
+      path: 'unread.bin',
+      size: data.length,
+      sha256: sha(data),
+      mtimeMs: 1,
+    });
+    const frames: Uint8Array[] = [];
+    for (let off = 0, seq = 0; off < data.length; off += 4 * MiB, seq++)
+      frames.push(
+        encodeTransferBlock({
+          transferId: t.transferId,
+          seq,
+          offset: off,
+          last: off + 4 * MiB >= data.length,
+          payload: data.subarray(off, off + 4 * MiB),
+        }),
+      );
+    await streamBlocks(sc, frames);
+    const [r] = await sc.ops({
+      op: 'commit',
+      path: 'unread.bin',
+      sha256: sha(data),
+      size: data.length,
+      mtimeMs: 1,
+      transferId: t.transferId,
+    });
+    expect(r?.status).toBe('applied');
+    const { socket, closed } = await connect();
+    socket.pause();
+    let received = 0;
+    socket.on('data', (b: Buffer) => (received += b.byteLength));
+    socket.write(
+      `GET /v1/files?path=unread.bin HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${sc.token}\r\n\r\n`,
+    );
+    // The client reads nothing for twice idleMs, then everything: the server has given up by then.
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    socket.resume();
+    await within(closed, 5000, 'unread response cut');
+    expect(received).toBeLessThan(data.length);
   });
 
   it('keeps a fast upload whose body outgrows the initial allowance, and an idle feed socket', async () => {
