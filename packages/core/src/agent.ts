@@ -25,7 +25,7 @@ import {
   loadSettings,
 } from './ui-server/index.ts';
 import { LAUNCHER_FILE, openLoginInBrowser, systemOpen } from './ui-server/browser-open.ts';
-import { writePrivateFile } from './private-file.ts';
+import { privateDir, writePrivateFile } from './private-file.ts';
 
 export interface AgentOptions {
   readonly folder: string;
@@ -107,7 +107,7 @@ export interface RunningAgent {
 const normalServer = (url: string): string => url.replace(/\/+$/, '');
 
 export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
-  await fsp.mkdir(options.stateDir, { recursive: true, mode: 0o700 });
+  await privateDir(options.stateDir);
   const secrets = options.secrets ?? keyFileSecretStore({ dir: nodePath.join(options.stateDir, 'secrets') });
   let device = await loadDevice(options.stateDir, secrets);
   if (device && options.server && device.server !== normalServer(options.server)) device = undefined;

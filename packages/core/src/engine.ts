@@ -54,6 +54,7 @@ import { DisposableStore, type Disposable, toDisposable } from './lifecycle.ts';
 import { PARTIAL_PREFIX, Trash, absPath, atomicWrite, sha256File, sweepPartials } from './local-fs.ts';
 import type { Op } from './ops.ts';
 import { OfflineError, type ProxyClient, RemoteError } from './remote/proxy-client.ts';
+import { privateDir } from './private-file.ts';
 import { scan } from './scanner.ts';
 import { type FolderStatus, StatusModel } from './status.ts';
 import { FolderWatcher } from './watcher.ts';
@@ -143,7 +144,7 @@ export class Engine implements Disposable {
 
   static async open(options: EngineOptions): Promise<Engine> {
     await fsp.mkdir(options.folder, { recursive: true });
-    await fsp.mkdir(options.stateDir, { recursive: true });
+    await privateDir(options.stateDir);
     const caseInsensitive = options.caseInsensitive ?? (await probeCaseInsensitive(options.folder));
     const e = new Engine({ ...options, caseInsensitive });
     await sweepPartials(options.folder);

@@ -102,7 +102,7 @@ export class Trash {
     }
     const stamp = new Date().toISOString().replace(/[:.]/g, '-');
     const dest = nodePath.join(this.dir, stamp + '-' + randomBytes(3).toString('hex'), ...relPath.split('/'));
-    await fsp.mkdir(nodePath.dirname(dest), { recursive: true });
+    await fsp.mkdir(nodePath.dirname(dest), { recursive: true, mode: 0o700 });
     try {
       await fsp.rename(abs, dest);
     } catch (e) {
@@ -122,7 +122,7 @@ export class Trash {
         stamp + '-' + randomBytes(3).toString('hex'),
         ...relPath.split('/'),
       );
-      await fsp.mkdir(nodePath.dirname(dest), { recursive: true });
+      await fsp.mkdir(nodePath.dirname(dest), { recursive: true, mode: 0o700 });
       await fsp.copyFile(abs, dest);
       return dest;
     } catch (e) {

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { CoalescingQueue } from '../coalesce.ts';
 import type { Op } from '../ops.ts';
+import { privateDatabaseFile } from '../private-file.ts';
 
 export interface FileRow {
   path: string;
@@ -106,6 +107,7 @@ export class Journal {
   readonly db: Database.Database;
 
   constructor(file: string) {
+    privateDatabaseFile(file);
     this.db = new Database(file);
     this.db.pragma('journal_mode = WAL');
     // WAL + NORMAL: a process crash (kill -9) loses no committed transaction; only a power
