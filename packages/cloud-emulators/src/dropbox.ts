@@ -183,6 +183,15 @@ export class DropboxEmulator extends EmulatorServer {
         },
       };
     }
+    if (status === 409 && reason !== undefined) {
+      // A route error, e.g. reason 'insufficient_space' on an upload: the account is full.
+      return {
+        body: {
+          error_summary: `path/${reason}/..`,
+          error: { '.tag': 'path', reason: { '.tag': reason } },
+        },
+      };
+    }
     return { body: { error_summary: 'internal_error/..', error: { '.tag': 'internal_error' } } };
   }
 

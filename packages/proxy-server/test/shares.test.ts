@@ -202,6 +202,41 @@ describe('share API: Weft storage ↔ Dropbox through the proxy', () => {
     expect((await ann.req('POST', `/v1/shares/${created.id}/leave`)).status).toBe(403); // owner leaves last
     expect((await ben.req('DELETE', `/v1/accounts/${account.id}`)).status).toBe(400); // in use
 
+    // Ben's Dropbox is full: every upload is refused (reads still work). His replica is shown
+    // unavailable — to Ann (the owner) with the cause and what waits, to Ben with the
+    // cloud's message too — Ann's changes wait for him, and reach him once there is room.
+    const full = dbx.faults.add({
+      endpoint: 'files/upload_session/start',
+      action: { kind: 'status', status: 409, reason: 'insufficient_space' },
+    });
+    await ann.putSmall({ 'Team/while-full.txt': 'waits for room' });
+    const benReplica = async (c: TestClient) =>
+      (await shares(c))[0]?.members.find((m) => m.member === 'ben')?.replica;
+    const down = await until('ben unavailable', async () => {
+      const r = await benReplica(ann);
+      return r?.state === 'unavailable' ? r : undefined;
+    });
+    expect(down).toMatchObject({ state: 'unavailable', cause: 'full' });
+    expect(down.waiting).toBeGreaterThanOrEqual(1);
+    expect(down.sinceMs).toBeGreaterThan(0);
+    expect(down.error).toBeUndefined(); // the cloud's own words: for its member only
+    expect((await benReplica(ben))?.error).toContain('insufficient_space');
+    expect((await shares(ann))[0]?.members.find((m) => m.member === 'ann')?.replica).toEqual({
+      state: 'available',
+      waiting: 0,
+    });
+    await expect(dropbox.stat('Shared/Team/while-full.txt')).rejects.toThrow();
+    full();
+    await until('room again', async () =>
+      (await text('Shared/Team/while-full.txt').catch(() => '')) === 'waits for room' ? 1 : undefined,
+    );
+    expect(
+      await until('ben available', async () => {
+        const r = await benReplica(ben);
+        return r?.state === 'available' && r.waiting === 0 ? r : undefined;
+      }),
+    ).toEqual({ state: 'available', waiting: 0 });
+
     // The routes are in the OpenAPI document.
     const openapi = (await (await fetch(`${server.url}/openapi.json`)).json()) as {
       paths: Record<string, unknown>;

@@ -100,6 +100,30 @@ export const SeedingProgress = z
   .meta({ id: 'SeedingProgress' });
 export type SeedingProgress = z.infer<typeof SeedingProgress>;
 
+/**
+ * A member's replica as the share's mirror sees it. 'unavailable': its cloud refuses writes
+ * (or reads) — 'full' (out of space), 'unauthorised' (the connection was revoked or
+ * expired), 'failing' (server errors, network); the changes for it wait, in order, in its
+ * outage log and are applied when it takes writes again (tried again with a growing pause,
+ * at most every 10 minutes). The other members go on meanwhile.
+ */
+export const ReplicaAvailability = z
+  .object({
+    state: z.enum(['available', 'unavailable']),
+    /** Only when unavailable. */
+    cause: z.enum(['full', 'unauthorised', 'failing']).optional(),
+    /** When it became unavailable. */
+    sinceMs: Ms.optional(),
+    /** When it is tried again. */
+    nextTryMs: Ms.optional(),
+    /** The cloud's last error message; only for the caller's own membership. */
+    error: z.string().optional(),
+    /** Changes not yet applied to this replica (its outage log while unavailable). */
+    waiting: Count,
+  })
+  .meta({ id: 'ReplicaAvailability' });
+export type ReplicaAvailability = z.infer<typeof ReplicaAvailability>;
+
 export const ShareMemberInfo = z
   .object({
     member: UserId,
@@ -113,6 +137,8 @@ export const ShareMemberInfo = z
     joinedMs: Ms,
     /** Present while (and after) this member's folder is seeded from the share. */
     seeding: SeedingProgress.optional(),
+    /** Whether the mirror can write to this member's folder (see ReplicaAvailability). */
+    replica: ReplicaAvailability.optional(),
   })
   .meta({ id: 'ShareMemberInfo' });
 export type ShareMemberInfo = z.infer<typeof ShareMemberInfo>;

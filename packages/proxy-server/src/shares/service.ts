@@ -23,6 +23,7 @@ import {
   ShareError,
   type ShareMember,
   ShareRegistry,
+  ShareStore,
   VaultError,
   keysFromEnv,
   openDatabase,
@@ -50,6 +51,7 @@ import {
   type ProviderAccount,
   type ProviderKind,
   ProviderTokens,
+  type ReplicaAvailability,
   type ReplicaChoice,
   SHARE_LINK_PREFIX,
   type ShareInfo,
@@ -63,9 +65,9 @@ import { ApiError } from '../errors.ts';
 import type { OpScheduler } from '../scheduler.ts';
 import type { HybridStore } from '../store/hybrid.ts';
 import type { ProviderRoute } from '../peer-routing.ts';
+import { privateDatabaseFile } from '../private-files.ts';
 import { NamespaceProvider } from './namespace-provider.ts';
 
-import { privateDatabaseFile } from '../private-files.ts';
 /** Device ids of the mirror's writes into namespaces start with this. */
 export const MIRROR_DEVICE_PREFIX = 'mirror:';
 
@@ -626,6 +628,33 @@ export class ShareService {
     };
   }
 
+  /**
+   * Whether the mirror can write to member `m`'s replica (persisted by the engine, so the
+   * same whether it runs or not). The cloud's error text only to the member themself.
+   */
+  private availability(shareId: string, m: ShareMember, own: boolean): ReplicaAvailability {
+    const id = `${m.member}@${m.accountId}`;
+    const r = this.running.get(shareId);
+    const s = r?.engine.ready ? r.engine.replicaStatus().find((x) => x.id === id) : undefined;
+    const store = new ShareStore(this.db, shareId);
+    const o = s ? undefined : store.outage(id);
+    const waiting = s ? s.waiting : store.pendingFor(id);
+    const state = s ? s.state : o ? 'unavailable' : 'available';
+    const cause = s?.cause ?? o?.cause;
+    const sinceMs = s?.sinceMs ?? o?.sinceMs;
+    const nextTryMs = s?.nextProbeMs ?? o?.nextProbeMs;
+    const error = s?.error ?? o?.error;
+    if (state === 'available') return { state, waiting };
+    return {
+      state,
+      waiting,
+      ...(cause !== undefined ? { cause } : {}),
+      ...(sinceMs !== undefined ? { sinceMs } : {}),
+      ...(nextTryMs !== undefined ? { nextTryMs } : {}),
+      ...(own && error !== undefined ? { error } : {}),
+    };
+  }
+
   private info(user: string, shareId: string): ShareInfo {
     const share = this.guard(() => this.registry.get(shareId));
     const members = this.registry.members(shareId);
@@ -649,6 +678,7 @@ export class ShareService {
         ...(seeding && seeding.member === m.member
           ? { seeding: { applied: seeding.applied, total: seeding.total, done: seeding.done } }
           : {}),
+        replica: this.availability(shareId, m, own),
       };
     });
     return {
