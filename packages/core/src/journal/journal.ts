@@ -295,6 +295,41 @@ export class Journal {
     this.db.prepare('DELETE FROM sent WHERE path = ?').run(path);
   }
 
+  // ---------------------------------------------------------------- local names
+
+  /** Record that the remote entry `path` is stored on disk as `localName` (sql/003). */
+  recordLocalName(path: string, localName: string, reason: string): void {
+    this.db
+      .prepare(
+        'INSERT INTO local_names(path, local_name, reason) VALUES (?, ?, ?) ON CONFLICT(path) DO UPDATE SET local_name = excluded.local_name, reason = excluded.reason',
+      )
+      .run(path, localName, reason);
+  }
+
+  /** Forget the local names of `path` and everything under it. */
+  forgetLocalNamesUnder(path: string): void {
+    this.db
+      .prepare('DELETE FROM local_names WHERE path = ? OR (path >= ? AND path < ?)')
+      .run(path, path + '/', path + '0');
+  }
+
+  /** Every entry stored under another local name, by remote path. */
+  localNames(): { path: string; localName: string; reason: string }[] {
+    const rows = this.db.prepare('SELECT path, local_name, reason FROM local_names ORDER BY path').all() as {
+      path: string;
+      local_name: string;
+      reason: string;
+    }[];
+    return rows.map((r) => ({ path: r.path, localName: r.local_name, reason: r.reason }));
+  }
+
+  /** The remote name a local (long-form) name stands for, if this journal recorded it. */
+  remoteNameOf(localName: string): string | undefined {
+    const r = this.db.prepare('SELECT path FROM local_names WHERE local_name = ? LIMIT 1').get(localName) as
+      { path: string } | undefined;
+    return r === undefined ? undefined : r.path.slice(r.path.lastIndexOf('/') + 1);
+  }
+
   // ---------------------------------------------------------------- activity
 
   addActivity(kind: string, path: string, detail?: string): void {
