@@ -337,7 +337,8 @@ export class Engine implements Disposable {
     await this.push();
     if (!this.again) await this.runIdleEstimates();
     this.status.update({
-      state: 'idle',
+      // A remote change announced during this pass is known but not applied yet.
+      state: this.remoteDirty ? 'syncing' : 'idle',
       error: undefined,
       pendingOperations: this.journal.pendingOps().length,
       files: this.journal.allFiles().filter((r) => r.kind === 'file').length,
@@ -366,6 +367,8 @@ export class Engine implements Disposable {
         await this.fullReconcile();
         return;
       }
+      // Known and not yet applied: not up to date until they are (issue #14).
+      if (page.changes.length > 0) this.status.update({ state: 'syncing' });
       for (const c of page.changes) this.options.trace?.('remote', c);
       await this.applyRemoteBatch(page.changes);
       cursor = page.cursor;
@@ -377,6 +380,7 @@ export class Engine implements Disposable {
   /** First sync or a reset feed: compare the whole remote listing with the journal. */
   private async fullReconcile(): Promise<void> {
     const listing = await this.options.client.list('', true);
+    this.status.update({ state: 'syncing' });
     const remote = new Map(listing.entries.map((e) => [e.path, e]));
     const dirs = listing.entries.filter((e) => e.kind === 'dir').sort((a, b) => (a.path < b.path ? -1 : 1));
     for (const d of dirs) await this.applyUpsert(d);
@@ -1438,6 +1442,7 @@ export class Engine implements Disposable {
           // A burst of remote changes (another device dropping thousands of files) becomes
           // one pull of many changes, downloaded in bundles, not one pass per change.
           this.remoteDirty = true;
+          if (this.status.get().state === 'idle') this.status.update({ state: 'syncing' });
           if (!this.feedTimer) {
             this.feedTimer = setTimeout(() => {
               this.feedTimer = undefined;
