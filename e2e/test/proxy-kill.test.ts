@@ -1,0 +1,167 @@
+/**
+ * `kill -9` of the PROXY, again and again, while a `weft agent` process uploads large files:
+ * the agent process never exits (a block upload rejected with nobody listening once ended
+ * it, issue #14), logs no uncaught error, and once the proxy stays up the folder and the
+ * store converge.
+ *
+ * 5 kills and 3 files of 10 MiB in the default run; 20 kills and 20 MiB files with
+ * WEFT_FULL=1 (or WEFT_PROXY_KILLS=n).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import * as fsp from 'node:fs/promises';
+import * as net from 'node:net';
+import * as nodePath from 'node:path';
+import { ProxyClient } from '@weft/core';
+import { afterAll, describe, expect, it } from 'vitest';
+import { localTree, prng, remoteTree, sorted, tempDir } from '../src/harness.ts';
+
+const WEFT = nodePath.resolve(new URL('../../packages/core/bin/weft.js', import.meta.url).pathname);
+const PROXY = nodePath.resolve(
+  new URL('../../packages/proxy-server/bin/weft-proxy.mjs', import.meta.url).pathname,
+);
+const KILLS = Number(process.env.WEFT_PROXY_KILLS ?? (process.env.WEFT_FULL ? 20 : 5));
+const MiB = 1024 * 1024;
+// Several 4 MiB blocks a file; larger at full size.
+const FILE_MIB = process.env.WEFT_FULL ? 20 : 10;
+
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const { port } = s.address() as net.AddressInfo;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+/** The proxy as its own process (so it can be killed), on a fixed port and data directory. */
+async function startProxyProcess(config: string, url: string): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [PROXY, '--config', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+  child.stderr?.resume();
+  // Starting takes seconds (TypeScript loaded through tsx), much longer on a busy machine.
+  for (let i = 0; i < 2400; i++) {
+    if (child.exitCode !== null) throw new Error(`the proxy exited with ${child.exitCode}`);
+    try {
+      if ((await fetch(new URL('/healthz', url))).ok) return child;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('the proxy did not start');
+}
+
+interface AgentStatus {
+  state: string;
+  pendingOperations: number;
+  transfers?: unknown[];
+}
+
+async function statusOf(state: string): Promise<AgentStatus | undefined> {
+  try {
+    const info = JSON.parse(await fsp.readFile(nodePath.join(state, 'agent.json'), 'utf8')) as {
+      statusUrl: string;
+      secret?: string;
+    };
+    const res = await fetch(new URL('/api/status', info.statusUrl), {
+      headers: info.secret ? { 'x-weft-secret': info.secret } : {},
+    });
+    return res.ok ? ((await res.json()) as AgentStatus) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+describe('proxy killed during large uploads', () => {
+  let proxy: ChildProcess | undefined;
+  let agent: ChildProcess | undefined;
+
+  afterAll(() => {
+    agent?.kill('SIGKILL');
+    proxy?.kill('SIGKILL');
+  });
+
+  it(`the agent survives ${KILLS} kill -9 of the proxy and converges`, async () => {
+    const base = await tempDir('proxy-kill');
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const adminToken = randomBytes(24).toString('hex');
+    const config = nodePath.join(base, 'proxy.json');
+    await fsp.writeFile(
+      config,
+      JSON.stringify({
+        dataDir: nodePath.join(base, 'proxy'),
+        port,
+        host: '127.0.0.1',
+        adminToken,
+        logLevel: 'warn',
+        objectTier: { type: 'fs' },
+      }),
+    );
+    proxy = await startProxyProcess(config, url);
+    const { token } = await ProxyClient.enrol(url, { user: 'alice', deviceName: 'uploader', adminToken });
+    const folder = nodePath.join(base, 'Weft');
+    const state = nodePath.join(base, 'state');
+    await fsp.mkdir(folder, { recursive: true });
+    for (let i = 0; i < 3; i++)
+      await fsp.writeFile(nodePath.join(folder, `big${i}.bin`), randomBytes(FILE_MIB * MiB + i));
+    agent = spawn(
+      process.execPath,
+      [
+        WEFT,
+        'agent',
+        '--folder',
+        folder,
+        '--server',
+        url,
+        '--state',
+        state,
+        '--token',
+        token,
+        '--device',
+        'uploader',
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    let stderr = '';
+    agent.stderr?.on('data', (c: Buffer) => (stderr = (stderr + c.toString()).slice(-20_000)));
+    let exited: number | null | undefined;
+    agent.once('exit', (code) => (exited = code));
+    for (let i = 0; i < 400 && !(await statusOf(state)); i++) await new Promise((r) => setTimeout(r, 50));
+
+    const rnd = prng(14);
+    let midUpload = 0;
+    for (let k = 0; k < KILLS; k++) {
+      // Let the agent get going (it retries every 2 s while the proxy is away), then kill.
+      await new Promise((r) => setTimeout(r, 1500 + Math.floor(rnd() * 2000)));
+      const s = await statusOf(state);
+      if (s && (s.state !== 'idle' || s.pendingOperations > 0)) midUpload += 1;
+      proxy.kill('SIGKILL');
+      await new Promise((r) => proxy?.once('exit', r));
+      // A person keeps working: a large file grows, so there is always an upload to break.
+      await fsp.appendFile(nodePath.join(folder, `big${k % 3}.bin`), randomBytes(2 * MiB));
+      await new Promise((r) => setTimeout(r, 300 + Math.floor(rnd() * 700)));
+      expect(exited, `the agent exited after kill ${k + 1}: ${stderr.slice(-3000)}`).toBeUndefined();
+      proxy = await startProxyProcess(config, url);
+    }
+
+    const client = new ProxyClient({ baseUrl: url, token });
+    const local = await localTree(folder);
+    let converged = false;
+    for (let i = 0; i < 600 && !converged && exited === undefined; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      const s = await statusOf(state);
+      if (s && s.state === 'idle' && s.pendingOperations === 0)
+        converged = JSON.stringify(sorted(await remoteTree(client))) === JSON.stringify(sorted(local));
+    }
+    expect(exited, `the agent exited: ${stderr.slice(-3000)}`).toBeUndefined();
+    expect(sorted(await remoteTree(client))).toEqual(sorted(local));
+    // Nothing reached the process guard: every failure had a handler.
+    expect(stderr).not.toMatch(/unhandled promise rejection|uncaught exception/);
+    agent.kill('SIGTERM');
+    await new Promise((r) => agent?.once('exit', r));
+    process.stdout.write(
+      `proxy kill test: ${KILLS} kills, ${midUpload} while the agent had work in progress\n`,
+    );
+    expect(midUpload).toBeGreaterThanOrEqual(Math.ceil(KILLS * 0.6));
+  });
+});
