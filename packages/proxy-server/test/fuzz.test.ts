@@ -2,8 +2,11 @@
  * Every parser that reads client input, through the real HTTP API: bundles, transfer
  * blocks, delta containers, signatures, JSON bodies and paths. Each malformed input gets
  * a 4xx with a clear error body; the server never crashes and never writes outside the
- * namespace. CI runs a scaled-down count; WEFT_FULL=1 runs 100,000+ inputs.
+ * namespace. CI runs a scaled-down count; WEFT_FULL=1 runs 100,000+ inputs. The resource
+ * properties (issue #14) check that a delta never makes the server write more than its
+ * declared size and that declared sizes, offsets and lengths are bounded.
  */
+import { readFileSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import fc from 'fast-check';
@@ -20,7 +23,7 @@ import { crc32 } from 'node:zlib';
 import { pseudoRandom, sha, startTestServer, TestClient } from './helpers.ts';
 
 const FULL = process.env.WEFT_FULL === '1';
-/** Inputs per property; 6 properties → 6 × 17,000 = 102,000 with WEFT_FULL=1. */
+/** Inputs per property; with WEFT_FULL=1, 17,000 each (over 100,000 in all). */
 const RUNS = FULL ? 17_000 : 400;
 
 let server: Awaited<ReturnType<typeof startTestServer>>;
@@ -303,5 +306,179 @@ describe('fuzzing every parser of client input', () => {
     );
     const [mk] = await c.ops({ op: 'mkdir', path: 'still/works' });
     expect(mk?.status).toBe('applied');
+  }, 600_000);
+});
+
+// ---------------------------------------------------------------- resource limits (issue #14)
+
+/** Bytes this process has passed to write(2) so far (Linux /proc/self/io `wchar`). */
+function bytesWritten(): number {
+  const m = /^wchar:\s+(\d+)$/m.exec(readFileSync('/proc/self/io', 'utf8'));
+  return Number(m?.[1] ?? NaN);
+}
+
+function varint(n: number): number[] {
+  const out: number[] = [];
+  do {
+    out.push((n % 128) | (n >= 128 ? 0x80 : 0));
+    n = Math.floor(n / 128);
+  } while (n > 0);
+  return out;
+}
+
+type DeltaOp = { op: 'copy'; offset: number; length: number } | { op: 'literal'; length: number };
+
+/** An rsync-wasm delta (no checksum) over an old file of `oldLength` bytes, and its output size. */
+function buildDelta(
+  oldLength: number,
+  ops: DeltaOp[],
+  endLength?: number,
+): { bytes: Buffer; output: number } {
+  const header = Buffer.alloc(24);
+  header.write('WFTD', 0, 'latin1');
+  header[4] = 1;
+  header.writeUInt32LE(1024, 8);
+  header.writeBigUInt64LE(BigInt(oldLength), 16);
+  const out: number[] = [...header];
+  let cursor = 0;
+  let output = 0;
+  for (const o of ops) {
+    if (o.op === 'copy') {
+      const offset = o.offset % oldLength;
+      const length = Math.min(o.length, oldLength - offset);
+      const diff = offset - cursor;
+      out.push(0x02, ...varint(diff >= 0 ? 2 * diff : -2 * diff - 1), ...varint(length));
+      cursor = offset + length;
+      output += length;
+    } else {
+      out.push(0x01, ...varint(o.length), ...new Array<number>(o.length).fill(0x5a));
+      output += o.length;
+    }
+  }
+  out.push(0x00, ...varint(endLength ?? output));
+  return { bytes: Buffer.from(out), output };
+}
+
+async function stagingTemps(): Promise<string[]> {
+  return (await fsp.readdir(nodePath.join(server.dir, 'fs', 'staging'))).filter((n) => n.startsWith('tmp-'));
+}
+
+describe('fuzzing resource limits', () => {
+  it('deltaAmplification', async () => {
+    const bigBefore = await c.json<EntryInfo>('GET', '/v1/stat?path=big.bin');
+    const old = await c.bytes('big.bin'); // also stages the base in the relay cache
+    const deltaOp: fc.Arbitrary<DeltaOp> = fc.oneof(
+      // Whole-file and large copies, repeated: the amplification.
+      fc.record({
+        op: fc.constant('copy' as const),
+        offset: fc.oneof(fc.constant(0), fc.nat(old.length - 1)),
+        length: fc.oneof(fc.constant(old.length), fc.integer({ min: 1, max: old.length })),
+      }),
+      fc.record({ op: fc.constant('literal' as const), length: fc.integer({ min: 1, max: 2000 }) }),
+    );
+    let refused = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(deltaOp, { minLength: 1, maxLength: 60 }),
+        fc.oneof(fc.nat(300_000), fc.constant(0)),
+        fc.boolean(),
+        fc.boolean(),
+        async (ops, declaredRaw, honestEnd, compress) => {
+          const d = buildDelta(old.length, ops, honestEnd ? undefined : declaredRaw);
+          // Declared size: at most the real output (amplification) or above it with a wrong
+          // hash — never a delta the server should accept.
+          const declared = Math.min(declaredRaw, d.output);
+          const container = encodeDeltaContainer(
+            {
+              baseSha256: sha(old),
+              targetSha256: sha('not the output'),
+              targetSize: declared,
+              delta: d.bytes,
+            },
+            { compress },
+          );
+          const before = bytesWritten();
+          const res = await c.req(
+            'POST',
+            `/v1/deltas?path=big.bin&baseRevision=${bigBefore.revision}&mtimeMs=1`,
+            container,
+          );
+          await expect4xx(res, `delta of ${d.output} bytes declared ${declared}`);
+          const written = bytesWritten() - before;
+          // The declared size plus one output buffer, plus the request and response themselves.
+          const bound = declared + 256 * 1024 + container.byteLength + 16 * 1024;
+          if (written > bound)
+            throw new Error(
+              `delta declared ${declared} (output ${d.output}): ${written} bytes written > ${bound}`,
+            );
+          refused += 1;
+        },
+      ),
+      { numRuns: RUNS },
+    );
+    expect(refused).toBe(RUNS);
+    expect(await stagingTemps()).toEqual([]);
+    const bigAfter = await c.json<EntryInfo>('GET', '/v1/stat?path=big.bin');
+    expect(bigAfter.revision).toBe(bigBefore.revision);
+  }, 600_000);
+
+  it('declaredSizes', async () => {
+    const MAX = server.config.maxFileBytes;
+    const size = fc.oneof(
+      fc.integer({ min: 0, max: 1 << 20 }),
+      fc.integer({ min: MAX - 2, max: MAX + 2 }),
+      fc.integer({ min: MAX, max: Number.MAX_SAFE_INTEGER }),
+      fc.constantFrom(-1, 1.5, Number.MAX_SAFE_INTEGER + 2, 2 ** 64, '12', null),
+    );
+    const block = fc.record({
+      offset: fc.oneof(fc.nat(1 << 20), fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER - (1 << 20) })),
+      length: fc.integer({ min: 0, max: 4096 }),
+    });
+    await fc.assert(
+      fc.asyncProperty(size, fc.array(block, { maxLength: 3 }), async (declared, blocks) => {
+        const res = await c.req('POST', '/v1/transfers', {
+          path: 'sizes/x.bin',
+          size: declared,
+          sha256: sha('sizes'),
+          mtimeMs: 1,
+        });
+        const valid = typeof declared === 'number' && Number.isSafeInteger(declared) && declared >= 0;
+        if (!valid || declared > MAX) {
+          const text = await res.clone().text();
+          await expect4xx(res, `transfer of ${String(declared)}`);
+          const code = (JSON.parse(text) as { error: { code: string } }).error.code;
+          const want = valid ? 'FILE_TOO_LARGE' : 'BAD_REQUEST';
+          if (code !== want) throw new Error(`transfer of ${String(declared)}: ${code}, expected ${want}`);
+          return;
+        }
+        count += 1;
+        if (res.status !== 201) throw new Error(`transfer of ${declared}: status ${res.status}`);
+        const t = (await res.json()) as TransferState;
+        const staged = nodePath.join(server.dir, 'fs', 'staging', t.transferId);
+        try {
+          for (const [seq, b] of blocks.entries()) {
+            const r = await c.req(
+              'PUT',
+              `/v1/transfers/${t.transferId}/blocks`,
+              encodeTransferBlock({
+                transferId: t.transferId,
+                seq,
+                offset: b.offset,
+                last: false,
+                payload: pseudoRandom(b.length, seq),
+              }),
+            );
+            if (b.offset + b.length > declared) await expect4xx(r, `block past ${declared}`);
+            else await expectNot5xx(r, `block inside ${declared}`);
+            const st = await fsp.stat(staged);
+            if (st.size > declared)
+              throw new Error(`staging file of ${st.size} bytes for a ${declared}-byte transfer`);
+          }
+        } finally {
+          await c.req('DELETE', `/v1/transfers/${t.transferId}`);
+        }
+      }),
+      { numRuns: RUNS },
+    );
   }, 600_000);
 });
