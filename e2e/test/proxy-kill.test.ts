@@ -47,6 +47,7 @@ async function startProxyProcess(config: string, url: string): Promise<ChildProc
     }
     await new Promise((r) => setTimeout(r, 50));
   }
+  child.kill('SIGKILL');
   throw new Error('the proxy did not start');
 }
 
@@ -104,6 +105,9 @@ describe('proxy killed during large uploads', () => {
     await fsp.mkdir(folder, { recursive: true });
     for (let i = 0; i < 3; i++)
       await fsp.writeFile(nodePath.join(folder, `big${i}.bin`), randomBytes(FILE_MIB * MiB + i));
+    // The token travels in a 0600 file, never on the command line (where `ps` shows it).
+    const tokenFile = nodePath.join(base, 'device.token');
+    await fsp.writeFile(tokenFile, token, { mode: 0o600 });
     agent = spawn(
       process.execPath,
       [
@@ -115,8 +119,8 @@ describe('proxy killed during large uploads', () => {
         url,
         '--state',
         state,
-        '--token',
-        token,
+        '--token-file',
+        tokenFile,
         '--device',
         'uploader',
       ],
