@@ -6,11 +6,11 @@
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
-import { dispatch } from '@weft/ui-contract';
+import { ShareSchema, dispatch } from '@weft/ui-contract';
 import type { ShareInfo } from '@weft/wire/shares';
 import { afterEach, describe, expect, it } from 'vitest';
 import { memorySecretStore } from '../src/secret-store.ts';
-import { createUiService, toShare, type UiService } from '../src/ui-server/service.ts';
+import { availabilityText, createUiService, toShare, type UiService } from '../src/ui-server/service.ts';
 
 const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -112,5 +112,80 @@ describe('shares as the Sharing screen shows them', () => {
       state: 'Problem (retrying)',
       error: 'Dropbox said 503',
     });
+  });
+
+  it('shows a member whose cloud refuses writes as unavailable, why, since when and what waits', () => {
+    const since = new Date(2026, 10, 21, 14, 2).getTime(); // local time
+    const later = new Date(2026, 10, 21, 18, 30).getTime();
+    const info: ShareInfo = {
+      id: '6c1b0b5e-6a8f-4d3c-9f7a-0a1b2c3d4e5f',
+      name: 'Team plans',
+      owner: 'alice',
+      createdMs: 1,
+      role: 'owner',
+      members: [
+        {
+          member: 'alice',
+          role: 'owner',
+          cloud: 'dropbox',
+          joinedMs: 1,
+          replica: { state: 'available', waiting: 0 },
+        },
+        {
+          member: 'bob',
+          role: 'member',
+          cloud: 'gdrive',
+          joinedMs: 2,
+          replica: { state: 'unavailable', cause: 'full', sinceMs: since, nextTryMs: later, waiting: 37 },
+        },
+        { member: 'carol', role: 'member', cloud: 'onedrive', joinedMs: 3 },
+      ],
+      status: { state: 'syncing', pending: 37, applied: 10, conflicts: 0 },
+    };
+    const members = toShare(info, 'alice', later).members;
+    expect(members.map((m) => m.availability?.summary)).toEqual([
+      'available',
+      'unavailable since 14:02 — account full; 37 changes waiting',
+      undefined, // the server did not say
+    ]);
+    expect(members[1]?.availability).toEqual({
+      state: 'unavailable',
+      cause: 'full',
+      sinceMs: since,
+      waiting: 37,
+      summary: 'unavailable since 14:02 — account full; 37 changes waiting',
+    });
+    // Another day: the date too. The member sees the cloud's own message.
+    const nextDay = new Date(2026, 10, 22, 9, 0).getTime();
+    expect(
+      availabilityText(
+        { state: 'unavailable', cause: 'unauthorised', sinceMs: since, waiting: 1, error: '401' },
+        nextDay,
+      ),
+    ).toBe(
+      'unavailable since 2026-11-21 14:02 — access revoked or expired — connect the account again; 1 change waiting',
+    );
+    const own = toShare(
+      {
+        ...info,
+        members: [
+          {
+            member: 'bob',
+            role: 'member',
+            cloud: 'gdrive',
+            joinedMs: 2,
+            replica: { state: 'unavailable', cause: 'failing', waiting: 2, error: 'Drive said 503' },
+          },
+        ],
+      },
+      'bob',
+      later,
+    );
+    expect(own.members[0]?.availability).toMatchObject({
+      summary: 'unavailable — the service is failing; 2 changes waiting',
+      detail: 'Drive said 503',
+    });
+    // What the agent hands the UI passes the UI contract.
+    expect(ShareSchema.parse(toShare(info, 'alice', later))).toEqual(toShare(info, 'alice', later));
   });
 });

@@ -104,6 +104,25 @@ export const ShareMemberSchema = z.object({
   role: z.enum(['owner', 'member']),
   /** This member is you. */
   you: z.boolean(),
+  /**
+   * Whether the share's mirror can write to this member's folder (absent: the server did
+   * not say). While 'unavailable', the changes for them wait, in order, and are applied
+   * when their cloud takes writes again; nothing is lost.
+   */
+  availability: z
+    .object({
+      state: z.enum(['available', 'unavailable']),
+      /** full: out of space; unauthorised: the connection must be made again; failing: errors. */
+      cause: z.enum(['full', 'unauthorised', 'failing']).optional(),
+      sinceMs: z.number().optional(),
+      /** Changes waiting for this member's folder. */
+      waiting: z.number().int().min(0),
+      /** In words, e.g. "unavailable since 14:02 — account full; 37 changes waiting". */
+      summary: z.string(),
+      /** The cloud's own message (only for your own folder). */
+      detail: z.string().optional(),
+    })
+    .optional(),
 });
 export type ShareMember = z.infer<typeof ShareMemberSchema>;
 export const ShareSchema = z.object({

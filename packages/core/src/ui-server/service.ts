@@ -20,7 +20,12 @@ import {
   AccountSchema,
 } from '@weft/ui-contract';
 import { type OAuthClientConfig, type TokenStore, authorizeWithLoopback } from '@weft/providers';
-import { type ReplicaChoice, type ShareInfo, shareInviteTokenFromLink } from '@weft/wire/shares';
+import {
+  type ReplicaAvailability,
+  type ReplicaChoice,
+  type ShareInfo,
+  shareInviteTokenFromLink,
+} from '@weft/wire/shares';
 import { z } from 'zod';
 import { sanitizeDevice } from '../conflict-name.ts';
 import type { Engine } from '../engine.ts';
@@ -124,7 +129,31 @@ const STATE_WORDS: Record<ShareInfo['status']['state'], string> = {
   error: 'Problem (retrying)',
 };
 
-export function toShare(info: ShareInfo, me: string): Share {
+const CAUSE_WORDS: Record<NonNullable<ReplicaAvailability['cause']>, string> = {
+  full: 'account full',
+  unauthorised: 'access revoked or expired — connect the account again',
+  failing: 'the service is failing',
+};
+
+/** A time as people read it: "14:02" today, else "2026-11-21 14:02" (local time). */
+function sinceText(ms: number, nowMs: number): string {
+  const d = new Date(ms);
+  const two = (n: number): string => String(n).padStart(2, '0');
+  const hm = `${two(d.getHours())}:${two(d.getMinutes())}`;
+  if (new Date(nowMs).toDateString() === d.toDateString()) return hm;
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${hm}`;
+}
+
+/** A member's replica in words: "unavailable since 14:02 — account full; 37 changes waiting". */
+export function availabilityText(a: ReplicaAvailability, nowMs = Date.now()): string {
+  const waiting = `${a.waiting} ${a.waiting === 1 ? 'change' : 'changes'} waiting`;
+  if (a.state === 'available') return a.waiting > 0 ? `available; ${waiting}` : 'available';
+  const since = a.sinceMs !== undefined ? ` since ${sinceText(a.sinceMs, nowMs)}` : '';
+  const why = a.cause ? ` — ${CAUSE_WORDS[a.cause]}` : '';
+  return `unavailable${since}${why}; ${waiting}`;
+}
+
+export function toShare(info: ShareInfo, me: string, nowMs = Date.now()): Share {
   const mine = info.members.find((m) => m.member === me);
   return {
     id: info.id,
@@ -137,6 +166,18 @@ export function toShare(info: ShareInfo, me: string): Share {
       cloud: m.cloud,
       role: m.role,
       you: m.member === me,
+      ...(m.replica
+        ? {
+            availability: {
+              state: m.replica.state,
+              ...(m.replica.cause ? { cause: m.replica.cause } : {}),
+              ...(m.replica.sinceMs !== undefined ? { sinceMs: m.replica.sinceMs } : {}),
+              waiting: m.replica.waiting,
+              summary: availabilityText(m.replica, nowMs),
+              ...(m.replica.error !== undefined ? { detail: m.replica.error } : {}),
+            },
+          }
+        : {}),
     })),
     state: STATE_WORDS[info.status.state],
     ...(info.status.lastError ? { error: info.status.lastError } : {}),

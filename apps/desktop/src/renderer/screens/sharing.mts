@@ -105,6 +105,18 @@ export function sharingScreen(
           ),
         ),
       ),
+      // A member whose cloud refuses the mirror's writes (full, access revoked, failing):
+      // shown to everyone in the share, the owner included; their changes wait, none lost.
+      sh.members
+        .filter((m) => m.availability?.state === 'unavailable')
+        .map((m) =>
+          h(
+            'p',
+            { class: 'problem replica-unavailable', role: 'status' },
+            `${m.you ? 'Your' : `${m.name}’s`} ${CLOUD_LABEL[m.cloud]}: ${m.availability?.summary ?? ''}`,
+            m.availability?.detail ? ` (${m.availability.detail})` : '',
+          ),
+        ),
       h(
         'div',
         { class: 'row' },
