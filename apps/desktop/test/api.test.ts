@@ -35,6 +35,8 @@ function handlers(over: Partial<ApiHandlers> = {}): ApiHandlers {
     connectCloud: async () => ({ authorizeUrl: 'http://127.0.0.1:1/oauth2/authorize' }),
     disconnect: async () => ({ accounts: [] }),
     connectWeft: fail,
+    listDevices: async () => ({ available: false, reason: 'later', devices: [] }),
+    removeDevice: fail,
     getSharing: async () => ({ available: false, reason: 'later', shares: [] }),
     shareFolder: fail,
     createInvite: fail,

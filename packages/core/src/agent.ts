@@ -10,7 +10,13 @@ import * as fsp from 'node:fs/promises';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
-import { type DeviceCredentials, enrolDevice, loadDevice, saveDevice } from './device-credentials.ts';
+import {
+  type DeviceCredentials,
+  enrolDevice,
+  forgetDevice,
+  loadDevice,
+  saveDevice,
+} from './device-credentials.ts';
 import { Engine } from './engine.ts';
 import { ProxyClient } from './remote/proxy-client.ts';
 import { type SecretStore, keyFileSecretStore } from './secret-store.ts';
@@ -175,6 +181,13 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
       (enrolling ??= enrolDevice(options.stateDir, secrets, request)
         .then(open)
         .finally(() => (enrolling = undefined))),
+    // Removing this computer from the Accounts screen (or after the server revoked it).
+    signOut: async () => {
+      const old = session;
+      session = undefined;
+      await old?.engine.stop();
+      await forgetDevice(options.stateDir, secrets);
+    },
     defaultUser: options.user ?? 'me',
     defaultDeviceName: deviceName,
     secrets,

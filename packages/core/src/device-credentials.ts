@@ -75,3 +75,9 @@ export async function enrolDevice(
   await saveDevice(stateDir, secrets, device);
   return device;
 }
+
+/** Forget this device's enrolment (signed out or removed): device.json and the token go. */
+export async function forgetDevice(stateDir: string, secrets: SecretStore): Promise<void> {
+  await secrets.delete(DEVICE_TOKEN_SECRET);
+  await fsp.rm(nodePath.join(stateDir, DEVICE_FILE), { force: true });
+}

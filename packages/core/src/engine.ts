@@ -97,6 +97,12 @@ export interface EngineOptions {
   readonly trace?: (event: string, detail: unknown) => void;
 }
 
+/** The status message of a device whose token was revoked (removed from its account). */
+export const DEVICE_REMOVED_MESSAGE = 'This computer was removed from your Weft account';
+/** The status message when the server does not know this device's token at all. */
+export const DEVICE_UNKNOWN_MESSAGE =
+  'The Weft server no longer recognises this computer; connect it again under Accounts';
+
 export class Engine implements Disposable {
   readonly status: StatusModel;
   readonly journal: Journal;
@@ -111,6 +117,8 @@ export class Engine implements Disposable {
   private running: Promise<void> | undefined;
   private again = false;
   private stopped = false;
+  /** The server refused this device's token (revoked or unknown): nothing more is tried. */
+  private removed = false;
   private retryTimer: NodeJS.Timeout | undefined;
   private feedTimer: NodeJS.Timeout | undefined;
   private pausedUntil = 0;
@@ -194,7 +202,7 @@ export class Engine implements Disposable {
   }
 
   private kick(): void {
-    if (this.stopped) return;
+    if (this.stopped || this.removed) return;
     if (this.running) {
       this.again = true;
       return;
@@ -210,9 +218,15 @@ export class Engine implements Disposable {
       this.again = false;
       try {
         await this.pass();
+        // A pass that ran on while the feed reported the revocation does not undo its state.
+        if (this.removed) return this.showRemoved();
         this.lastError = undefined;
       } catch (e) {
         this.lastError = e;
+        if (e instanceof RemoteError && e.status === 401) {
+          this.halt(e.code);
+          return;
+        }
         if (e instanceof OfflineError) {
           this.status.update({ state: 'offline', error: e.message });
           this.scheduleRetry();
@@ -225,8 +239,37 @@ export class Engine implements Disposable {
     } while (this.again && !this.stopped);
   }
 
+  /**
+   * The server no longer accepts this device's token: stop syncing for good (no retry loop)
+   * and say why. The journal and the folder stay as they are; enrolling again resumes.
+   */
+  private halt(code: string): void {
+    if (this.removed) return;
+    this.removed = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    if (this.feedTimer) clearTimeout(this.feedTimer);
+    this.feedTimer = undefined;
+    const feed = this.feed;
+    this.feed = undefined;
+    feed?.dispose();
+    this.removedMessage = code === 'DEVICE_REVOKED' ? DEVICE_REMOVED_MESSAGE : DEVICE_UNKNOWN_MESSAGE;
+    this.showRemoved();
+  }
+
+  private removedMessage = DEVICE_REMOVED_MESSAGE;
+
+  private showRemoved(): void {
+    this.status.update({ state: 'removed', error: this.removedMessage, transfers: [] });
+  }
+
+  /** True once the server has refused this device's token (see halt). */
+  get isRemoved(): boolean {
+    return this.removed;
+  }
+
   private scheduleRetry(): void {
-    if (this.retryTimer || this.stopped) return;
+    if (this.retryTimer || this.stopped || this.removed) return;
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
       this.remoteDirty = true;
@@ -243,11 +286,13 @@ export class Engine implements Disposable {
   // ------------------------------------------------------------------ pause / guard
 
   pause(untilMs = Number.MAX_SAFE_INTEGER): void {
+    if (this.removed) return;
     this.pausedUntil = untilMs;
     this.status.update({ state: 'paused', pausedUntilMs: untilMs });
   }
 
   resume(): void {
+    if (this.removed) return;
     this.pausedUntil = 0;
     this.status.update({ state: 'idle', pausedUntilMs: undefined });
     this.kick();
@@ -1438,6 +1483,10 @@ export class Engine implements Disposable {
     this.feed = this.options.client.openFeed(
       cursor,
       (m) => {
+        if (m.type === 'error' && (m.error.code === 'DEVICE_REVOKED' || m.error.code === 'UNAUTHORIZED')) {
+          this.halt(m.error.code);
+          return;
+        }
         if (m.type === 'changes' || m.type === 'reset') {
           // A burst of remote changes (another device dropping thousands of files) becomes
           // one pull of many changes, downloaded in bundles, not one pass per change.
@@ -1453,7 +1502,7 @@ export class Engine implements Disposable {
       },
       () => {
         this.feed = undefined;
-        if (!this.stopped) this.scheduleRetry();
+        if (!this.stopped && !this.removed) this.scheduleRetry();
       },
     );
   }

@@ -4,7 +4,8 @@
  */
 import { Emitter } from './lifecycle.ts';
 
-export type FolderState = 'idle' | 'scanning' | 'syncing' | 'paused' | 'offline' | 'error';
+/** `removed`: the server refused this device's token (revoked); syncing has stopped for good. */
+export type FolderState = 'idle' | 'scanning' | 'syncing' | 'paused' | 'offline' | 'error' | 'removed';
 
 export interface TransferStatus {
   readonly path: string;

@@ -11,7 +11,16 @@ export const CHANNEL_PREFIX = 'weft:';
 /** IPC/event name for pushed status updates. */
 export const STATUS_EVENT = `${CHANNEL_PREFIX}event:status`;
 
-export const FolderStateSchema = z.enum(['idle', 'scanning', 'syncing', 'paused', 'offline', 'error']);
+/** `removed`: this computer was removed from its Weft account (its token revoked); it no longer syncs. */
+export const FolderStateSchema = z.enum([
+  'idle',
+  'scanning',
+  'syncing',
+  'paused',
+  'offline',
+  'error',
+  'removed',
+]);
 
 export const FolderStatusSchema = z.object({
   folder: z.string(),
@@ -164,6 +173,26 @@ export const InvitePreviewSchema = z.object({
 });
 export type InvitePreview = z.infer<typeof InvitePreviewSchema>;
 
+/** One of your Weft devices (computers enrolled with your Weft storage account). */
+export const DeviceSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  createdMs: z.number(),
+  /** Last time the server heard from it (to the minute); absent: not since it was added. */
+  lastSeenMs: z.number().optional(),
+  /** This computer. */
+  current: z.boolean(),
+});
+export type Device = z.infer<typeof DeviceSchema>;
+export const DevicesSchema = z.object({
+  /** False before this computer is connected to Weft storage, or when the list cannot be had. */
+  available: z.boolean(),
+  /** Why the list is not available (shown as is). */
+  reason: z.string().optional(),
+  devices: z.array(DeviceSchema),
+});
+export type Devices = z.infer<typeof DevicesSchema>;
+
 const Empty = z.object({}).strict();
 
 /** Method name → input and output schemas. Adding a method here types both sides. */
@@ -219,6 +248,13 @@ export const api = {
       .strict(),
     output: z.object({ accounts: z.array(AccountSchema) }),
   },
+  /** This computer and your other devices on Weft storage. */
+  listDevices: { input: Empty, output: DevicesSchema },
+  /**
+   * Remove a device from your account: its access ends at once and it stops syncing.
+   * Removing this computer signs it out (its files stay on disk).
+   */
+  removeDevice: { input: z.object({ id: z.string().min(1).max(64) }).strict(), output: DevicesSchema },
   getSharing: { input: Empty, output: SharingSchema },
   /** Share a folder of one of your clouds; answers with a first invitation to send. */
   shareFolder: {

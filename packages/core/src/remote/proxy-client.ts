@@ -12,6 +12,7 @@ import {
   type BundleDeferredReason,
   BundleUploadResponse,
   ChangesResponse,
+  DeviceListResponse,
   EnrolResponse,
   EntryInfo,
   type ErrorCode,
@@ -228,6 +229,21 @@ export class ProxyClient {
 
   async whoami(): Promise<z.infer<typeof WhoAmIResponse>> {
     return this.parseJson(await this.request('GET', '/whoami'), WhoAmIResponse);
+  }
+
+  /** This user's devices (`current`: this one). */
+  async listDevices(): Promise<DeviceListResponse> {
+    return this.parseJson(await this.request('GET', '/devices'), DeviceListResponse);
+  }
+
+  /**
+   * Revoke one of this user's devices (this one: sign out). Its token stops working at once;
+   * an unknown id, or another user's device, is a RemoteError 404.
+   */
+  async revokeDevice(deviceId: string): Promise<void> {
+    const res = await this.request('DELETE', `/devices/${encodeURIComponent(deviceId)}`);
+    await ensureOk(res);
+    await res.body?.cancel();
   }
 
   async list(path = '', recursive = true): Promise<ListResponse> {

@@ -12,6 +12,7 @@ import {
   type ApiHandlers,
   type CloudProvider,
   DEFAULT_SETTINGS,
+  type Devices,
   type FolderStatusDto,
   type Settings,
   type Share,
@@ -30,7 +31,7 @@ import { z } from 'zod';
 import { sanitizeDevice } from '../conflict-name.ts';
 import type { Engine } from '../engine.ts';
 import { Emitter, type Disposable } from '../lifecycle.ts';
-import type { ProxyClient } from '../remote/proxy-client.ts';
+import { OfflineError, type ProxyClient, RemoteError } from '../remote/proxy-client.ts';
 import { type SecretStore, secretTokenStore } from '../secret-store.ts';
 import type { FolderStatus } from '../status.ts';
 import { type ShareBackend, ShareApiError, httpShareBackend } from './share-client.ts';
@@ -61,6 +62,11 @@ export interface UiServiceOptions {
   readonly session: () => UiSession | undefined;
   /** Enrol with a server and start syncing (the Accounts screen's Weft storage form). */
   readonly enrol?: (request: EnrolRequest) => Promise<UiSession>;
+  /**
+   * Sign this computer out: stop the engine and forget the device token (the folder and its
+   * files stay). Called after the server revoked the token, or when this computer was removed.
+   */
+  readonly signOut?: () => Promise<void>;
   /** Default names for the enrolment form. */
   readonly defaultUser?: string;
   readonly defaultDeviceName?: string;
@@ -271,14 +277,17 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
     );
   const accounts = (): Account[] => {
     const s = options.session();
+    const removed = s?.engine.getStatus().state === 'removed';
     return [
       ...(s
         ? [
             {
               kind: 'weft' as const,
-              state: 'connected' as const,
+              state: removed ? ('error' as const) : ('connected' as const),
               label: `${s.user || 'this device'} on ${s.server}`,
-              detail: `Device “${s.deviceName}”, folder ${options.folder}`,
+              detail: removed
+                ? `${s.engine.getStatus().error ?? 'This computer was removed from your Weft account'}. Connect it again to sync.`
+                : `Device “${s.deviceName}”, folder ${options.folder}`,
             },
           ]
         : []),
@@ -329,6 +338,40 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       api.connectAccount({ provider: cloud, label: CLOUD_NAMES[cloud], tokens }),
     );
     return { cloud: 'account', accountId: account.id, root };
+  };
+
+  /** Stop the engine and forget this computer's enrolment (the files stay). */
+  const signOut = async (): Promise<void> => {
+    if (!options.signOut) throw new ApiError('unavailable', 'Signing out is not possible here.');
+    backend = undefined;
+    await options.signOut();
+    follow();
+    changed.fire();
+  };
+  const devices = async (): Promise<Devices> => {
+    const s = options.session();
+    if (!s) return { available: false, reason: NO_SESSION, devices: [] };
+    if (s.engine.getStatus().state === 'removed')
+      return { available: false, reason: s.engine.getStatus().error ?? 'Removed', devices: [] };
+    try {
+      const { devices: list } = await s.client.listDevices();
+      return {
+        available: true,
+        devices: list.map((d) => ({
+          id: d.id,
+          name: d.name,
+          createdMs: d.createdMs,
+          ...(d.lastSeenMs !== null ? { lastSeenMs: d.lastSeenMs } : {}),
+          current: d.current,
+        })),
+      };
+    } catch (e) {
+      if (e instanceof OfflineError)
+        return { available: false, reason: 'Cannot reach the Weft server.', devices: [] };
+      if (e instanceof RemoteError && e.status === 404 && e.code === 'NOT_FOUND')
+        return { available: false, reason: 'This Weft server does not list devices.', devices: [] };
+      throw e;
+    }
   };
 
   const inviteToken = (invite: string): string => {
@@ -403,8 +446,11 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
     },
     listAccounts: async () => ({ accounts: accounts() }),
     connectWeft: async ({ server, user, deviceName, enrolment }) => {
-      if (options.session())
+      const current = options.session();
+      if (current && current.engine.getStatus().state !== 'removed')
         throw new ApiError('bad-request', 'This computer is already connected to Weft storage.');
+      // Removed from its account: the old enrolment is dead; forget it, then enrol again.
+      if (current) await signOut();
       if (!options.enrol) throw new ApiError('unavailable', 'Enrolment is not possible here.');
       try {
         await options.enrol({
@@ -492,6 +538,30 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       await options.secrets.delete(`cloud-${kind}`);
       await saveAccounts();
       return { accounts: accounts() };
+    },
+    listDevices: () => devices(),
+    removeDevice: async ({ id }) => {
+      const s = session();
+      const mine = s.engine.getStatus().state === 'removed';
+      if (!mine) {
+        const list = await devices();
+        if (!list.available)
+          throw new ApiError('unavailable', list.reason ?? 'Devices cannot be listed now.');
+        const target = list.devices.find((d) => d.id === id);
+        if (!target) throw new ApiError('bad-request', 'There is no such device on your account.');
+        try {
+          await s.client.revokeDevice(id);
+        } catch (e) {
+          if (e instanceof OfflineError)
+            throw new ApiError('unavailable', 'Cannot reach the Weft server; try again.');
+          // Already removed meanwhile (by another device): the result is the same.
+          if (!(e instanceof RemoteError && (e.status === 404 || e.code === 'DEVICE_REVOKED'))) throw e;
+        }
+        if (!target.current) return devices();
+      }
+      // This computer (or, once removed from the account, whatever was asked): sign out.
+      await signOut();
+      return devices();
     },
     getSharing: () => sharing(),
     shareFolder: async ({ name, cloud, folder }) => {
