@@ -328,10 +328,46 @@ describe('cross-cloud share served by the proxy: Dropbox, Drive, OneDrive and We
       return gone;
     };
 
+    /** Cat's replica as the share API shows it to Ann (the owner), once `ok` holds. */
+    const catReplica = async (
+      ok: (r: { state: string; cause?: string; waiting: number } | undefined) => boolean,
+    ): Promise<{ state: string; cause?: string; waiting: number }> => {
+      for (const until = Date.now() + 60_000; ;) {
+        const listed = await api<{
+          shares: {
+            members: { member: string; replica?: { state: string; cause?: string; waiting: number } }[];
+          }[];
+        }>('ann', 'GET', '/v1/shares');
+        const r = listed.shares[0]?.members.find((m) => m.member === 'cat')?.replica;
+        if (ok(r) && r) return r;
+        if (Date.now() > until) throw new Error(`cat's replica: ${JSON.stringify(r)}`);
+        await new Promise((res) => setTimeout(res, 100));
+      }
+    };
     const started = Date.now();
     let restarted = false;
     let statsBeforeRestart: object | undefined;
+    // Cat's OneDrive is full (507 on every write: uploads, folders, moves, deletes; reads
+    // work) from a third of the run to two thirds — across the proxy restart, longer than
+    // any retry limit — then has room again. The share API shows her replica unavailable
+    // meanwhile; nothing may be lost or rolled back once her outage log replays.
+    const od = members.find((m) => m.user === 'cat')?.emulator;
+    let fullUntil: (() => void)[] | undefined;
+    let outageSeen: { state: string; cause?: string; waiting: number } | undefined;
+    const progress = (n: number): number =>
+      Number.isFinite(OPS) ? n / OPS : (Date.now() - started) / DURATION_MS;
     for (let n = 0; n < OPS && Date.now() - started < DURATION_MS; n++) {
+      if (od && !fullUntil && !outageSeen && progress(n) >= 1 / 3) {
+        fullUntil = ['PUT', 'PATCH', 'POST', 'DELETE'].map((method) =>
+          od.faults.add({ method, action: { kind: 'status', status: 507, reason: 'quotaLimitReached' } }),
+        );
+        count('onedrive full');
+      }
+      if (fullUntil && progress(n) >= 2 / 3) {
+        outageSeen = await catReplica((r) => r?.state === 'unavailable');
+        for (const heal of fullUntil) heal();
+        fullUntil = undefined;
+      }
       if (!restarted && (n >= OPS / 2 || Date.now() - started >= DURATION_MS / 2)) {
         // The proxy goes down and comes back on the same data (a new port): the shares'
         // engines resume from their persisted cursors and log.
@@ -410,6 +446,7 @@ describe('cross-cloud share served by the proxy: Dropbox, Drive, OneDrive and We
     }
 
     // Activity stops: faults off, the engine drains, then a final quiescent pass.
+    if (fullUntil) outageSeen = await catReplica((r) => r?.state === 'unavailable');
     for (const e of emulators) e.faults.clear();
     const operationsMs = Date.now() - started;
     const running = server as RunningProxyServer;
@@ -423,7 +460,7 @@ describe('cross-cloud share served by the proxy: Dropbox, Drive, OneDrive and We
 
     const trees = await Promise.all(members.map((m) => fileHashes(m.person, m.root)));
     const operations = Object.entries(counts)
-      .filter(([k]) => k !== 'proxy restart' && k !== 'raced (skipped)')
+      .filter(([k]) => k !== 'proxy restart' && k !== 'raced (skipped)' && k !== 'onedrive full')
       .reduce((n, [, v]) => n + v, 0);
     const injected = emulators.map((e) => Object.values(e.faults.stats().fired).reduce((n, v) => n + v, 0));
     // For bench/share-mirror.bench.ts: one machine-readable line. Bytes are API body bytes
@@ -487,6 +524,11 @@ describe('cross-cloud share served by the proxy: Dropbox, Drive, OneDrive and We
     if (missing.length > 0)
       process.stderr.write(`lost: ${missing.map((t) => `${t} (${origins.get(t)})`).join(', ')}\n`);
     expect(missing).toEqual([]);
+    // The full OneDrive was shown as such to the owner, and is available again, nothing waiting.
+    if (od) {
+      expect(outageSeen).toMatchObject({ state: 'unavailable', cause: 'full' });
+      expect(await catReplica(() => true)).toEqual({ state: 'available', waiting: 0 });
+    }
 
     const faults = emulators.map((e) => {
       const s = e.faults.stats();
