@@ -1334,10 +1334,17 @@ export class MirrorEngine {
         const keys = (op.op.type === 'move' ? [op.op.from, op.op.to] : [op.op.path]).map(caseFoldKey);
         const run = async (): Promise<void> => {
           const whole = overlaps(waiting, keys, barrier);
-          const res = await this.applyOp(op, (id, origin) => {
-            if (whole || overlaps(behind.get(id), keys, barrier)) return false;
-            return origin || this.writable(id);
-          });
+          let res: Awaited<ReturnType<MirrorEngine['applyOp']>>;
+          try {
+            res = await this.applyOp(op, (id, origin) => {
+              if (whole || overlaps(behind.get(id), keys, barrier)) return false;
+              return origin || this.writable(id);
+            });
+          } catch (e) {
+            // Not a replica's failure (those are handled inside): the entry waits whole.
+            this.log.error({ err: e, seq: op.seq }, 'applying a log entry failed');
+            res = { waiting: this.replicas.map((r) => r.id), deferred: true, progressed: false };
+          }
           hold(res.waiting, keys);
           if (res.deferred) for (const k of keys) waiting.add(k);
           if (res.progressed) {
@@ -1355,7 +1362,7 @@ export class MirrorEngine {
         const prev = tails.get(key) ?? Promise.resolve();
         const next = prev.then(run);
         const tracked = next.catch((e: unknown) => {
-          this.log.error({ err: e, seq: op.seq }, 'applying a log entry failed');
+          this.log.error({ err: e, seq: op.seq }, 'log entry: unexpected failure');
         });
         tails.set(key, tracked);
         inflight.add(tracked);
