@@ -423,6 +423,38 @@ describe('desktop UI in Chromium', () => {
       .poll(async () => text(await aliceDropbox.read('Team/reply.txt')).catch(() => ''), { timeout: 60_000 })
       .toBe('ok, from bob\n');
 
+    // Bob's Drive is full (every write refused with storageQuotaExceeded; reads work): both
+    // screens say so — the owner's too — with the reason and what waits; Alice's new file
+    // waits for him, and reaches him when there is room again.
+    const full = ['POST', 'PATCH', 'PUT', 'DELETE'].map((method) =>
+      gdrive.faults.add({ method, action: { kind: 'status', status: 403, reason: 'storageQuotaExceeded' } }),
+    );
+    await aliceDropbox.write('Team/while-full.txt', Buffer.from('waits for room\n'));
+    const unavailable = (p: Page) =>
+      p.locator('#shares-list .replica-unavailable').evaluateAll((ps) => ps.map((x) => x.textContent));
+    await expect
+      .poll(() => unavailable(page), { timeout: 60_000 })
+      .toEqual([
+        expect.stringMatching(
+          /^bob’s Google Drive: unavailable since [\d :-]+ — account full; \d+ changes? waiting$/,
+        ),
+      ]);
+    await expect
+      .poll(() => unavailable(bobPage), POLL)
+      .toEqual([
+        expect.stringMatching(
+          /^Your Google Drive: unavailable since .* — account full; \d+ changes? waiting \(.+\)$/,
+        ),
+      ]);
+    await checkVariants(page, 'sharing-member-unavailable');
+    for (const heal of full) heal();
+    await expect
+      .poll(async () => text(await bobDrive.read('From Alice/while-full.txt')).catch(() => ''), {
+        timeout: 60_000,
+      })
+      .toBe('waits for room\n');
+    await expect.poll(() => unavailable(page), { timeout: 60_000 }).toEqual([]);
+
     // Alice's screen shows Bob and his cloud as they join (no reload).
     await expect
       .poll(() => rows(page), POLL)

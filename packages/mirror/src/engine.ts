@@ -1448,7 +1448,10 @@ export class MirrorEngine {
         progressed = true;
         continue;
       }
-      this.log.warn({ seq: logged.seq, replica: t.id, err: reason }, 'apply failed');
+      // Once per outage at warn level (failed()); each try of an unavailable replica: debug.
+      if (this.outages.has(t.id))
+        this.log.debug({ seq: logged.seq, replica: t.id, err: reason }, 'apply failed');
+      else this.log.warn({ seq: logged.seq, replica: t.id, err: reason }, 'apply failed');
       this.failed(t, reason, 'writing');
     }
     if (this.replicas.every((r) => done.has(r.id))) {

@@ -249,6 +249,7 @@ describe('share API: Weft storage ↔ Dropbox through the proxy', () => {
       '/v1/shares/{id}/invites',
     ])
       expect(Object.keys(openapi.paths)).toContain(p);
+    expect(JSON.stringify(openapi)).toContain('ReplicaAvailability');
 
     // Removal: Ben stops syncing; his folder stays as it is.
     expect((await ann.req('DELETE', `/v1/shares/${created.id}/members/ben`)).status).toBe(204);
