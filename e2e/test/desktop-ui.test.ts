@@ -10,7 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { type RunningAgent, keyFileSecretStore } from '@weft/core';
+import { ProxyClient, type RunningAgent, keyFileSecretStore } from '@weft/core';
 import { type OpenedUi, openDesktopUi } from '@weft/desktop';
 import { DropboxEmulator, GDriveEmulator } from '@weft/cloud-emulators';
 import { buildRenderer } from '@weft/desktop/build';
@@ -18,7 +18,7 @@ import { DropboxProvider, GDriveProvider, dropboxOAuth, googleOAuth } from '@wef
 import { startProxyServer } from '@weft/proxy-server';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Device, type TestProxy, startDevice, tempDir } from '../src/harness.ts';
+import { type Device, type TestProxy, enrol, startDevice, tempDir } from '../src/harness.ts';
 import {
   ensureChromium,
   launchChromium,
@@ -289,6 +289,41 @@ describe('desktop UI in Chromium', () => {
     await signin.close();
     await expect.poll(() => page.locator('#state-dropbox').textContent(), POLL).toMatch(/^Connected since /);
     await expect(page.locator('#weft-account').textContent()).resolves.toContain(proxy.url);
+  });
+
+  it('Accounts lists this computer and the other devices, and removes one after a confirmation', async () => {
+    const tabletToken = await enrol(proxy, 'alice', 'old tablet');
+    const tablet = new ProxyClient({ baseUrl: proxy.url, token: tabletToken });
+    await page.goto(`${agent.statusUrl}#accounts`);
+    const list = page.locator('#device-list');
+    await expect
+      .poll(() => list.locator('li .name').allTextContents(), POLL)
+      .toEqual(['laptop (this computer)', 'phone', 'old tablet']);
+    await expect(list.locator('li').first().textContent()).resolves.toContain('last seen now');
+    await page.getByRole('button', { name: 'Remove old tablet' }).click();
+    // Nothing happens before the confirmation; the confirmation has the focus.
+    await expect(tablet.whoami()).resolves.toMatchObject({ deviceName: 'old tablet' });
+    await expect
+      .poll(() => page.evaluate('document.activeElement && document.activeElement.id'), POLL)
+      .toBe('confirm-remove');
+    await expect(page.locator('.confirm p').textContent()).resolves.toMatch(
+      /Remove old tablet from your Weft account\?/,
+    );
+    await checkVariants(page, 'accounts-remove-device');
+    // Cancel leaves it; confirming removes it.
+    await page.getByRole('button', { name: 'Cancel' }).click();
+    await expect(page.locator('.confirm').count()).resolves.toBe(0);
+    await page.getByRole('button', { name: 'Remove old tablet' }).click();
+    await page.locator('#confirm-remove').click();
+    await expect
+      .poll(() => list.locator('li .name').allTextContents(), POLL)
+      .toEqual(['laptop (this computer)', 'phone']);
+    await expect
+      .poll(() => page.locator('#device-note').textContent(), POLL)
+      .toBe('old tablet was removed from your Weft account.');
+    await expect(tablet.whoami()).rejects.toMatchObject({ status: 401, code: 'DEVICE_REVOKED' });
+    // This computer goes on syncing.
+    expect(agent.engine.getStatus().state).not.toBe('removed');
   });
 
   it('a second person starts unenrolled, enrols from the Accounts screen, and connects Google Drive', async () => {

@@ -29,7 +29,7 @@ export function formatEta(seconds: number | undefined): string {
 export type DisplayState = 'upToDate' | 'syncing' | 'paused' | 'offline' | 'error' | 'conflict';
 
 export function displayState(s: FolderStatusDto): DisplayState {
-  if (s.state === 'error') return 'error';
+  if (s.state === 'error' || s.state === 'removed') return 'error';
   if (s.state === 'offline') return 'offline';
   if (s.state === 'paused' || s.massDeletePending) return 'paused';
   if (s.conflicts.length > 0) return 'conflict';
@@ -59,6 +59,11 @@ export function plainError(message: string | undefined): { cause: string; advice
     return {
       cause: 'This computer is not connected to Weft storage yet.',
       advice: 'Connect it under Accounts with your server’s address and an invite code.',
+    };
+  if (/removed from your weft account/.test(m))
+    return {
+      cause: 'This computer was removed from your Weft account.',
+      advice: 'It no longer syncs; its files stay here. To sync it again, connect it under Accounts.',
     };
   if (/offline|econnrefused|enotfound|fetch failed|network|socket|timed? ?out/.test(m))
     return {

@@ -1,8 +1,10 @@
 /**
  * Accounts: Weft storage (this device's server; enrolment with a server address and an
- * invite code or admin token on the first run) and clouds connected through OAuth.
+ * invite code or admin token on the first run), this computer and the user's other devices
+ * (each can be removed, after a confirmation; removing this computer signs it out), and
+ * clouds connected through OAuth.
  */
-import type { Account, CloudProvider, WeftClient } from '../../common/api.ts';
+import type { Account, CloudProvider, Device, Devices, WeftClient } from '../../common/api.ts';
 import { Scope, h, renderInto, timeText } from '../dom.mts';
 
 const CLOUDS: { id: CloudProvider; name: string }[] = [
@@ -24,11 +26,20 @@ export function accountsScreen(
   report: (m: string) => void,
 ): void {
   const weft = h('div', { id: 'weft-account' });
+  const devices = h('div', { id: 'weft-devices' });
+  const deviceNote = h('p', { id: 'device-note', role: 'status' });
   const clouds = h('ul', { class: 'accounts', id: 'cloud-accounts' });
   const link = h('p', { id: 'signin-link', 'aria-live': 'polite' });
   root.replaceChildren(
     h('h2', {}, 'Accounts'),
-    h('section', { 'aria-labelledby': 'h-weft' }, h('h3', { id: 'h-weft' }, 'Weft storage'), weft),
+    h(
+      'section',
+      { 'aria-labelledby': 'h-weft' },
+      h('h3', { id: 'h-weft' }, 'Weft storage'),
+      weft,
+      devices,
+      deviceNote,
+    ),
     h(
       'section',
       { 'aria-labelledby': 'h-clouds' },
@@ -48,16 +59,18 @@ export function accountsScreen(
   const draw = (accounts: Account[]): void => {
     const home = accounts.find((a) => a.kind === 'weft');
     renderInto(weft, JSON.stringify(home ?? null), () =>
-      home
-        ? h(
-            'dl',
-            { class: 'facts' },
-            h('dt', {}, 'Server'),
-            h('dd', { class: 'path' }, home.label),
-            h('dt', {}, 'This device'),
-            h('dd', {}, home.detail ?? ''),
-          )
-        : weftForm(),
+      home && home.state === 'error'
+        ? [h('p', { class: 'error', id: 'weft-removed', role: 'alert' }, home.detail ?? ''), weftForm()]
+        : home
+          ? h(
+              'dl',
+              { class: 'facts' },
+              h('dt', {}, 'Server'),
+              h('dd', { class: 'path' }, home.label),
+              h('dt', {}, 'This device'),
+              h('dd', {}, home.detail ?? ''),
+            )
+          : weftForm(),
     );
     renderInto(clouds, JSON.stringify(accounts.filter((a) => a.kind !== 'weft')), () =>
       CLOUDS.map((c) => {
@@ -104,6 +117,74 @@ export function accountsScreen(
     }
   };
   const fail = (e: unknown): void => report(e instanceof Error ? e.message : String(e));
+
+  /** The device whose removal waits for a confirmation, if any. */
+  let confirming: string | undefined;
+  let shownDevices: Devices | undefined;
+  const drawDevices = (list: Devices): void => {
+    shownDevices = list;
+    renderInto(devices, JSON.stringify([list, confirming]), () =>
+      list.available
+        ? [
+            h('h4', { id: 'h-devices' }, 'Your devices'),
+            h(
+              'ul',
+              { class: 'accounts', id: 'device-list', 'aria-labelledby': 'h-devices' },
+              ...list.devices.map(deviceItem),
+            ),
+          ]
+        : null,
+    );
+  };
+  const deviceItem = (d: Device): HTMLElement => {
+    const nameId = `device-name-${d.id}`;
+    const seen = d.current ? 'now' : d.lastSeenMs !== undefined ? timeText(d.lastSeenMs) : 'not yet';
+    return h(
+      'li',
+      { class: 'account device', 'data-device': d.id },
+      h('span', { class: 'name', id: nameId }, d.current ? `${d.name} (this computer)` : d.name),
+      h('span', { class: 'account-state' }, `Added ${timeText(d.createdMs)} · last seen ${seen}`),
+      confirming === d.id
+        ? h(
+            'div',
+            { class: 'confirm', role: 'group', 'aria-labelledby': `confirm-${d.id}` },
+            h(
+              'p',
+              { id: `confirm-${d.id}` },
+              d.current
+                ? `Remove this computer from your Weft account? It stops syncing and is signed out; its files stay on this computer.`
+                : `Remove ${d.name} from your Weft account? It stops syncing at once and needs a new invite to sync again; its files stay on it.`,
+            ),
+            h(
+              'button',
+              { type: 'button', class: 'danger', id: 'confirm-remove', onclick: () => remove(d) },
+              d.current ? 'Remove and sign out' : `Remove ${d.name}`,
+            ),
+            h('button', { type: 'button', id: 'cancel-remove', onclick: () => ask(undefined) }, 'Cancel'),
+          )
+        : h(
+            'button',
+            { type: 'button', 'aria-describedby': nameId, onclick: () => ask(d.id) },
+            d.current ? 'Remove this computer' : `Remove ${d.name}`,
+          ),
+    );
+  };
+  const ask = (id: string | undefined): void => {
+    confirming = id;
+    deviceNote.textContent = '';
+    if (shownDevices) drawDevices(shownDevices);
+    if (id) document.getElementById('confirm-remove')?.focus();
+  };
+  const remove = (d: Device): void => {
+    confirming = undefined;
+    api.removeDevice({ id: d.id }).then((list) => {
+      drawDevices(list);
+      deviceNote.textContent = d.current
+        ? 'This computer was removed from your Weft account and signed out.'
+        : `${d.name} was removed from your Weft account.`;
+      if (d.current) refresh();
+    }, fail);
+  };
   const weftForm = (): HTMLElement => {
     const progress = h('p', { id: 'weft-connect-status', role: 'status' });
     const field = (id: string, label: string, attrs: Record<string, string | boolean>, hint?: string) => [
@@ -181,6 +262,7 @@ export function accountsScreen(
   const refresh = (): void => {
     timer = undefined;
     api.listAccounts({}).then((r) => draw(r.accounts), fail);
+    api.listDevices({}).then(drawDevices, fail);
   };
   const connectCloud = (id: CloudProvider, name: string): void => {
     api.connectCloud({ provider: id }).then(({ authorizeUrl }) => {
