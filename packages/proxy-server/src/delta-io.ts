@@ -5,11 +5,11 @@
  * the file size; the patched output never exceeds the size the container declares.
  */
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import * as fsp from 'node:fs/promises';
-import { Readable, Transform } from 'node:stream';
+import { Readable, Transform, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { crc32, createDeflateRaw } from 'node:zlib';
+import { crc32, createDeflateRaw, deflateRawSync } from 'node:zlib';
 import { delta as rsyncDelta, patch, type OldFileReader, type Signature } from '@weft/rsync-wasm';
 import {
   DELTA_CONTAINER_HEADER_SIZE,
@@ -61,21 +61,39 @@ export async function patchToFile(
 ): Promise<{ size: number }> {
   const hash = createHash('sha256');
   let size = 0;
-  await pipeline(
-    Readable.from(
-      (async function* () {
-        for await (const chunk of patch(old, delta, { maxOutputBytes: header.targetSize })) {
-          hash.update(chunk);
-          size += chunk.byteLength;
-          yield chunk;
-        }
-      })(),
+  await pipeToFile(tmp, (out) =>
+    pipeline(
+      Readable.from(
+        (async function* () {
+          for await (const chunk of patch(old, delta, { maxOutputBytes: header.targetSize })) {
+            hash.update(chunk);
+            size += chunk.byteLength;
+            yield chunk;
+          }
+        })(),
+      ),
+      out,
     ),
-    createWriteStream(tmp, { mode: 0o600 }),
   );
   if (size !== header.targetSize || hash.digest('hex') !== header.targetSha256)
     throw new ApiError('HASH_MISMATCH', 'the patched result does not match the target size and SHA-256');
   return { size };
+}
+
+/**
+ * Pipes `source` into a new file at `path` through a handle opened (and closed) here, so
+ * that when this returns or throws the file is closed: a caller's removal after a failure
+ * cannot race a stream still opening it (which would leave an empty file behind).
+ */
+async function pipeToFile(path: string, run: (out: Writable) => Promise<void>): Promise<void> {
+  const fh = await fsp.open(path, 'w', 0o600);
+  try {
+    // The stream closes the handle when it finishes or is destroyed, and pipeline()
+    // settles only after that 'close'.
+    await run(fh.createWriteStream());
+  } finally {
+    await fh.close().catch(() => undefined);
+  }
 }
 
 /** Counts bytes and their CRC-32 as they pass; optionally gives up past `limit` bytes. */
@@ -97,6 +115,25 @@ class Tally extends Transform {
   }
 }
 class TooBig extends Error {}
+
+const SAMPLE_BYTES = 1 << 20;
+
+/**
+ * Whether deflating the file can save the 10 % that makes it worth it, judged on its first
+ * MiB: deflate runs at tens of MB/s, and a delta of new content (literal bytes of a media
+ * file, say) rarely compresses, so a sample spares the server a full pass.
+ */
+async function worthDeflating(file: string, size: number): Promise<boolean> {
+  if (size <= SAMPLE_BYTES) return true;
+  const fh = await fsp.open(file, 'r');
+  try {
+    const sample = Buffer.alloc(SAMPLE_BYTES);
+    const { bytesRead } = await fh.read(sample, 0, SAMPLE_BYTES, 0);
+    return deflateRawSync(sample.subarray(0, bytesRead), { level: 6 }).byteLength <= bytesRead * 0.9;
+  } finally {
+    await fh.close();
+  }
+}
 
 /**
  * A delta container for a download: the delta of `entry` against the client's signature,
@@ -121,22 +158,16 @@ export async function deltaDownload(
     const rawTally = new Tally();
     const { stream, release } = await store.openRead(userId, entry, undefined);
     try {
-      await pipeline(
-        Readable.from(rsyncDelta(sig, stream)),
-        rawTally,
-        createWriteStream(raw, { mode: 0o600 }),
-      );
+      await pipeToFile(raw, (out) => pipeline(Readable.from(rsyncDelta(sig, stream)), rawTally, out));
     } finally {
       release();
     }
     let chosen = { file: raw, stored: rawTally.bytes, crc: rawTally.crc, compressed: false };
     const packedTally = new Tally(Math.floor(rawTally.bytes * 0.9));
     try {
-      await pipeline(
-        createReadStream(raw),
-        createDeflateRaw({ level: 6 }),
-        packedTally,
-        createWriteStream(packed, { mode: 0o600 }),
+      if (!(await worthDeflating(raw, rawTally.bytes))) throw new TooBig();
+      await pipeToFile(packed, (out) =>
+        pipeline(createReadStream(raw), createDeflateRaw({ level: 6 }), packedTally, out),
       );
       chosen = { file: packed, stored: packedTally.bytes, crc: packedTally.crc, compressed: true };
     } catch (e) {

@@ -411,6 +411,8 @@ describe('fuzzing resource limits', () => {
             throw new Error(
               `delta declared ${declared} (output ${d.output}): ${written} bytes written > ${bound}`,
             );
+          const left = await stagingTemps();
+          if (left.length > 0) throw new Error(`a refused delta left ${left.join(', ')} behind`);
           refused += 1;
         },
       ),
