@@ -37,7 +37,8 @@ export interface ShareMember extends ReplicaSpec {
 export class ShareError extends Error {
   constructor(
     message: string,
-    readonly code: 'NotFound' | 'Forbidden' | 'InvalidInvite' | 'AlreadyMember' | 'InvalidArgument',
+    readonly code:
+      'NotFound' | 'Forbidden' | 'InvalidInvite' | 'InviteExpired' | 'AlreadyMember' | 'InvalidArgument',
   ) {
     super(message);
   }
@@ -149,9 +150,9 @@ export class ShareRegistry {
       .prepare('SELECT share_id, invited_by, expires_ms, used_by FROM share_invites WHERE token_sha256 = ?')
       .get(sha256(token)) as
       { share_id: string; invited_by: string; expires_ms: number; used_by: string | null } | undefined;
-    if (!inv || inv.used_by !== null || inv.expires_ms < this.now()) {
-      throw new ShareError('the invitation is unknown, used or expired', 'InvalidInvite');
-    }
+    if (!inv || inv.used_by !== null)
+      throw new ShareError('the invitation is unknown or used', 'InvalidInvite');
+    if (inv.expires_ms < this.now()) throw new ShareError('the invitation has expired', 'InviteExpired');
     return { share: this.get(inv.share_id), invitedBy: inv.invited_by, expiresMs: inv.expires_ms };
   }
 
@@ -162,9 +163,9 @@ export class ShareRegistry {
       const inv = this.db
         .prepare('SELECT share_id, expires_ms, used_by FROM share_invites WHERE token_sha256 = ?')
         .get(sha256(token)) as { share_id: string; expires_ms: number; used_by: string | null } | undefined;
-      if (!inv || inv.used_by !== null || inv.expires_ms < this.now()) {
-        throw new ShareError('the invitation is unknown, used or expired', 'InvalidInvite');
-      }
+      if (!inv || inv.used_by !== null)
+        throw new ShareError('the invitation is unknown or used', 'InvalidInvite');
+      if (inv.expires_ms < this.now()) throw new ShareError('the invitation has expired', 'InviteExpired');
       const existing = this.db
         .prepare('SELECT 1 FROM share_members WHERE share_id = ? AND member = ?')
         .get(inv.share_id, member);

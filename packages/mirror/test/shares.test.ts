@@ -47,11 +47,20 @@ describe('share management', () => {
     expect(stored).not.toContain(token);
     reg.accept(token, 'ben', { provider: 'weft', accountId: 'b', root: '' });
     expect(() => reg.accept(token, 'carl', { provider: 'weft', accountId: 'c', root: '' })).toThrow(
-      /used or expired/,
+      expect.objectContaining({ code: 'InvalidInvite', message: expect.stringMatching(/used/) }),
     );
     const late = reg.invite(share.id, 'ben');
+    // A refused attempt (someone already a member) does not use the invitation up.
+    expect(() => reg.accept(late, 'ann', { provider: 'weft', accountId: 'a2', root: 'x' })).toThrow(
+      expect.objectContaining({ code: 'AlreadyMember' }),
+    );
+    expect(reg.preview(late).share.id).toBe(share.id);
     clock.t += 60_001;
-    expect(() => reg.accept(late, 'carl', { provider: 'weft', accountId: 'c', root: '' })).toThrow(/expired/);
+    // Expired: its own code (the API answers 410 INVITE_EXPIRED), for accept and preview alike.
+    expect(() => reg.accept(late, 'carl', { provider: 'weft', accountId: 'c', root: '' })).toThrow(
+      expect.objectContaining({ code: 'InviteExpired' }),
+    );
+    expect(() => reg.preview(late)).toThrow(expect.objectContaining({ code: 'InviteExpired' }));
     expect(() => reg.accept('forged', 'carl', { provider: 'weft', accountId: 'c', root: '' })).toThrow(
       /unknown/,
     );

@@ -134,6 +134,8 @@ function apiError(e: unknown): unknown {
         return new ApiError('FORBIDDEN', e.message);
       case 'InvalidInvite':
         return new ApiError('NOT_FOUND', e.message);
+      case 'InviteExpired':
+        return new ApiError('INVITE_EXPIRED', e.message);
       case 'AlreadyMember':
         return new ApiError('ALREADY_EXISTS', e.message);
       case 'InvalidArgument':
