@@ -173,6 +173,16 @@ describe('devices', () => {
     });
   });
 
+  it('isDescribedInTheOpenApiDocument', async () => {
+    const s = await server();
+    const doc = (await (await fetch(`${s.url}/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, unknown>>;
+    };
+    expect(Object.keys(doc.paths['/v1/devices'] ?? {})).toContain('get');
+    expect(Object.keys(doc.paths['/v1/devices/{id}'] ?? {})).toContain('delete');
+    expect(JSON.stringify(doc.paths['/v1/invites'])).toContain('ttlHours');
+  });
+
   it('revocationSurvivesARestart', async () => {
     const first = await startTestServer();
     const laptop = await TestClient.enrol(first, 'alice', 'laptop');
