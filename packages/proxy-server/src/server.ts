@@ -738,7 +738,7 @@ export async function startProxyServer(
     {
       method: 'POST',
       url: '/v1/transfers',
-      summary: 'Open a large-file transfer',
+      summary: 'Open a large-file transfer (a size above maxFileBytes: 413 FILE_TOO_LARGE)',
       auth: 'device',
       body: TransferCreateRequest,
       response: TransferState,
