@@ -294,7 +294,9 @@ describe('desktop UI in Chromium', () => {
   it('Accounts lists this computer and the other devices, and removes one after a confirmation', async () => {
     const tabletToken = await enrol(proxy, 'alice', 'old tablet');
     const tablet = new ProxyClient({ baseUrl: proxy.url, token: tabletToken });
-    await page.goto(`${agent.statusUrl}#accounts`);
+    // Open Accounts afresh (the page may already be on it, drawn before the tablet came).
+    await page.goto(`${agent.statusUrl}#status`);
+    await page.getByRole('link', { name: 'Accounts' }).click();
     const list = page.locator('#device-list');
     await expect
       .poll(() => list.locator('li .name').allTextContents(), POLL)
