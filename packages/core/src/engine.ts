@@ -51,7 +51,14 @@ import { decide } from './decisions.ts';
 import { IgnoreRules } from './ignore-rules.ts';
 import { type FileRow, Journal, SMUDGED_MTIME } from './journal/journal.ts';
 import { DisposableStore, type Disposable, toDisposable } from './lifecycle.ts';
-import { PARTIAL_PREFIX, Trash, absPath, atomicWrite, sha256File, sweepPartials } from './local-fs.ts';
+import { PARTIAL_PREFIX, Trash, atomicWrite, sha256File, sweepPartials } from './local-fs.ts';
+import {
+  LocalPaths,
+  type PathRules,
+  UnsafeLocalPathError,
+  describeEncoding,
+  hostPathRules,
+} from './local-path.ts';
 import type { Op } from './ops.ts';
 import { OfflineError, type ProxyClient, RemoteError } from './remote/proxy-client.ts';
 import { privateDir } from './private-file.ts';
@@ -95,6 +102,11 @@ export interface EngineOptions {
   readonly longDisconnectMs?: number;
   /** Debug hook: told every remote change applied, decision taken and operation sent. */
   readonly trace?: (event: string, detail: unknown) => void;
+  /**
+   * Whose filesystem rules name the local files (default: this host's). Tests use `win32`
+   * on Linux to show what a Windows device writes (see local-path.ts).
+   */
+  readonly pathRules?: PathRules;
 }
 
 /** The status message of a device whose token was revoked (removed from its account). */
@@ -109,6 +121,8 @@ export class Engine implements Disposable {
   private readonly store = new DisposableStore();
   private readonly ignore: IgnoreRules;
   private readonly trash: Trash;
+  /** Every filesystem touch of a synced path resolves it here (local-path.ts). */
+  private readonly paths: LocalPaths;
   private readonly small: number;
   private watcher: FolderWatcher | undefined;
   private feed: Disposable | undefined;
@@ -147,6 +161,10 @@ export class Engine implements Disposable {
     this.journal = new Journal(nodePath.join(options.stateDir, 'journal.db'));
     this.ignore = new IgnoreRules(options.ignore ?? []);
     this.trash = new Trash(nodePath.join(options.stateDir, 'trash'));
+    this.paths = new LocalPaths(options.folder, options.pathRules ?? hostPathRules(), (l) =>
+      this.journal.remoteNameOf(l),
+    );
+    this.showLocalNames();
     this.small = options.smallFileBytes ?? 2 * 1024 * 1024;
   }
 
@@ -170,7 +188,7 @@ export class Engine implements Disposable {
     if (this.journal.getMeta('running') === '1' && this.journal.getMeta('cursor')) this.checkPending = true;
     this.journal.setMeta('running', '1');
     if (this.options.watch ?? true) {
-      const w = new FolderWatcher(this.options.folder);
+      const w = new FolderWatcher(this.options.folder, { toRemote: (l) => this.paths.remotePath(l) });
       this.watcher = w;
       this.store.add(w);
       this.store.add(w.onDirty((scope) => this.markDirty(scope)));
@@ -359,6 +377,7 @@ export class Engine implements Disposable {
         settleMs: this.options.settleMs ?? 1000,
         now: this.options.now,
         detectCaseClashes: this.options.caseInsensitive ?? false,
+        paths: this.paths,
       });
       this.options.trace?.('scan', result.ops);
       for (const w of result.warnings) this.status.warn(w);
@@ -373,6 +392,7 @@ export class Engine implements Disposable {
       }
       const before = this.journal.pendingOps().length;
       const after = this.journal.enqueueMany(result.ops, result.commit);
+      if (result.storedAs > 0) this.showLocalNames();
       this.status.save('operationsEliminated', before + result.ops.length - after);
       if (result.unsettled.length > 0) {
         setTimeout(() => this.markDirty(result.unsettled), this.options.settleMs ?? 1000).unref();
@@ -428,11 +448,12 @@ export class Engine implements Disposable {
     this.status.update({ state: 'syncing' });
     const remote = new Map(listing.entries.map((e) => [e.path, e]));
     const dirs = listing.entries.filter((e) => e.kind === 'dir').sort((a, b) => (a.path < b.path ? -1 : 1));
-    for (const d of dirs) await this.applyUpsert(d);
+    for (const d of dirs) await this.guarded(d.path, () => this.applyUpsert(d));
     await this.downloadMany(listing.entries.filter((e) => e.kind === 'file'));
     // Rows the server no longer has (and we had synced): deleted remotely.
     for (const row of this.journal.allFiles()) {
-      if (row.syncedRev !== null && !remote.has(row.path)) await this.applyDelete(row.path);
+      if (row.syncedRev !== null && !remote.has(row.path))
+        await this.guarded(row.path, () => this.applyDelete(row.path));
     }
     this.journal.setMeta('cursor', String(listing.seq));
   }
@@ -462,7 +483,7 @@ export class Engine implements Disposable {
         continue;
       }
       await flush();
-      await this.applyRemote(c);
+      await this.guarded(c.path, () => this.applyRemote(c));
     }
     await flush();
   }
@@ -480,9 +501,10 @@ export class Engine implements Disposable {
   }
 
   private async localHash(row: FileRow | undefined, p: string): Promise<string | undefined> {
-    const abs = absPath(this.options.folder, p);
+    let abs: string;
     let st: import('node:fs').BigIntStats;
     try {
+      abs = await this.at(p);
       st = await fsp.lstat(abs, { bigint: true });
     } catch {
       return undefined;
@@ -497,11 +519,12 @@ export class Engine implements Disposable {
     const row = this.journal.getFile(entry.path);
     if (entry.kind === 'dir') {
       if (row?.kind === 'dir' && row.syncedRev !== null) return;
-      const abs = absPath(this.options.folder, entry.path);
+      const abs = await this.at(entry.path);
       const st = await fsp.lstat(abs).catch(() => undefined);
       if (st && !st.isDirectory()) return; // a local file is in the way: the scanner reports it
       await fsp.mkdir(abs, { recursive: true });
       const now = await fsp.lstat(abs, { bigint: true });
+      this.noteLocalName(entry.path);
       this.journal.upsertFile({
         path: entry.path,
         kind: 'dir',
@@ -564,11 +587,11 @@ export class Engine implements Disposable {
           // Our newer local edit is queued; the remote is at our base or we win a delete race.
           break;
         case 'conflict':
-          await this.keepConflict(w.entry, w.row, device);
+          await this.guarded(w.entry.path, () => this.keepConflict(w.entry, w.row, device));
           break;
         case 'download':
           if (w.entry.size < this.small) smallDownloads.push(w.entry);
-          else await this.downloadLarge(w.entry, w.row, w.local);
+          else await this.guarded(w.entry.path, () => this.downloadLarge(w.entry, w.row, w.local));
           break;
         default:
           break;
@@ -584,13 +607,15 @@ export class Engine implements Disposable {
         for (const be of bundle.entries) {
           const entry = byPath.get(be.path);
           if (!entry) continue;
-          await this.writeDownloaded(
-            entry.path,
-            be.content,
-            be.sha256,
-            be.rev ?? entry.revision,
-            be.mtimeMs,
-            expected.get(entry.path),
+          await this.guarded(entry.path, () =>
+            this.writeDownloaded(
+              entry.path,
+              be.content,
+              be.sha256,
+              be.rev ?? entry.revision,
+              be.mtimeMs,
+              expected.get(entry.path),
+            ),
           );
         }
         // Every other path was deferred with its reason: a large file comes by GET /v1/files;
@@ -600,7 +625,7 @@ export class Engine implements Disposable {
           const e = byPath.get(p);
           if (!e || reason === 'absent') continue;
           if (reason === 'large' || e.size >= MAX_BUNDLE_BYTES / 2) {
-            await this.downloadLarge(e, this.journal.getFile(p), expected.get(p));
+            await this.guarded(p, () => this.downloadLarge(e, this.journal.getFile(p), expected.get(p)));
           } else retry.push(p);
         }
         pending = retry;
@@ -644,7 +669,8 @@ export class Engine implements Disposable {
     );
     const dl = await this.options.client.download(entry.path).catch(unlessGone);
     if (!dl) return; // gone from the server since: a later change in the feed says where
-    await atomicWrite(this.options.folder, copy, dl.body, { mtimeMs: entry.mtimeMs });
+    await atomicWrite(await this.at(copy), dl.body, { mtimeMs: entry.mtimeMs });
+    this.noteLocalName(copy);
     await this.adoptAsEditOf(entry.path, entry.revision, entry.sha256 ?? null, row);
     this.markDirty([copy]);
     this.status.conflict(entry.path, copy);
@@ -664,7 +690,9 @@ export class Engine implements Disposable {
     sha256: string | null,
     row: FileRow | undefined = this.journal.getFile(p),
   ): Promise<void> {
-    const st = await fsp.lstat(absPath(this.options.folder, p), { bigint: true }).catch(() => undefined);
+    const st = await this.at(p)
+      .then((abs) => fsp.lstat(abs, { bigint: true }))
+      .catch(() => undefined);
     if (st?.isFile()) {
       this.journal.upsertFile({
         path: p,
@@ -693,7 +721,7 @@ export class Engine implements Disposable {
     /** The local content the decision to download was based on (undefined: absent). */
     expectedLocal?: string | null,
   ): Promise<void> {
-    const abs = absPath(this.options.folder, p);
+    const abs = await this.at(p);
     if (this.options.caseInsensitive && this.caseClash(p)) {
       // On this disk the name would land on another file that differs only by case: keep
       // ours, leave theirs on the server, and say so.
@@ -703,12 +731,12 @@ export class Engine implements Disposable {
     const parentRel = p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : '';
     // A local file where a parent folder must go: keep it (the scanner uploads it as a conflict).
     if (parentRel !== '') {
-      const pst = await fsp.lstat(absPath(this.options.folder, parentRel)).catch(() => undefined);
+      const pst = await fsp.lstat(await this.at(parentRel)).catch(() => undefined);
       if (pst && !pst.isDirectory()) return;
     }
     let previous: string | undefined;
     let landedAt = p;
-    const st = await atomicWrite(this.options.folder, p, content, {
+    const st = await atomicWrite(abs, content, {
       mtimeMs,
       beforeRename: async () => {
         // The person may have changed the file since we decided: never replace that edit.
@@ -723,12 +751,13 @@ export class Engine implements Disposable {
               new Date((this.options.now ?? Date.now)()),
               (c) => this.journal.getFile(c) !== undefined,
             );
-            return landedAt;
+            return this.at(landedAt);
           }
         }
-        previous = await this.trash.keepCopy(abs, p);
+        previous = await this.trash.keepCopy(abs, this.paths.localRel(p));
       },
     });
+    this.noteLocalName(landedAt);
     if (landedAt !== p) {
       // Theirs became the conflicted copy; ours stays and now counts as an edit of theirs.
       await this.adoptAsEditOf(p, revision, sha256);
@@ -761,7 +790,7 @@ export class Engine implements Disposable {
     row: FileRow | undefined,
     local: string | undefined,
   ): Promise<void> {
-    const abs = absPath(this.options.folder, entry.path);
+    const abs = await this.at(entry.path);
     const sha = entry.sha256 ?? '';
     if (local !== undefined && sha !== '') {
       // Delta download (HyCloud §III-B): send our old version's signature, patch locally.
@@ -813,7 +842,7 @@ export class Engine implements Disposable {
   private async applyDelete(p: string): Promise<void> {
     const rows = this.journal.filesUnder(p);
     if (rows.length === 0) return;
-    const abs = absPath(this.options.folder, p);
+    const abs = await this.at(p);
     // Files here that are not what we last synced — edited, or new and not scanned yet —
     // outrank the delete (D15): they stay, and go up again.
     const keep = new Set<string>();
@@ -823,8 +852,9 @@ export class Engine implements Disposable {
       if (local !== undefined && (!row || row.kind !== 'file' || local !== row.syncedHash)) keep.add(f);
     }
     if (keep.size === 0) {
-      await this.trash.keep(abs, p);
+      await this.trash.keep(abs, this.paths.localRel(p));
       this.journal.deleteFilesUnder(p);
+      this.forgetLocalNames(p);
       this.status.activity({ kind: 'deleted', path: p });
       return;
     }
@@ -832,7 +862,7 @@ export class Engine implements Disposable {
     const ops: Op[] = [];
     // Deepest first, so a folder is looked at after everything in it.
     for (const r of [...rows].sort((a, b) => (a.path < b.path ? 1 : -1))) {
-      const rAbs = absPath(this.options.folder, r.path);
+      const rAbs = await this.at(r.path);
       if (r.kind === 'file') {
         if (keep.has(r.path)) {
           this.journal.upsertFile({
@@ -843,15 +873,17 @@ export class Engine implements Disposable {
             hash: null,
           });
         } else {
-          await this.trash.keep(rAbs, r.path);
+          await this.trash.keep(rAbs, this.paths.localRel(r.path));
           this.journal.deleteFile(r.path);
+          this.forgetLocalNames(r.path);
         }
       } else if (holdsKept(r.path)) {
         this.journal.upsertFile({ ...r, syncedRev: null });
         ops.push({ kind: 'mkdir', path: r.path, created: true });
       } else {
-        await this.trash.keep(rAbs, r.path);
+        await this.trash.keep(rAbs, this.paths.localRel(r.path));
         this.journal.deleteFilesUnder(r.path);
+        this.forgetLocalNames(r.path);
       }
     }
     this.journal.enqueueMany(ops.reverse());
@@ -863,15 +895,21 @@ export class Engine implements Disposable {
   private async localFilesUnder(p: string): Promise<string[]> {
     const out: string[] = [];
     const visit = async (rel: string): Promise<void> => {
-      const st = await fsp.lstat(absPath(this.options.folder, rel)).catch(() => undefined);
+      const abs = await this.at(rel).catch(() => undefined);
+      if (abs === undefined) return;
+      const st = await fsp.lstat(abs).catch(() => undefined);
       if (!st) return;
       if (st.isFile()) {
         if (!this.ignore.ignores(rel, false)) out.push(rel);
         return;
       }
       if (!st.isDirectory() || this.ignore.ignores(rel, true)) return;
-      const names = await fsp.readdir(absPath(this.options.folder, rel)).catch(() => [] as string[]);
-      for (const n of names) if (!n.startsWith(PARTIAL_PREFIX)) await visit(`${rel}/${n}`);
+      const names = await fsp.readdir(abs).catch(() => [] as string[]);
+      for (const n of names) {
+        if (n.startsWith(PARTIAL_PREFIX)) continue;
+        const remote = this.paths.remoteName(n.normalize('NFC'));
+        if (remote !== undefined) await visit(`${rel}/${remote}`);
+      }
     };
     await visit(p);
     return out;
@@ -879,14 +917,16 @@ export class Engine implements Disposable {
 
   private async applyMove(from: string, to: string, entry: EntryInfo): Promise<void> {
     const row = this.journal.getFile(from);
-    const absFrom = absPath(this.options.folder, from);
-    const absTo = absPath(this.options.folder, to);
+    const absFrom = await this.at(from);
+    const absTo = await this.at(to);
     const target = this.journal.getFile(to);
     if (row && !target && !(await fsp.lstat(absTo).catch(() => undefined))) {
       await fsp.mkdir(nodePath.dirname(absTo), { recursive: true });
       try {
         await fsp.rename(absFrom, absTo);
         this.journal.moveFiles(from, to);
+        this.forgetLocalNames(from);
+        this.noteLocalName(to);
         const moved = this.journal.getFile(to);
         if (moved) this.journal.upsertFile({ ...moved, syncedRev: entry.revision });
         this.status.activity({ kind: 'moved', path: to, detail: from });
@@ -976,8 +1016,8 @@ export class Engine implements Disposable {
       const small: typeof queue = [];
       const large: typeof queue = [];
       for (const q of puts) {
-        const st = await fsp
-          .lstat(absPath(this.options.folder, q.op.kind === 'put' ? q.op.path : ''))
+        const st = await this.at(q.op.kind === 'put' ? q.op.path : '', true)
+          .then((abs) => fsp.lstat(abs))
           .catch(() => undefined);
         if (st && st.isFile() && st.size >= this.small) large.push(q);
         else small.push(q);
@@ -1051,8 +1091,8 @@ export class Engine implements Disposable {
       );
       const [r] = await this.options.client.ops([{ op: 'move', from: op.from, to: copy }]);
       if (r?.status === 'applied') {
-        const moved = await fsp
-          .rename(absPath(this.options.folder, op.to), absPath(this.options.folder, copy))
+        const moved = await Promise.all([this.at(op.to), this.at(copy)])
+          .then(([a, b]) => fsp.rename(a, b))
           .then(() => true)
           .catch(() => false);
         this.journal.transaction(() => {
@@ -1204,9 +1244,10 @@ export class Engine implements Disposable {
     };
     for (const q of run) {
       if (q.op.kind !== 'put') continue;
-      const abs = absPath(this.options.folder, q.op.path);
+      let abs: string;
       let content: Buffer;
       try {
+        abs = await this.at(q.op.path);
         content = await fsp.readFile(abs);
       } catch {
         this.journal.completeOp(q.id, () => undefined); // gone since: the scanner queues its delete
@@ -1279,43 +1320,52 @@ export class Engine implements Disposable {
     [];
 
   private async resolveServerConflicts(): Promise<void> {
-    for (const c of this.serverConflicts.splice(0)) {
-      if (c.op.kind === 'put' && c.conflictPath !== '') {
-        const row = this.journal.getFile(c.path);
-        const from = absPath(this.options.folder, c.path);
-        const to = absPath(this.options.folder, c.conflictPath);
-        await fsp.mkdir(nodePath.dirname(to), { recursive: true });
-        const moved = await fsp
-          .rename(from, to)
-          .then(() => true)
-          .catch(() => false);
-        const st = moved ? await fsp.lstat(to, { bigint: true }).catch(() => undefined) : undefined;
-        this.journal.transaction(() => {
-          if (st && row) {
-            this.journal.upsertFile({
-              ...row,
-              path: c.conflictPath,
-              size: Number(st.size),
-              mtimeNs: st.mtimeNs,
-              inode: st.ino,
-              syncedRev: c.entry?.revision ?? null,
-              syncedHash: c.entry?.sha256 ?? row.hash,
-              signature: null,
-              signatureBlock: null,
-            });
-          }
-          this.journal.deleteFile(c.path);
-        });
-      }
-      // Whatever the server now has at the path (or nothing): apply it as a remote change.
-      await this.fetchRemoteSubtree(c.path);
+    for (const c of this.serverConflicts.splice(0))
+      await this.guarded(c.path, () => this.resolveServerConflict(c));
+  }
+
+  private async resolveServerConflict(c: {
+    op: Op;
+    path: string;
+    conflictPath: string;
+    entry: EntryInfo | undefined;
+  }): Promise<void> {
+    if (c.op.kind === 'put' && c.conflictPath !== '') {
+      const row = this.journal.getFile(c.path);
+      const from = await this.at(c.path);
+      const to = await this.at(c.conflictPath);
+      await fsp.mkdir(nodePath.dirname(to), { recursive: true });
+      const moved = await fsp
+        .rename(from, to)
+        .then(() => true)
+        .catch(() => false);
+      const st = moved ? await fsp.lstat(to, { bigint: true }).catch(() => undefined) : undefined;
+      this.journal.transaction(() => {
+        if (st && row) {
+          this.journal.upsertFile({
+            ...row,
+            path: c.conflictPath,
+            size: Number(st.size),
+            mtimeNs: st.mtimeNs,
+            inode: st.ino,
+            syncedRev: c.entry?.revision ?? null,
+            syncedHash: c.entry?.sha256 ?? row.hash,
+            signature: null,
+            signatureBlock: null,
+          });
+        }
+        this.journal.deleteFile(c.path);
+      });
     }
+    // Whatever the server now has at the path (or nothing): apply it as a remote change.
+    await this.fetchRemoteSubtree(c.path);
   }
 
   private async pushLarge(opId: number, op: Extract<Op, { kind: 'put' }>): Promise<void> {
-    const abs = absPath(this.options.folder, op.path);
+    let abs: string;
     let st: import('node:fs').BigIntStats;
     try {
+      abs = await this.at(op.path);
       st = await fsp.lstat(abs, { bigint: true });
     } catch {
       this.journal.completeOp(opId, () => undefined);
@@ -1528,6 +1578,61 @@ export class Engine implements Disposable {
 
   dispose(): void {
     void this.stop();
+  }
+
+  // ------------------------------------------------------------------ local names
+
+  /** Where the remote path `p` is on this disk; throws UnsafeLocalPathError (local-path.ts). */
+  private at(p: string, allowRoot = false): Promise<string> {
+    return this.paths.resolve(p, allowRoot);
+  }
+
+  /**
+   * Run one remote change's local effect; a path that cannot be placed inside the folder
+   * (or passes through a symbolic link) is refused with a warning and nothing is touched,
+   * and the rest of the pass goes on. The entry stays on the server.
+   */
+  private async guarded(p: string, fn: () => Promise<void>): Promise<void> {
+    try {
+      await fn();
+    } catch (e) {
+      if (!(e instanceof UnsafeLocalPathError)) throw e;
+      this.status.warn(`not written: ${JSON.stringify(p)}: ${e.message}`);
+      this.status.activity({ kind: 'error', path: p, detail: e.message });
+    }
+  }
+
+  /** Record (journal + status) that `p` is stored under an encoded local name, if it is. */
+  private noteLocalName(p: string): void {
+    const mapped = this.paths.map(p);
+    const last = mapped.names.length - 1;
+    const enc = mapped.encoded.find((e) => e.index === last);
+    if (!enc) return;
+    this.journal.recordLocalName(p, mapped.names[last] as string, enc.reason);
+    this.showLocalNames();
+  }
+
+  private forgetLocalNames(p: string): void {
+    this.journal.forgetLocalNamesUnder(p);
+    this.showLocalNames();
+  }
+
+  /** The status lists every entry stored under another local name, with the reason in words. */
+  private showLocalNames(): void {
+    const rows = this.journal.localNames();
+    if (rows.length === 0 && (this.status.get().storedAs ?? []).length === 0) return;
+    this.status.update({
+      storedAs: rows.slice(0, 200).map((r) => ({
+        path: r.path,
+        localName: r.localName,
+        notice: describeEncoding(
+          r.path.slice(r.path.lastIndexOf('/') + 1),
+          r.localName,
+          r.reason as Parameters<typeof describeEncoding>[2],
+          this.paths.rules,
+        ),
+      })),
+    });
   }
 
   /** A journal entry whose name differs from `p` only by case. */

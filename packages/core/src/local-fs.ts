@@ -11,10 +11,6 @@ import * as nodePath from 'node:path';
 /** Prefix of the engine's temp files inside the synced folder (ignored by the scanner). */
 export const PARTIAL_PREFIX = '.weft-partial-';
 
-export function absPath(root: string, p: string): string {
-  return nodePath.join(root, ...p.split('/'));
-}
-
 export async function sha256File(file: string): Promise<string> {
   const h = createHash('sha256');
   for await (const chunk of createReadStream(file)) h.update(chunk as Buffer);
@@ -22,18 +18,17 @@ export async function sha256File(file: string): Promise<string> {
 }
 
 /**
- * Write `data` (bytes or a stream) to `p` atomically. Returns the stat of the new file.
+ * Write `data` (bytes or a stream) to `target` atomically. Returns the stat of the new file.
+ * `target` is an absolute path the caller resolved inside the folder (LocalPaths.resolve).
  * `beforeRename` runs after the data is durable and before it becomes visible — the
- * place to keep the previous version in the trash, or to return another path (relative
- * to `root`) when the content must land elsewhere.
+ * place to keep the previous version in the trash, or to return another absolute path
+ * (resolved the same way) when the content must land elsewhere.
  */
 export async function atomicWrite(
-  root: string,
-  p: string,
+  target: string,
   data: Uint8Array | AsyncIterable<Uint8Array>,
   options: { mtimeMs?: number; beforeRename?: () => Promise<string | void> } = {},
 ): Promise<import('node:fs').BigIntStats> {
-  let target = absPath(root, p);
   await fsp.mkdir(nodePath.dirname(target), { recursive: true });
   const tmp = nodePath.join(nodePath.dirname(target), PARTIAL_PREFIX + randomBytes(8).toString('hex'));
   const fh = await fsp.open(tmp, 'wx', 0o644);
@@ -52,7 +47,7 @@ export async function atomicWrite(
     // beforeRename may redirect the new content (e.g. to a conflicted copy's name).
     const redirect = await options.beforeRename?.();
     if (typeof redirect === 'string') {
-      target = absPath(root, redirect);
+      target = redirect;
       await fsp.mkdir(nodePath.dirname(target), { recursive: true });
     }
     await fsp.rename(tmp, target);
@@ -93,7 +88,11 @@ export class Trash {
     private readonly retentionDays = 30,
   ) {}
 
-  /** Move `abs` (inside the synced folder) into the trash; returns where it went. */
+  /**
+   * Move `abs` (inside the synced folder) into the trash; returns where it went. `relPath`
+   * is its LOCAL path relative to the folder (LocalPaths.localRel), so the trash holds
+   * only names this disk can hold and nothing lands outside it.
+   */
   async keep(abs: string, relPath: string): Promise<string | undefined> {
     try {
       await fsp.lstat(abs);
@@ -101,7 +100,7 @@ export class Trash {
       return undefined;
     }
     const stamp = new Date().toISOString().replace(/[:.]/g, '-');
-    const dest = nodePath.join(this.dir, stamp + '-' + randomBytes(3).toString('hex'), ...relPath.split('/'));
+    const dest = this.destFor(stamp + '-' + randomBytes(3).toString('hex'), relPath);
     await fsp.mkdir(nodePath.dirname(dest), { recursive: true, mode: 0o700 });
     try {
       await fsp.rename(abs, dest);
@@ -113,15 +112,20 @@ export class Trash {
     return dest;
   }
 
+  /** Where `relPath` goes in the trash; never outside it, whatever the name. */
+  private destFor(slot: string, relPath: string): string {
+    const base = nodePath.join(this.dir, slot);
+    const dest = nodePath.join(base, ...relPath.split('/'));
+    if (!dest.startsWith(base + nodePath.sep) || relPath.split('/').some((s) => s === '..' || s === '.'))
+      throw new Error(`refusing to trash ${JSON.stringify(relPath)}: it would land outside the trash`);
+    return dest;
+  }
+
   /** Copy (not move) a file into the trash: for versions about to be overwritten in place. */
   async keepCopy(abs: string, relPath: string): Promise<string | undefined> {
     try {
       const stamp = new Date().toISOString().replace(/[:.]/g, '-');
-      const dest = nodePath.join(
-        this.dir,
-        stamp + '-' + randomBytes(3).toString('hex'),
-        ...relPath.split('/'),
-      );
+      const dest = this.destFor(stamp + '-' + randomBytes(3).toString('hex'), relPath);
       await fsp.mkdir(nodePath.dirname(dest), { recursive: true, mode: 0o700 });
       await fsp.copyFile(abs, dest);
       return dest;

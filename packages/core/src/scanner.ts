@@ -10,6 +10,9 @@
  *   are skipped with a warning; ignored paths are skipped silently.
  * - Names that differ only by case are reported as clashes on case-insensitive remotes and
  *   the later one is skipped (never overwriting the other).
+ * - Local names are mapped back to remote names by LocalPaths (local-path.ts): `CON＿.txt`
+ *   on Windows is the remote `CON.txt`. A name that is not one Weft writes (it would not
+ *   come back unchanged) is skipped with a warning and left on disk.
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
@@ -17,7 +20,8 @@ import { caseFoldKey, normalizePath } from '@weft/providers/paths';
 import type { IgnoreRules } from './ignore-rules.ts';
 import { IGNORE_FILE } from './ignore-rules.ts';
 import type { FileRow, Journal } from './journal/journal.ts';
-import { PARTIAL_PREFIX, absPath, sha256File } from './local-fs.ts';
+import { PARTIAL_PREFIX, sha256File } from './local-fs.ts';
+import { LocalPaths, UnsafeLocalPathError, encodeName } from './local-path.ts';
 import type { Op } from './ops.ts';
 
 export interface ScanOptions {
@@ -28,6 +32,8 @@ export interface ScanOptions {
   /** The disk folds case: report names that differ only by case (a renamed-case file). Default false. */
   readonly detectCaseClashes?: boolean;
   readonly now?: () => number;
+  /** How local names map to remote ones. Default: this host's rules, long names from the journal. */
+  readonly paths?: LocalPaths;
 }
 
 export interface ScanResult {
@@ -39,6 +45,8 @@ export interface ScanResult {
   readonly deletedFiles: number;
   /** Files the journal knew in the scanned scope before this scan. */
   readonly knownFilesBefore: number;
+  /** Entries found under an encoded local name (recorded in the journal by `commit`). */
+  readonly storedAs: number;
   /**
    * Writes the index rows this scan found. The scanner changes nothing itself: the caller
    * runs this in the same transaction that queues `ops` (Journal.enqueueMany), so a crash
@@ -49,6 +57,8 @@ export interface ScanResult {
 
 interface DiskEntry {
   path: string;
+  /** Where it is on disk. */
+  abs: string;
   kind: 'file' | 'dir';
   size: number;
   mtimeNs: bigint;
@@ -75,6 +85,8 @@ export async function scan(
     deleteFilesUnder: (p: string) => void deferred.push(() => realJournal.deleteFilesUnder(p)),
     moveFiles: (from: string, to: string) => void deferred.push(() => realJournal.moveFiles(from, to)),
   };
+  let storedAs = 0;
+  const paths = options.paths ?? new LocalPaths(root, undefined, (l) => realJournal.remoteNameOf(l));
   const settleNs = BigInt(options.settleMs ?? 1000) * 1_000_000n;
   const warnings: string[] = [];
   const unsettled: string[] = [];
@@ -101,12 +113,25 @@ export async function scan(
     }
     for (const name of names) {
       if (name.startsWith(PARTIAL_PREFIX)) continue;
+      // Back to the remote name (NFC first: macOS may hand us NFD).
+      const remoteName = paths.remoteName(name.normalize('NFC'));
+      if (remoteName === undefined) {
+        warnings.push(
+          `skipped ${JSON.stringify(nodePath.join(dirRel, name))}: its name is not one Weft can send unchanged`,
+        );
+        continue;
+      }
       let rel: string;
       try {
-        rel = normalizePath(dirRel === '' ? name : `${dirRel}/${name}`);
+        rel = normalizePath(dirRel === '' ? remoteName : `${dirRel}/${remoteName}`);
       } catch (e) {
         warnings.push(`skipped ${JSON.stringify(nodePath.join(dirRel, name))}: ${(e as Error).message}`);
         continue;
+      }
+      if (remoteName !== name.normalize('NFC')) {
+        storedAs += 1;
+        const reason = encodeName(remoteName, paths.rules).reason ?? 'quoted';
+        deferred.push(() => realJournal.recordLocalName(rel, name.normalize('NFC'), reason));
       }
       const abs = nodePath.join(dirAbs, name);
       let st: import('node:fs').BigIntStats;
@@ -133,6 +158,7 @@ export async function scan(
       }
       disk.set(rel, {
         path: rel,
+        abs,
         kind: isDir ? 'dir' : 'file',
         size: isDir ? 0 : Number(st.size),
         mtimeNs: st.mtimeNs,
@@ -147,17 +173,27 @@ export async function scan(
   else {
     for (const s of scope) {
       // Load ignore rules of the ancestors, then walk the subtree itself.
-      const st = await fsp.lstat(absPath(root, s), { bigint: true }).catch(() => undefined);
+      let sAbs: string;
+      try {
+        sAbs = await paths.resolve(s);
+      } catch (e) {
+        if (!(e instanceof UnsafeLocalPathError)) throw e;
+        // A link (or a path through one) is not synced, as in the full walk.
+        warnings.push(`skipped ${s}: ${e.message}`);
+        continue;
+      }
+      const st = await fsp.lstat(sAbs, { bigint: true }).catch(() => undefined);
       if (!st || st.isSymbolicLink()) continue;
       if (ignore.ignores(s, st.isDirectory())) continue;
       disk.set(s, {
         path: s,
+        abs: sAbs,
         kind: st.isDirectory() ? 'dir' : 'file',
         size: st.isDirectory() ? 0 : Number(st.size),
         mtimeNs: st.mtimeNs,
         inode: st.ino,
       });
-      if (st.isDirectory()) await walk(absPath(root, s), s);
+      if (st.isDirectory()) await walk(sAbs, s);
     }
   }
 
@@ -225,9 +261,9 @@ export async function scan(
     }
     let hash: string;
     try {
-      hash = await sha256File(absPath(root, e.path));
+      hash = await sha256File(e.abs);
       // Changed while we hashed: leave it for the next scan.
-      const again = await fsp.lstat(absPath(root, e.path), { bigint: true });
+      const again = await fsp.lstat(e.abs, { bigint: true });
       if (again.mtimeNs !== e.mtimeNs || Number(again.size) !== e.size) {
         unsettled.push(e.path);
         continue;
@@ -279,6 +315,7 @@ export async function scan(
     scannedFiles: disk.size,
     deletedFiles,
     knownFilesBefore,
+    storedAs,
     commit: () => {
       for (const w of deferred) w();
     },

@@ -31,6 +31,16 @@ export interface ConflictItem {
   readonly atMs: number;
 }
 
+/** An entry stored on this disk under another name than its remote one (local-path.ts). */
+export interface StoredAsItem {
+  /** The remote path. */
+  readonly path: string;
+  /** Its name on this disk. */
+  readonly localName: string;
+  /** In words: "Stored as "CON＿.txt" because Windows reserves the name "CON.txt"". */
+  readonly notice: string;
+}
+
 export interface Savings {
   /** Bytes not sent because a delta went instead of the whole file (both directions). */
   readonly deltaBytesSaved: number;
@@ -54,6 +64,8 @@ export interface FolderStatus {
   readonly bytesUploaded: number;
   readonly bytesDownloaded: number;
   readonly warnings: readonly string[];
+  /** Entries stored under an encoded local name, because this disk cannot hold the remote name. */
+  readonly storedAs?: readonly StoredAsItem[];
 }
 
 const MAX_RECENT = 200;

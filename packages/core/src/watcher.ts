@@ -17,6 +17,11 @@ export interface WatchOptions {
   readonly rescanMs?: number;
   /** Use polling (network filesystems). */
   readonly usePolling?: boolean;
+  /**
+   * Map a local relative path (`/`-separated) to the remote path the scanner works in
+   * (LocalPaths.remotePath); undefined when a name is not one Weft writes. Default: as is.
+   */
+  readonly toRemote?: (localRel: string) => string | undefined;
 }
 
 /** Scope for the scanner: provider paths, or [''] for everything. */
@@ -56,7 +61,12 @@ export class FolderWatcher implements Disposable {
     const rel = nodePath.relative(this.root, abs).split(nodePath.sep).join('/');
     if (rel.startsWith('..')) return;
     // The parent is rescanned too: a rename shows up there as one entry gone, one new.
-    const parent = rel.includes('/') ? rel.slice(0, rel.lastIndexOf('/')) : '';
+    const localParent = rel.includes('/') ? rel.slice(0, rel.lastIndexOf('/')) : '';
+    const parent = this.options.toRemote ? this.options.toRemote(localParent) : localParent;
+    if (parent === undefined) {
+      this.markEverything(); // a folder whose name Weft does not write: the full scan reports it
+      return;
+    }
     this.dirty.add(parent);
     if (this.dirty.size > (this.options.floodThreshold ?? 2000)) this.everything = true;
     this.schedule();
