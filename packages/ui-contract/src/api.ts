@@ -56,6 +56,12 @@ export const FolderStatusSchema = z.object({
   bytesUploaded: z.number().min(0),
   bytesDownloaded: z.number().min(0),
   warnings: z.array(z.string()),
+  /**
+   * Entries stored on this computer under another name than on the server, because its
+   * filesystem cannot hold the remote name (`CON.txt` → `CON＿.txt` on Windows): the remote
+   * path, the local name, and the notice in words.
+   */
+  storedAs: z.array(z.object({ path: z.string(), localName: z.string(), notice: z.string() })).optional(),
   /** Set while the engine holds a pass that would delete many files, waiting for an answer. */
   massDeletePending: z.boolean().optional(),
 });

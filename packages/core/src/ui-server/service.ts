@@ -208,6 +208,7 @@ export function toStatusDto(s: FolderStatus): FolderStatusDto {
     recent: [...s.recent],
     conflicts: [...s.conflicts],
     warnings: [...s.warnings],
+    storedAs: s.storedAs && s.storedAs.length > 0 ? s.storedAs.map((x) => ({ ...x })) : undefined,
     massDeletePending: s.state === 'paused' && /would delete/.test(s.error ?? ''),
   };
 }

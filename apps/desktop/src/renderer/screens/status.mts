@@ -37,6 +37,7 @@ export function statusScreen(
   const problems = h('div', { id: 'problems' });
   const transfers = h('div', { id: 'transfers-list' });
   const conflicts = h('div', { id: 'conflicts-list' });
+  const storedAs = h('div', { id: 'stored-as' });
   const search = h('input', {
     id: 'activity-search',
     type: 'search',
@@ -87,6 +88,7 @@ export function statusScreen(
       h('h3', { id: 'h-conflicts' }, 'Conflicts'),
       conflicts,
     ),
+    storedAs,
     h(
       'section',
       { 'aria-labelledby': 'h-activity' },
@@ -259,6 +261,22 @@ export function statusScreen(
                 ),
               );
             }),
+          ),
+    );
+    // Names this computer cannot hold, stored under look-alike names (shown only when there are any).
+    const renamed = s.storedAs ?? [];
+    renderInto(storedAs, JSON.stringify(renamed), () =>
+      renamed.length === 0
+        ? []
+        : h(
+            'section',
+            { 'aria-labelledby': 'h-stored-as' },
+            h('h3', { id: 'h-stored-as' }, 'Stored under other names'),
+            h(
+              'ul',
+              { class: 'stored-as' },
+              renamed.map((x) => h('li', { class: 'stored-as-item', title: x.path }, x.notice)),
+            ),
           ),
     );
     renderInto(conflicts, JSON.stringify(s.conflicts), () =>
