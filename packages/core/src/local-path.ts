@@ -415,6 +415,7 @@ export class LocalPaths {
    */
   async resolve(remotePath: string, allowRoot = false): Promise<string> {
     const mapped = this.map(remotePath, allowRoot);
+    if (await this.plainlyInside(mapped.names)) return mapped.abs;
     let dir = this.root;
     for (let i = 0; i < mapped.names.length; i++) {
       dir = nodePath.join(dir, mapped.names[i] as string);
@@ -434,6 +435,40 @@ export class LocalPaths {
       if (i < mapped.names.length - 1 && !st.isDirectory()) break; // a file where a folder goes: the caller sees ENOTDIR
     }
     return mapped.abs;
+  }
+
+  private realRoot: string | undefined;
+
+  /**
+   * Fast path (one realpath): the deepest existing component resolves to exactly where the
+   * names say, so no component is a link. Anything else (a link, or a disk that reports
+   * another case or normalisation) is decided by the component-by-component walk.
+   */
+  private async plainlyInside(names: readonly string[]): Promise<boolean> {
+    if (names.length === 0) return true;
+    this.realRoot ??= await fsp.realpath(this.root).catch(() => this.root);
+    for (let n = names.length; n >= 1; n--) {
+      const parts = names.slice(0, n);
+      const lexical = nodePath.join(this.root, ...parts);
+      let real: string;
+      try {
+        real = await fsp.realpath(lexical);
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code !== 'ENOENT' && code !== 'ENOTDIR') return false;
+        // Absent — or a dangling link, which the walk refuses.
+        if (
+          await fsp.lstat(lexical).then(
+            () => true,
+            () => false,
+          )
+        )
+          return false;
+        continue;
+      }
+      return real === nodePath.join(this.realRoot, ...parts);
+    }
+    return true;
   }
 
   /** Map a local name (one segment read from the disk) back to its remote name, or undefined. */
