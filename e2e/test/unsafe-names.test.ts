@@ -5,12 +5,16 @@
  * under the ORIGINAL remote names. The Windows device here is a real engine with the win32
  * path rules on Linux; a symbolic link inside its folder pointing out is never followed.
  */
+import { createHash } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
+import { ProxyClient } from '@weft/core';
+import { encodeBundle } from '@weft/wire';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   type Device,
   type TestProxy,
+  enrol,
   remoteTree,
   startDevice,
   startTestProxy,
@@ -133,5 +137,56 @@ describe('names unsafe on another platform', () => {
     await win.engine.syncNow();
     expect(await fsp.readFile(nodePath.join(folder, 'plain'), 'utf8')).toBe('from linux: trailing.');
     expect((win.engine.getStatus().storedAs ?? []).some((s) => s.path === 'trailing.')).toBe(false);
+  });
+
+  it('a name too long for the disk once encoded is stored under a hashed name, edited, and still maps back after a restart', async () => {
+    proxy = await startTestProxy('fs');
+    // 80 × U+2401 is 240 bytes; on disk each is escaped (a look-alike of a control): 480 bytes.
+    const long = '\u2401'.repeat(80) + '.txt';
+    const uploader = new ProxyClient({ baseUrl: proxy.url, token: await enrol(proxy, 'alice', 'api') });
+    const content = Buffer.from('long name');
+    const [r] = await uploader.uploadBundle(
+      encodeBundle([
+        {
+          path: `docs/${long}`,
+          rev: null,
+          mtimeMs: Date.now(),
+          sha256: createHash('sha256').update(content).digest('hex'),
+          content,
+        },
+      ]),
+    );
+    expect(r?.result.status).toBe('applied');
+
+    const sandbox = await tempDir('long');
+    const folder = nodePath.join(sandbox, 'Weft');
+    const stateDir = nodePath.join(sandbox, 'state');
+    let dev = await startDevice(proxy, 'linux', { folder, stateDir, engine: { pathRules: 'posix' } });
+    devices.push(dev);
+    await dev.engine.syncNow();
+    const names = await fsp.readdir(nodePath.join(folder, 'docs'));
+    expect(names).toHaveLength(1);
+    const local = names[0] ?? '';
+    expect(Buffer.byteLength(local)).toBeLessThanOrEqual(255);
+    expect(local).toMatch(/\u201B~[0-9a-f]{16}$/);
+    expect(await fsp.readFile(nodePath.join(folder, 'docs', local), 'utf8')).toBe('long name');
+    expect(dev.engine.getStatus().storedAs?.[0]?.path).toBe(`docs/${long}`);
+
+    // After a restart the journal maps the hashed name back: nothing new goes up.
+    await dev.stop();
+    devices.splice(devices.indexOf(dev), 1);
+    dev = await startDevice(proxy, 'linux', {
+      folder,
+      stateDir,
+      engine: { pathRules: 'posix', client: dev.client },
+    });
+    devices.push(dev);
+    await dev.engine.syncNow();
+    expect([...(await remoteTree(dev.client)).keys()].sort()).toEqual(['docs', `docs/${long}`]);
+    await fsp.writeFile(nodePath.join(folder, 'docs', local), 'edited');
+    await dev.engine.syncNow();
+    const remote = await remoteTree(dev.client);
+    expect([...remote.keys()].sort()).toEqual(['docs', `docs/${long}`]);
+    expect(remote.get(`docs/${long}`)).toBe(createHash('sha256').update('edited').digest('hex'));
   });
 });
