@@ -78,6 +78,29 @@ function checkPortableSegment(segment: string, raw: string): void {
   if (segment.endsWith('.') || segment.endsWith(' ')) reject('a name ends with a dot or a space', raw);
 }
 
+/**
+ * C0 and C1 control characters, and the Unicode bidirectional controls (embeddings,
+ * overrides, isolates, marks): they render invisibly or reorder the text around them, so
+ * a name holding one can pose as another (`invoice\u202Efdp.exe` shows as `invoiceexe.pdf`).
+ */
+// eslint-disable-next-line no-control-regex
+const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
+
+/**
+ * Why a path holds a character that no stored name may carry (controls, bidi controls),
+ * or undefined when it holds none. The proxy refuses such names on every write; reading,
+ * moving away from or deleting an entry that already has one stays possible.
+ */
+export function unprintableNameReason(path: string): string | undefined {
+  const m = UNPRINTABLE.exec(path);
+  if (!m) return undefined;
+  const cp = (m[0].codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0');
+  const kind = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/.test(m[0])
+    ? 'a bidirectional control'
+    : 'a control character';
+  return `a name contains ${kind} (U+${cp})`;
+}
+
 /** Like normalizePath but the root ('') is refused: for operations that need a named entry. */
 export function normalizeEntryPath(raw: string, options: PathRuleOptions = {}): string {
   const p = normalizePath(raw, options);

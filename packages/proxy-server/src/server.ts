@@ -81,7 +81,7 @@ import { MerkleIndex } from './merkle.ts';
 import { ProxyMetrics } from './metrics.ts';
 import { registerPeerLink, type PeerLink } from './peer-link.ts';
 import { OpScheduler } from './scheduler.ts';
-import { checkUserPath, HybridStore, type Writer } from './store/hybrid.ts';
+import { checkNewPath, checkUserPath, HybridStore, type Writer } from './store/hybrid.ts';
 import { RelayCache } from './store/relay-cache.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
 import { TransferService } from './transfers.ts';
@@ -616,8 +616,15 @@ export async function startProxyServer(
       const a = auth(req);
       const body = parse(OpsRequest, req.body);
       admit(reply, body.ops.length);
-      for (const op of body.ops)
-        for (const p of op.op === 'move' || op.op === 'copy' ? [op.from, op.to] : [op.path]) checkUserPath(p);
+      for (const op of body.ops) {
+        // What an op creates must be a name every platform can show; what it only reads,
+        // moves away or deletes may be an older name that is not.
+        if (op.op === 'move' || op.op === 'copy') {
+          checkUserPath(op.from);
+          checkNewPath(op.to);
+        } else if (op.op === 'delete') checkUserPath(op.path);
+        else checkNewPath(op.path);
+      }
       const results = await Promise.all(body.ops.map((op) => runOp(a, op)));
       return { results };
     },
@@ -647,7 +654,7 @@ export async function startProxyServer(
         });
       }
       const bundle = decodeBundle(bytes);
-      for (const e of bundle.entries) checkUserPath(e.path);
+      for (const e of bundle.entries) checkNewPath(e.path);
       admit(reply, bundle.entries.length);
       // One scheduled operation for the whole bundle: it waits for every earlier operation on
       // any of its paths (stop-and-wait) and is written and committed as one batch.
@@ -746,7 +753,7 @@ export async function startProxyServer(
     async (req, reply) => {
       const a = auth(req);
       const body = parse(TransferCreateRequest, req.body);
-      checkUserPath(body.path);
+      checkNewPath(body.path);
       // Refused when opened, not after the upload: the declared size, with the user's other
       // open transfers, must fit in what the quota leaves (the file it replaces is freed).
       store.quota.check(
@@ -874,7 +881,7 @@ export async function startProxyServer(
   const deltaUpload = async (req: FastifyRequest): Promise<OpResult> => {
     const a = auth(req);
     const q = parse(DeltaUploadQuery, req.query);
-    checkUserPath(q.path);
+    checkNewPath(q.path);
     const contentLength = req.headers['content-length'] ? Number(req.headers['content-length']) : undefined;
     const { header: c, delta: deltaStream } = await openDeltaUpload(streamBody(req), contentLength, {
       maxDeltaBytes: config.maxDeltaBytes,

@@ -95,7 +95,7 @@ afterAll(async () => {
   const fsTop = (await fsp.readdir(nodePath.join(server.dir, 'fs'))).sort();
   expect(fsTop.filter((n) => !['.weft-fs', 'ns', 'relay', 'staging'].includes(n))).toEqual([]);
   expect(await fsp.readdir(nodePath.join(server.dir, 'fs/ns'))).toEqual(['fuzz']);
-  expect(count).toBeGreaterThanOrEqual(RUNS * 6);
+  expect(count).toBeGreaterThanOrEqual(RUNS * 7);
   await server.stop();
 });
 
@@ -307,7 +307,88 @@ describe('fuzzing every parser of client input', () => {
     const [mk] = await c.ops({ op: 'mkdir', path: 'still/works' });
     expect(mk?.status).toBe('applied');
   }, 600_000);
+
+  it('names', async () => {
+    // Names built to hide or reorder text, or to mean something on another platform: a write
+    // that would create one with a control or bidi character is INVALID_PATH, and no name the
+    // server stores ever holds one (issue #14).
+    const tricky = fc.constantFrom(
+      '\u0000',
+      '\u0001',
+      '\u0009',
+      '\u000a',
+      '\u001b',
+      '\u007f',
+      '\u0085',
+      '\u009f',
+      '\u061c',
+      '\u200e',
+      '\u200f',
+      '\u202a',
+      '\u202b',
+      '\u202c',
+      '\u202d',
+      '\u202e',
+      '\u2066',
+      '\u2067',
+      '\u2068',
+      '\u2069',
+      '\\',
+      ':',
+      'C:',
+      'CON',
+      'aux.',
+      ' ',
+      '.',
+      '..',
+      '/',
+      '\uFF1A',
+      '\u200b',
+      'e\u0301',
+      '\uD83D\uDE00',
+      '\uD800',
+    );
+    const name = fc
+      .array(fc.oneof(tricky, fc.string({ maxLength: 6 }), fc.string({ unit: 'binary', maxLength: 4 })), {
+        minLength: 1,
+        maxLength: 8,
+      })
+      .map((parts) => `names/${parts.join('')}`);
+    await fc.assert(
+      fc.asyncProperty(name, fc.constantFrom('bundle', 'mkdir', 'move'), async (path, how) => {
+        let bundle: Uint8Array | undefined;
+        try {
+          bundle = encodeBundle([{ path, mtimeMs: 1, sha256: sha('n'), content: Buffer.from('n') }]);
+        } catch {
+          // The encoder refuses what no canonical path can be (NUL, `..`): sent as an op instead.
+        }
+        const res =
+          how === 'bundle' && bundle
+            ? await c.req('POST', '/v1/bundles', bundle)
+            : await c.req('POST', '/v1/ops', {
+                ops: [
+                  how === 'mkdir' ? { op: 'mkdir', path } : { op: 'move', from: 'names-src/x', to: path },
+                ],
+              });
+        const text = await res.text();
+        count += 1;
+        if (res.status >= 500) throw new Error(`${how} ${JSON.stringify(path)}: ${res.status} ${text}`);
+        if (UNPRINTABLE.test(path) && res.status !== 400)
+          throw new Error(
+            `${how} ${JSON.stringify(path)} was not refused: ${res.status} ${text.slice(0, 200)}`,
+          );
+        if (UNPRINTABLE.test(path) && !text.includes('INVALID_PATH'))
+          throw new Error(`${how} ${JSON.stringify(path)}: not INVALID_PATH: ${text.slice(0, 200)}`);
+      }),
+      { numRuns: RUNS },
+    );
+    const all = await c.json<{ entries: { path: string }[] }>('GET', '/v1/list?path=&recursive=1');
+    expect(all.entries.filter((e) => UNPRINTABLE.test(e.path))).toEqual([]);
+  }, 600_000);
 });
+
+// eslint-disable-next-line no-control-regex
+const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
 
 // ---------------------------------------------------------------- resource limits (issue #14)
 

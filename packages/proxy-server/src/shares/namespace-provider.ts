@@ -22,6 +22,7 @@ import {
   type Change,
   type Entry,
   type Features,
+  InvalidPathError,
   type ListOptions,
   NotFoundError,
   PreconditionFailedError,
@@ -74,6 +75,10 @@ function classify(e: unknown, path: string): unknown {
       return new AlreadyExistsError(`weft: ${path}: ${e.message}`, { cause: e });
     case 'PRECONDITION_FAILED':
       return new PreconditionFailedError(`weft: ${path}: ${e.message}`, undefined, { cause: e });
+    case 'INVALID_PATH':
+      // A name Weft storage refuses (a control or bidi character from another cloud): the
+      // mirror counts it as refused by this replica instead of retrying it.
+      return new InvalidPathError(`weft: ${path}: ${e.message}`, path);
     case 'QUOTA_EXCEEDED':
       // The member's Weft storage is full: the mirror sees a full replica, as with a full cloud.
       return new QuotaExceededError(`weft: ${path}: ${e.message}`, { cause: e });

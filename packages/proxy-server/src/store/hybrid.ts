@@ -27,6 +27,7 @@ import {
   NotFoundError,
   ancestors,
   sha256Hex,
+  unprintableNameReason,
 } from '@weft/providers';
 import type { ChangeRecord, ConflictReport, EntryInfo, OpResult } from '@weft/wire';
 import { conflictedCopyPath } from '@weft/wire';
@@ -94,6 +95,18 @@ export function checkUserPath(path: string): void {
   for (const seg of path.split('/')) {
     if (isLinkName(seg)) throw new ApiError('INVALID_PATH', `names ending in ${LINK_EXTENSION} are reserved`);
   }
+}
+
+/**
+ * A path a write creates or replaces: besides checkUserPath, no control character and no
+ * bidirectional control in any name (they travel to every member of a share and every
+ * platform; docs/formats/api.md "Names"). Entries that already hold one can still be read,
+ * moved away and deleted.
+ */
+export function checkNewPath(path: string): void {
+  checkUserPath(path);
+  const why = unprintableNameReason(path);
+  if (why) throw new ApiError('INVALID_PATH', why);
 }
 
 export class HybridStore {
@@ -388,7 +401,7 @@ export class HybridStore {
     base: string | null | undefined,
     knownSha?: boolean,
   ): Promise<OpResult> {
-    checkUserPath(path);
+    checkNewPath(path);
     const actual = knownSha ? sha256 : await this.contentSha(content);
     if (actual !== sha256)
       throw new ApiError('HASH_MISMATCH', 'SHA-256 of the content does not match the declared one');
@@ -454,7 +467,7 @@ export class HybridStore {
     const large: number[] = [];
     for (const [i, item] of items.entries()) {
       try {
-        checkUserPath(item.path);
+        checkNewPath(item.path);
         if (sha256Hex(item.bytes) !== item.sha256)
           throw new ApiError('HASH_MISMATCH', 'SHA-256 of the content does not match the declared one');
         if (item.bytes.byteLength >= this.o.smallFileBytes) {
@@ -745,8 +758,12 @@ export class HybridStore {
     mtimeMs: number,
     base: string | null | undefined,
   ): Promise<OpResult> {
-    const obj = this.meta.getObject(sha256);
-    if (!obj || obj.size !== size)
+    // Only content this user has held itself may be linked (uploaded, or received into its
+    // namespace through a share): a hash alone proves nothing. An object that exists but is
+    // another user's, one of another size and one that does not exist all get the same
+    // answer, so the answer says nothing about other users' content.
+    const held = this.meta.userLargeContent(w.userId, sha256);
+    if (held === undefined || held !== size || !this.meta.getObject(sha256))
       throw new ApiError('OBJECT_UNKNOWN', 'the server has no object with that SHA-256 and size; upload it');
     const unpin = this.pin(sha256);
     try {
@@ -771,7 +788,7 @@ export class HybridStore {
   }
 
   async mkdir(w: Writer, path: string): Promise<OpResult> {
-    checkUserPath(path);
+    checkNewPath(path);
     const cur = this.meta.getEntry(w.userId, path);
     if (cur?.kind === 'dir') return { status: 'applied', entry: publicEntry(cur), seq: NOOP_SEQ };
     if (cur) throw new ApiError('ALREADY_EXISTS', 'a file exists at that path', { path });
@@ -817,7 +834,7 @@ export class HybridStore {
 
   async move(w: Writer, from: string, to: string): Promise<OpResult> {
     checkUserPath(from);
-    checkUserPath(to);
+    checkNewPath(to);
     if (from === to) throw new ApiError('BAD_REQUEST', 'source and destination are the same');
     if (to.startsWith(from + '/')) throw new ApiError('BAD_REQUEST', 'cannot move a folder inside itself');
     const src = this.meta.getEntry(w.userId, from);
@@ -842,7 +859,7 @@ export class HybridStore {
 
   async copy(w: Writer, from: string, to: string): Promise<OpResult> {
     checkUserPath(from);
-    checkUserPath(to);
+    checkNewPath(to);
     if (to === from || to.startsWith(from + '/'))
       throw new ApiError('BAD_REQUEST', 'cannot copy onto or inside itself');
     const src = this.meta.getEntry(w.userId, from);
