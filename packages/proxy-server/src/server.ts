@@ -607,7 +607,8 @@ export async function startProxyServer(
     {
       method: 'POST',
       url: '/v1/ops',
-      summary: 'Apply file operations (ordered per path)',
+      summary:
+        'Apply file operations (ordered per path). A name created must hold no control or bidi character (INVALID_PATH); commit without transferId links only content the caller has held (else OBJECT_UNKNOWN).',
       auth: 'device',
       body: OpsRequest,
       response: OpsResponse,
