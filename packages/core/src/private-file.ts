@@ -1,45 +1,5 @@
 /**
- * Files that hold a secret: written whole (temporary file, then rename) and readable by
- * this user only (0600) whatever the umask, also when an older copy had looser modes.
+ * The agent's state folder (journal, tokens, copies of deleted files) and its secret files
+ * are this user's only (0700 / 0600) whatever the umask.
  */
-import { randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, openSync } from 'node:fs';
-import * as fsp from 'node:fs/promises';
-
-export async function writePrivateFile(file: string, data: string | Uint8Array): Promise<void> {
-  const tmp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
-  try {
-    // 'wx': a fresh file, so the mode below is the one it was created with.
-    await fsp.writeFile(tmp, data, { mode: 0o600, flag: 'wx' });
-    await fsp.chmod(tmp, 0o600);
-    await fsp.rename(tmp, file);
-  } catch (e) {
-    await fsp.rm(tmp, { force: true });
-    throw e;
-  }
-}
-
-/**
- * Create `dir` (and missing parents) owner-only (0700), and make an existing one so: the
- * agent's state folder holds the journal, tokens and copies of deleted files.
- */
-export async function privateDir(dir: string): Promise<void> {
-  await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
-  await fsp.chmod(dir, 0o700);
-}
-
-/**
- * Make a SQLite database file owner-only before SQLite opens it: created empty at 0600 when
- * missing (SQLite gives its -wal and -shm files the database file's mode), and an existing
- * one, with its -wal and -shm, set to 0600.
- */
-export function privateDatabaseFile(file: string): void {
-  closeSync(openSync(file, 'a', 0o600));
-  for (const f of [file, `${file}-wal`, `${file}-shm`]) {
-    try {
-      chmodSync(f, 0o600);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-    }
-  }
-}
+export { privateDatabaseFile, privateDir, writePrivateFile } from '@weft/providers/private-files';
