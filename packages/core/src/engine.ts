@@ -808,7 +808,7 @@ export class Engine implements Disposable {
         try {
           await this.writeDownloaded(
             entry.path,
-            rsyncPatch(old, container.delta),
+            rsyncPatch(old, container.delta, { maxOutputBytes: container.targetSize }),
             container.targetSha256,
             entry.revision,
             entry.mtimeMs,

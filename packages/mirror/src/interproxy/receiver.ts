@@ -565,7 +565,7 @@ export class PeerReceiver {
       await pipeline(
         Readable.from(
           (async function* () {
-            for await (const chunk of patch(old, c.delta)) {
+            for await (const chunk of patch(old, c.delta, { maxOutputBytes: c.targetSize })) {
               h.update(chunk);
               size += chunk.byteLength;
               yield chunk;
