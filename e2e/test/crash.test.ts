@@ -4,6 +4,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { ProxyClient } from '@weft/core';
@@ -24,6 +25,9 @@ const WEFT = nodePath.resolve(new URL('../../packages/core/bin/weft.js', import.
 const KILLS = Number(process.env.WEFT_CRASH_KILLS ?? (process.env.WEFT_FULL ? 20 : 6));
 
 function startAgent(folder: string, state: string, server: string, token: string): ChildProcess {
+  // The token travels in a 0600 file, never on the command line (where `ps` shows it).
+  const tokenFile = `${state}.token`;
+  writeFileSync(tokenFile, token, { mode: 0o600 });
   return spawn(
     process.execPath,
     [
@@ -35,8 +39,8 @@ function startAgent(folder: string, state: string, server: string, token: string
       server,
       '--state',
       state,
-      '--token',
-      token,
+      '--token-file',
+      tokenFile,
       '--device',
       'crashy',
     ],

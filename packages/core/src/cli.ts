@@ -1,5 +1,5 @@
 /**
- * `weft agent --folder DIR --server URL [--user U] [--admin-token T | --invite I | --token T] [--open]`
+ * `weft agent --folder DIR --server URL [--user U] [--admin-token-file F | --invite I | --token-file F] [--open]`
  * `weft status [--state DIR] [--json]`
  * `weft open [--state DIR] [--print]`: sign the browser in to a running agent's UI (a
  * one-time login link, through a 0600 launcher page; `--print` writes it out instead).
@@ -13,6 +13,7 @@ import * as nodePath from 'node:path';
 import { parseArgs } from 'node:util';
 import { startAgent } from './agent.ts';
 import { installProcessGuard } from './process-guard.ts';
+import { readSecretFile } from './token-file.ts';
 import { openLoginInBrowser } from './ui-server/browser-open.ts';
 import type { FolderStatus } from './status.ts';
 
@@ -37,7 +38,9 @@ if (command === 'agent') {
       user: { type: 'string' },
       device: { type: 'string' },
       token: { type: 'string' },
+      'token-file': { type: 'string' },
       'admin-token': { type: 'string' },
+      'admin-token-file': { type: 'string' },
       invite: { type: 'string' },
       'status-port': { type: 'string' },
       'up-limit': { type: 'string' },
@@ -57,15 +60,35 @@ if (command === 'agent') {
   const uploadBytesPerSecond = rate(values['up-limit'], 'up-limit');
   const downloadBytesPerSecond = rate(values['down-limit'], 'down-limit');
   if (!values.folder || !values.server)
-    fail('usage: weft agent --folder DIR --server URL [--user U] [--admin-token T]');
+    fail('usage: weft agent --folder DIR --server URL [--user U] [--admin-token-file FILE]');
+  // A secret on the command line is shown to every local user (ps): files or environment only.
+  if (values.token !== undefined)
+    fail(
+      '--token would show the device token to every user of this computer (ps); put it in a file only you can read (chmod 600) and pass --token-file FILE, or set WEFT_DEVICE_TOKEN',
+    );
+  if (values['admin-token'] !== undefined)
+    fail(
+      '--admin-token would show the admin token to every user of this computer (ps); put it in a file only you can read (chmod 600) and pass --admin-token-file FILE, or set WEFT_ADMIN_TOKEN',
+    );
+  const secretFrom = async (file: string | undefined, what: string): Promise<string | undefined> => {
+    if (file === undefined) return undefined;
+    try {
+      return await readSecretFile(file, what);
+    } catch (e) {
+      return fail((e as Error).message);
+    }
+  };
+  const token = (await secretFrom(values['token-file'], 'device token')) ?? process.env.WEFT_DEVICE_TOKEN;
+  const adminToken =
+    (await secretFrom(values['admin-token-file'], 'admin token')) ?? process.env.WEFT_ADMIN_TOKEN;
   const agent = await startAgent({
     folder: nodePath.resolve(values.folder as string),
     server: values.server as string,
     stateDir: values.state ?? defaultState,
     user: values.user,
     deviceName: values.device,
-    token: values.token,
-    adminToken: values['admin-token'] ?? process.env.WEFT_ADMIN_TOKEN,
+    token: token || undefined,
+    adminToken: adminToken || undefined,
     invite: values.invite,
     statusPort: values['status-port'] ? Number(values['status-port']) : 0,
     uploadBytesPerSecond,
