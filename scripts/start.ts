@@ -17,6 +17,7 @@ import * as nodePath from 'node:path';
 import { openDesktopUi } from '@weft/desktop';
 import { MAX_LOGIN_TTL_MS } from '@weft/core';
 import { startProxyServer } from '@weft/proxy-server';
+import { privateDir, writePrivateFile } from '@weft/providers/private-files';
 
 const home = process.env.WEFT_HOME ?? nodePath.join(os.homedir(), '.weft');
 const folder = process.env.WEFT_FOLDER ?? nodePath.join(os.homedir(), 'Weft');
@@ -40,7 +41,9 @@ async function preferredPort(wanted: number | undefined): Promise<number> {
   });
 }
 
-await fsp.mkdir(home, { recursive: true, mode: 0o700 });
+// Owner-only whatever the umask, also when an older run left looser modes: start.json holds
+// the embedded proxy's admin token.
+await privateDir(home);
 const firstRun = !(await readJson(nodePath.join(home, 'start.json')));
 const saved = (await readJson<{ adminToken: string; port: number }>(nodePath.join(home, 'start.json'))) ?? {
   adminToken: randomBytes(24).toString('hex'),
@@ -54,12 +57,9 @@ const proxy = await startProxyServer({
   logLevel: 'warn',
 });
 const port = Number(new URL(proxy.url).port);
-await fsp.writeFile(
+await writePrivateFile(
   nodePath.join(home, 'start.json'),
   JSON.stringify({ adminToken: saved.adminToken, port }),
-  {
-    mode: 0o600,
-  },
 );
 
 const noOpen = process.env.WEFT_NO_OPEN === '1' || process.env.WEFT_NO_OPEN === 'true';

@@ -54,8 +54,14 @@ describe('npm start', () => {
       WEFT_NO_OPEN: '1',
       WEFT_SECRET_KEY_FILE: nodePath.join(root, 'config', 'secret.key'),
     };
+    // A home folder left world-readable (umask 022) is made owner-only: start.json holds the
+    // embedded proxy's admin token.
+    await fsp.mkdir(env.WEFT_HOME, { recursive: true, mode: 0o755 });
+    await fsp.chmod(env.WEFT_HOME, 0o755);
     const first = start(env);
     const out = await first.ready;
+    expect((await fsp.stat(env.WEFT_HOME)).mode & 0o777).toBe(0o700);
+    expect((await fsp.stat(nodePath.join(env.WEFT_HOME, 'start.json'))).mode & 0o777).toBe(0o600);
     expect(out).toContain('Welcome to Weft');
     const link = /Weft window: +(http:\/\/127\.0\.0\.1:\d+\/login\?token=[A-Za-z0-9_-]{43})\n/.exec(out)?.[1];
     expect(link, out).toBeDefined();
