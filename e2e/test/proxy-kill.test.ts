@@ -137,7 +137,12 @@ describe('proxy killed during large uploads', () => {
     for (let k = 0; k < KILLS; k++) {
       // Let the agent get going (it retries every 2 s while the proxy is away), then kill.
       await new Promise((r) => setTimeout(r, 1500 + Math.floor(rnd() * 2000)));
-      const s = await statusOf(state);
+      // Aim the kill at work in progress: wait (up to 5 s) for the agent to be busy.
+      let s = await statusOf(state);
+      for (let w = 0; w < 50 && !(s && (s.state !== 'idle' || s.pendingOperations > 0)); w++) {
+        await new Promise((r) => setTimeout(r, 100));
+        s = await statusOf(state);
+      }
       if (s && (s.state !== 'idle' || s.pendingOperations > 0)) midUpload += 1;
       proxy.kill('SIGKILL');
       await new Promise((r) => proxy?.once('exit', r));
