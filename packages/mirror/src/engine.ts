@@ -25,7 +25,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type Database from 'better-sqlite3';
 import { pino, type Logger } from 'pino';
-import { conflictCopyPath } from '@weft/core';
+import { conflictedCopyPath } from '@weft/wire';
 import {
   type Entry,
   type Provider,
@@ -1657,10 +1657,10 @@ export class MirrorEngine {
     const existing = mine.find((c) => c.startsWith(dir) && !c.slice(dir.length).includes('/'));
     if (existing) return existing;
     return this.store.transaction(() => {
-      const copy = conflictCopyPath(
+      const copy = conflictedCopyPath(
         path,
-        this.member(logged.origin),
         new Date(logged.createdMs),
+        this.member(logged.origin),
         (c) => skip.has(c) || this.store.head(c) !== undefined || !this.store.reserveCopy(logged.seq, c),
       );
       return copy;
