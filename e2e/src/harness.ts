@@ -78,7 +78,8 @@ export async function startDevice(
     token?: string;
     folder?: string;
     stateDir?: string;
-    engine?: Partial<EngineOptions>;
+    /** Engine options; a client given here must be a ProxyClient (the device exposes it). */
+    engine?: Partial<EngineOptions> & { client?: ProxyClient };
   } = {},
 ): Promise<Device> {
   const token = options.token ?? (await enrol(proxy, options.user ?? 'alice', name));

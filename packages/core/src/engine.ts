@@ -60,7 +60,8 @@ import {
   hostPathRules,
 } from './local-path.ts';
 import type { Op } from './ops.ts';
-import { OfflineError, type ProxyClient, RemoteError } from './remote/proxy-client.ts';
+import { OfflineError, RemoteError } from './remote/proxy-client.ts';
+import type { RemoteStore } from './remote/remote-store.ts';
 import { privateDir } from './private-file.ts';
 import { scan } from './scanner.ts';
 import { type FolderStatus, StatusModel } from './status.ts';
@@ -71,7 +72,8 @@ export interface EngineOptions {
   readonly folder: string;
   /** Where the journal and trash live (never inside the folder). */
   readonly stateDir: string;
-  readonly client: ProxyClient;
+  /** The server side: a ProxyClient, or an in-memory store in tests. */
+  readonly client: RemoteStore;
   readonly deviceName: string;
   /** Files below this go in bundles. Default 2 MiB (HyCloud Fig. 18). */
   readonly smallFileBytes?: number;

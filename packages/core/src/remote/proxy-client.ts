@@ -34,6 +34,7 @@ import {
 } from '@weft/wire';
 import { type Disposable, toDisposable } from '../lifecycle.ts';
 import { ByteRateLimiter } from './rate-limit.ts';
+import type { RemoteStore } from './remote-store.ts';
 
 export class RemoteError extends Error {
   constructor(
@@ -72,7 +73,7 @@ type Schema<T> = { parse(input: unknown): T };
 /** How often one request is re-sent after SLOW_DOWN before the error surfaces. */
 const MAX_BUSY_RETRIES = 40;
 
-export class ProxyClient {
+export class ProxyClient implements RemoteStore {
   readonly baseUrl: string;
   private readonly token: string;
   requests = 0;

@@ -1,0 +1,79 @@
+/**
+ * What the client engine needs from the server holding its files: the proxy API of
+ * docs/formats/api.md seen as calls. `ProxyClient` implements it over HTTP and WebSocket;
+ * `MemoryRemoteStore` (packages/core/test/support) implements it in memory so that engine
+ * tests run several devices against one store without a server.
+ *
+ * Errors: a refused call throws `RemoteError` with the server's code (NOT_FOUND, CONFLICT,
+ * PATH_CLASH, …) and a server that cannot be reached throws `OfflineError`; both live in
+ * proxy-client.ts and every implementation uses them.
+ */
+import type {
+  BlockAck,
+  BundleDeferredReason,
+  BundleUploadResponse,
+  ChangesResponse,
+  DecodedBundle,
+  DecodedDeltaContainer,
+  EntryInfo,
+  FeedServerMessage,
+  FileOp,
+  ListResponse,
+  MerkleNode,
+  OpResult,
+  TransferState,
+} from '@weft/wire';
+import type { Disposable } from '../lifecycle.ts';
+
+export interface RemoteStore {
+  /** Every entry under `path` ('' = the root), recursively or one level. */
+  list(path?: string, recursive?: boolean): Promise<ListResponse>;
+  /** One entry, or undefined when nothing is at `path`. */
+  stat(path: string): Promise<EntryInfo | undefined>;
+  /** A file's bytes (streaming) with the version they are; NOT_FOUND when it is gone. */
+  download(
+    path: string,
+    range?: { offset: number; length?: number },
+    signal?: AbortSignal,
+  ): Promise<{ body: AsyncIterable<Uint8Array>; revision: string; sha256: string; size: number }>;
+  /** Namespace operations (mkdir, delete, move, put…), each answered in order. */
+  ops(ops: readonly FileOp[]): Promise<OpResult[]>;
+  /** Upload an encoded bundle of small files (docs/formats/bundle.md); one result per entry. */
+  uploadBundle(bundle: Uint8Array): Promise<BundleUploadResponse['results']>;
+  /** Download small files in one bundle; each path comes back either as an entry or deferred. */
+  downloadBundle(
+    paths: readonly string[],
+    compress?: boolean,
+  ): Promise<{ bundle: DecodedBundle; deferred: { path: string; reason: BundleDeferredReason }[] }>;
+  /** Start (or find again) a large upload. */
+  createTransfer(req: {
+    path: string;
+    size: number;
+    sha256: string;
+    mtimeMs: number;
+    baseRevision?: string | null;
+  }): Promise<TransferState>;
+  /** A large upload's state, or undefined when the server no longer has it. */
+  getTransfer(id: string): Promise<TransferState | undefined>;
+  /** One encoded transfer block (docs/formats/transfer-block.md). */
+  putBlock(id: string, frame: Uint8Array): Promise<BlockAck>;
+  /** Replace a file by patching its `baseRevision` with an encoded delta container. */
+  uploadDelta(path: string, baseRevision: string, mtimeMs: number, container: Uint8Array): Promise<OpResult>;
+  /** A delta from the version with `baseSha256` (described by its signature) to the current one. */
+  downloadDelta(path: string, baseSha256: string, signatureBytes: Uint8Array): Promise<DecodedDeltaContainer>;
+  /** The rsync signature of a file's current version, named by sha256 and revision. */
+  signature(path: string): Promise<{ bytes: Uint8Array; sha256: string; revision: string }>;
+  /** One page of the change feed after `cursor`. */
+  changes(cursor: number, limit?: number): Promise<ChangesResponse>;
+  /** Merkle nodes of the namespace for the given folder paths (consistency check). */
+  merkle(paths: readonly string[]): Promise<MerkleNode[]>;
+  /**
+   * The live feed from `cursor`: `onMessage` gets each message, `onClose` fires once when it
+   * ends for any reason. Dispose to close.
+   */
+  openFeed(
+    cursor: number,
+    onMessage: (m: FeedServerMessage) => void,
+    onClose: (reason: string) => void,
+  ): Disposable;
+}
