@@ -9,7 +9,7 @@
  * synced folder; WEFT_NO_OPEN=1 serves the UI without opening anything (headless, tests) and
  * prints a one-time sign-in link instead (`npx weft open --print` gives another).
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as net from 'node:net';
 import * as os from 'node:os';
@@ -41,26 +41,26 @@ async function preferredPort(wanted: number | undefined): Promise<number> {
   });
 }
 
-// Owner-only whatever the umask, also when an older run left looser modes: start.json holds
-// the embedded proxy's admin token.
+// Owner-only whatever the umask, also when an older run left looser modes.
 await privateDir(home);
-const firstRun = !(await readJson(nodePath.join(home, 'start.json')));
-const saved = (await readJson<{ adminToken: string; port: number }>(nodePath.join(home, 'start.json'))) ?? {
-  adminToken: randomBytes(24).toString('hex'),
-  port: 0,
-};
+const startFile = nodePath.join(home, 'start.json');
+const saved = await readJson<{ port?: number }>(startFile);
+const firstRun = saved === undefined;
 
+// The embedded proxy's admin token is needed only to enrol this computer (the first run, or
+// after its enrolment was lost), so it lives for one run, in memory: the proxy is given only
+// its hash, and nothing of it is written down. start.json keeps the port alone; one from an
+// older version that still holds a plaintext token is rewritten without it (that token is
+// then refused: devices enrolled with it keep their own tokens).
+const adminToken = 'wfa_' + randomBytes(24).toString('base64url');
 const proxy = await startProxyServer({
   dataDir: nodePath.join(home, 'proxy'),
-  adminToken: saved.adminToken,
-  port: await preferredPort(saved.port),
+  adminTokenSha256: createHash('sha256').update(adminToken).digest('hex'),
+  port: await preferredPort(saved?.port),
   logLevel: 'warn',
 });
 const port = Number(new URL(proxy.url).port);
-await writePrivateFile(
-  nodePath.join(home, 'start.json'),
-  JSON.stringify({ adminToken: saved.adminToken, port }),
-);
+await writePrivateFile(startFile, JSON.stringify({ port }));
 
 const noOpen = process.env.WEFT_NO_OPEN === '1' || process.env.WEFT_NO_OPEN === 'true';
 const ui = await openDesktopUi({
@@ -78,7 +78,7 @@ const ui = await openDesktopUi({
       .hostname()
       .replace(/[/\\()]/g, '-')
       .slice(0, 60) || 'this computer',
-  adminToken: saved.adminToken,
+  adminToken,
 });
 
 if (firstRun) say('Welcome to Weft. Files you put in the folder below are synced to your Weft storage.');

@@ -2,7 +2,8 @@
  * `npm start` (scripts/start.ts) for real: proxy on embedded defaults, agent enrolled on the
  * first run, the desktop UI served (WEFT_NO_OPEN=1: nothing is opened, as on a headless
  * machine: a one-time sign-in link is printed instead), a clean stop on SIGTERM, and a second
- * start that reuses the enrolment.
+ * start that reuses the enrolment. No admin token is ever written down (the proxy gets only
+ * its hash); a start.json from an older version that holds one is rewritten without it.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import * as fsp from 'node:fs/promises';
@@ -54,14 +55,17 @@ describe('npm start', () => {
       WEFT_NO_OPEN: '1',
       WEFT_SECRET_KEY_FILE: nodePath.join(root, 'config', 'secret.key'),
     };
-    // A home folder left world-readable (umask 022) is made owner-only: start.json holds the
-    // embedded proxy's admin token.
+    // A home folder left world-readable (umask 022) is made owner-only.
     await fsp.mkdir(env.WEFT_HOME, { recursive: true, mode: 0o755 });
     await fsp.chmod(env.WEFT_HOME, 0o755);
     const first = start(env);
     const out = await first.ready;
     expect((await fsp.stat(env.WEFT_HOME)).mode & 0o777).toBe(0o700);
-    expect((await fsp.stat(nodePath.join(env.WEFT_HOME, 'start.json'))).mode & 0o777).toBe(0o600);
+    const startFile = nodePath.join(env.WEFT_HOME, 'start.json');
+    expect((await fsp.stat(startFile)).mode & 0o777).toBe(0o600);
+    // No admin token is written down: start.json keeps the port alone.
+    const firstStart = JSON.parse(await fsp.readFile(startFile, 'utf8')) as Record<string, unknown>;
+    expect(Object.keys(firstStart)).toEqual(['port']);
     expect(out).toContain('Welcome to Weft');
     const link = /Weft window: +(http:\/\/127\.0\.0\.1:\d+\/login\?token=[A-Za-z0-9_-]{43})\n/.exec(out)?.[1];
     expect(link, out).toBeDefined();
@@ -95,9 +99,24 @@ describe('npm start', () => {
     expect(await exited(first.child)).toBe(0);
     await expect(fsp.stat(agentFile)).rejects.toMatchObject({ code: 'ENOENT' });
 
+    // start.json as an older version wrote it, with the admin token in plain text: the next
+    // start rewrites it without the token, and the proxy no longer takes that token.
+    const legacyToken = 'wfa_legacy-admin-token-written-in-plain-text';
+    await fsp.writeFile(startFile, JSON.stringify({ adminToken: legacyToken, port: firstStart.port }));
     const second = start(env);
     const again = await second.ready;
     expect(again).not.toContain('Welcome to Weft');
+    expect(JSON.parse(await fsp.readFile(startFile, 'utf8'))).toEqual({ port: firstStart.port });
+    expect((await fsp.stat(startFile)).mode & 0o777).toBe(0o600);
+    const proxyUrl = /Proxy server: (http:\/\/\S+)/.exec(again)?.[1];
+    expect(proxyUrl, again).toBeDefined();
+    const enrol = await fetch(`${proxyUrl}/v1/enrol`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${legacyToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ user: 'mallory', deviceName: 'old-token' }),
+    });
+    expect(enrol.status).toBe(403);
+    // This computer stays enrolled (its own device token), and syncs without an admin token.
     expect(await fsp.readFile(nodePath.join(env.WEFT_HOME, 'agent', 'device.json'), 'utf8')).toBe(device);
     second.child.kill('SIGTERM');
     expect(await exited(second.child)).toBe(0);

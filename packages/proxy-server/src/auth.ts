@@ -25,6 +25,16 @@ export function bearer(header: string | undefined): string | undefined {
   return m?.[1];
 }
 
+/**
+ * Whether `token` is the admin token whose SHA-256 (hex) is `sha256Hex`, in constant time
+ * (the config may hold only the hash: `adminTokenSha256`).
+ */
+export function adminTokenMatches(token: string, sha256Hex: string): boolean {
+  const x = createHash('sha256').update(token, 'utf8').digest();
+  const y = Buffer.from(sha256Hex, 'hex');
+  return y.length === x.length && timingSafeEqual(x, y);
+}
+
 export function safeEqual(a: string, b: string): boolean {
   const x = createHash('sha256').update(a).digest();
   const y = createHash('sha256').update(b).digest();

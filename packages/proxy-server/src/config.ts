@@ -116,8 +116,19 @@ export const ProxyConfig = z.object({
   objectTier: ObjectTierConfig.default({ type: 'fs' }),
   /** SQLite file. Default: <dataDir>/metadata.sqlite. */
   metadataFile: z.string().optional(),
-  /** Guards enrolment. Default: a random token, returned by startProxyServer and logged once. */
+  /**
+   * Guards enrolment. Default: a random token, returned by startProxyServer and logged once.
+   * Prefer `adminTokenSha256`, which keeps the token itself out of the config.
+   */
   adminToken: z.string().min(16).optional(),
+  /**
+   * The admin token's SHA-256, 64 lowercase hex digits (`printf %s TOKEN | sha256sum`): the
+   * server then never holds the token itself. Give this or `adminToken`, not both.
+   */
+  adminTokenSha256: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/, 'adminTokenSha256 is 64 lowercase hex digits (the SHA-256 of the token)')
+    .optional(),
   /** Lifetime of an enrolment invite unless its request says otherwise (default 7 days). */
   inviteTtlMs: z
     .number()
@@ -220,6 +231,7 @@ export const ENV_OVERRIDES: Record<string, (c: Record<string, unknown>, v: strin
   WEFT_PROXY_FS_TIER_DIR: (c, v) => (c.fsTierDir = v),
   WEFT_PROXY_METADATA_FILE: (c, v) => (c.metadataFile = v),
   WEFT_PROXY_ADMIN_TOKEN: (c, v) => (c.adminToken = v),
+  WEFT_PROXY_ADMIN_TOKEN_SHA256: (c, v) => (c.adminTokenSha256 = v),
   WEFT_PROXY_INVITE_TTL_MS: (c, v) => (c.inviteTtlMs = Number(v)),
   WEFT_PROXY_LOG_LEVEL: (c, v) => (c.logLevel = v),
   WEFT_PROXY_CONCURRENCY: (c, v) => (c.concurrency = Number(v)),
@@ -258,6 +270,10 @@ export function parseConfig(input: unknown, env: NodeJS.ProcessEnv = {}): ProxyC
   }
   const parsed = ProxyConfig.safeParse(raw);
   if (!parsed.success) throw new ConfigError(`invalid proxy configuration: ${z.prettifyError(parsed.error)}`);
+  if (parsed.data.adminToken !== undefined && parsed.data.adminTokenSha256 !== undefined)
+    throw new ConfigError(
+      'invalid proxy configuration: give adminToken or adminTokenSha256, not both (keep only the hash)',
+    );
   return parsed.data;
 }
 

@@ -73,7 +73,7 @@ import {
   hashSecret,
   newInvite,
   newToken,
-  safeEqual,
+  adminTokenMatches,
 } from './auth.ts';
 import { parseConfig, quotaLimit, type ProxyConfig, type ProxyConfigInput } from './config.ts';
 import { ApiError, toApiError } from './errors.ts';
@@ -104,7 +104,10 @@ declare module 'fastify' {
 export interface RunningProxyServer {
   /** Base URL, e.g. http://127.0.0.1:41234 */
   readonly url: string;
-  /** The admin token guarding enrolment (the configured one, or a generated one). */
+  /**
+   * The admin token guarding enrolment (the configured one, or a generated one). A server
+   * configured with `adminTokenSha256` never holds the token: reading this then throws.
+   */
   readonly adminToken: string;
   readonly config: ProxyConfig;
   readonly app: FastifyInstance;
@@ -188,7 +191,11 @@ export async function startProxyServer(
   const log = options.logger ?? pino({ level: config.logLevel, name: 'weft-proxy' });
   // Owner-only, whatever the umask (the data directory, and every folder and file below).
   privateDir(config.dataDir);
-  const adminToken = config.adminToken ?? 'wfa_' + randomBytes(24).toString('base64url');
+  // The check needs only the token's hash; with `adminTokenSha256` the plaintext never exists here.
+  const adminToken = config.adminTokenSha256
+    ? undefined
+    : (config.adminToken ?? 'wfa_' + randomBytes(24).toString('base64url'));
+  const adminTokenSha256 = config.adminTokenSha256 ?? hashSecret(adminToken ?? '');
   const metrics = new ProxyMetrics();
   const { fs, objects, fsRoot } = await openProviders(config);
   const meta = new SqliteMetadataStore(
@@ -328,8 +335,11 @@ export async function startProxyServer(
   };
   const requireAdmin = (req: FastifyRequest): void => {
     const t = bearer(req.headers.authorization);
-    if (!t || !safeEqual(t, adminToken)) throw new ApiError('FORBIDDEN', 'admin token required');
+    if (!t || !adminTokenMatches(t, adminTokenSha256))
+      throw new ApiError('FORBIDDEN', 'admin token required');
   };
+  const ctx = { auth, parse };
+  const stat = (userId: string, path: string): EntryInfo | undefined => store.stat(userId, path);
   const writer = (a: AuthContext): Writer => ({
     userId: a.userId,
     deviceId: a.deviceId,
@@ -1153,12 +1163,17 @@ export async function startProxyServer(
   peerRouter?.start();
   const url = address.replace('[::1]', 'localhost');
   log.info({ url, dataDir: config.dataDir, objectTier: config.objectTier.type }, 'weft proxy listening');
-  if (!config.adminToken) log.info('no adminToken configured: a random one was generated for this run');
+  if (!config.adminToken && !config.adminTokenSha256)
+    log.info('no adminToken configured: a random one was generated for this run');
 
   let closed = false;
   return {
     url,
-    adminToken,
+    get adminToken(): string {
+      if (adminToken === undefined)
+        throw new Error('this server was given only the admin token’s hash (adminTokenSha256)');
+      return adminToken;
+    },
     config,
     app,
     store,

@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as https from 'node:https';
 import * as nodePath from 'node:path';
@@ -27,6 +28,33 @@ describe('configuration', () => {
   it('rejectsInvalidSettingsWithAClearMessage', () => {
     expect(() => parseConfig({ port: 'x' })).toThrow(ConfigError);
     expect(() => parseConfig({}, { WEFT_PROXY_PORT: '-1' })).toThrow(/port/);
+  });
+
+  it('acceptsOnlyTheHashOfTheAdminToken', async () => {
+    const token = 'wfa_the-admin-token-of-this-test';
+    const hash = createHash('sha256').update(token).digest('hex');
+    expect(parseConfig({}, { WEFT_PROXY_ADMIN_TOKEN_SHA256: hash }).adminTokenSha256).toBe(hash);
+    expect(() => parseConfig({ adminTokenSha256: 'abc' })).toThrow(/64 lowercase hex/);
+    expect(() => parseConfig({ adminTokenSha256: hash.toUpperCase() })).toThrow(ConfigError);
+    expect(() => parseConfig({ adminToken: token, adminTokenSha256: hash })).toThrow(/not both/);
+    const server = await startTestServer({ adminTokenSha256: hash });
+    try {
+      // The server holds no plaintext to hand out…
+      expect(() => server.adminToken).toThrow(/only the admin token’s hash/);
+      const enrol = (bearer: string): Promise<Response> =>
+        fetch(`${server.url}/v1/enrol`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ user: 'alice', deviceName: 'laptop' }),
+        });
+      // …yet the token whose hash it holds enrols, and anything else does not.
+      expect((await enrol(token)).status).toBe(201);
+      expect((await enrol(token + 'x')).status).toBe(403);
+      expect((await enrol(hash)).status).toBe(403);
+      expect((await enrol(token.slice(0, -1))).status).toBe(403);
+    } finally {
+      await server.stop();
+    }
   });
 
   it('servesHttpsWhenACertificateIsConfigured', async () => {
