@@ -31,9 +31,6 @@ import {
   FeedClientMessage,
   type FeedServerMessage,
   type FileOp,
-  HEADER_MTIME,
-  HEADER_REVISION,
-  HEADER_SHA256,
   HealthResponse,
   InviteRequest,
   InviteResponse,
@@ -90,6 +87,16 @@ import { deltaDownload, openDeltaUpload, patchToFile } from './delta-io.ts';
 import { SlowClientGuard } from './http/slow-clients.ts';
 import { DeviceSessions, registerDeviceRoutes } from './http/devices.ts';
 import { registerShareRoutes } from './http/shares.ts';
+import {
+  binaryBody,
+  entryAt,
+  errorBody,
+  fileHeaders,
+  parse,
+  type RouteDoc,
+  safeJson,
+  streamBody,
+} from './http/route.ts';
 import { PeerRouter } from './peer-routing.ts';
 import { MIRROR_DEVICE_PREFIX, ShareService, type ShareServiceOptions } from './shares/service.ts';
 
@@ -124,34 +131,6 @@ export interface RunningProxyServer {
   /** Cross-cloud shared folders (absent when config.shares.enabled is false). */
   readonly shares?: ShareService;
   close(): Promise<void>;
-}
-
-interface RouteDoc {
-  method: string;
-  url: string;
-  summary: string;
-  auth: 'device' | 'admin' | 'none';
-  query?: z.ZodType;
-  body?: z.ZodType;
-  binaryBody?: string;
-  response?: z.ZodType;
-  binaryResponse?: string;
-  /** What the binary response holds, when a summary does not say enough. */
-  responseDescription?: string;
-  websocket?: boolean;
-}
-
-export function parse<T extends z.ZodType>(schema: T, data: unknown): z.infer<T> {
-  const r = schema.safeParse(data);
-  if (r.success) return r.data;
-  const pathIssue = r.error.issues.some((i) =>
-    i.path.some((k) => ['path', 'from', 'to', 'paths'].includes(String(k))),
-  );
-  throw new ApiError(pathIssue ? 'INVALID_PATH' : 'BAD_REQUEST', z.prettifyError(r.error).slice(0, 2000));
-}
-
-function errorBody(e: ApiError): ApiErrorBody {
-  return { error: { code: e.code, message: e.message, ...(e.details ? { details: e.details } : {}) } };
 }
 
 async function openProviders(
@@ -574,13 +553,7 @@ export async function startProxyServer(
       query: PathQuery,
       response: EntryInfo,
     },
-    async (req) => {
-      const a = auth(req);
-      const q = parse(PathQuery, req.query);
-      const e = store.stat(a.userId, q.path);
-      if (!e) throw new ApiError('NOT_FOUND', 'not found');
-      return e;
-    },
+    async (req) => entryAt(ctx, stat, req, PathQuery).e,
   );
 
   route(
@@ -593,11 +566,7 @@ export async function startProxyServer(
       binaryResponse: 'application/octet-stream',
     },
     async (req, reply) => {
-      const a = auth(req);
-      const q = parse(PathQuery, req.query);
-      const e = store.stat(a.userId, q.path);
-      if (!e) throw new ApiError('NOT_FOUND', 'not found');
-      if (e.kind !== 'file') throw new ApiError('NOT_FOUND', 'not a file');
+      const { a, e } = entryAt(ctx, stat, req, PathQuery, 'file');
       const range = parseRange(req.headers.range, e.size);
       const { stream } = await store.openRead(a.userId, e, range && e.size > 0 ? range : undefined);
       fileHeaders(reply, e);
@@ -972,10 +941,7 @@ export async function startProxyServer(
       binaryResponse: 'application/octet-stream',
     },
     async (req, reply) => {
-      const a = auth(req);
-      const q = parse(PathQuery, req.query);
-      const e = store.stat(a.userId, q.path);
-      if (!e) throw new ApiError('NOT_FOUND', 'not found');
+      const { a, e } = entryAt(ctx, stat, req, PathQuery);
       const sig = await store.signatureOf(a.userId, e);
       // The revision and SHA-256 say which version the signature describes.
       fileHeaders(reply, { ...e, sha256: sig.sha256 });
@@ -996,13 +962,10 @@ export async function startProxyServer(
       binaryResponse: 'application/octet-stream',
     },
     async (req, reply) => {
-      const a = auth(req);
-      const q = parse(DeltaDownloadQuery, req.query);
       const sig = parseSignature(binaryBody(req));
-      const e = store.stat(a.userId, q.path);
-      if (!e || e.kind !== 'file' || !e.sha256) throw new ApiError('NOT_FOUND', 'not found');
+      const { a, q, e } = entryAt(ctx, stat, req, DeltaDownloadQuery, 'content');
       // Written to a temporary file and streamed from there: never a file-sized buffer.
-      const out = await deltaDownload(store, a.userId, { ...e, sha256: e.sha256 }, sig, q.baseSha256);
+      const out = await deltaDownload(store, a.userId, e, sig, q.baseSha256);
       fileHeaders(reply, e);
       void reply.type('application/octet-stream').header('content-length', String(out.length));
       return reply.send(out.body);
@@ -1198,36 +1161,6 @@ export async function startProxyServer(
       meta.close();
     },
   };
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return undefined;
-  }
-}
-
-/** The request body as a stream (routes registered with the pass-through parser). */
-function streamBody(req: FastifyRequest): AsyncIterable<Uint8Array> {
-  const b = req.body as unknown;
-  if (typeof b !== 'object' || b === null || !(Symbol.asyncIterator in b))
-    throw new ApiError('BAD_REQUEST', 'send the body as application/octet-stream');
-  return b as AsyncIterable<Uint8Array>;
-}
-
-function binaryBody(req: FastifyRequest): Uint8Array {
-  const b = req.body;
-  if (!(b instanceof Buffer)) throw new ApiError('BAD_REQUEST', 'send the body as application/octet-stream');
-  return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
-}
-
-function fileHeaders(reply: FastifyReply, e: EntryInfo): void {
-  void reply
-    .header(HEADER_REVISION, e.revision)
-    .header(HEADER_MTIME, String(e.mtimeMs))
-    .header('etag', `"${e.revision}"`);
-  if (e.sha256) void reply.header(HEADER_SHA256, e.sha256);
 }
 
 /** One `bytes=` range; undefined for none; RANGE_NOT_SATISFIABLE when it cannot be served. */
