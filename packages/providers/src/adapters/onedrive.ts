@@ -58,7 +58,7 @@ import type {
   WriteOptions,
 } from '../provider.ts';
 import { type AccessTokenSource, toTokenSource } from '../oauth/token-source.ts';
-import { IdPathIndex } from './gdrive.ts';
+import { IdPathIndex } from './id-path-index.ts';
 import { withFolderContents } from './id-feed.ts';
 
 export interface OneDriveProviderOptions {
