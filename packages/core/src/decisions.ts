@@ -1,7 +1,9 @@
 /**
  * The sync decision table: for one path, what the engine does given the local state, the
  * remote state and the last synced version. docs/sync-decisions.md is the same table in
- * prose; test/decisions.test.ts walks every row. Code names the branch it takes.
+ * prose; test/decisions.test.ts walks every row and checks that the page and this file
+ * list the same rows. The engine asks `decide` and acts on the row's action; its traces
+ * and activity name the row.
  *
  * States are relative to the last synced version (the base):
  *   'same'    present, content equal to the base
@@ -9,92 +11,138 @@
  *   'gone'    absent, though the base existed
  *   'new'     present, no base
  *   'absent'  absent, no base
+ *
+ * Rows D1–D15 are decided by the three contents alone. Rows D16 on are decided by a
+ * circumstance the contents do not show (a hint: the change is our own write, a move, a
+ * kind change, a refusal by the server …); a hint outranks the contents.
  */
 export type SideState = 'same' | 'changed' | 'gone' | 'new' | 'absent';
 
 export type Action =
-  'nothing' | 'upload' | 'download' | 'delete-remote' | 'delete-local' | 'record' | 'forget' | 'conflict';
+  | 'nothing'
+  | 'upload'
+  | 'download'
+  | 'delete-remote'
+  | 'delete-local'
+  | 'record'
+  | 'forget'
+  | 'conflict'
+  /** Rename the local entry as the remote one was renamed. */
+  | 'move-local'
+  /** A remote folder delete: trash what is unchanged, keep (and upload again) what is not. */
+  | 'keep-changed'
+  /** Leave this path alone (with a warning); the entry stays on the server. */
+  | 'skip'
+  /** Remove the local entry of the old kind (edits kept), then bring down the new one. */
+  | 'replace-kind'
+  /** The server kept our write as a conflicted copy: rename ours to match, fetch theirs. */
+  | 'adopt-server-copy'
+  /** Our move landed on a taken name: move ours on to a conflicted-copy name, fetch theirs. */
+  | 'move-to-copy'
+  /** The server lost what we moved: send it again as new content. */
+  | 'reupload'
+  /** Compare the whole folder with the server on the next pull. */
+  | 'reconcile';
+
+/** A circumstance that decides a path before its contents do (rows D16 on). */
+export type Hint =
+  /** The remote revision is the synced one: our own write echoed back, or already applied. */
+  | 'echo'
+  /** The remote content is one this device sent whose acknowledgement was lost (a crash). */
+  | 'sent'
+  /** The remote name differs only by case from an entry here, on a disk that folds case. */
+  | 'case-clash'
+  /** The remote folder went, holding files that are new or changed here. */
+  | 'folder-gone-with-changes'
+  /** The remote entry moved; we hold its source as synced and its destination is free. */
+  | 'moved'
+  /** The remote entry moved; we lack its source, or something is at its destination. */
+  | 'moved-blocked'
+  /** The remote entry is a file where the base was a folder, or the other way round. */
+  | 'kind-changed'
+  /** The server refused our write (someone changed the file first) and kept ours as a copy. */
+  | 'refused-conflict'
+  /** The server refused our move: the destination was taken meanwhile. */
+  | 'refused-taken'
+  /** The server refused our move: its source is gone there (deleted or moved elsewhere). */
+  | 'refused-source-gone'
+  /** The server refused an operation for any other reason. */
+  | 'refused';
 
 export interface DecisionRow {
   readonly id: string;
-  readonly base: boolean;
-  readonly local: SideState;
-  readonly remote: SideState;
+  /** Rows D1–D15: whether there is a base, and each side's state. Hint rows: undefined. */
+  readonly base?: boolean;
+  readonly local?: SideState;
+  readonly remote?: SideState;
   /** Only rows where both sides hold content: are the two contents equal? */
   readonly equal?: boolean;
+  readonly hint?: Hint;
   readonly action: Action;
   readonly why: string;
 }
 
+const content = (
+  id: string,
+  base: boolean,
+  local: SideState,
+  remote: SideState,
+  action: Action,
+  why: string,
+  equal?: boolean,
+): DecisionRow => ({ id, base, local, remote, action, why, ...(equal === undefined ? {} : { equal }) });
+
+const hinted = (id: string, hint: Hint, action: Action, why: string): DecisionRow => ({
+  id,
+  hint,
+  action,
+  why,
+});
+
 export const DECISIONS: readonly DecisionRow[] = [
-  { id: 'D1', base: false, local: 'absent', remote: 'absent', action: 'nothing', why: 'nothing anywhere' },
-  { id: 'D2', base: false, local: 'new', remote: 'absent', action: 'upload', why: 'created here' },
-  { id: 'D3', base: false, local: 'absent', remote: 'new', action: 'download', why: 'created there' },
-  {
-    id: 'D4',
-    base: false,
-    local: 'new',
-    remote: 'new',
-    equal: true,
-    action: 'record',
-    why: 'same file created on both sides',
-  },
-  {
-    id: 'D5',
-    base: false,
-    local: 'new',
-    remote: 'new',
-    equal: false,
-    action: 'conflict',
-    why: 'different files created on both sides',
-  },
-  { id: 'D6', base: true, local: 'same', remote: 'same', action: 'nothing', why: 'in sync' },
-  { id: 'D7', base: true, local: 'changed', remote: 'same', action: 'upload', why: 'edited here' },
-  { id: 'D8', base: true, local: 'same', remote: 'changed', action: 'download', why: 'edited there' },
-  {
-    id: 'D9',
-    base: true,
-    local: 'changed',
-    remote: 'changed',
-    equal: true,
-    action: 'record',
-    why: 'same edit on both sides',
-  },
-  {
-    id: 'D10',
-    base: true,
-    local: 'changed',
-    remote: 'changed',
-    equal: false,
-    action: 'conflict',
-    why: 'both edited differently',
-  },
-  { id: 'D11', base: true, local: 'gone', remote: 'same', action: 'delete-remote', why: 'deleted here' },
-  {
-    id: 'D12',
-    base: true,
-    local: 'same',
-    remote: 'gone',
-    action: 'delete-local',
-    why: 'deleted there (local copy goes to the trash)',
-  },
-  { id: 'D13', base: true, local: 'gone', remote: 'gone', action: 'forget', why: 'deleted on both sides' },
-  {
-    id: 'D14',
-    base: true,
-    local: 'gone',
-    remote: 'changed',
-    action: 'download',
-    why: 'an edit there outranks a delete here: nothing is lost',
-  },
-  {
-    id: 'D15',
-    base: true,
-    local: 'changed',
-    remote: 'gone',
-    action: 'upload',
-    why: 'an edit here outranks a delete there: nothing is lost',
-  },
+  content('D1', false, 'absent', 'absent', 'nothing', 'nothing anywhere'),
+  content('D2', false, 'new', 'absent', 'upload', 'created here'),
+  content('D3', false, 'absent', 'new', 'download', 'created there'),
+  content('D4', false, 'new', 'new', 'record', 'same file created on both sides', true),
+  content('D5', false, 'new', 'new', 'conflict', 'different files created on both sides', false),
+  content('D6', true, 'same', 'same', 'nothing', 'in sync'),
+  content('D7', true, 'changed', 'same', 'upload', 'edited here'),
+  content('D8', true, 'same', 'changed', 'download', 'edited there'),
+  content('D9', true, 'changed', 'changed', 'record', 'same edit on both sides', true),
+  content('D10', true, 'changed', 'changed', 'conflict', 'both edited differently', false),
+  content('D11', true, 'gone', 'same', 'delete-remote', 'deleted here'),
+  content('D12', true, 'same', 'gone', 'delete-local', 'deleted there (local copy goes to the trash)'),
+  content('D13', true, 'gone', 'gone', 'forget', 'deleted on both sides'),
+  content(
+    'D14',
+    true,
+    'gone',
+    'changed',
+    'download',
+    'an edit there outranks a delete here: nothing is lost',
+  ),
+  content('D15', true, 'changed', 'gone', 'upload', 'an edit here outranks a delete there: nothing is lost'),
+  hinted(
+    'D16',
+    'echo',
+    'nothing',
+    'the remote revision is the synced one: our own write, or already applied',
+  ),
+  hinted('D17', 'sent', 'record', 'our own write whose acknowledgement was lost: it is the new base'),
+  hinted('D18', 'case-clash', 'skip', 'the name differs only by case from a file here: ours stays'),
+  hinted(
+    'D19',
+    'folder-gone-with-changes',
+    'keep-changed',
+    'a folder deleted there holds edits or new files here: those stay and go up again',
+  ),
+  hinted('D20', 'moved', 'move-local', 'moved there: the same rename here, no transfer'),
+  hinted('D21', 'moved-blocked', 'download', 'moved there, but the source is not here or the name is taken'),
+  hinted('D22', 'kind-changed', 'replace-kind', 'a file became a folder there, or the other way round'),
+  hinted('D23', 'refused-conflict', 'adopt-server-copy', 'the server kept our write as its conflicted copy'),
+  hinted('D24', 'refused-taken', 'move-to-copy', 'our move met a name taken meanwhile: both kept'),
+  hinted('D25', 'refused-source-gone', 'reupload', 'what we moved is gone there: it goes up as new'),
+  hinted('D26', 'refused', 'reconcile', 'any other refusal: compare the whole folder'),
 ];
 
 export interface Observation {
@@ -104,6 +152,8 @@ export interface Observation {
   readonly localHash: string | undefined;
   /** Content hash on the remote now, or undefined if absent. */
   readonly remoteHash: string | undefined;
+  /** A circumstance that decides before the contents do (rows D16 on). */
+  readonly hint?: Hint | undefined;
 }
 
 function side(base: string | undefined, now: string | undefined): SideState {
@@ -114,12 +164,18 @@ function side(base: string | undefined, now: string | undefined): SideState {
 
 /** Find the row for an observation (Syncthing's rule: a conflict needs both sides changed and different). */
 export function decide(o: Observation): DecisionRow {
+  if (o.hint !== undefined) {
+    const row = DECISIONS.find((r) => r.hint === o.hint);
+    if (!row) throw new Error(`no decision for hint ${o.hint}`);
+    return row;
+  }
   const base = o.baseHash !== undefined;
   const local = side(o.baseHash, o.localHash);
   const remote = side(o.baseHash, o.remoteHash);
   const both = o.localHash !== undefined && o.remoteHash !== undefined;
   const row = DECISIONS.find(
     (r) =>
+      r.hint === undefined &&
       r.base === base &&
       r.local === local &&
       r.remote === remote &&
@@ -127,4 +183,9 @@ export function decide(o: Observation): DecisionRow {
   );
   if (!row) throw new Error(`no decision for base=${base} local=${local} remote=${remote}`);
   return row;
+}
+
+/** The row with this hint (for a branch whose circumstance alone decides it). */
+export function decideHint(hint: Hint): DecisionRow {
+  return decide({ baseHash: undefined, localHash: undefined, remoteHash: undefined, hint });
 }

@@ -4,8 +4,13 @@
  */
 import { Emitter } from './lifecycle.ts';
 
-/** `removed`: the server refused this device's token (revoked); syncing has stopped for good. */
-export type FolderState = 'idle' | 'scanning' | 'syncing' | 'paused' | 'offline' | 'error' | 'removed';
+/**
+ * `removed`: the server refused this device's token (revoked); syncing has stopped for good.
+ * `full`: Weft storage refused an upload for lack of space (QUOTA_EXCEEDED); uploads wait,
+ * downloads and deletes go on, and uploads resume by themselves once there is room.
+ */
+export type FolderState =
+  'idle' | 'scanning' | 'syncing' | 'paused' | 'offline' | 'error' | 'removed' | 'full';
 
 export interface TransferStatus {
   readonly path: string;
@@ -23,6 +28,8 @@ export interface ActivityItem {
   readonly kind: 'uploaded' | 'downloaded' | 'deleted' | 'moved' | 'conflicted' | 'error';
   readonly path: string;
   readonly detail?: string;
+  /** The decision-table row that produced it (docs/sync-decisions.md), if one did. */
+  readonly row?: string;
 }
 
 export interface ConflictItem {
@@ -50,6 +57,22 @@ export interface Savings {
   readonly operationsEliminated: number;
 }
 
+/** This user's Weft storage as last read from the server (`GET /v1/usage`). */
+export interface StorageStatus {
+  readonly usedBytes: number;
+  /** null: no quota. */
+  readonly limitBytes: number | null;
+  readonly checkedAtMs: number;
+  /** Set while the server refuses uploads for lack of space (state `full`). */
+  readonly full?: {
+    readonly sinceMs: number;
+    /** Bytes the refused upload needed beyond what was left. */
+    readonly neededBytes: number;
+    /** When usage is read again (earlier after a delete or any other activity). */
+    readonly nextCheckMs: number;
+  };
+}
+
 export interface FolderStatus {
   readonly folder: string;
   readonly state: FolderState;
@@ -66,6 +89,8 @@ export interface FolderStatus {
   readonly warnings: readonly string[];
   /** Entries stored under an encoded local name, because this disk cannot hold the remote name. */
   readonly storedAs?: readonly StoredAsItem[];
+  /** Weft storage used and its quota; absent until read (or when the server has no usage). */
+  readonly storage?: StorageStatus;
 }
 
 const MAX_RECENT = 200;
@@ -75,14 +100,24 @@ export class StatusModel {
   private readonly emitter = new Emitter<FolderStatus>();
   readonly onChange = this.emitter.on.bind(this.emitter);
 
-  constructor(folder: string) {
+  /**
+   * `recent`: activity recorded before (newest first; the engine loads it from its journal);
+   * `onActivity`: told each new item, to keep it (the engine writes it to the journal).
+   */
+  constructor(
+    folder: string,
+    private readonly history: {
+      readonly recent?: readonly ActivityItem[];
+      readonly onActivity?: (item: ActivityItem) => void;
+    } = {},
+  ) {
     this.status = {
       folder,
       state: 'idle',
       files: 0,
       pendingOperations: 0,
       transfers: [],
-      recent: [],
+      recent: (history.recent ?? []).slice(0, MAX_RECENT),
       conflicts: [],
       savings: { deltaBytesSaved: 0, requestsSavedByBundling: 0, operationsEliminated: 0 },
       bytesUploaded: 0,
@@ -102,6 +137,7 @@ export class StatusModel {
 
   activity(item: Omit<ActivityItem, 'atMs'> & { atMs?: number }): void {
     const full: ActivityItem = { atMs: Date.now(), ...item };
+    this.history.onActivity?.(full);
     this.update({ recent: [full, ...this.status.recent].slice(0, MAX_RECENT) });
   }
 

@@ -218,6 +218,58 @@ export class Journal {
 
   // ---------------------------------------------------------------- queue
 
+  /**
+   * The waiting operations, loaded once and kept in step with the ops table: the table's
+   * row id is the queue position (CoalescingQueue), so a push writes only the rows it
+   * changed. Dropped (reloaded on next use) whenever a transaction that touched it fails.
+   */
+  private queueCache: CoalescingQueue | undefined;
+
+  private get queue(): CoalescingQueue {
+    if (this.queueCache === undefined) {
+      const rows = this.db.prepare('SELECT * FROM ops ORDER BY id').all() as OpRecord[];
+      // Never reuse a position (an operation being sent is completed by its id later).
+      const seq = this.db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'ops'").get() as
+        { seq: number | bigint } | undefined;
+      this.queueCache = new CoalescingQueue(
+        rows.map((r) => ({ id: Number(r.id), op: toOp(r) })),
+        Number(seq?.seq ?? 0) + 1,
+      );
+    }
+    return this.queueCache;
+  }
+
+  /** Write the queue's changes to the ops table (inside the caller's transaction). */
+  private flushQueue(): void {
+    const changes = this.queue.takeChanges();
+    if (changes.size === 0) return;
+    const del = this.db.prepare('DELETE FROM ops WHERE id = ?');
+    const put = this.db.prepare(
+      `INSERT INTO ops(id, kind, path, to_path, hash, size, created, replaces, queued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT(id) DO UPDATE SET kind = excluded.kind, path = excluded.path, to_path = excluded.to_path,
+         hash = excluded.hash, size = excluded.size, created = excluded.created, replaces = excluded.replaces`,
+    );
+    const now = Date.now();
+    for (const [id, o] of changes) {
+      if (o === undefined) del.run(id);
+      else if (o.kind === 'move') put.run(id, 'move', o.from, o.to, null, null, 0, o.replaces ? 1 : 0, now);
+      else if (o.kind === 'put') put.run(id, 'put', o.path, null, o.hash, o.size, o.created ? 1 : 0, 0, now);
+      else if (o.kind === 'mkdir') put.run(id, 'mkdir', o.path, null, null, null, o.created ? 1 : 0, 0, now);
+      // A delete keeps the revision it removes in the hash column.
+      else put.run(id, 'delete', o.path, null, o.revision ?? null, null, 0, 0, now);
+    }
+  }
+
+  /** Run `fn` in a transaction; if it fails, forget the cached queue (the table is the truth). */
+  private queueTransaction<T>(fn: () => T): T {
+    try {
+      return this.db.transaction(fn)();
+    } catch (e) {
+      this.queueCache = undefined;
+      throw e;
+    }
+  }
+
   /** Add an operation, coalescing it with those waiting (one transaction). */
   enqueue(op: Op): void {
     this.enqueueMany([op]);
@@ -227,52 +279,41 @@ export class Journal {
    * Add operations in order, coalescing them with those waiting, in one transaction
    * (together with `alsoInTransaction`, e.g. the index rows the scan produced, so a crash
    * never records a change without the operation that sends it). Returns how many
-   * operations the queue has now.
+   * operations the queue has now. Costs O(ops · depth · log queue), not O(queue): callers
+   * with very many operations should still pass them in batches (the scan does) so one
+   * transaction never holds the event loop for long.
    */
   enqueueMany(ops: readonly Op[], alsoInTransaction?: () => void): number {
-    return this.db.transaction(() => {
+    return this.queueTransaction(() => {
       alsoInTransaction?.();
-      const before = this.pendingOps();
-      const queue = new CoalescingQueue(before.map((q) => q.op));
+      const queue = this.queue;
       for (const op of ops) queue.push(op);
-      const after = queue.items;
-      // Rewrite the queue only where it changed: the common case is a plain append.
-      let keep = 0;
-      while (keep < before.length && keep < after.length && after[keep] === before[keep]?.op) keep++;
-      const del = this.db.prepare('DELETE FROM ops WHERE id = ?');
-      for (const q of before.slice(keep)) del.run(q.id);
-      const ins = this.db.prepare(
-        'INSERT INTO ops(kind, path, to_path, hash, size, created, replaces, queued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-      );
-      const now = Date.now();
-      for (const o of after.slice(keep)) {
-        if (o.kind === 'move') ins.run('move', o.from, o.to, null, null, 0, o.replaces ? 1 : 0, now);
-        else if (o.kind === 'put') ins.run('put', o.path, null, o.hash, o.size, o.created ? 1 : 0, 0, now);
-        else if (o.kind === 'mkdir') ins.run('mkdir', o.path, null, null, null, o.created ? 1 : 0, 0, now);
-        // A delete keeps the revision it removes in the hash column.
-        else ins.run('delete', o.path, null, o.revision ?? null, null, 0, 0, now);
-      }
-      return after.length;
-    })();
+      this.flushQueue();
+      return queue.size;
+    });
   }
 
+  /** The waiting operations in order (from memory: no table read). */
   pendingOps(): QueuedOp[] {
-    return (this.db.prepare('SELECT * FROM ops ORDER BY id').all() as OpRecord[]).map((r) => ({
-      id: Number(r.id),
-      op: toOp(r),
-    }));
+    return [...this.queue.entries()];
+  }
+
+  /** How many operations wait. */
+  pendingCount(): number {
+    return this.queue.size;
   }
 
   /** Remove a finished operation and apply its journal effects in the same transaction. */
   completeOp(id: number, effects: () => void): void {
-    this.db.transaction(() => {
-      this.db.prepare('DELETE FROM ops WHERE id = ?').run(id);
+    this.queueTransaction(() => {
+      this.queue.remove(id);
+      this.flushQueue();
       effects();
-    })();
+    });
   }
 
   transaction<T>(fn: () => T): T {
-    return this.db.transaction(fn)();
+    return this.queueTransaction(fn);
   }
 
   // ---------------------------------------------------------------- sent contents
@@ -330,22 +371,96 @@ export class Journal {
     return r === undefined ? undefined : r.path.slice(r.path.lastIndexOf('/') + 1);
   }
 
-  // ---------------------------------------------------------------- activity
+  // ---------------------------------------------------------------- transfers
 
-  addActivity(kind: string, path: string, detail?: string): void {
-    this.db
-      .prepare('INSERT INTO activity(at_ms, kind, path, detail) VALUES (?, ?, ?, ?)')
-      .run(Date.now(), kind, path, detail ?? null);
-    this.db.prepare('DELETE FROM activity WHERE id <= (SELECT MAX(id) - 200 FROM activity)').run();
+  /** The large upload of `path` in progress, if one was started (sql/001 `transfers`). */
+  getTransfer(path: string): { transferId: string; hash: string; size: number } | undefined {
+    const r = this.db.prepare('SELECT transfer_id, hash, size FROM transfers WHERE path = ?').get(path) as
+      { transfer_id: string; hash: string; size: bigint } | undefined;
+    return r && { transferId: r.transfer_id, hash: r.hash, size: Number(r.size) };
   }
 
-  recentActivity(): { atMs: number; kind: string; path: string; detail: string | null }[] {
-    const rows = this.db.prepare('SELECT at_ms, kind, path, detail FROM activity ORDER BY id DESC').all() as {
+  /** Remember a large upload just started, so a restart resumes it instead of starting over. */
+  saveTransfer(path: string, transferId: string, hash: string, size: number): void {
+    this.db
+      .prepare(
+        'INSERT INTO transfers(path, transfer_id, hash, size) VALUES (?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET transfer_id = excluded.transfer_id, hash = excluded.hash, size = excluded.size',
+      )
+      .run(path, transferId, hash, size);
+  }
+
+  /** The large upload of `path` is committed (or abandoned). */
+  clearTransfer(path: string): void {
+    this.db.prepare('DELETE FROM transfers WHERE path = ?').run(path);
+  }
+
+  // ---------------------------------------------------------------- delta history
+
+  /**
+   * The block-size history of `path` (HyCloud Eq. 1), as stored: undefined when there is
+   * none or the stored row is unreadable.
+   */
+  deltaHistory(path: string): { probs: number[]; n: number } | undefined {
+    const r = this.db.prepare('SELECT block_probs, n FROM delta_history WHERE path = ?').get(path) as
+      { block_probs: string; n: bigint } | undefined;
+    if (!r) return undefined;
+    try {
+      const probs = JSON.parse(r.block_probs) as unknown;
+      if (Array.isArray(probs) && probs.every((x) => typeof x === 'number')) return { probs, n: Number(r.n) };
+    } catch {
+      /* corrupt row: treated as none */
+    }
+    return undefined;
+  }
+
+  setDeltaHistory(path: string, probs: readonly number[], n: number): void {
+    this.db
+      .prepare(
+        'INSERT INTO delta_history(path, block_probs, n) VALUES (?, ?, ?) ON CONFLICT(path) DO UPDATE SET block_probs = excluded.block_probs, n = excluded.n',
+      )
+      .run(path, JSON.stringify(probs), n);
+  }
+
+  // ---------------------------------------------------------------- activity
+
+  /** Recent activity kept: the status shows these, and they survive a restart. */
+  static readonly ACTIVITY_KEPT = 200;
+
+  /** Record one activity item (the oldest beyond ACTIVITY_KEPT are dropped). */
+  addActivity(item: {
+    atMs: number;
+    kind: string;
+    path: string;
+    detail?: string | undefined;
+    row?: string | undefined;
+  }): void {
+    const r = this.db
+      .prepare('INSERT INTO activity(at_ms, kind, path, detail, row_id) VALUES (?, ?, ?, ?, ?)')
+      .run(item.atMs, item.kind, item.path, item.detail ?? null, item.row ?? null);
+    // Trim now and then, not on every insert (a burst of downloads records thousands).
+    if (BigInt(r.lastInsertRowid) % 32n === 0n)
+      this.db
+        .prepare('DELETE FROM activity WHERE id <= (SELECT MAX(id) FROM activity) - ?')
+        .run(Journal.ACTIVITY_KEPT);
+  }
+
+  /** The last ACTIVITY_KEPT items, newest first. */
+  recentActivity(): { atMs: number; kind: string; path: string; detail?: string; row?: string }[] {
+    const rows = this.db
+      .prepare('SELECT at_ms, kind, path, detail, row_id FROM activity ORDER BY id DESC LIMIT ?')
+      .all(Journal.ACTIVITY_KEPT) as {
       at_ms: bigint;
       kind: string;
       path: string;
       detail: string | null;
+      row_id: string | null;
     }[];
-    return rows.map((r) => ({ atMs: Number(r.at_ms), kind: r.kind, path: r.path, detail: r.detail }));
+    return rows.map((r) => ({
+      atMs: Number(r.at_ms),
+      kind: r.kind,
+      path: r.path,
+      ...(r.detail === null ? {} : { detail: r.detail }),
+      ...(r.row_id === null ? {} : { row: r.row_id }),
+    }));
   }
 }
