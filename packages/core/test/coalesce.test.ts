@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { coalesceAll } from '../src/coalesce.ts';
+import { CoalescingQueue, coalesceAll } from '../src/coalesce.ts';
 import type { Op } from '../src/ops.ts';
 
 type Node = { kind: 'file'; content: string } | { kind: 'dir' };
@@ -177,5 +177,130 @@ describe('coalescing queue', () => {
       { kind: 'delete', path: 'a' },
     ];
     expect(coalesceAll(ops)).toEqual(ops);
+  });
+});
+
+describe('coalescing queue positions', () => {
+  it('reports every change by position, so a table mirrored from them equals the queue', () => {
+    fc.assert(
+      fc.property(
+        initialTree,
+        fc.array(fc.nat(1000), { minLength: 3, maxLength: 90 }),
+        fc.array(fc.nat(20), { maxLength: 30 }),
+        (initial, seed, removals) => {
+          const ops = history(seed, initial);
+          const q = new CoalescingQueue();
+          const mirror = new Map<number, Op>();
+          const sync = (): void => {
+            for (const [id, op] of q.takeChanges()) {
+              if (op === undefined) mirror.delete(id);
+              else mirror.set(id, op);
+            }
+          };
+          ops.forEach((op, i) => {
+            q.push(op);
+            // Now and then the first waiting operation is sent (engine: completeOp).
+            if (removals.includes(i)) q.remove(q.entries().next().value?.id ?? -1);
+            if (i % 3 === 0) sync();
+          });
+          sync();
+          const entries = [...q.entries()];
+          expect([...mirror.entries()].sort((a, b) => a[0] - b[0])).toEqual(entries.map((e) => [e.id, e.op]));
+          // Positions ascend along the queue, and a fresh queue built from them is the same.
+          for (let i = 1; i < entries.length; i++)
+            expect(entries[i]?.id).toBeGreaterThan(entries[i - 1]?.id ?? 0);
+          expect(new CoalescingQueue(entries).items).toEqual(q.items);
+        },
+      ),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('never hands out a position twice, even one whose operation is gone', () => {
+    const q = new CoalescingQueue([{ id: 7, op: { kind: 'mkdir', path: 'a', created: true } }], 10);
+    q.push({ kind: 'mkdir', path: 'b', created: true });
+    expect([...q.entries()].map((e) => e.id)).toEqual([7, 10]);
+    expect(q.remove(10)).toBe(true);
+    expect(q.remove(10)).toBe(false);
+    q.push({ kind: 'mkdir', path: 'c', created: true });
+    expect([...q.entries()].map((e) => e.id)).toEqual([7, 11]);
+    expect(
+      () =>
+        new CoalescingQueue([
+          { id: 2, op: { kind: 'mkdir', path: 'a', created: true } },
+          { id: 2, op: { kind: 'mkdir', path: 'b', created: true } },
+        ]),
+    ).toThrow(/ascend/);
+  });
+});
+
+/**
+ * The queue's cost per push must not grow with the queue (issue #16: every put into a
+ * folder whose mkdir was queued re-coalesced and re-indexed the whole queue). Measured as
+ * the reads of the operations' own fields, which any walk over the queue has to make —
+ * so the test counts work without timing anything.
+ */
+describe('coalescing queue cost', () => {
+  function counted(op: Op, reads: { n: number }): Op {
+    const fields = Object.entries(op);
+    const o = {};
+    for (const [k, v] of fields) {
+      Object.defineProperty(o, k, {
+        enumerable: true,
+        get: () => {
+          reads.n += 1;
+          return v as unknown;
+        },
+      });
+    }
+    return o as Op;
+  }
+
+  /** What a first scan of a tree emits: each folder's mkdir, then the files in it (sorted). */
+  function scanShaped(files: number): Op[] {
+    const ops: Op[] = [];
+    for (let d = 0; ops.length < files; d++) {
+      ops.push({ kind: 'mkdir', path: `top/d${d}`, created: true });
+      for (let f = 0; f < 500; f++)
+        ops.push({ kind: 'put', path: `top/d${d}/f${f}`, hash: 'h', size: 1, created: true });
+    }
+    return ops;
+  }
+
+  /** Reads of operation fields while pushing `ops` one by one. */
+  function readsToPush(ops: readonly Op[]): number {
+    const reads = { n: 0 };
+    const inputs = ops.map((op) => counted(op, reads));
+    reads.n = 0;
+    const q = new CoalescingQueue();
+    for (const op of inputs) q.push(op);
+    expect(q.items).toHaveLength(ops.length);
+    return reads.n;
+  }
+
+  it('does work linear in the operations pushed, not quadratic', () => {
+    const small = readsToPush(scanShaped(1_000));
+    const large = readsToPush(scanShaped(8_000));
+    // 8× the operations: linear work is ≤ 8× (plus slack for deeper indexes); the old
+    // whole-queue re-coalescing did ~64×.
+    expect(large / small).toBeLessThan(10);
+    // And a bounded number of reads per operation (it indexes its paths, looks them up).
+    expect(large / 8_000).toBeLessThan(12);
+  });
+
+  it('absorbs a deleted folder in work proportional to what it absorbs, not to the queue', () => {
+    const reads = { n: 0 };
+    const q = new CoalescingQueue();
+    for (const op of scanShaped(20_000)) q.push(counted(op, reads));
+    reads.n = 0;
+    q.push(counted({ kind: 'delete', path: 'top/d3' }, reads));
+    const work = reads.n;
+    const inD3 = (o: Op): boolean =>
+      o.kind !== 'move' && (o.path === 'top/d3' || o.path.startsWith('top/d3/'));
+    expect(q.items.filter(inD3)).toEqual([]); // mkdir (created) + 500 puts inside: all gone
+    expect(q.size).toBe(20_040 - 501);
+    // Some reads per absorbed operation (501 of them); walking the queue would read every
+    // one of its 20,040 operations at least twice.
+    expect(work).toBeLessThan(501 * 12);
   });
 });

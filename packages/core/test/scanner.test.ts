@@ -174,4 +174,43 @@ describe('journal queue', () => {
     expect(k.getMeta('done')).toBe('a');
     k.close();
   });
+
+  it('keeps the table equal to the queue through coalescing, completions and a failed transaction', async () => {
+    const base = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-j-'));
+    const file = nodePath.join(base, 'j.db');
+    const j = new Journal(file);
+    j.enqueueMany([
+      { kind: 'mkdir', path: 'd', created: true },
+      { kind: 'put', path: 'd/x', hash: 'h1', size: 1, created: true },
+      { kind: 'move', from: 'm', to: 'n', replaces: false },
+    ]);
+    const sent = j.pendingOps()[1];
+    if (!sent) throw new Error('queue short');
+    // R1 drops the put being sent; its completion later removes nothing.
+    j.enqueue({ kind: 'put', path: 'd/x', hash: 'h2', size: 2, created: false });
+    j.completeOp(sent.id, () => undefined);
+    // R7 rewrites the move in place.
+    j.enqueue({ kind: 'move', from: 'n', to: 'o', replaces: false });
+    // A failed transaction changes neither the table nor the queue.
+    expect(() =>
+      j.enqueueMany([{ kind: 'delete', path: 'd' }], () => {
+        throw new Error('disk full');
+      }),
+    ).toThrow('disk full');
+    const expected = [
+      { kind: 'mkdir', path: 'd', created: true },
+      { kind: 'move', from: 'm', to: 'o', replaces: false },
+      { kind: 'put', path: 'd/x', hash: 'h2', size: 2, created: true },
+    ];
+    expect(j.pendingOps().map((q) => q.op)).toEqual(expected);
+    const ids = j.pendingOps().map((q) => q.id);
+    j.close();
+    const k = new Journal(file);
+    expect(k.pendingOps().map((q) => q.op)).toEqual(expected);
+    expect(k.pendingOps().map((q) => q.id)).toEqual(ids);
+    // A new operation never takes the position of one completed before the reopen.
+    k.enqueue({ kind: 'mkdir', path: 'e', created: true });
+    expect(k.pendingOps().at(-1)?.id).toBeGreaterThan(sent.id + 1);
+    k.close();
+  });
 });
