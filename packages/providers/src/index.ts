@@ -3,6 +3,7 @@ export * from './errors.ts';
 export * from './features.ts';
 export * from './paths.ts';
 export { collect, isReplayable, openBody, rechunk, sha256Hex } from './body.ts';
+export { Backoff, type BackoffPolicy, backoffDelay, parseRetryAfter } from './backoff.ts';
 export { KeyedMutex } from './keyed-mutex.ts';
 export { MemoryProvider, type MemoryProviderOptions } from './adapters/memory.ts';
 export { FsProvider, FS_STATE_DIR, type FsProviderOptions, type WriteManyItem } from './adapters/fs.ts';

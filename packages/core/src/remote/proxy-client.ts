@@ -3,6 +3,7 @@
  * is validated with the shared schemas of @weft/wire; failures become RemoteError with the
  * server's error code, or OfflineError when the server could not be reached.
  */
+import { type BackoffPolicy, backoffDelay, parseRetryAfter } from '@weft/providers/backoff';
 import WebSocket from 'ws';
 import type { z } from 'zod/v4';
 import {
@@ -26,6 +27,7 @@ import {
   OpResult,
   OpsResponse,
   TransferState,
+  UsageResponse,
   WhoAmIResponse,
   decodeBundle,
   decodeDeltaContainer,
@@ -72,6 +74,8 @@ type Schema<T> = { parse(input: unknown): T };
 
 /** How often one request is re-sent after SLOW_DOWN before the error surfaces. */
 const MAX_BUSY_RETRIES = 40;
+/** Waits between busy retries when the server names none (Retry-After wins, capped at 30 s). */
+const BUSY_BACKOFF: BackoffPolicy = { baseMs: 200, capMs: 30_000, jitter: 'equal' };
 
 export class ProxyClient implements RemoteStore {
   readonly baseUrl: string;
@@ -213,12 +217,10 @@ export class ProxyClient implements RemoteStore {
         break;
       }
       this.busyWaits += 1;
-      const retryAfter = Number(res.headers.get('retry-after'));
-      const waitMs =
-        Number.isFinite(retryAfter) && retryAfter > 0
-          ? retryAfter * 1000
-          : Math.min(10_000, 100 * 2 ** attempt);
-      await new Promise((r) => setTimeout(r, Math.min(waitMs, 30_000)));
+      const waitMs = backoffDelay(BUSY_BACKOFF, attempt, {
+        retryAfterMs: parseRetryAfter(res.headers.get('retry-after')),
+      });
+      await new Promise((r) => setTimeout(r, waitMs));
     }
     this.requests += 1;
     const out = typeof body === 'string' ? Buffer.byteLength(body) : (body?.byteLength ?? 0);
@@ -230,6 +232,14 @@ export class ProxyClient implements RemoteStore {
 
   async whoami(): Promise<z.infer<typeof WhoAmIResponse>> {
     return this.parseJson(await this.request('GET', '/whoami'), WhoAmIResponse);
+  }
+
+  /**
+   * This user's storage (`GET /v1/usage`): logical bytes used and the quota (`limitBytes`
+   * null: unlimited). Writes refused with QUOTA_EXCEEDED wait until this shows room.
+   */
+  async usage(): Promise<UsageResponse> {
+    return this.parseJson(await this.request('GET', '/usage'), UsageResponse);
   }
 
   /** This user's devices (`current`: this one). */

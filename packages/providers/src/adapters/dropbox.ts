@@ -16,6 +16,7 @@
  * - Change feed: list_folder/continue (recursive) on a cursor from get_latest_cursor, with
  *   `reset` mapped to the contract's reset; `waitForChanges` is list_folder/longpoll.
  */
+import { parseRetryAfter } from '../backoff.ts';
 import { createHash } from 'node:crypto';
 import { Dropbox, DropboxResponseError } from 'dropbox';
 import { z } from 'zod';
@@ -147,10 +148,8 @@ export class DropboxApiError extends Error {
 }
 
 function retryAfterMs(header: string | null | undefined, body?: unknown): number | undefined {
-  if (header) {
-    const s = Number(header);
-    if (Number.isFinite(s)) return Math.max(0, s * 1000);
-  }
+  const fromHeader = parseRetryAfter(header);
+  if (fromHeader !== undefined) return fromHeader;
   const ra = (body as { error?: { retry_after?: unknown } } | undefined)?.error?.retry_after;
   return typeof ra === 'number' ? ra * 1000 : undefined;
 }

@@ -19,6 +19,7 @@
  * - Change feed: `delta` on the root folder, `@odata.nextLink`/`@odata.deltaLink` as the
  *   cursor, 410 resyncRequired → reset.
  */
+import { parseRetryAfter } from '../backoff.ts';
 import { createHash } from 'node:crypto';
 import {
   type AuthenticationProvider,
@@ -120,7 +121,7 @@ function graphStatus(e: unknown): { status?: number; code?: string; retryAfterMs
     return {
       status: e.statusCode,
       code: e.code ?? undefined,
-      retryAfterMs: ra && Number.isFinite(Number(ra)) ? Number(ra) * 1000 : undefined,
+      retryAfterMs: parseRetryAfter(ra),
     };
   }
   return {};

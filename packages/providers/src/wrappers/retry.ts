@@ -4,6 +4,7 @@
  * retried, only while the call can be repeated, and never past the AbortSignal.
  * A read stream that breaks mid-way is reopened at the byte where it stopped.
  */
+import { type BackoffPolicy, backoffDelay } from '../backoff.ts';
 import { NotFoundError, isTransient } from '../errors.ts';
 import type { Provider, ReadOptions } from '../provider.ts';
 import { type CallInfo, ForwardingProvider } from './forwarding.ts';
@@ -32,8 +33,7 @@ export interface RetryOptions {
 
 export class RetryingProvider extends ForwardingProvider {
   private readonly maxAttempts: number;
-  private readonly base: number;
-  private readonly cap: number;
+  private readonly policy: BackoffPolicy;
   private readonly sleep: Sleep;
   private readonly random: () => number;
 
@@ -43,17 +43,15 @@ export class RetryingProvider extends ForwardingProvider {
   ) {
     super(inner);
     this.maxAttempts = Math.max(1, options.maxAttempts ?? 5);
-    this.base = options.baseDelayMs ?? 200;
-    this.cap = options.maxDelayMs ?? 30_000;
+    this.policy = { baseMs: options.baseDelayMs ?? 200, capMs: options.maxDelayMs ?? 30_000, jitter: 'full' };
     this.sleep = options.sleep ?? realSleep;
     this.random = options.random ?? Math.random;
   }
 
   /** The wait before retry number `attempt` (1-based) after `error`. */
   delayFor(attempt: number, error: unknown): number {
-    if (isTransient(error) && error.retryAfterMs !== undefined) return Math.min(error.retryAfterMs, this.cap);
-    const ceiling = Math.min(this.cap, this.base * 2 ** (attempt - 1));
-    return Math.floor(this.random() * ceiling);
+    const retryAfterMs = isTransient(error) ? error.retryAfterMs : undefined;
+    return backoffDelay(this.policy, attempt, { retryAfterMs, random: this.random });
   }
 
   protected async call<T>(info: CallInfo, fn: () => Promise<T>): Promise<T> {
