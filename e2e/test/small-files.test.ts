@@ -20,8 +20,12 @@ import {
 const PACKAGES = ['lodash@4.17.21', 'rxjs@7.8.1', 'date-fns@4.1.0', 'ramda@0.30.1', 'lodash-es@4.17.21'];
 const SCRIPT = nodePath.resolve(new URL('../../../shared/corpus/small-files.sh', import.meta.url).pathname);
 
-// Once with the object tier on the embedded fs default, once on s3proxy (issue #6).
-describe.each(['fs', 's3'] as const)('small-file drop (object tier: %s)', (tier) => {
+// On the embedded fs default only. An s3proxy variant ran here too, but every file of this
+// corpus is under the 2 MiB large-file threshold, so it lives on the filesystem tier whatever
+// the object tier is: that run repeated this one (160 s of CI) without reaching S3 (issue
+// #16). Small files reach the object tier once packs exist; the s3 variant comes back with
+// them. Both object tiers stay covered for large files by storm.test.ts and crash.test.ts.
+describe.each(['fs'] as const)('small-file drop (object tier: %s)', (tier) => {
   let proxy: TestProxy;
   let a: Device;
   let b: Device;
