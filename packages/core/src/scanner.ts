@@ -34,7 +34,27 @@ export interface ScanOptions {
   readonly now?: () => number;
   /** How local names map to remote ones. Default: this host's rules, long names from the journal. */
   readonly paths?: LocalPaths;
+  /**
+   * Checked between files and folders: once it returns true the scan stops and throws
+   * ScanStopped (a partial walk must never read as deletions). The engine's stop().
+   */
+  readonly shouldStop?: () => boolean;
 }
+
+/** The scan was asked to stop (ScanOptions.shouldStop) before it finished; nothing was written. */
+export class ScanStopped extends Error {
+  constructor() {
+    super('scan stopped');
+    this.name = 'ScanStopped';
+  }
+}
+
+/**
+ * Operations (with the index rows that go with them) per enqueue transaction: large enough
+ * that the per-transaction cost vanishes, small enough that one batch holds the event loop
+ * for milliseconds, not seconds (issue #16).
+ */
+export const ENQUEUE_BATCH = 1_000;
 
 export interface ScanResult {
   readonly ops: Op[];
@@ -53,6 +73,12 @@ export interface ScanResult {
    * can never record a change without the operation that sends it.
    */
   readonly commit: () => void;
+  /**
+   * Writes the index rows that belong with `ops[0, end)` and were not written yet: each row
+   * goes with the operation before which the scanner found it, so queueing the operations
+   * in batches, each batch's rows in its transaction, keeps the same guarantee.
+   */
+  readonly commitThrough: (end: number) => void;
 }
 
 interface DiskEntry {
@@ -65,10 +91,6 @@ interface DiskEntry {
   inode: bigint;
 }
 
-function inScope(p: string, scope: readonly string[] | undefined): boolean {
-  return scope === undefined || scope.some((s) => s === '' || p === s || p.startsWith(s + '/'));
-}
-
 export async function scan(
   root: string,
   realJournal: Journal,
@@ -76,14 +98,20 @@ export async function scan(
   options: ScanOptions = {},
 ): Promise<ScanResult> {
   const now = options.now ?? Date.now;
-  // Reads go to the journal; writes are deferred into `commit` (see ScanResult.commit).
-  const deferred: (() => void)[] = [];
+  const ops: Op[] = [];
+  const stopCheck = (): void => {
+    if (options.shouldStop?.()) throw new ScanStopped();
+  };
+  // Reads go to the journal; writes are deferred into `commit` (see ScanResult.commit),
+  // each tagged with how many operations preceded it (see ScanResult.commitThrough).
+  const deferred: { after: number; write: () => void }[] = [];
+  const defer = (write: () => void): void => void deferred.push({ after: ops.length, write });
   const journal = {
     filesUnder: (dir: string) => realJournal.filesUnder(dir),
-    upsertFile: (row: FileRow) => void deferred.push(() => realJournal.upsertFile(row)),
-    deleteFile: (p: string) => void deferred.push(() => realJournal.deleteFile(p)),
-    deleteFilesUnder: (p: string) => void deferred.push(() => realJournal.deleteFilesUnder(p)),
-    moveFiles: (from: string, to: string) => void deferred.push(() => realJournal.moveFiles(from, to)),
+    upsertFile: (row: FileRow) => defer(() => realJournal.upsertFile(row)),
+    deleteFile: (p: string) => defer(() => realJournal.deleteFile(p)),
+    deleteFilesUnder: (p: string) => defer(() => realJournal.deleteFilesUnder(p)),
+    moveFiles: (from: string, to: string) => defer(() => realJournal.moveFiles(from, to)),
   };
   let storedAs = 0;
   const paths = options.paths ?? new LocalPaths(root, undefined, (l) => realJournal.remoteNameOf(l));
@@ -98,6 +126,7 @@ export async function scan(
 
   // Load .weftignore files first so they apply to this very scan.
   const walk = async (dirAbs: string, dirRel: string): Promise<void> => {
+    stopCheck();
     let names: string[];
     try {
       names = (await fsp.readdir(dirAbs)).sort();
@@ -131,7 +160,7 @@ export async function scan(
       if (remoteName !== name.normalize('NFC')) {
         storedAs += 1;
         const reason = encodeName(remoteName, paths.rules).reason ?? 'quoted';
-        deferred.push(() => realJournal.recordLocalName(rel, name.normalize('NFC'), reason));
+        defer(() => realJournal.recordLocalName(rel, name.normalize('NFC'), reason));
       }
       const abs = nodePath.join(dirAbs, name);
       let st: import('node:fs').BigIntStats;
@@ -199,16 +228,18 @@ export async function scan(
 
   const known = new Map<string, FileRow>();
   for (const s of scope ?? ['']) for (const r of journal.filesUnder(s)) known.set(r.path, r);
-  const knownFilesBefore = [...known.values()].filter((r) => r.kind === 'file').length;
+  let knownFilesBefore = 0;
+  for (const r of known.values()) if (r.kind === 'file') knownFilesBefore += 1;
+  const scopeSet = scope === undefined || scope.includes('') ? undefined : new Set(scope);
+  /** In scope: the path or one of its ancestors is a scope entry (O(depth), not O(scope)). */
+  const scoped = (p: string): boolean => scopeSet === undefined || selfOrAncestorIn(p, scopeSet);
 
-  const ops: Op[] = [];
   const nowNs = BigInt(Math.floor(now())) * 1_000_000n;
 
   // Moves: a known path gone from disk whose inode (and size, for files) shows up elsewhere, new.
   const goneByInode = new Map<string, FileRow>();
   for (const r of known.values()) {
-    if (!disk.has(r.path) && inScope(r.path, scope) && r.inode !== 0n)
-      goneByInode.set(`${r.kind}:${r.inode}`, r);
+    if (!disk.has(r.path) && scoped(r.path) && r.inode !== 0n) goneByInode.set(`${r.kind}:${r.inode}`, r);
   }
   const movedFrom = new Set<string>();
   const sortedDisk = [...disk.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
@@ -216,13 +247,18 @@ export async function scan(
     if (known.has(e.path)) continue;
     const from = goneByInode.get(`${e.kind}:${e.inode}`);
     if (!from || (e.kind === 'file' && from.size !== e.size)) continue;
-    if ([...movedFrom].some((m) => from.path.startsWith(m + '/'))) continue; // inside a moved folder
+    if (properAncestorIn(from.path, movedFrom)) continue; // inside a moved folder
     if (from.syncedRev === null && from.kind === 'file') continue; // never synced: plain create
     ops.push({ kind: 'move', from: from.path, to: e.path, replaces: false });
     movedFrom.add(from.path);
     journal.moveFiles(from.path, e.path);
-    for (const [k, r] of [...known]) {
-      if (k !== from.path && !k.startsWith(from.path + '/')) continue;
+    // A file moves alone; a folder takes its subtree (one pass over the index per folder move).
+    const movedKeys =
+      from.kind === 'file'
+        ? [from.path]
+        : [...known.keys()].filter((k) => k === from.path || k.startsWith(from.path + '/'));
+    for (const k of movedKeys) {
+      const r = known.get(k) as FileRow;
       known.delete(k);
       const moved = e.path + k.slice(from.path.length);
       known.set(moved, { ...r, path: moved });
@@ -230,6 +266,7 @@ export async function scan(
   }
 
   for (const e of sortedDisk) {
+    stopCheck();
     const row = known.get(e.path);
     if (e.kind === 'dir') {
       if (!row) {
@@ -293,20 +330,27 @@ export async function scan(
   // Deletions: known rows in scope that are no longer on disk (top-most only: a folder
   // delete covers its content).
   const gone = [...known.values()]
-    .filter((r) => !disk.has(r.path) && !present.has(r.path) && inScope(r.path, scope))
+    .filter((r) => !disk.has(r.path) && !present.has(r.path) && scoped(r.path))
     .sort((a, b) => (a.path < b.path ? -1 : 1));
-  const deletedDirs: string[] = [];
+  const deletedDirs = new Set<string>();
   for (const r of gone) {
-    if (deletedDirs.some((d) => r.path.startsWith(d + '/'))) continue;
+    if (properAncestorIn(r.path, deletedDirs)) continue;
     ops.push(
       r.kind === 'file' && r.syncedRev !== null
         ? { kind: 'delete', path: r.path, revision: r.syncedRev }
         : { kind: 'delete', path: r.path },
     );
-    if (r.kind === 'dir') deletedDirs.push(r.path);
+    if (r.kind === 'dir') deletedDirs.add(r.path);
   }
   for (const r of gone) journal.deleteFile(r.path);
   const deletedFiles = gone.filter((r) => r.kind === 'file').length;
+  let written = 0;
+  const commitThrough = (end: number): void => {
+    while (written < deferred.length && (deferred[written] as { after: number }).after <= end) {
+      (deferred[written] as { write: () => void }).write();
+      written += 1;
+    }
+  };
 
   return {
     ops,
@@ -316,10 +360,47 @@ export async function scan(
     deletedFiles,
     knownFilesBefore,
     storedAs,
-    commit: () => {
-      for (const w of deferred) w();
-    },
+    commit: () => commitThrough(Number.POSITIVE_INFINITY),
+    commitThrough,
   };
+}
+
+function properAncestorIn(p: string, set: ReadonlySet<string>): boolean {
+  if (set.size === 0) return false;
+  for (let i = p.indexOf('/'); i >= 0; i = p.indexOf('/', i + 1)) if (set.has(p.slice(0, i))) return true;
+  return false;
+}
+
+function selfOrAncestorIn(p: string, set: ReadonlySet<string>): boolean {
+  return set.has(p) || properAncestorIn(p, set);
+}
+
+/**
+ * Queue a scan's operations with their index rows in batches (ENQUEUE_BATCH), each batch
+ * one transaction, yielding to the event loop between batches so the agent keeps answering
+ * its UI and signals while 100,000 operations go in. Stops between batches once
+ * `shouldStop` says so: what was queued is consistent (each row with its operation), the
+ * rest is found again by the next scan. Returns the queue's length and whether every
+ * operation went in.
+ */
+export async function enqueueScan(
+  journal: Journal,
+  result: ScanResult,
+  shouldStop: () => boolean = () => false,
+  batch = ENQUEUE_BATCH,
+): Promise<{ queued: number; complete: boolean }> {
+  let queued = journal.pendingCount();
+  for (let i = 0; i < result.ops.length || i === 0; i += batch) {
+    if (i > 0) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (shouldStop()) return { queued, complete: false };
+    }
+    const end = Math.min(result.ops.length, i + batch);
+    // The last batch also writes the rows found after the last operation (deletions' rows).
+    const through = end === result.ops.length ? Number.POSITIVE_INFINITY : end;
+    queued = journal.enqueueMany(result.ops.slice(i, end), () => result.commitThrough(through));
+  }
+  return { queued, complete: true };
 }
 
 function newRow(e: DiskEntry, hash: string | null): FileRow {

@@ -4,7 +4,7 @@ import * as nodePath from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { IgnoreRules } from '../src/ignore-rules.ts';
 import { Journal } from '../src/journal/journal.ts';
-import { scan as rawScan } from '../src/scanner.ts';
+import { ScanStopped, enqueueScan, scan as rawScan } from '../src/scanner.ts';
 
 /** Scan and commit the index rows, as the engine does. */
 async function scan(...args: Parameters<typeof rawScan>): ReturnType<typeof rawScan> {
@@ -212,5 +212,68 @@ describe('journal queue', () => {
     k.enqueue({ kind: 'mkdir', path: 'e', created: true });
     expect(k.pendingOps().at(-1)?.id).toBeGreaterThan(sent.id + 1);
     k.close();
+  });
+});
+
+describe('queueing a large scan', () => {
+  const BATCH = 40; // ENQUEUE_BATCH in production; small here so the files stay few
+  /** 2.5 batches of files in two folders (one mkdir each). */
+  async function manyFiles(root: string): Promise<number> {
+    const n = Math.floor(BATCH * 2.5);
+    for (const d of ['p', 'q']) await fsp.mkdir(nodePath.join(root, d));
+    for (let i = 0; i < n; i++) await fsp.writeFile(nodePath.join(root, i % 2 ? 'p' : 'q', `f${i}`), `${i}`);
+    return n;
+  }
+
+  it('queues in batches, each with its index rows, and lets the event loop run between them', async () => {
+    const { root, journal } = await setup();
+    const n = await manyFiles(root);
+    const r = await rawScan(root, journal, new IgnoreRules(), { now: later });
+    expect(r.ops).toHaveLength(n + 2);
+    let turns = 0;
+    const tick = (): void => {
+      turns += 1;
+      if (!done) setImmediate(tick);
+    };
+    let done = false;
+    setImmediate(tick);
+    const out = await enqueueScan(journal, r, undefined, BATCH);
+    done = true;
+    expect(out).toEqual({ queued: n + 2, complete: true });
+    expect(journal.pendingOps().map((q) => q.op)).toEqual(r.ops);
+    expect(journal.allFiles()).toHaveLength(n + 2);
+    // Three batches: the loop ran (at least) between them.
+    expect(turns).toBeGreaterThanOrEqual(2);
+  });
+
+  it('stops between batches with every queued change and its index row together', async () => {
+    const { root, journal } = await setup();
+    const n = await manyFiles(root);
+    const r = await rawScan(root, journal, new IgnoreRules(), { now: later });
+    let batches = 0;
+    const out = await enqueueScan(journal, r, () => ++batches >= 1, BATCH);
+    expect(out).toEqual({ queued: BATCH, complete: false });
+    const queued = new Set(journal.pendingOps().map((q) => (q.op.kind === 'move' ? q.op.from : q.op.path)));
+    const indexed = new Set(journal.allFiles().map((f) => f.path));
+    // No change recorded in the index without the operation that sends it.
+    for (const p of indexed) expect(queued.has(p), p).toBe(true);
+    // The next scan finds the rest; the queue ends as one uninterrupted scan's would.
+    const again = await rawScan(root, journal, new IgnoreRules(), { now: later });
+    expect(again.ops).toHaveLength(n + 2 - BATCH);
+    await enqueueScan(journal, again, undefined, BATCH);
+    expect(new Set(journal.pendingOps().map((q) => JSON.stringify(q.op)))).toEqual(
+      new Set(r.ops.map((o) => JSON.stringify(o))),
+    );
+  });
+
+  it('a scan asked to stop throws and writes nothing', async () => {
+    const { root, journal } = await setup();
+    await manyFiles(root);
+    let checks = 0;
+    await expect(
+      rawScan(root, journal, new IgnoreRules(), { now: later, shouldStop: () => ++checks > 30 }),
+    ).rejects.toBeInstanceOf(ScanStopped);
+    expect(journal.allFiles()).toEqual([]);
+    expect(journal.pendingOps()).toEqual([]);
   });
 });
