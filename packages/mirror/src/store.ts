@@ -1,12 +1,13 @@
 /**
  * The mirror engine's persistent state in SQLite (better-sqlite3, WAL): replica cursors,
  * the per-replica `known` state (base of conditional writes), the share `head`, and the
- * ordered log. Schema as numbered .sql files in ./sql, applied once each, in order.
+ * ordered log. Schema as numbered .sql files in ./sql (NNN_name.sql produces version NNN),
+ * applied once each, in order, by the shared runner in @weft/providers/sqlite-migrations.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import { migrate as runMigrations } from '@weft/providers/sqlite-migrations';
 import type { LoggedOp, Op } from './ops.ts';
 
 const SQL_DIR = join(dirname(fileURLToPath(import.meta.url)), 'sql');
@@ -50,20 +51,9 @@ interface LogRow {
   created_ms: number;
 }
 
-/** Apply the numbered migrations not yet applied (user_version counts them). */
+/** Apply the numbered migrations not yet applied (see @weft/providers/sqlite-migrations). */
 export function migrate(db: Database.Database): void {
-  const files = readdirSync(SQL_DIR)
-    .filter((f) => /^\d{3}_.*\.sql$/.test(f))
-    .sort();
-  const current = db.pragma('user_version', { simple: true }) as number;
-  for (const [i, f] of files.entries()) {
-    if (i < current) continue;
-    const sql = readFileSync(join(SQL_DIR, f), 'utf8');
-    db.transaction(() => {
-      db.exec(sql);
-      db.pragma(`user_version = ${i + 1}`);
-    })();
-  }
+  runMigrations(db, SQL_DIR, 'mirror database');
 }
 
 export function openDatabase(file: string): Database.Database {

@@ -125,8 +125,9 @@ describe('credential vault (AES-256-GCM at rest)', () => {
     const other = new CredentialVault(db, keysFromEnv({ WEFT_MIRROR_KEY: key() }));
     expect(() => other.get('acct-1')).toThrow(/not configured/);
 
+    // (|| makes TEXT: cast back, the STRICT column takes only a BLOB)
     db.prepare(
-      "UPDATE provider_accounts SET ciphertext = X'00' || ciphertext WHERE account_id = 'acct-1'",
+      "UPDATE provider_accounts SET ciphertext = CAST(X'00' || ciphertext AS BLOB) WHERE account_id = 'acct-1'",
     ).run();
     expect(() => vault.get('acct-1')).toThrow(/failed authentication/);
 

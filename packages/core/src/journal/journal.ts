@@ -1,11 +1,12 @@
 /**
  * The client journal: local index, durable operation queue, transfer state and delta
- * history in SQLite (better-sqlite3, WAL). Schema as numbered .sql files in ./sql; the
- * database's user_version is the number of the last one applied.
+ * history in SQLite (better-sqlite3, WAL). Schema as numbered .sql files in ./sql
+ * (NNN_name.sql produces version NNN, the database's user_version), applied by the shared
+ * runner in @weft/providers/sqlite-migrations.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import { migrate } from '@weft/providers/sqlite-migrations';
 import { CoalescingQueue } from '../coalesce.ts';
 import type { Op } from '../ops.ts';
 import { privateDatabaseFile } from '../private-file.ts';
@@ -58,13 +59,6 @@ const RACY_MS = 2_000;
 export const SMUDGED_MTIME = -1n;
 
 const SQL_DIR = fileURLToPath(new URL('./sql/', import.meta.url));
-
-function migrations(): { version: number; sql: string }[] {
-  return readdirSync(SQL_DIR)
-    .filter((f) => /^\d{3}_.*\.sql$/.test(f))
-    .sort()
-    .map((f) => ({ version: Number(f.slice(0, 3)), sql: readFileSync(SQL_DIR + f, 'utf8') }));
-}
 
 function toRow(r: FileRecord): FileRow {
   return {
@@ -120,21 +114,7 @@ export class Journal {
   }
 
   private migrate(): void {
-    const current = Number(this.db.pragma('user_version', { simple: true }));
-    const all = migrations();
-    const newest = all.at(-1)?.version ?? 0;
-    if (current > newest) {
-      throw new Error(
-        `journal schema ${current} is newer than this Weft understands (${newest}); upgrade Weft`,
-      );
-    }
-    for (const m of all) {
-      if (m.version <= current) continue;
-      this.db.transaction(() => {
-        this.db.exec(m.sql);
-        this.db.pragma(`user_version = ${m.version}`);
-      })();
-    }
+    migrate(this.db, SQL_DIR, 'journal');
   }
 
   close(): void {

@@ -1,29 +1,18 @@
 /**
  * The destination proxy's cache: for each path, the content it last received (or uploaded
  * to its clouds) — the basis of the next delta and the "unchanged" verdicts — plus each
- * path's block-size history (CoCloud Eq. 1–2). Index in SQLite, contents as
+ * path's block-size history (CoCloud Eq. 1–2). Index in SQLite (schema in ./sql), contents as
  * content-addressed files written atomically (temporary file, fsync, rename).
  */
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
+import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import { migrate } from '@weft/providers/sqlite-migrations';
 import { BlockSizePredictor, CANDIDATE_BLOCK_SIZES, type DestinationCache } from './compare.ts';
 
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS cached (
-  path TEXT PRIMARY KEY,
-  sha256 TEXT NOT NULL,
-  size INTEGER NOT NULL
-) STRICT;
-CREATE INDEX IF NOT EXISTS cached_sha ON cached(sha256);
--- CoCloud Eq. 1-2: the block-size selection probabilities of a path after n adjustments.
-CREATE TABLE IF NOT EXISTS block_history (
-  path TEXT PRIMARY KEY,
-  probs TEXT NOT NULL,
-  n INTEGER NOT NULL
-) STRICT;
-`;
+const SQL_DIR = fileURLToPath(new URL('./sql/', import.meta.url));
 
 export class PeerCache implements DestinationCache {
   readonly predictor = new BlockSizePredictor(CANDIDATE_BLOCK_SIZES);
@@ -45,7 +34,7 @@ export class PeerCache implements DestinationCache {
     await fsp.mkdir(nodePath.join(dir, 'tmp'), { recursive: true });
     const db = new Database(nodePath.join(dir, 'cache.sqlite'));
     db.pragma('journal_mode = WAL');
-    db.exec(SCHEMA);
+    migrate(db, SQL_DIR, 'peer cache');
     const c = new PeerCache(dir, db);
     for (const row of db.prepare('SELECT path, probs, n FROM block_history').all() as {
       path: string;

@@ -1,12 +1,12 @@
 /**
  * SQLite implementation of the metadata store (better-sqlite3, WAL). The schema lives in
- * numbered files under src/migrations/ (NNN.sql produces schema version NNN, tracked with
- * PRAGMA user_version).
+ * numbered files under src/migrations/ (NNN_name.sql produces schema version NNN, tracked
+ * with PRAGMA user_version), applied by the shared runner in @weft/providers/sqlite-migrations.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import * as nodePath from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import { migrate } from '@weft/providers/sqlite-migrations';
 import type { ChangeRecord, EntryInfo } from '@weft/wire';
 import { privateDatabaseFile } from '../private-files.ts';
 import type {
@@ -108,19 +108,7 @@ export class SqliteMetadataStore implements MetadataStore {
   }
 
   private migrate(): void {
-    const files = readdirSync(MIGRATIONS_DIR)
-      .filter((f) => /^\d{3}\.sql$/.test(f))
-      .sort();
-    const current = this.db.pragma('user_version', { simple: true }) as number;
-    for (const f of files) {
-      const version = Number(f.slice(0, 3));
-      if (version <= current) continue;
-      const sql = readFileSync(nodePath.join(MIGRATIONS_DIR, f), 'utf8');
-      this.db.transaction(() => {
-        this.db.exec(sql);
-        this.db.pragma(`user_version = ${version}`);
-      })();
-    }
+    migrate(this.db, MIGRATIONS_DIR, 'proxy metadata');
   }
 
   schemaVersion(): number {
