@@ -64,6 +64,7 @@ import { OfflineError, RemoteError } from './remote/proxy-client.ts';
 import type { RemoteStore } from './remote/remote-store.ts';
 import { privateDir } from './private-file.ts';
 import { scan } from './scanner.ts';
+import { type StorageTimings, StorageWatch, isQuotaExceeded } from './storage-usage.ts';
 import { type FolderStatus, StatusModel } from './status.ts';
 import { FolderWatcher } from './watcher.ts';
 
@@ -109,6 +110,8 @@ export interface EngineOptions {
    * on Linux to show what a Windows device writes (see local-path.ts).
    */
   readonly pathRules?: PathRules;
+  /** When Weft storage usage is read, and re-read while it is full (storage-usage.ts). */
+  readonly storageTimings?: Partial<StorageTimings>;
 }
 
 /** The status message of a device whose token was revoked (removed from its account). */
@@ -120,6 +123,8 @@ export const DEVICE_UNKNOWN_MESSAGE =
 export class Engine implements Disposable {
   readonly status: StatusModel;
   readonly journal: Journal;
+  /** Weft storage usage, and whether it is full (uploads wait then; storage-usage.ts). */
+  readonly storage: StorageWatch;
   private readonly store = new DisposableStore();
   private readonly ignore: IgnoreRules;
   private readonly trash: Trash;
@@ -168,6 +173,13 @@ export class Engine implements Disposable {
     );
     this.showLocalNames();
     this.small = options.smallFileBytes ?? 2 * 1024 * 1024;
+    this.storage = new StorageWatch({
+      usage: options.client.usage?.bind(options.client),
+      status: this.status,
+      onRoom: () => this.kick(),
+      ...(options.storageTimings ? { timings: options.storageTimings } : {}),
+    });
+    this.store.add(this.storage);
   }
 
   static async open(options: EngineOptions): Promise<Engine> {
@@ -197,6 +209,7 @@ export class Engine implements Disposable {
       await w.start();
     }
     if (this.options.liveFeed ?? true) this.connectFeed();
+    this.storage.start();
     this.kick();
   }
 
@@ -247,6 +260,18 @@ export class Engine implements Disposable {
           this.halt(e.code);
           return;
         }
+        if (isQuotaExceeded(e)) {
+          // Weft storage is full: uploads wait (queued) and are not sent again until usage
+          // shows room; the pass runs again at once without them (deletes free space).
+          const first = !this.storage.isFull;
+          this.storage.refused(e);
+          if (first) {
+            this.again = true;
+            continue;
+          }
+          this.showFull();
+          return;
+        }
         if (e instanceof OfflineError) {
           this.status.update({ state: 'offline', error: e.message });
           this.scheduleRetry();
@@ -281,6 +306,14 @@ export class Engine implements Disposable {
 
   private showRemoved(): void {
     this.status.update({ state: 'removed', error: this.removedMessage, transfers: [] });
+  }
+
+  private showFull(): void {
+    this.status.update({
+      state: 'full',
+      error: this.storage.message(this.journal.pendingOps().length),
+      transfers: this.status.get().transfers.filter((t) => t.direction === 'down'),
+    });
   }
 
   /** True once the server has refused this device's token (see halt). */
@@ -403,11 +436,13 @@ export class Engine implements Disposable {
     if (offline) throw offline;
     await this.push();
     if (!this.again) await this.runIdleEstimates();
+    const pending = this.journal.pendingOps().length;
+    const full = this.storage.isFull;
     this.status.update({
       // A remote change announced during this pass is known but not applied yet.
-      state: this.remoteDirty ? 'syncing' : 'idle',
-      error: undefined,
-      pendingOperations: this.journal.pendingOps().length,
+      state: full ? 'full' : this.remoteDirty ? 'syncing' : 'idle',
+      error: full ? this.storage.message(pending) : undefined,
+      pendingOperations: pending,
       files: this.journal.allFiles().filter((r) => r.kind === 'file').length,
     });
   }
@@ -994,6 +1029,7 @@ export class Engine implements Disposable {
       if (this.paused) return;
       const queue = this.journal.pendingOps();
       if (queue.length === 0) return;
+      if (this.storage.isFull) return this.pushWhileFull(queue);
       this.status.update({ state: 'syncing', pendingOperations: queue.length });
       // A window of creates (puts and mkdirs, no deletes or moves) can send all its folders
       // first, then all its files: within such a window the two kinds commute.
@@ -1032,6 +1068,25 @@ export class Engine implements Disposable {
         await this.resolveServerConflicts();
       }
     }
+  }
+
+  /**
+   * Weft storage is full: uploads stay queued; send, in queue order, the operations that
+   * cannot depend on a waiting upload (deletes free space; moves and folders add none): those
+   * on paths unrelated to every upload, or other operation, held back before them.
+   */
+  private async pushWhileFull(queue: readonly { id: number; op: Op }[]): Promise<void> {
+    const held: string[] = [];
+    const related = (a: string, b: string): boolean =>
+      a === b || a.startsWith(b + '/') || b.startsWith(a + '/') || a === '' || b === '';
+    const send: { id: number; op: Op }[] = [];
+    for (const q of queue) {
+      const paths = q.op.kind === 'move' ? [q.op.from, q.op.to] : [q.op.path];
+      if (q.op.kind === 'put' || paths.some((p) => held.some((h) => related(p, h)))) held.push(...paths);
+      else send.push(q);
+    }
+    for (let i = 0; i < send.length; i += 500) await this.pushOps(send.slice(i, i + 500));
+    await this.resolveServerConflicts();
   }
 
   private async pushOps(run: readonly { id: number; op: Op }[]): Promise<void> {

@@ -11,7 +11,11 @@ export const CHANNEL_PREFIX = 'weft:';
 /** IPC/event name for pushed status updates. */
 export const STATUS_EVENT = `${CHANNEL_PREFIX}event:status`;
 
-/** `removed`: this computer was removed from its Weft account (its token revoked); it no longer syncs. */
+/**
+ * `removed`: this computer was removed from its Weft account (its token revoked); it no longer syncs.
+ * `full`: Weft storage refused an upload for lack of space; uploads wait (nothing is dropped),
+ * downloads and deletes go on, and uploads resume by themselves once there is room.
+ */
 export const FolderStateSchema = z.enum([
   'idle',
   'scanning',
@@ -20,7 +24,26 @@ export const FolderStateSchema = z.enum([
   'offline',
   'error',
   'removed',
+  'full',
 ]);
+
+/** The user's Weft storage: bytes used and the quota (null: unlimited), as last read. */
+export const StorageUsageSchema = z.object({
+  usedBytes: z.number().min(0),
+  limitBytes: z.number().min(0).nullable(),
+  checkedAtMs: z.number(),
+  /** While the server refuses uploads for lack of space. */
+  full: z
+    .object({
+      sinceMs: z.number(),
+      /** What the refused upload needed beyond what was left. */
+      neededBytes: z.number().min(0),
+      /** When Weft looks again by itself. */
+      nextCheckMs: z.number(),
+    })
+    .optional(),
+});
+export type StorageUsage = z.infer<typeof StorageUsageSchema>;
 
 export const FolderStatusSchema = z.object({
   folder: z.string(),
@@ -64,6 +87,8 @@ export const FolderStatusSchema = z.object({
   storedAs: z.array(z.object({ path: z.string(), localName: z.string(), notice: z.string() })).optional(),
   /** Set while the engine holds a pass that would delete many files, waiting for an answer. */
   massDeletePending: z.boolean().optional(),
+  /** Weft storage used and its quota; absent until the agent has read it. */
+  storage: StorageUsageSchema.optional(),
 });
 export type FolderStatusDto = z.infer<typeof FolderStatusSchema>;
 

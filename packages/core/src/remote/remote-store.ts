@@ -22,6 +22,7 @@ import type {
   MerkleNode,
   OpResult,
   TransferState,
+  UsageResponse,
 } from '@weft/wire';
 import type { Disposable } from '../lifecycle.ts';
 
@@ -67,6 +68,11 @@ export interface RemoteStore {
   changes(cursor: number, limit?: number): Promise<ChangesResponse>;
   /** Merkle nodes of the namespace for the given folder paths (consistency check). */
   merkle(paths: readonly string[]): Promise<MerkleNode[]>;
+  /**
+   * The user's storage: bytes used and the quota (null: unlimited). Optional: a store
+   * without quotas (the in-memory one) leaves it out, and no usage is shown.
+   */
+  usage?(): Promise<UsageResponse>;
   /**
    * The live feed from `cursor`: `onMessage` gets each message, `onClose` fires once when it
    * ends for any reason. Dispose to close.

@@ -13,6 +13,7 @@ import {
   type CloudProvider,
   DEFAULT_SETTINGS,
   type Devices,
+  emptyFolderStatus,
   type FolderStatusDto,
   type Settings,
   type Share,
@@ -102,20 +103,7 @@ const NO_SESSION = 'Connect Weft storage first (Accounts).';
 
 /** What the status screen shows before enrolment. */
 export function notEnrolledStatus(folder: string): FolderStatusDto {
-  return {
-    folder,
-    state: 'offline',
-    error: NOT_ENROLLED,
-    files: 0,
-    pendingOperations: 0,
-    transfers: [],
-    recent: [],
-    conflicts: [],
-    savings: { deltaBytesSaved: 0, requestsSavedByBundling: 0, operationsEliminated: 0 },
-    bytesUploaded: 0,
-    bytesDownloaded: 0,
-    warnings: [],
-  };
+  return { ...emptyFolderStatus(folder), state: 'offline', error: NOT_ENROLLED };
 }
 
 /** A folder as people type it ('/Team/Plans/') as a provider path ('Team/Plans'). */
@@ -210,6 +198,14 @@ export function toStatusDto(s: FolderStatus): FolderStatusDto {
     warnings: [...s.warnings],
     storedAs: s.storedAs && s.storedAs.length > 0 ? s.storedAs.map((x) => ({ ...x })) : undefined,
     massDeletePending: s.state === 'paused' && /would delete/.test(s.error ?? ''),
+    storage: s.storage
+      ? {
+          usedBytes: s.storage.usedBytes,
+          limitBytes: s.storage.limitBytes,
+          checkedAtMs: s.storage.checkedAtMs,
+          ...(s.storage.full ? { full: { ...s.storage.full } } : {}),
+        }
+      : undefined,
   };
 }
 
@@ -392,10 +388,11 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       return status();
     },
     syncNow: async () => {
+      const e = engine();
+      // Weft storage full: "check again" reads usage first (uploads resume if there is room).
+      if (e.storage.isFull) await e.storage.check();
       // The pass runs on; progress arrives on the status stream.
-      void engine()
-        .syncNow()
-        .catch(() => undefined);
+      void e.syncNow().catch(() => undefined);
       return status();
     },
     resolveConflict: async ({ path, keep }) => {
