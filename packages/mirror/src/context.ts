@@ -108,9 +108,8 @@ export interface EngineContext {
   readonly byId: ReadonlyMap<string, Replica>;
   readonly store: ShareStore;
   readonly log: Logger;
+  /** The one clock: log entries, conflicted-copy names, budgets, backoffs (clock.ts). */
   readonly now: Clock;
-  /** Time for budgets and backoffs (to become `now`). */
-  readonly wallNow: Clock;
   readonly stats: MirrorStats;
   readonly view: ReplicaView;
   readonly outages: OutageLog;

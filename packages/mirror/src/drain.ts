@@ -57,9 +57,9 @@ export async function drain(ctx: EngineContext): Promise<number> {
   let applied = 0;
   let after = 0;
   let started = 0;
-  const since = ctx.wallNow();
+  const since = ctx.now();
   const enough = (): boolean =>
-    ctx.stopping() || (started >= ctx.concurrency && ctx.wallNow() - since >= ctx.drainBudgetMs);
+    ctx.stopping() || (started >= ctx.concurrency && ctx.now() - since >= ctx.drainBudgetMs);
   /** Per replica: paths (case-folded) of entries still pending there. */
   const behind = new Map<string, Set<string>>();
   /** Paths of entries that wait whole (not applied at their origin). */

@@ -90,8 +90,12 @@ export interface MirrorEngineOptions {
   /** An open database (see openDatabase in store.ts); shared by the shares of a process. */
   readonly db: Database.Database;
   readonly logger?: Logger;
-  /** Clock for log entries and conflicted-copy names. */
-  readonly now?: () => number;
+  /**
+   * The one clock (ms since the epoch) for everything the engine times: log entries,
+   * conflicted-copy names, outages and their probes, the drain budget, folders set aside
+   * for removal, the verification interval. Default: the system clock.
+   */
+  readonly now?: Clock;
   /** Log entries applied at once (unrelated paths). Default 16. */
   readonly concurrency?: number;
   /** Pause between steps in start(). Default 2,000 ms. */
@@ -184,14 +188,13 @@ export class MirrorEngine {
     this.store = new ShareStore(options.db, options.shareId);
     this.log = (options.logger ?? pino({ level: 'silent' })).child({ share: options.shareId });
     this.now = options.now ?? systemClock;
-    const wallNow = systemClock;
     this.pollIntervalMs = options.pollIntervalMs ?? 2000;
     this.verifyIntervalMs = options.verifyIntervalMs ?? 3_600_000;
     this.onRound = options.onRound;
     this.outages = new OutageLog({
       store: this.store,
       log: this.log,
-      now: wallNow,
+      now: this.now,
       stats: this.stats,
       probeFirstMs: options.probeBackoffMs?.first ?? 2000,
       probeMaxMs: options.probeBackoffMs?.max ?? 600_000,
@@ -199,7 +202,7 @@ export class MirrorEngine {
     this.parking = new Parking({
       store: this.store,
       log: this.log,
-      now: wallNow,
+      now: this.now,
       stats: this.stats,
       settleMs: options.parkSettleMs ?? 5000,
     });
@@ -210,7 +213,6 @@ export class MirrorEngine {
       store: this.store,
       log: this.log,
       now: this.now,
-      wallNow,
       stats: this.stats,
       view: new ReplicaView(),
       outages: this.outages,
@@ -346,7 +348,7 @@ export class MirrorEngine {
       const next = this.outages.nextProbeMs();
       if (n === 0 && next !== undefined) {
         // Waiting for an unavailable replica: until its next try (at most a second a round).
-        await new Promise((resolve) => setTimeout(resolve, Math.min(1000, Math.max(0, next - Date.now()))));
+        await new Promise((resolve) => setTimeout(resolve, Math.min(1000, Math.max(0, next - this.now()))));
       }
       if (n !== 0 || this.store.pendingCount() !== 0) continue;
       // Activity has stopped (the caller's promise): nothing is on its way any more.
@@ -363,7 +365,7 @@ export class MirrorEngine {
    */
   async verify(): Promise<number> {
     await this.init();
-    this.lastVerify = Date.now();
+    this.lastVerify = this.now();
     const found = await relistAgainstBooks(this.ctx, this.reconciled);
     this.stats.verifyFound += found;
     if (found > 0) this.log.warn({ entries: found }, 'verification found changes the feeds had not reported');
@@ -386,10 +388,10 @@ export class MirrorEngine {
           // With nothing pending: the books are then all that a restart would start from.
           if (
             this.verifyIntervalMs > 0 &&
-            Date.now() - this.lastVerify >= this.verifyIntervalMs &&
+            this.now() - this.lastVerify >= this.verifyIntervalMs &&
             this.store.pendingCount() === 0
           ) {
-            if (this.lastVerify === 0) this.lastVerify = Date.now();
+            if (this.lastVerify === 0) this.lastVerify = this.now();
             else await this.verify();
           }
           this.onRound?.({ pending: this.store.pendingCount() });

@@ -10,6 +10,7 @@ import type Database from 'better-sqlite3';
 import { normalizePath, type Provider, type WrapConfig } from '@weft/providers';
 import type { ReplicaConfig } from './engine.ts';
 import type { CredentialVault } from './vault.ts';
+import { systemClock } from './clock.ts';
 
 export interface ReplicaSpec {
   /** 'dropbox' | 'gdrive' | 'onedrive' | 'weft' | …: the factory's key. */
@@ -84,7 +85,7 @@ export class ShareRegistry {
     private readonly db: Database.Database,
     options: ShareRegistryOptions = {},
   ) {
-    this.now = options.now ?? Date.now;
+    this.now = options.now ?? systemClock;
     this.inviteTtlMs = options.inviteTtlMs ?? 7 * 24 * 3600_000;
   }
 

@@ -53,7 +53,8 @@ function setup() {
         wrap: { retry: { maxAttempts: 1 } },
       })),
     });
-  return { db, alice: mem[0] as MemoryProvider, bob: mem[1] as MemoryProvider, fault, make };
+  const time = (): number => clock;
+  return { db, alice: mem[0] as MemoryProvider, bob: mem[1] as MemoryProvider, fault, make, time };
 }
 
 describe('a member whose cloud refuses writes for a while', () => {
@@ -87,7 +88,7 @@ describe('a member whose cloud refuses writes for a while', () => {
     expect(engine.replicaStatus().map((r) => r.state)).toEqual(['available', 'available']);
 
     s.fault.refuse = refusals['the account is full'];
-    const before = Date.now();
+    const before = s.time(); // the engine's clock (injected)
     await s.alice.write('a.txt', text('a2'));
     await s.alice.write('b.txt', text('b1'));
     for (let i = 0; i < 3; i++) await engine.step();

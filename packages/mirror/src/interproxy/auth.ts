@@ -11,6 +11,7 @@
  *   destination (e.g. a hijacked address without TLS) learns nothing but metadata-free hellos.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { type Clock, systemClock } from '../clock.ts';
 
 export const HEADER_PEER = 'x-weft-peer';
 export const HEADER_PEER_TIME = 'x-weft-peer-time';
@@ -39,7 +40,7 @@ export function signUpgrade(
   from: string,
   to: string,
   secret: string,
-  now = Date.now(),
+  now = systemClock(),
 ): { headers: Record<string, string>; nonce: string } {
   const nonce = randomBytes(16).toString('hex');
   const time = String(now);
@@ -82,7 +83,7 @@ export class PeerAuthenticator {
   constructor(
     readonly selfId: string,
     private readonly secrets: ReadonlyMap<string, string>,
-    private readonly now: () => number = Date.now,
+    private readonly now: Clock = systemClock,
   ) {
     for (const [id, s] of secrets) {
       if (s.length < MIN_SECRET_LENGTH)

@@ -8,6 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { collect, type Provider } from '@weft/providers';
+import { systemClock } from '../clock.ts';
 
 export interface Measurement {
   readonly proxy: string;
@@ -39,7 +40,7 @@ export class ProxySelector {
     this.tolerance = options.tolerance ?? 0.1;
     this.maxAgeMs = options.maxAgeMs ?? 30 * 60 * 1000;
     this.samples = options.samples ?? 5;
-    this.now = options.now ?? Date.now;
+    this.now = options.now ?? systemClock;
   }
 
   /** Fold one probe result in. */
