@@ -3,12 +3,13 @@
  * and recorded before it is acknowledged, so acks survive a crash and a client resumes by
  * re-sending only unacknowledged ranges.
  */
+import { randomBytes } from 'node:crypto';
 import { constants as fsc } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { decodeTransferBlock, MAX_BLOCK_PAYLOAD, type BlockAck, type TransferState } from '@weft/wire';
 import type { AuthContext } from './auth.ts';
 import { ApiError } from './errors.ts';
-import type { HybridStore } from './store/hybrid.ts';
+import { checkNewPath, type HybridStore } from './store/hybrid.ts';
 import type { TransferRow } from './store/metadata.ts';
 import type { ProxyMetrics } from './metrics.ts';
 
@@ -64,6 +65,26 @@ export class TransferService {
       haveObject: this.store.meta.userLargeContent(t.userId, t.sha256) === t.size,
       maxBlockBytes: MAX_BLOCK_PAYLOAD,
     };
+  }
+
+  /**
+   * Open a transfer for a client's request. Refused when opened, not after the upload: the
+   * declared size, with the user's other open transfers, must fit in what the quota leaves
+   * (the file it replaces is freed).
+   */
+  async open(
+    auth: AuthContext,
+    request: { path: string; size: number; sha256: string; mtimeMs: number },
+    nowMs: number,
+  ): Promise<TransferState> {
+    checkNewPath(request.path);
+    this.store.quota.check(
+      auth.userId,
+      this.store.growthAt(auth.userId, request.path, request.size) +
+        this.store.meta.openTransferBytes(auth.userId, request.path),
+    );
+    const id = randomBytes(16).toString('hex');
+    return this.create(auth, { id, ...request }, nowMs);
   }
 
   async create(

@@ -1,0 +1,124 @@
+/**
+ * Bundles (docs/formats/bundle.md): many small files in one request each way. An uploaded
+ * bundle is checked against the quota as it is inflated, then written as ONE scheduled
+ * operation (stop-and-wait on all its paths) and one metadata transaction; a download
+ * bundle carries the files that fit and a deferred record for every other requested path.
+ */
+import {
+  BUNDLE_DEFERRED_RECORD_SIZE,
+  BUNDLE_OVERHEAD,
+  type BundleDeferred,
+  type BundleEntry,
+  bundleEntrySize,
+  decodeBundle,
+  encodeBundle,
+  MAX_BUNDLE_BYTES,
+  type OpResult,
+  scanBundleEntries,
+  sha256Hex,
+} from '@weft/wire';
+import type { AuthContext } from './auth.ts';
+import { ApiError, toApiError } from './errors.ts';
+import { errorResult, writerOf } from './ops.ts';
+import type { OpScheduler } from './scheduler.ts';
+import { checkNewPath, type HybridStore } from './store/hybrid.ts';
+
+export class BundleService {
+  constructor(private readonly o: { store: HybridStore; scheduler: OpScheduler }) {}
+
+  /**
+   * Apply an uploaded bundle. `admit(n)` is the back-pressure check for n more operations.
+   * QUOTA_EXCEEDED refuses the whole bundle (thrown); any other failure of the batch is
+   * every entry's result.
+   */
+  async ingest(
+    a: AuthContext,
+    bytes: Uint8Array,
+    admit: (incoming: number) => void,
+  ): Promise<{ path: string; result: OpResult }[]> {
+    const { store, scheduler } = this.o;
+    // Under a quota, the entries are admitted as they are inflated: a compressed bundle is
+    // refused at the first entry that takes the running total (each entry's size less the
+    // file it replaces) past what is left, before the rest is expanded.
+    const left = store.quota.remaining(a.userId);
+    if (left !== Infinity) {
+      let growth = 0;
+      await scanBundleEntries(bytes, (h) => {
+        growth += store.growthAt(a.userId, h.path, h.size);
+        if (growth > left) throw store.quota.exceeded(a.userId, growth);
+      });
+    }
+    const bundle = decodeBundle(bytes);
+    for (const e of bundle.entries) checkNewPath(e.path);
+    admit(bundle.entries.length);
+    // One scheduled operation for the whole bundle: it waits for every earlier operation on
+    // any of its paths (stop-and-wait) and is written and committed as one batch.
+    const w = writerOf(a);
+    const results = await scheduler
+      .submit({
+        namespace: a.userId,
+        paths: bundle.entries.map((e) => e.path),
+        bytes: 0,
+        run: () =>
+          store.writeFiles(
+            w,
+            bundle.entries.map((e) => ({
+              path: e.path,
+              bytes: e.content,
+              sha256: e.sha256,
+              mtimeMs: e.mtimeMs,
+              base: e.rev,
+            })),
+          ),
+      })
+      .catch((err: unknown): OpResult[] => {
+        // A bundle over the quota is refused whole, as the request's answer (507).
+        if (err instanceof ApiError && err.code === 'QUOTA_EXCEEDED') throw err;
+        const failed = errorResult(toApiError(err));
+        return bundle.entries.map(() => failed);
+      });
+    return bundle.entries.map((e, i) => ({ path: e.path, result: results[i]! }));
+  }
+
+  /**
+   * A version-2 bundle of the requested files: every requested path is either an entry or
+   * a deferred record (absent, large, later, changed). Room for a record per path is kept,
+   * so the answer never exceeds the bundle limit.
+   */
+  async download(userId: string, paths: readonly string[], compress: boolean): Promise<Uint8Array> {
+    const { store } = this.o;
+    const entries: BundleEntry[] = [];
+    // (In the body: a list of thousands of paths once outgrew the clients' 16 KiB header limit.)
+    const deferred: BundleDeferred[] = [];
+    let used = BUNDLE_OVERHEAD + BUNDLE_DEFERRED_RECORD_SIZE * paths.length;
+    for (const [index, p] of paths.entries()) {
+      const e = store.stat(userId, p);
+      if (!e || e.kind !== 'file') {
+        deferred.push({ index, reason: 'absent' });
+        continue;
+      }
+      if (e.tier === 'large' || !e.sha256) {
+        deferred.push({ index, reason: 'large' });
+        continue;
+      }
+      const cost = bundleEntrySize(p, e.revision, e.size);
+      if (used + cost > MAX_BUNDLE_BYTES) {
+        deferred.push({ index, reason: 'later' });
+        continue;
+      }
+      const content = await store.readAll(userId, e);
+      if (content.byteLength !== e.size || sha256Hex(content) !== e.sha256) {
+        deferred.push({ index, reason: 'changed' }); // changed while reading: fetch again
+        continue;
+      }
+      used += cost;
+      entries.push({ path: p, rev: e.revision, mtimeMs: e.mtimeMs, sha256: e.sha256, content });
+    }
+    let out = encodeBundle(entries, { deferred });
+    if (compress && entries.length > 0) {
+      const packed = encodeBundle(entries, { compress: true, deferred });
+      if (packed.byteLength <= out.byteLength * 0.9) out = packed;
+    }
+    return out;
+  }
+}

@@ -1,0 +1,93 @@
+/** Reading the namespace: list a folder, stat one entry, download a file (one byte range). */
+import { Readable } from 'node:stream';
+import { EntryInfo, ListQuery, ListResponse, PathQuery } from '@weft/wire';
+import { ApiError } from '../errors.ts';
+import type { HybridStore } from '../store/hybrid.ts';
+import { entryAt, fileHeaders, type RouteContext } from './route.ts';
+
+export function registerFileRoutes(ctx: RouteContext, deps: { store: HybridStore }): void {
+  const { route, auth, parse } = ctx;
+  const { store } = deps;
+  const stat = (userId: string, path: string): EntryInfo | undefined => store.stat(userId, path);
+
+  route(
+    {
+      method: 'GET',
+      url: '/v1/list',
+      summary: 'List a folder',
+      auth: 'device',
+      query: ListQuery,
+      response: ListResponse,
+    },
+    async (req) => {
+      const a = auth(req);
+      const q = parse(ListQuery, req.query);
+      const seq = store.meta.currentSeq(a.userId);
+      const entries = store.list(a.userId, q.path, q.recursive === '1' || q.recursive === 'true');
+      return { entries, seq };
+    },
+  );
+
+  route(
+    {
+      method: 'GET',
+      url: '/v1/stat',
+      summary: 'One entry',
+      auth: 'device',
+      query: PathQuery,
+      response: EntryInfo,
+    },
+    async (req) => entryAt(ctx, stat, req, PathQuery).e,
+  );
+
+  route(
+    {
+      method: 'GET',
+      url: '/v1/files',
+      summary: 'Download a file (Range supported)',
+      auth: 'device',
+      query: PathQuery,
+      binaryResponse: 'application/octet-stream',
+    },
+    async (req, reply) => {
+      const { a, e } = entryAt(ctx, stat, req, PathQuery, 'file');
+      const range = parseRange(req.headers.range, e.size);
+      const { stream } = await store.openRead(a.userId, e, range && e.size > 0 ? range : undefined);
+      fileHeaders(reply, e);
+      void reply.header('accept-ranges', 'bytes');
+      if (range) {
+        void reply
+          .code(206)
+          .header('content-range', `bytes ${range.start}-${range.end}/${e.size}`)
+          .header('content-length', String(range.end - range.start + 1));
+      } else void reply.header('content-length', String(e.size));
+      void reply.type('application/octet-stream');
+      return reply.send(Readable.from(stream));
+    },
+  );
+}
+
+/** One `bytes=` range; undefined for none; RANGE_NOT_SATISFIABLE when it cannot be served. */
+export function parseRange(
+  header: string | undefined,
+  size: number,
+): { start: number; end: number } | undefined {
+  if (!header) return undefined;
+  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!m || (m[1] === '' && m[2] === ''))
+    throw new ApiError('RANGE_NOT_SATISFIABLE', 'only one bytes=a-b range is supported', { size });
+  let start: number;
+  let end: number;
+  if (m[1] === '') {
+    const n = Number(m[2]);
+    start = Math.max(0, size - n);
+    end = size - 1;
+  } else {
+    start = Number(m[1]);
+    end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
+  }
+  if (!Number.isSafeInteger(start) || start >= size || end < start) {
+    throw new ApiError('RANGE_NOT_SATISFIABLE', `range not satisfiable for ${size} bytes`, { size });
+  }
+  return { start, end };
+}
