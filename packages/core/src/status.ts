@@ -2,6 +2,7 @@
  * The status model: one observable state per folder, read by `weft status` and the desktop
  * UI. Plain data, serialisable as JSON; changes are announced through a typed event.
  */
+import { emptyFolderStatus } from '@weft/ui-contract';
 import { Emitter } from './lifecycle.ts';
 
 /**
@@ -111,19 +112,7 @@ export class StatusModel {
       readonly onActivity?: (item: ActivityItem) => void;
     } = {},
   ) {
-    this.status = {
-      folder,
-      state: 'idle',
-      files: 0,
-      pendingOperations: 0,
-      transfers: [],
-      recent: (history.recent ?? []).slice(0, MAX_RECENT),
-      conflicts: [],
-      savings: { deltaBytesSaved: 0, requestsSavedByBundling: 0, operationsEliminated: 0 },
-      bytesUploaded: 0,
-      bytesDownloaded: 0,
-      warnings: [],
-    };
+    this.status = { ...emptyFolderStatus(folder), recent: (history.recent ?? []).slice(0, MAX_RECENT) };
   }
 
   get(): FolderStatus {
