@@ -39,6 +39,8 @@ async function startProxy(
   dataDir?: string,
   port = 0,
   adminToken = randomBytes(24).toString('hex'),
+  /** Every user's storage quota in bytes (none: unlimited). */
+  quotaBytes?: number,
 ): Promise<TestProxy> {
   const dir = dataDir ?? (await tempDir('proxy'));
   const server = await startProxyServer({
@@ -49,6 +51,7 @@ async function startProxy(
     gcGraceMs: 0,
     objectTier: { type: 'fs' },
     shares: { endpoints, pollIntervalMs: 200 },
+    ...(quotaBytes === undefined ? {} : { quota: { defaultBytes: quotaBytes } }),
   });
   return { url: server.url, adminToken, dataDir: dir, s3Prefix: '', close: () => server.close() };
 }
@@ -253,6 +256,53 @@ describe('desktop UI in Chromium', () => {
     await expect
       .poll(() => page.locator('#activity-list').textContent(), POLL)
       .toContain('while-offline.txt');
+  });
+
+  it('shows Weft storage use, says plainly when it is full and what to do, and resumes when there is room', async () => {
+    const restart = async (quotaBytes?: number): Promise<void> => {
+      const port = Number(new URL(proxy.url).port);
+      await proxy.close();
+      proxy = await startProxy(
+        { dropbox: dropbox.url, gdrive: gdrive.url },
+        proxy.dataDir,
+        port,
+        proxy.adminToken,
+        quotaBytes,
+      );
+    };
+    const usage = (): Promise<string | null> => page.locator('#usage-text').textContent();
+    // No quota: the bytes alone, no bar.
+    await expect.poll(usage, POLL).toMatch(/^Weft storage: [\d.]+ [KMG]?B used$/);
+    expect(await page.locator('#usage-bar').count()).toBe(0);
+
+    // The operator sets a quota just above what is stored; a new file does not fit.
+    const { usedBytes } = await other.client.usage();
+    await restart(usedBytes + 10_000);
+    await fsp.writeFile(nodePath.join(folder, 'too-big.bin'), randomBytes(300_000));
+    await expect.poll(state, { timeout: 60_000 }).toBe('Weft storage is full');
+    const notice = page.getByRole('alert').filter({ hasText: 'Weft storage is full' });
+    await expect.poll(() => notice.textContent(), POLL).toMatch(/1 change waits to upload; nothing is lost/);
+    const told = (await notice.textContent()) ?? '';
+    expect(told).toMatch(/There is no room for new uploads \([\d.]+ [KMG]?B of [\d.]+ [KMG]?B used\)/);
+    expect(told).toContain('Downloads and deletes go on');
+    expect(told).toMatch(
+      /delete files you no longer need .* or ask whoever runs your Weft server for more space/,
+    );
+    expect(told).toContain('Weft checks again by itself');
+    await expect.poll(usage, POLL).toMatch(/^Weft storage: [\d.]+ [KMG]?B of [\d.]+ [KMG]?B used$/);
+    expect(await page.locator('#usage-bar').getAttribute('max')).toBe(String(usedBytes + 10_000));
+    expect(await page.locator('#headline').textContent()).toBe('Weft storage is full');
+    expect(agent.engine.getStatus().state).toBe('full');
+    await checkVariants(page, 'status-full');
+
+    // The quota is lifted: "check again" finds room, the waiting upload goes, nothing lost.
+    await restart();
+    await page.getByRole('button', { name: 'Check again now' }).click();
+    await expect.poll(state, { timeout: 60_000 }).toBe('Up to date');
+    await expect.poll(() => page.locator('#activity-list').textContent(), POLL).toContain('too-big.bin');
+    await expect.poll(usage, POLL).toMatch(/^Weft storage: [\d.]+ [KMG]?B used$/);
+    expect(await page.getByRole('alert').filter({ hasText: 'Weft storage is full' }).count()).toBe(0);
+    expect(await other.client.stat('too-big.bin')).toMatchObject({ size: 300_000 });
   });
 
   it('asks before a mass delete, and "restore" brings the files back', async () => {

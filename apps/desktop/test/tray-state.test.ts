@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type TrayMenuItem, trayMenu, trayNotifications, trayState } from '../src/common/tray-state.ts';
-import { formatEta, plainError } from '../src/common/format.ts';
+import { displayState, formatEta, plainError, usageText } from '../src/common/format.ts';
 import { status } from './fixtures.ts';
 
 const NOW = 1_700_000_000_000;
@@ -142,5 +142,40 @@ describe('before enrolment', () => {
     });
     expect(menu.some((i) => i.kind === 'submenu' && i.label === 'Pause syncing')).toBe(false);
     expect(plainError(s.error).cause).toBe('This computer is not connected to Weft storage yet.');
+  });
+});
+
+describe('Weft storage full', () => {
+  const full = {
+    usedBytes: 4_990_000_000,
+    limitBytes: 5_000_000_000,
+    checkedAtMs: NOW,
+    full: { sinceMs: NOW, neededBytes: 20_000_000, nextCheckMs: NOW + 30_000 },
+  };
+
+  it('is its own headline, shown while a pass runs too, with the error icon', () => {
+    expect(displayState(status({ state: 'full', storage: full, pendingOperations: 3 }))).toBe('full');
+    // Downloads go on while full: a pass says syncing, the person still sees "full".
+    expect(displayState(status({ state: 'syncing', storage: full }))).toBe('full');
+    expect(trayState(status({ state: 'full', storage: full }), NOW)).toMatchObject({
+      icon: 'error',
+      tooltip: 'Weft — Weft storage is full',
+    });
+    // Offline says offline; room again says what the folder does.
+    expect(displayState(status({ state: 'offline', storage: full }))).toBe('offline');
+    expect(displayState(status({ storage: { ...full, full: undefined } }))).toBe('upToDate');
+  });
+
+  it('announces it once, when the storage fills', () => {
+    const before = status({ storage: { ...full, full: undefined } });
+    const after = status({ state: 'full', storage: full });
+    expect(trayNotifications(before, after).map((n) => n.title)).toEqual(['Weft storage is full']);
+    expect(trayNotifications(after, status({ state: 'syncing', storage: full }))).toEqual([]);
+  });
+
+  it('says what is used, against the quota or alone', () => {
+    expect(usageText({ usedBytes: 2_100_000_000, limitBytes: 5_000_000_000 })).toBe('2.1 GB of 5 GB used');
+    expect(usageText({ usedBytes: 2_100_000_000, limitBytes: null })).toBe('2.1 GB used');
+    expect(usageText({ usedBytes: 0, limitBytes: 1_000_000 })).toBe('0 B of 1 MB used');
   });
 });

@@ -25,13 +25,27 @@ export function formatEta(seconds: number | undefined): string {
   return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min left`;
 }
 
+/** Weft storage use in words: "2.1 GB of 5 GB used", or "2.1 GB used" without a quota. */
+export function usageText(u: { usedBytes: number; limitBytes: number | null }): string {
+  const short = (n: number): string => formatBytes(n).replace(/\.0 /, ' ');
+  return u.limitBytes === null
+    ? `${short(u.usedBytes)} used`
+    : `${short(u.usedBytes)} of ${short(u.limitBytes)} used`;
+}
+
+/** Weft storage refuses uploads for lack of space (the engine's `full` state). */
+export function storageFull(s: FolderStatusDto): boolean {
+  return s.state === 'full' || s.storage?.full !== undefined;
+}
+
 /** The one headline state the person sees. */
-export type DisplayState = 'upToDate' | 'syncing' | 'paused' | 'offline' | 'error' | 'conflict';
+export type DisplayState = 'upToDate' | 'syncing' | 'paused' | 'offline' | 'error' | 'conflict' | 'full';
 
 export function displayState(s: FolderStatusDto): DisplayState {
   if (s.state === 'error' || s.state === 'removed') return 'error';
   if (s.state === 'offline') return 'offline';
   if (s.state === 'paused' || s.massDeletePending) return 'paused';
+  if (storageFull(s)) return 'full';
   if (s.conflicts.length > 0) return 'conflict';
   if (s.state === 'syncing' || s.state === 'scanning' || s.pendingOperations > 0 || s.transfers.length > 0)
     return 'syncing';
@@ -45,6 +59,7 @@ export const DISPLAY_LABEL: Record<DisplayState, string> = {
   offline: 'Offline',
   error: 'Needs attention',
   conflict: 'Conflicts to resolve',
+  full: 'Weft storage is full',
 };
 
 /** The agent's status before this device is enrolled with a Weft storage server. */

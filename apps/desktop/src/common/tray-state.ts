@@ -21,6 +21,7 @@ const ICON: Record<DisplayState, TrayIcon> = {
   offline: 'offline',
   error: 'error',
   conflict: 'conflict',
+  full: 'error',
 };
 
 export function trayState(s: FolderStatusDto, now: number): TrayState {
@@ -128,6 +129,11 @@ export function trayNotifications(
   }
   if (next.state === 'error' && prev.state !== 'error')
     out.push({ title: 'Weft needs attention', body: next.error ?? 'Syncing stopped.' });
+  if (next.storage?.full && !prev.storage?.full)
+    out.push({
+      title: 'Weft storage is full',
+      body: 'New uploads wait until there is room; downloads and deletes go on. Delete files or ask for more space.',
+    });
   if (next.massDeletePending && !prev.massDeletePending)
     out.push({
       title: 'Many files deleted',

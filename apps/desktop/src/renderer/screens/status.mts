@@ -9,6 +9,8 @@ import {
   isNotEnrolled,
   pausedUntilText,
   plainError,
+  storageFull,
+  usageText,
 } from '../../common/format.ts';
 import { Scope, h, renderInto, timeText } from '../dom.mts';
 
@@ -33,6 +35,7 @@ export function statusScreen(
     p.catch((e: unknown) => report(e instanceof Error ? e.message : String(e)));
   };
   const overview = h('div', { id: 'overview' });
+  const usage = h('div', { id: 'usage' });
   const controls = h('div', { class: 'row', id: 'controls' });
   const problems = h('div', { id: 'problems' });
   const transfers = h('div', { id: 'transfers-list' });
@@ -73,6 +76,7 @@ export function statusScreen(
       { 'aria-labelledby': 'h-folder' },
       h('h3', { id: 'h-folder' }, 'Folder'),
       overview,
+      usage,
       controls,
     ),
     problems,
@@ -171,6 +175,25 @@ export function statusScreen(
         h('dd', {}, String(s.pendingOperations)),
       ),
     ]);
+    // Weft storage use: a bar against the quota, or the bytes alone when there is none.
+    const u = s.storage;
+    renderInto(usage, JSON.stringify([u?.usedBytes, u?.limitBytes, u?.full !== undefined]), () =>
+      u === undefined
+        ? []
+        : h(
+            'div',
+            { class: `usage${u.full ? ' usage-full' : ''}` },
+            h('span', { id: 'usage-text' }, `Weft storage: ${usageText(u)}`),
+            u.limitBytes === null
+              ? null
+              : h('progress', {
+                  id: 'usage-bar',
+                  max: Math.max(1, u.limitBytes),
+                  value: Math.min(u.usedBytes, u.limitBytes),
+                  'aria-labelledby': 'usage-text',
+                }),
+          ),
+    );
     const paused = s.state === 'paused' && !s.massDeletePending;
     renderInto(controls, JSON.stringify([paused]), () =>
       paused
@@ -203,8 +226,10 @@ export function statusScreen(
       ? 'mass'
       : s.state === 'error' || s.state === 'offline'
         ? 'error'
-        : '';
-    renderInto(problems, JSON.stringify([problem, s.error]), () => {
+        : storageFull(s)
+          ? 'full'
+          : '';
+    const problemNotice = (): HTMLElement | null => {
       if (problem === '') return null;
       const p = plainError(s.error);
       return h(
@@ -235,7 +260,15 @@ export function statusScreen(
           ? h('details', {}, h('summary', {}, 'Technical details'), h('p', { class: 'path' }, s.error))
           : null,
       );
-    });
+    };
+    renderInto(
+      problems,
+      JSON.stringify([problem, problem === 'full' ? [u, s.pendingOperations] : s.error]),
+      () => {
+        if (problem === 'full') return fullNotice(s, () => run(api.syncNow({})));
+        return problemNotice();
+      },
+    );
     renderInto(transfers, JSON.stringify(s.transfers), () =>
       s.transfers.length === 0
         ? h('p', {}, 'No transfers right now.')
@@ -335,4 +368,33 @@ export function statusScreen(
   };
   scope.add(() => undefined);
   return update;
+}
+
+/** Weft storage is full: what happened, what still works, what to do, and "check again". */
+function fullNotice(s: FolderStatusDto, checkAgain: () => void): HTMLElement {
+  const u = s.storage;
+  const waiting = s.pendingOperations === 1 ? '1 change waits' : `${s.pendingOperations} changes wait`;
+  const next = u?.full ? new Date(u.full.nextCheckMs).toLocaleTimeString() : undefined;
+  return h(
+    'section',
+    { 'aria-labelledby': 'h-problem', class: 'problem', role: 'alert', id: 'storage-full' },
+    h('h3', { id: 'h-problem' }, 'Weft storage is full'),
+    h(
+      'p',
+      {},
+      `There is no room for new uploads${u ? ` (${usageText(u)})` : ''}. ${waiting} to upload; nothing is lost.`,
+    ),
+    h(
+      'p',
+      {},
+      'Downloads and deletes go on. To make room, delete files you no longer need from this folder, ' +
+        'or ask whoever runs your Weft server for more space.',
+    ),
+    h(
+      'p',
+      {},
+      `Weft checks again by itself${next ? ` (next at ${next})` : ''} and uploads as soon as there is room.`,
+    ),
+    h('button', { type: 'button', id: 'check-storage', onclick: checkAgain }, 'Check again now'),
+  );
 }
