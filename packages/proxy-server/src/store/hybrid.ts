@@ -49,6 +49,7 @@ import type { ChangeInput, EntryRow, MetadataStore } from './metadata.ts';
 import { publicEntry } from './sqlite.ts';
 import type { RelayCache } from './relay-cache.ts';
 import { QuotaLedger } from './quota.ts';
+import { decideWrite, type WriteDecision } from './write-rule.ts';
 
 /** One file of a bundle for HybridStore.writeFiles. */
 export interface BatchFile {
@@ -406,23 +407,14 @@ export class HybridStore {
     if (actual !== sha256)
       throw new ApiError('HASH_MISMATCH', 'SHA-256 of the content does not match the declared one');
     const cur = this.meta.getEntry(w.userId, path);
-    if (cur?.kind === 'dir') throw new ApiError('ALREADY_EXISTS', 'a folder exists at that path', { path });
-    const stale =
-      base !== undefined && (base === null ? cur !== undefined : cur !== undefined && cur.revision !== base);
-    if (cur && cur.sha256 === sha256 && (stale || base === undefined || cur.revision === base)) {
-      // Same content already current: nothing to do (and no conflict — Syncthing's rule).
-      return { status: 'applied', entry: publicEntry(cur), seq: NOOP_SEQ };
-    }
-    if (stale && cur) {
+    const d = decideWrite(cur, base, sha256);
+    if (d.action === 'refuse-folder')
+      throw new ApiError('ALREADY_EXISTS', 'a folder exists at that path', { path });
+    if (d.action === 'unchanged' && cur) return { status: 'applied', entry: publicEntry(cur), seq: NOOP_SEQ };
+    if (d.action === 'conflict') {
       const conflictPath = this.conflictPathFor(w, path, () => false);
       const res = await this.storeFile(w, conflictPath, content, sha256, mtimeMs);
-      const conflict: ConflictReport = {
-        path,
-        conflictPath,
-        kind: 'write-write',
-        baseRevision: base,
-        serverRevision: cur.revision,
-      };
+      const conflict = conflictReport(path, conflictPath, d);
       return { status: 'conflict', conflict, ...(res.entry ? { entry: res.entry } : {}), seq: res.seq };
     }
     const res = await this.storeFile(w, path, content, sha256, mtimeMs);
@@ -474,30 +466,23 @@ export class HybridStore {
           large.push(i);
           continue;
         }
-        if (planned.get(item.path) === 'dir')
-          throw new ApiError('ALREADY_EXISTS', 'a folder exists at that path', { path: item.path });
+        // A folder this batch creates is in the way as much as one already there.
         const cur = this.meta.getEntry(w.userId, item.path);
-        if (cur?.kind === 'dir')
+        const d =
+          planned.get(item.path) === 'dir'
+            ? ({ action: 'refuse-folder' } as const)
+            : decideWrite(cur, item.base, item.sha256);
+        if (d.action === 'refuse-folder')
           throw new ApiError('ALREADY_EXISTS', 'a folder exists at that path', { path: item.path });
-        const base = item.base;
-        const stale =
-          base !== undefined &&
-          (base === null ? cur !== undefined : cur !== undefined && cur.revision !== base);
-        if (cur && cur.sha256 === item.sha256 && (stale || base === undefined || cur.revision === base)) {
+        if (d.action === 'unchanged' && cur) {
           results[i] = { status: 'applied', entry: publicEntry(cur), seq: NOOP_SEQ };
           continue;
         }
         let target = item.path;
         let conflict: ConflictReport | undefined;
-        if (stale && cur) {
+        if (d.action === 'conflict') {
           target = this.conflictPathFor(w, item.path, (p) => planned.has(p));
-          conflict = {
-            path: item.path,
-            conflictPath: target,
-            kind: 'write-write',
-            baseRevision: base,
-            serverRevision: cur.revision,
-          };
+          conflict = conflictReport(item.path, target, d);
         }
         const missing: string[] = [];
         for (const dir of ancestors(target)) {
@@ -1075,6 +1060,20 @@ function lastEntry(records: ChangeRecord[]): { entry?: EntryInfo; seq: number } 
   const last = records.at(-1);
   if (!last) return { seq: NOOP_SEQ };
   return last.type === 'delete' ? { seq: last.seq } : { entry: last.entry, seq: last.seq };
+}
+
+function conflictReport(
+  path: string,
+  conflictPath: string,
+  d: Extract<WriteDecision, { action: 'conflict' }>,
+): ConflictReport {
+  return {
+    path,
+    conflictPath,
+    kind: 'write-write',
+    baseRevision: d.baseRevision,
+    serverRevision: d.serverRevision,
+  };
 }
 
 function ignoreNotFound(e: unknown): void {

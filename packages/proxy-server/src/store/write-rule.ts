@@ -1,0 +1,46 @@
+/**
+ * The rule every content write at a path follows — a single write (writeFile) and each
+ * entry of a bundle (writeFiles) alike — as one pure function of what is at the path now,
+ * the base revision the client wrote against (docs/formats/api.md "Conditional writes")
+ * and the content's SHA-256:
+ *
+ * | at the path now             | base                        | decision                    |
+ * |-----------------------------|-----------------------------|-----------------------------|
+ * | a folder                    | any                         | refuse (ALREADY_EXISTS)     |
+ * | a file with the same SHA-256| any                         | unchanged (no conflict)     |
+ * | nothing                     | any                         | write                       |
+ * | a file, other content       | undefined (unconditional)   | write                       |
+ * | a file, other content       | its revision                | write                       |
+ * | a file, other content       | null (must not exist)       | conflict: conflicted copy   |
+ * | a file, other content       | another revision            | conflict: conflicted copy   |
+ *
+ * Same content already current is never a conflict (Syncthing's rule).
+ */
+export type WriteDecision =
+  | { readonly action: 'refuse-folder' }
+  | { readonly action: 'unchanged' }
+  | { readonly action: 'write' }
+  | {
+      readonly action: 'conflict';
+      /** The client's base (null: it expected no file there). */
+      readonly baseRevision: string | null;
+      readonly serverRevision: string;
+    };
+
+export interface WriteTarget {
+  readonly kind: 'file' | 'dir';
+  readonly revision: string;
+  readonly sha256?: string | undefined;
+}
+
+export function decideWrite(
+  current: WriteTarget | undefined,
+  base: string | null | undefined,
+  sha256: string,
+): WriteDecision {
+  if (current?.kind === 'dir') return { action: 'refuse-folder' };
+  if (current === undefined) return { action: 'write' };
+  if (current.sha256 === sha256) return { action: 'unchanged' };
+  if (base === undefined || base === current.revision) return { action: 'write' };
+  return { action: 'conflict', baseRevision: base, serverRevision: current.revision };
+}

@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest';
+import { decideWrite, type WriteTarget } from '../src/store/write-rule.ts';
+
+const SHA = 'a'.repeat(64);
+const OTHER = 'b'.repeat(64);
+const current: Record<string, WriteTarget | undefined> = {
+  nothing: undefined,
+  folder: { kind: 'dir', revision: 'r1' },
+  sameFile: { kind: 'file', revision: 'r1', sha256: SHA },
+  otherFile: { kind: 'file', revision: 'r1', sha256: OTHER },
+  // A file whose hash the index does not know (recovered without one): other content.
+  unhashedFile: { kind: 'file', revision: 'r1' },
+};
+const bases: Record<string, string | null | undefined> = {
+  unconditional: undefined,
+  mustNotExist: null,
+  itsRevision: 'r1',
+  anotherRevision: 'r2',
+};
+
+// Every input combination and its decision, written out (docs/formats/api.md, write-rule.ts).
+const expected: Record<string, Record<string, string>> = {
+  nothing: { unconditional: 'write', mustNotExist: 'write', itsRevision: 'write', anotherRevision: 'write' },
+  folder: {
+    unconditional: 'refuse-folder',
+    mustNotExist: 'refuse-folder',
+    itsRevision: 'refuse-folder',
+    anotherRevision: 'refuse-folder',
+  },
+  sameFile: {
+    unconditional: 'unchanged',
+    mustNotExist: 'unchanged',
+    itsRevision: 'unchanged',
+    anotherRevision: 'unchanged',
+  },
+  otherFile: {
+    unconditional: 'write',
+    mustNotExist: 'conflict',
+    itsRevision: 'write',
+    anotherRevision: 'conflict',
+  },
+  unhashedFile: {
+    unconditional: 'write',
+    mustNotExist: 'conflict',
+    itsRevision: 'write',
+    anotherRevision: 'conflict',
+  },
+};
+
+describe('the write rule shared by single writes and bundle entries', () => {
+  for (const [cur, row] of Object.entries(expected)) {
+    for (const [base, action] of Object.entries(row)) {
+      it(`${cur} × ${base} → ${action}`, () => {
+        const d = decideWrite(current[cur], bases[base], SHA);
+        expect(d.action).toBe(action);
+        if (d.action === 'conflict') {
+          expect(d.serverRevision).toBe('r1');
+          expect(d.baseRevision).toBe(bases[base]);
+        }
+      });
+    }
+  }
+});
