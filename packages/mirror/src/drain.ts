@@ -7,7 +7,7 @@
 import { caseFoldKey } from '@weft/providers';
 import { applyAtOrigin } from './books.ts';
 import type { EngineContext } from './context.ts';
-import { isInvalidPath } from './errors.ts';
+import { isInvalidPath } from './provider-failures.ts';
 import type { LoggedOp, Op } from './ops.ts';
 import { applyDelete, applyTo, removeDuplicates } from './propagate/index.ts';
 import type { ShareStore } from './store.ts';

@@ -1,18 +1,9 @@
 /**
  * The mirror's own errors: one small hierarchy, each with a `code` a caller switches on
  * (`instanceof MirrorError` and `e.code`), never its message. What a provider throws keeps
- * its own types (`@weft/providers` errors: NotFoundError, PreconditionFailedError, …); the
- * engine tells them apart by class, not by comparing code strings.
+ * its own types (`@weft/providers` errors: NotFoundError, PreconditionFailedError, …), which
+ * the engine tells apart by class (provider-failures.ts), not by comparing code strings.
  */
-import {
-  AlreadyExistsError,
-  AuthError,
-  InvalidPathError,
-  NotFoundError,
-  PreconditionFailedError,
-  QuotaExceededError,
-} from '@weft/providers';
-
 export type MirrorErrorCode =
   /** The engine was given a configuration it cannot run (e.g. two replicas with one id). */
   | 'InvalidConfig'
@@ -27,7 +18,9 @@ export type MirrorErrorCode =
   /** An inter-proxy request failed authentication. */
   | 'PeerAuth'
   /** An inter-proxy metadata batch is malformed. */
-  | 'BadBatch';
+  | 'BadBatch'
+  /** An inter-proxy binary frame is malformed. */
+  | 'BadFrame';
 
 export type ShareErrorCode =
   'NotFound' | 'Forbidden' | 'InvalidInvite' | 'InviteExpired' | 'AlreadyMember' | 'InvalidArgument';
@@ -51,12 +44,3 @@ export class NotQuiescentError extends MirrorError {
 export class MissingContentError extends MirrorError {
   readonly code = 'MissingContent' as const;
 }
-
-/** Which provider failures the engine tells apart, by class. */
-export const isNotFound = (e: unknown): e is NotFoundError => e instanceof NotFoundError;
-export const isAlreadyExists = (e: unknown): e is AlreadyExistsError => e instanceof AlreadyExistsError;
-export const isPreconditionFailed = (e: unknown): e is PreconditionFailedError =>
-  e instanceof PreconditionFailedError;
-export const isInvalidPath = (e: unknown): e is InvalidPathError => e instanceof InvalidPathError;
-export const isQuotaExceeded = (e: unknown): e is QuotaExceededError => e instanceof QuotaExceededError;
-export const isAuthFailure = (e: unknown): e is AuthError => e instanceof AuthError;

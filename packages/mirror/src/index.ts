@@ -16,6 +16,15 @@ export {
   type OutageCause,
 } from './store.ts';
 export type { LoggedOp, Op } from './ops.ts';
+export { type Clock, systemClock } from './clock.ts';
+export {
+  MirrorError,
+  MirrorConfigError,
+  NotQuiescentError,
+  MissingContentError,
+  type MirrorErrorCode,
+  type ShareErrorCode,
+} from './errors.ts';
 export {
   ShareRegistry,
   ShareError,

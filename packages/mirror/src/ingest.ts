@@ -9,7 +9,7 @@
  */
 import { type Entry, hasChangeFeed } from '@weft/providers';
 import type { EngineContext, Replica, SyntheticChange } from './context.ts';
-import { isNotFound } from './errors.ts';
+import { isNotFound } from './provider-failures.ts';
 import { detectMoves, sameAsSeen } from './move-detect.ts';
 import type { Op } from './ops.ts';
 import { isParked, isParkedFolder } from './parking.ts';

@@ -9,7 +9,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from './clock.ts';
 import type { MirrorStats, Replica } from './context.ts';
-import { isAuthFailure, isQuotaExceeded } from './errors.ts';
+import { isAuthFailure, isQuotaExceeded } from './provider-failures.ts';
 import type { Outage, OutageCause, ShareStore } from './store.ts';
 
 /** Why a failed call makes its replica unavailable. */

@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import { hasServerSideMove } from '@weft/providers';
 import type { Clock } from './clock.ts';
 import type { MirrorStats, Replica } from './context.ts';
-import { isAlreadyExists, isNotFound } from './errors.ts';
+import { isAlreadyExists, isNotFound } from './provider-failures.ts';
 import { fullPath, relativePath } from './replica-view.ts';
 import type { ShareStore } from './store.ts';
 

@@ -5,7 +5,7 @@
  * and the consistent read of one entry (snapshot).
  */
 import { caseFoldKey, collect } from '@weft/providers';
-import { isNotFound } from './errors.ts';
+import { isNotFound } from './provider-failures.ts';
 import type { Replica, Seen, Snapshot } from './context.ts';
 import type { ShareStore } from './store.ts';
 import { isUnder, rebase, sha256Hex } from './tree-paths.ts';

@@ -11,6 +11,7 @@ import { normalizePath, type Provider, type WrapConfig } from '@weft/providers';
 import type { ReplicaConfig } from './engine.ts';
 import type { CredentialVault } from './vault.ts';
 import { systemClock } from './clock.ts';
+import { MirrorError, type ShareErrorCode } from './errors.ts';
 
 export interface ReplicaSpec {
   /** 'dropbox' | 'gdrive' | 'onedrive' | 'weft' | …: the factory's key. */
@@ -35,11 +36,11 @@ export interface ShareMember extends ReplicaSpec {
   readonly joinedMs: number;
 }
 
-export class ShareError extends Error {
+/** A share registry request refused (see ShareErrorCode); nothing was changed. */
+export class ShareError extends MirrorError {
   constructor(
     message: string,
-    readonly code:
-      'NotFound' | 'Forbidden' | 'InvalidInvite' | 'InviteExpired' | 'AlreadyMember' | 'InvalidArgument',
+    readonly code: ShareErrorCode,
   ) {
     super(message);
   }

@@ -6,6 +6,7 @@
  * reading while `currentKeyId` encrypts.
  */
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { MirrorError } from './errors.ts';
 import type Database from 'better-sqlite3';
 
 export interface VaultKeys {
@@ -36,7 +37,10 @@ export function keysFromEnv(env: NodeJS.ProcessEnv = process.env): VaultKeys {
   return { currentKeyId, keys };
 }
 
-export class VaultError extends Error {}
+/** Stored credentials cannot be read: missing, tampered with, or under a key not configured. */
+export class VaultError extends MirrorError {
+  readonly code = 'Vault' as const;
+}
 
 interface Row {
   owner: string;

@@ -12,6 +12,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { type Clock, systemClock } from '../clock.ts';
+import { MirrorError } from '../errors.ts';
 
 export const HEADER_PEER = 'x-weft-peer';
 export const HEADER_PEER_TIME = 'x-weft-peer-time';
@@ -21,8 +22,9 @@ export const AUTH_SCHEME = 'WeftPeer';
 export const MAX_CLOCK_SKEW_MS = 5 * 60 * 1000;
 export const MIN_SECRET_LENGTH = 32;
 
-export class PeerAuthError extends Error {
-  override readonly name = 'PeerAuthError';
+/** A peer's upgrade request or proof failed authentication. */
+export class PeerAuthError extends MirrorError {
+  readonly code = 'PeerAuth' as const;
 }
 
 function mac(secret: string, parts: readonly string[]): string {

@@ -8,6 +8,7 @@
  * size (Eq. 1–2) and compression (Eq. 3–4), and the split into bundles and large files.
  */
 import { normalizeEntryPath } from '@weft/providers/paths';
+import { MirrorError } from '../errors.ts';
 
 export const TRANSFER_BLOCK_BYTES = 4 * 1024 * 1024;
 /** Candidate rsync block sizes (DESIGN §10: 512 B … 64 KiB). */
@@ -42,7 +43,9 @@ export interface DestinationCache {
   hasContent?(sha256: string): boolean;
 }
 
-export class BatchError extends Error {
+/** A metadata batch refused whole; `index` is the first bad entry. */
+export class BatchError extends MirrorError {
+  readonly code = 'BadBatch' as const;
   constructor(
     message: string,
     readonly index: number,

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod/v4';
 import { normalizeEntryPath } from '@weft/providers/paths';
+import { MirrorError } from '../errors.ts';
 
 export const PROTOCOL_VERSION = 1;
 /** Route of the peer endpoint on a proxy server (outside /v1: peers are not devices). */
@@ -39,8 +40,8 @@ export interface Frame {
   readonly payload: Uint8Array;
 }
 
-export class FrameError extends Error {
-  override readonly name = 'FrameError';
+export class FrameError extends MirrorError {
+  readonly code = 'BadFrame' as const;
 }
 
 const SESSION_HEX = /^[0-9a-f]{32}$/;

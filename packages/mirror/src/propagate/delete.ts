@@ -6,7 +6,7 @@
  */
 import type { Entry } from '@weft/providers';
 import type { EngineContext, Replica } from '../context.ts';
-import { isNotFound, isPreconditionFailed } from '../errors.ts';
+import { isNotFound, isPreconditionFailed } from '../provider-failures.ts';
 import { isParked } from '../parking.ts';
 import { fullPath, relativePath, snapshot } from '../replica-view.ts';
 import type { KnownEntry } from '../store.ts';

@@ -1,6 +1,6 @@
 /** Propagating a folder: made on the target (a file already there stays; nothing else to do). */
 import type { EngineContext, Replica } from '../context.ts';
-import { isAlreadyExists } from '../errors.ts';
+import { isAlreadyExists } from '../provider-failures.ts';
 import { fullPath } from '../replica-view.ts';
 import type { KnownEntry } from '../store.ts';
 

@@ -8,7 +8,7 @@
 import type { Entry } from '@weft/providers';
 import { conflictedCopyPath } from '@weft/wire';
 import { type EngineContext, type Replica, memberOf } from '../context.ts';
-import { isAlreadyExists, isNotFound, isPreconditionFailed } from '../errors.ts';
+import { isAlreadyExists, isNotFound, isPreconditionFailed } from '../provider-failures.ts';
 import type { LoggedOp } from '../ops.ts';
 import { fullPath, snapshot } from '../replica-view.ts';
 import type { KnownEntry } from '../store.ts';

@@ -6,7 +6,7 @@
  */
 import { type Entry, hasServerSideMove } from '@weft/providers';
 import type { EngineContext, Replica } from '../context.ts';
-import { isAlreadyExists, isNotFound } from '../errors.ts';
+import { isAlreadyExists, isNotFound } from '../provider-failures.ts';
 import type { LoggedOp, Op } from '../ops.ts';
 import { isParked } from '../parking.ts';
 import { fullPath, relativePath, snapshot } from '../replica-view.ts';
