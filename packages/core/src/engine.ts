@@ -1572,7 +1572,10 @@ export class Engine implements Disposable {
         sha256: sha,
         size,
         mtimeMs,
-        transferId,
+        // Content the server already holds is linked by hash; naming the transfer (to which
+        // no block was sent) is TRANSFER_INCOMPLETE and the file never went up (issue #15,
+        // found by the engine harness: test/fake-cloud-transfers.test.ts).
+        ...(state.haveObject ? {} : { transferId }),
         ...(baseRevision === null ? { baseRevision: null } : { baseRevision }),
       },
     ]);

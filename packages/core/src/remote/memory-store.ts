@@ -1,0 +1,576 @@
+/**
+ * An in-memory proxy: the server side of docs/formats/api.md as far as the client engine
+ * sees it, with no HTTP, no disk and no clock of its own — so that engine tests run several
+ * devices against one store in one process (test/support/fake-cloud.ts).
+ *
+ * `MemoryServer` holds one namespace per user (entries, the change feed, large content
+ * held); `MemoryServer.connect(user, deviceName)` gives one device's `RemoteStore`. What the
+ * engine depends on mirrors the real server (packages/proxy-server/src/server.ts and
+ * store/hybrid.ts), rule for rule:
+ *   - revisions are `r<seq>`, one seq per change record; a moved entry keeps its revision;
+ *   - conditional writes: a stale base keeps both (the client's version goes to a
+ *     conflicted copy named after the writing device), the same content already current is
+ *     a no-op, a stale delete is dropped (`delete-modified`), a move ignores its base;
+ *   - a write creates missing parent folders (each its own change, before the file); a file
+ *     where a folder is (or the other way round) is ALREADY_EXISTS;
+ *   - bundles are planned whole, then recorded folders first, then files, in entry order;
+ *     entries of large size go through the single-file path afterwards;
+ *   - large content (size ≥ smallFileBytes) is held per user: transfers (ranges acked,
+ *     `haveObject`), commit with or without a transfer (OBJECT_UNKNOWN unless held),
+ *     signatures (large files only), deltas both ways with the real rsync-wasm engine;
+ *   - the feed pages changes 500 at a time after a `hello`; a cursor past the namespace gets
+ *     `reset`; names are case-sensitive (the server on Linux applies no case rule).
+ * Not modelled: quotas, shares, devices and enrolment, back-pressure, the two storage tiers'
+ * crash recovery. The contract test (e2e/test/remote-store-contract.test.ts) runs the same
+ * checks against this and a real proxy so the two cannot drift.
+ *
+ * Test controls: `offline` (every call and feed fails with OfflineError), `failNext` (one
+ * call fails as told), `calls` (what was asked, for assertions).
+ */
+import { randomBytes } from 'node:crypto';
+import {
+  delta as rsyncDelta,
+  loadSignature,
+  patch as rsyncPatch,
+  signature as rsyncSignature,
+} from '@weft/rsync-wasm';
+import {
+  BUNDLE_DEFERRED_RECORD_SIZE,
+  BUNDLE_OVERHEAD,
+  type BlockAck,
+  type BundleDeferred,
+  type BundleDeferredReason,
+  type BundleEntry,
+  type BundleUploadResponse,
+  type ChangeRecord,
+  type ChangesResponse,
+  type DecodedBundle,
+  type DecodedDeltaContainer,
+  type EntryInfo,
+  type ErrorCode,
+  type FeedServerMessage,
+  type FileOp,
+  type ListResponse,
+  MAX_BLOCK_PAYLOAD,
+  MAX_BUNDLE_BYTES,
+  type MerkleChildHash,
+  type MerkleNode,
+  type OpResult,
+  type TransferState,
+  bundleEntrySize,
+  decodeBundle,
+  decodeDeltaContainer,
+  decodeTransferBlock,
+  dirHash,
+  encodeBundle,
+  encodeDeltaContainer,
+  fileLeafHash,
+  isWireFormatError,
+  orderChildren,
+  sha256Hex,
+} from '@weft/wire';
+import { type Disposable, toDisposable } from '../lifecycle.ts';
+import {
+  MemoryServerState,
+  type Namespace,
+  type Transfer,
+  type Writer,
+  checkNewPath,
+  checkPath,
+  fail,
+  signatureBlockSize,
+} from './memory-server.ts';
+import { OfflineError, RemoteError } from './proxy-client.ts';
+import type { RemoteStore } from './remote-store.ts';
+
+export type { MemoryServerOptions } from './memory-server.ts';
+
+/** The in-memory proxy: its state and rules (memory-server.ts), and a door per device. */
+export class MemoryServer extends MemoryServerState {
+  private devices = 0;
+
+  /** A device of `user` (the namespace is created on first use). */
+  connect(user: string, deviceName: string): MemoryRemoteStore {
+    this.devices += 1;
+    return new MemoryRemoteStore(this, user, { deviceId: `d${this.devices}`, deviceName });
+  }
+}
+
+const FEED_PAGE = 500;
+
+async function collect(source: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  for await (const c of source) parts.push(c);
+  return Buffer.concat(parts);
+}
+
+/** One device's view of a MemoryServer: the RemoteStore the engine is given. */
+export class MemoryRemoteStore implements RemoteStore {
+  /** While true, every call and every feed fails as if the server were down. */
+  private down = false;
+  private readonly feeds = new Set<() => void>();
+  private failures: { method: string; error: Error; after: number }[] = [];
+  /** Calls made, by method name. */
+  readonly calls = new Map<string, number>();
+
+  constructor(
+    readonly server: MemoryServerState,
+    readonly user: string,
+    private readonly writer: Writer,
+  ) {}
+
+  get offline(): boolean {
+    return this.down;
+  }
+
+  /** Take this device off the network (open feeds close) or bring it back. */
+  set offline(down: boolean) {
+    this.down = down;
+    if (down) for (const close of [...this.feeds]) close();
+  }
+
+  /** A call of `method` fails with `error` (once): the next one, or the one after `after` more. */
+  failNext(method: keyof RemoteStore, error: Error, after = 0): void {
+    this.failures.push({ method, error, after });
+  }
+
+  private get ns(): Namespace {
+    return this.server.ns(this.user);
+  }
+
+  /** Every call: a turn of the event loop (as a request is), then the network's answer. */
+  private async enter(method: string, bodyBytes = 0): Promise<Namespace> {
+    const rate = this.server.uploadBytesPerSecond;
+    if (rate && bodyBytes > 0) await new Promise<void>((r) => setTimeout(r, (bodyBytes / rate) * 1000));
+    else await new Promise<void>((r) => setImmediate(r));
+    this.calls.set(method, (this.calls.get(method) ?? 0) + 1);
+    if (this.down) throw new OfflineError('cannot reach the memory server: offline');
+    const i = this.failures.findIndex((f) => f.method === method);
+    const f = this.failures[i];
+    if (f && f.after-- === 0) {
+      this.failures.splice(i, 1);
+      throw f.error;
+    }
+    return this.ns;
+  }
+
+  async list(path = '', recursive = true): Promise<ListResponse> {
+    const n = await this.enter('list');
+    checkPath(path, true);
+    if (path !== '') {
+      const d = n.entries.get(path);
+      if (!d) fail('NOT_FOUND', 'not found');
+      if (d.kind !== 'dir') fail('NOT_A_FOLDER', 'not a folder');
+    }
+    return { entries: n.list(path, recursive), seq: n.seq };
+  }
+
+  async stat(path: string): Promise<EntryInfo | undefined> {
+    const n = await this.enter('stat');
+    checkPath(path);
+    return n.entries.get(path);
+  }
+
+  async download(
+    path: string,
+    range?: { offset: number; length?: number },
+  ): Promise<{ body: AsyncIterable<Uint8Array>; revision: string; sha256: string; size: number }> {
+    const n = await this.enter('download');
+    checkPath(path);
+    const e = n.entries.get(path);
+    if (!e) fail('NOT_FOUND', 'not found');
+    if (e.kind !== 'file') fail('NOT_FOUND', 'not a file');
+    const all = n.content.get(path) ?? new Uint8Array();
+    const bytes = range
+      ? all.subarray(range.offset, range.length === undefined ? undefined : range.offset + range.length)
+      : all;
+    return {
+      body: (async function* () {
+        yield bytes;
+      })(),
+      revision: e.revision,
+      sha256: e.sha256 ?? '',
+      size: bytes.byteLength,
+    };
+  }
+
+  async ops(ops: readonly FileOp[]): Promise<OpResult[]> {
+    const n = await this.enter('ops');
+    if (ops.length < 1 || ops.length > 1000) fail('BAD_REQUEST', 'between 1 and 1000 ops');
+    for (const op of ops) {
+      if (op.op === 'move' || op.op === 'copy') {
+        checkPath(op.from);
+        checkNewPath(op.to);
+      } else if (op.op === 'delete') checkPath(op.path);
+      else checkNewPath(op.path);
+    }
+    const s = this.server;
+    const w = this.writer;
+    return ops.map((op): OpResult => {
+      try {
+        switch (op.op) {
+          case 'mkdir':
+            return s.mkdir(n, w, op.path);
+          case 'delete':
+            return s.remove(n, w, op.path, op.baseRevision);
+          case 'move':
+            return s.move(n, w, op.from, op.to);
+          case 'copy':
+            return s.copy(n, w, op.from, op.to);
+          case 'commit':
+            return this.commit(n, op);
+        }
+      } catch (e) {
+        if (!(e instanceof RemoteError)) throw e;
+        return {
+          status: 'error',
+          error: {
+            code: e.code as ErrorCode,
+            message: e.message,
+            ...(e.details ? { details: e.details } : {}),
+          },
+        };
+      }
+    });
+  }
+
+  private commit(n: Namespace, op: Extract<FileOp, { op: 'commit' }>): OpResult {
+    if (!op.transferId) {
+      const bytes = n.held.get(op.sha256) === op.size ? this.server.heldContent(n, op.sha256) : undefined;
+      if (!bytes) fail('OBJECT_UNKNOWN', 'the server has no object with that SHA-256 and size; upload it');
+      return this.server.writeFile(n, this.writer, op.path, bytes, op.sha256, op.mtimeMs, op.baseRevision);
+    }
+    const t = n.transfers.get(op.transferId);
+    if (!t) fail('TRANSFER_UNKNOWN', 'no such transfer; open a new one');
+    const received = mergeRanges(t.ranges).reduce((s, r) => s + r.length, 0);
+    if (received !== t.size)
+      fail('TRANSFER_INCOMPLETE', `${received} of ${t.size} bytes received`, {
+        received: mergeRanges(t.ranges),
+      });
+    if (t.sha256 !== op.sha256 || t.size !== op.size || t.path !== op.path)
+      fail('BAD_REQUEST', 'commit does not match the transfer (path, size, sha256)');
+    try {
+      const res = this.server.writeFile(
+        n,
+        this.writer,
+        op.path,
+        t.data,
+        t.sha256,
+        op.mtimeMs,
+        op.baseRevision,
+      );
+      n.transfers.delete(t.id);
+      return res;
+    } catch (e) {
+      if (e instanceof RemoteError && e.code === 'HASH_MISMATCH') n.transfers.delete(t.id);
+      throw e;
+    }
+  }
+
+  async uploadBundle(bundle: Uint8Array): Promise<BundleUploadResponse['results']> {
+    const n = await this.enter('uploadBundle', bundle.byteLength);
+    let decoded: DecodedBundle;
+    try {
+      decoded = decodeBundle(bundle);
+    } catch (e) {
+      if (isWireFormatError(e)) fail('INVALID_FORMAT', (e as Error).message);
+      throw e;
+    }
+    for (const e of decoded.entries) checkNewPath(e.path);
+    const results = this.server.writeFiles(n, this.writer, decoded.entries);
+    return decoded.entries.map((e, i) => ({ path: e.path, result: results[i] as OpResult }));
+  }
+
+  async downloadBundle(
+    paths: readonly string[],
+    compress = true,
+  ): Promise<{ bundle: DecodedBundle; deferred: { path: string; reason: BundleDeferredReason }[] }> {
+    const n = await this.enter('downloadBundle');
+    if (paths.length < 1 || paths.length > 10_000) fail('BAD_REQUEST', 'between 1 and 10000 paths');
+    if (new Set(paths).size !== paths.length) fail('BAD_REQUEST', 'paths must be distinct');
+    for (const p of paths) checkPath(p);
+    const entries: BundleEntry[] = [];
+    const deferred: BundleDeferred[] = [];
+    let used = BUNDLE_OVERHEAD + BUNDLE_DEFERRED_RECORD_SIZE * paths.length;
+    for (const [index, p] of paths.entries()) {
+      const e = n.entries.get(p);
+      if (!e || e.kind !== 'file') {
+        deferred.push({ index, reason: 'absent' });
+        continue;
+      }
+      if (e.tier === 'large' || !e.sha256) {
+        deferred.push({ index, reason: 'large' });
+        continue;
+      }
+      const cost = bundleEntrySize(p, e.revision, e.size);
+      if (used + cost > MAX_BUNDLE_BYTES) {
+        deferred.push({ index, reason: 'later' });
+        continue;
+      }
+      used += cost;
+      entries.push({
+        path: p,
+        rev: e.revision,
+        mtimeMs: e.mtimeMs,
+        sha256: e.sha256,
+        content: n.content.get(p) ?? new Uint8Array(),
+      });
+    }
+    // Through the wire format and back, as the client would read it.
+    const bundle = decodeBundle(
+      encodeBundle(entries, { deferred, compress: compress && entries.length > 0 }),
+    );
+    return {
+      bundle,
+      deferred: bundle.deferred.map((d) => ({ path: paths[d.index] as string, reason: d.reason })),
+    };
+  }
+
+  async createTransfer(req: {
+    path: string;
+    size: number;
+    sha256: string;
+    mtimeMs: number;
+    baseRevision?: string | null;
+  }): Promise<TransferState> {
+    const n = await this.enter('createTransfer');
+    checkNewPath(req.path);
+    if (!/^[0-9a-f]{64}$/.test(req.sha256)) fail('BAD_REQUEST', 'sha256: lower-case hex SHA-256');
+    const t: Transfer = {
+      id: randomBytes(16).toString('hex'),
+      path: req.path,
+      size: req.size,
+      sha256: req.sha256,
+      mtimeMs: req.mtimeMs,
+      data: new Uint8Array(req.size),
+      ranges: [],
+    };
+    n.transfers.set(t.id, t);
+    return this.state(n, t);
+  }
+
+  private state(n: Namespace, t: Transfer): TransferState {
+    const received = mergeRanges(t.ranges);
+    return {
+      transferId: t.id,
+      path: t.path,
+      size: t.size,
+      sha256: t.sha256,
+      received,
+      receivedBytes: received.reduce((s, r) => s + r.length, 0),
+      haveObject: n.held.get(t.sha256) === t.size,
+      maxBlockBytes: MAX_BLOCK_PAYLOAD,
+    };
+  }
+
+  async getTransfer(id: string): Promise<TransferState | undefined> {
+    const n = await this.enter('getTransfer');
+    const t = n.transfers.get(id);
+    return t ? this.state(n, t) : undefined;
+  }
+
+  async putBlock(id: string, frame: Uint8Array): Promise<BlockAck> {
+    const n = await this.enter('putBlock', frame.byteLength);
+    let b: ReturnType<typeof decodeTransferBlock>;
+    try {
+      b = decodeTransferBlock(frame);
+    } catch (e) {
+      if (isWireFormatError(e)) fail('INVALID_FORMAT', (e as Error).message);
+      throw e;
+    }
+    if (b.transferId !== id) fail('BAD_REQUEST', 'block belongs to another transfer');
+    const t = n.transfers.get(id);
+    if (!t) fail('TRANSFER_UNKNOWN', 'no such transfer; open a new one');
+    if (b.offset + b.payload.byteLength > t.size)
+      fail(
+        'BAD_REQUEST',
+        `block [${b.offset}, ${b.offset + b.payload.byteLength}) lies beyond the file size ${t.size}`,
+      );
+    t.data.set(b.payload, b.offset);
+    t.ranges.push({ offset: b.offset, length: b.payload.byteLength });
+    return {
+      type: 'block-ack',
+      transferId: id,
+      seq: b.seq,
+      offset: b.offset,
+      length: b.payload.byteLength,
+      receivedBytes: this.state(n, t).receivedBytes,
+    };
+  }
+
+  async uploadDelta(
+    path: string,
+    baseRevision: string,
+    mtimeMs: number,
+    container: Uint8Array,
+  ): Promise<OpResult> {
+    const n = await this.enter('uploadDelta', container.byteLength);
+    checkNewPath(path);
+    const c = decodeContainer(container);
+    const cur = n.entries.get(path);
+    const old = cur?.sha256 === c.baseSha256 ? n.content.get(path) : this.server.heldContent(n, c.baseSha256);
+    if (!old) fail('DELTA_BASE_UNKNOWN', 'the server does not have the base content; upload the whole file');
+    let bytes: Uint8Array;
+    try {
+      bytes = await collect(rsyncPatch(old, c.delta, { maxOutputBytes: c.targetSize }));
+    } catch (e) {
+      fail('INVALID_FORMAT', (e as Error).message);
+    }
+    if (bytes.byteLength !== c.targetSize || sha256Hex(bytes) !== c.targetSha256)
+      fail('HASH_MISMATCH', 'the patched result does not match the target size and SHA-256');
+    const res = this.server.writeFile(n, this.writer, path, bytes, c.targetSha256, mtimeMs, baseRevision);
+    return res;
+  }
+
+  async downloadDelta(
+    path: string,
+    baseSha256: string,
+    signatureBytes: Uint8Array,
+  ): Promise<DecodedDeltaContainer> {
+    const n = await this.enter('downloadDelta');
+    let sig: Awaited<ReturnType<typeof loadSignature>>;
+    try {
+      sig = await loadSignature(signatureBytes);
+    } catch (e) {
+      fail('INVALID_FORMAT', (e as Error).message);
+    }
+    checkPath(path);
+    const e = n.entries.get(path);
+    if (!e || e.kind !== 'file' || !e.sha256) fail('NOT_FOUND', 'not found');
+    const content = n.content.get(path) ?? new Uint8Array();
+    const d = await collect(rsyncDelta(sig, content));
+    const encoded = encodeDeltaContainer(
+      { baseSha256, targetSha256: e.sha256, targetSize: e.size, delta: d },
+      { compress: true },
+    );
+    return decodeDeltaContainer(encoded);
+  }
+
+  async signature(path: string): Promise<{ bytes: Uint8Array; sha256: string; revision: string }> {
+    const n = await this.enter('signature');
+    checkPath(path);
+    const e = n.entries.get(path);
+    if (!e) fail('NOT_FOUND', 'not found');
+    if (e.kind !== 'file' || e.tier !== 'large' || !e.sha256)
+      fail('NOT_FOUND', 'only large files have a signature');
+    const content = n.content.get(path) ?? new Uint8Array();
+    const bytes = await collect(rsyncSignature(content, { blockSize: signatureBlockSize(e.size) }));
+    return { bytes, sha256: e.sha256, revision: e.revision };
+  }
+
+  async changes(cursor: number, limit = 1000): Promise<ChangesResponse> {
+    const n = await this.enter('changes');
+    if (!Number.isInteger(cursor) || cursor < 0) fail('BAD_REQUEST', 'cursor must be a non-negative integer');
+    if (!Number.isInteger(limit) || limit < 1 || limit > 5000) fail('BAD_REQUEST', 'limit in 1..5000');
+    if (cursor > n.seq) return { changes: [], cursor: n.seq, hasMore: false, reset: true };
+    const changes = since(n, cursor, limit);
+    const next = changes.at(-1)?.seq ?? cursor;
+    return { changes, cursor: next, hasMore: next < n.seq, reset: false };
+  }
+
+  async merkle(paths: readonly string[]): Promise<MerkleNode[]> {
+    const n = await this.enter('merkle');
+    if (paths.length < 1 || paths.length > 1000) fail('BAD_REQUEST', 'between 1 and 1000 paths');
+    for (const p of paths) checkPath(p, true);
+    return paths.map((p) => merkleNode(n, p));
+  }
+
+  openFeed(
+    cursor: number,
+    onMessage: (m: FeedServerMessage) => void,
+    onClose: (reason: string) => void,
+  ): Disposable {
+    let open = true;
+    const n = this.ns;
+    let sent = cursor;
+    const close = (reason: string): void => {
+      if (!open) return;
+      open = false;
+      n.listeners.delete(pump);
+      this.feeds.delete(down);
+      onClose(reason);
+    };
+    const down = (): void => close('offline');
+    const pump = (): void => {
+      setImmediate(() => {
+        while (open) {
+          const page = since(n, sent, FEED_PAGE);
+          const last = page.at(-1);
+          if (!last) return;
+          sent = last.seq;
+          onMessage({ type: 'changes', changes: page, cursor: last.seq });
+        }
+      });
+    };
+    setImmediate(() => {
+      if (!open) return;
+      if (this.down) return close('cannot reach the memory server: offline');
+      this.feeds.add(down);
+      n.listeners.add(pump);
+      onMessage({ type: 'hello', user: this.user, seq: n.seq, cursor: Math.min(sent, n.seq) });
+      if (sent > n.seq) {
+        onMessage({ type: 'reset', cursor: n.seq });
+        sent = n.seq;
+      }
+      pump();
+    });
+    return toDisposable(() => {
+      open = false;
+      n.listeners.delete(pump);
+      this.feeds.delete(down);
+    });
+  }
+}
+
+function since(n: Namespace, cursor: number, limit: number): ChangeRecord[] {
+  // Seqs are 1..n.seq in order: record seq s sits at index s - 1.
+  return n.log.slice(cursor, cursor + limit);
+}
+
+function decodeContainer(bytes: Uint8Array): DecodedDeltaContainer {
+  try {
+    return decodeDeltaContainer(bytes);
+  } catch (e) {
+    if (isWireFormatError(e)) fail('INVALID_FORMAT', (e as Error).message);
+    throw e;
+  }
+}
+
+function mergeRanges(
+  ranges: readonly { offset: number; length: number }[],
+): { offset: number; length: number }[] {
+  const sorted = [...ranges].filter((r) => r.length > 0).sort((a, b) => a.offset - b.offset);
+  const out: { offset: number; length: number }[] = [];
+  for (const r of sorted) {
+    const last = out.at(-1);
+    if (last && r.offset <= last.offset + last.length)
+      last.length = Math.max(last.length, r.offset + r.length - last.offset);
+    else out.push({ ...r });
+  }
+  return out;
+}
+
+/** A Merkle node as the server's MerkleIndex answers it (hashes defined in @weft/wire). */
+function merkleNode(n: Namespace, path: string): MerkleNode {
+  const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
+  const children = (dir: string): MerkleChildHash[] => {
+    const prefix = dir === '' ? '' : dir + '/';
+    return n.list(dir, false).map((e) => ({
+      name: e.path.slice(prefix.length),
+      kind: e.kind,
+      hash: e.kind === 'file' ? fileLeafHash(e.path, e.sha256 ?? '') : dirHash(e.path, children(e.path)),
+    }));
+  };
+  if (path !== '') {
+    const e = n.entries.get(path);
+    if (!e) return { path };
+    if (e.kind === 'file') return { path, kind: 'file', hash: hex(fileLeafHash(path, e.sha256 ?? '')) };
+  }
+  const kids = children(path);
+  return {
+    path,
+    kind: 'dir',
+    hash: hex(dirHash(path, kids)),
+    children: orderChildren(kids).map((c) => ({ name: c.name, kind: c.kind, hash: hex(c.hash) })),
+  };
+}
