@@ -379,26 +379,33 @@ function selfOrAncestorIn(p: string, set: ReadonlySet<string>): boolean {
  * Queue a scan's operations with their index rows in batches (ENQUEUE_BATCH), each batch
  * one transaction, yielding to the event loop between batches so the agent keeps answering
  * its UI and signals while 100,000 operations go in. Stops between batches once
- * `shouldStop` says so: what was queued is consistent (each row with its operation), the
+ * `options.shouldStop` says so: what was queued is consistent (each row with its operation), the
  * rest is found again by the next scan. Returns the queue's length and whether every
  * operation went in.
  */
 export async function enqueueScan(
   journal: Journal,
   result: ScanResult,
-  shouldStop: () => boolean = () => false,
-  batch = ENQUEUE_BATCH,
+  options: {
+    /** Checked between batches: true stops (the engine's stop()). */
+    readonly shouldStop?: () => boolean;
+    /** After each batch, with the queue's length (the status shows it rising). */
+    readonly onBatch?: (queued: number) => void;
+    readonly batch?: number;
+  } = {},
 ): Promise<{ queued: number; complete: boolean }> {
+  const batch = options.batch ?? ENQUEUE_BATCH;
   let queued = journal.pendingCount();
   for (let i = 0; i < result.ops.length || i === 0; i += batch) {
     if (i > 0) {
       await new Promise<void>((resolve) => setImmediate(resolve));
-      if (shouldStop()) return { queued, complete: false };
+      if (options.shouldStop?.()) return { queued, complete: false };
     }
     const end = Math.min(result.ops.length, i + batch);
     // The last batch also writes the rows found after the last operation (deletions' rows).
     const through = end === result.ops.length ? Number.POSITIVE_INFINITY : end;
     queued = journal.enqueueMany(result.ops.slice(i, end), () => result.commitThrough(through));
+    options.onBatch?.(queued);
   }
   return { queued, complete: true };
 }

@@ -237,7 +237,7 @@ describe('queueing a large scan', () => {
     };
     let done = false;
     setImmediate(tick);
-    const out = await enqueueScan(journal, r, undefined, BATCH);
+    const out = await enqueueScan(journal, r, { batch: BATCH });
     done = true;
     expect(out).toEqual({ queued: n + 2, complete: true });
     expect(journal.pendingOps().map((q) => q.op)).toEqual(r.ops);
@@ -251,7 +251,7 @@ describe('queueing a large scan', () => {
     const n = await manyFiles(root);
     const r = await rawScan(root, journal, new IgnoreRules(), { now: later });
     let batches = 0;
-    const out = await enqueueScan(journal, r, () => ++batches >= 1, BATCH);
+    const out = await enqueueScan(journal, r, { shouldStop: () => ++batches >= 1, batch: BATCH });
     expect(out).toEqual({ queued: BATCH, complete: false });
     const queued = new Set(journal.pendingOps().map((q) => (q.op.kind === 'move' ? q.op.from : q.op.path)));
     const indexed = new Set(journal.allFiles().map((f) => f.path));
@@ -260,7 +260,7 @@ describe('queueing a large scan', () => {
     // The next scan finds the rest; the queue ends as one uninterrupted scan's would.
     const again = await rawScan(root, journal, new IgnoreRules(), { now: later });
     expect(again.ops).toHaveLength(n + 2 - BATCH);
-    await enqueueScan(journal, again, undefined, BATCH);
+    await enqueueScan(journal, again, { batch: BATCH });
     expect(new Set(journal.pendingOps().map((q) => JSON.stringify(q.op)))).toEqual(
       new Set(r.ops.map((o) => JSON.stringify(o))),
     );

@@ -144,6 +144,14 @@ export class Journal {
     return r ? toRow(r) : undefined;
   }
 
+  /** How many files (not folders) the index holds. */
+  fileCount(): number {
+    const r = this.db.prepare("SELECT COUNT(*) AS n FROM files WHERE kind = 'file'").get() as {
+      n: number | bigint;
+    };
+    return Number(r.n);
+  }
+
   allFiles(): FileRow[] {
     return (this.db.prepare('SELECT * FROM files ORDER BY path').all() as FileRecord[]).map(toRow);
   }
