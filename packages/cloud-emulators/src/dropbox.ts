@@ -715,26 +715,18 @@ export class DropboxEmulator extends EmulatorServer {
       };
     }
     // Changes since c.s, collapsed to the latest state of each path, in the order of their last change.
-    const latest = new Map<string, { path: string; id: string; deleted: boolean }>();
-    let last = c.s;
-    let more = false;
-    for (const rec of this.tree.log) {
-      if (rec.seq <= c.s) continue;
-      if (!this.inScope(rec.path, c)) {
-        last = rec.seq;
-        continue;
-      }
-      const key = foldName(rec.path);
-      if (!latest.has(key) && latest.size >= c.l) {
-        more = true;
-        break;
-      }
-      latest.delete(key);
-      latest.set(key, rec);
-      last = rec.seq;
-    }
+    const {
+      records,
+      lastSeq: last,
+      more,
+    } = this.tree.latestChanges(
+      c.s,
+      c.l,
+      (rec) => foldName(rec.path),
+      (rec) => !this.inScope(rec.path, c),
+    );
     const entries: unknown[] = [];
-    for (const rec of latest.values()) {
+    for (const rec of records) {
       const node = this.tree.get(rec.id);
       const name = rec.path.slice(rec.path.lastIndexOf('/') + 1);
       if (rec.deleted || !node) {

@@ -1039,27 +1039,20 @@ export class GDriveEmulator extends EmulatorServer {
     if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > 1000)
       throw invalid('Invalid Value', 'pageSize');
     const includeRemoved = q.get('includeRemoved') !== 'false';
-    const latest = new Map<string, { id: string; deleted: boolean; seq: number }>();
-    let last = from - 1;
-    let more = false;
-    for (const rec of this.tree.log) {
-      if (rec.seq < from) continue;
-      // A moved folder is one change: what moved with it is not reported (its parents
-      // did not change).
-      if (rec.inherited) {
-        last = rec.seq;
-        continue;
-      }
-      if (!latest.has(rec.id) && latest.size >= pageSize) {
-        more = true;
-        break;
-      }
-      latest.delete(rec.id);
-      latest.set(rec.id, rec);
-      last = rec.seq;
-    }
+    // A moved folder is one change: what moved with it is not reported (its parents did
+    // not change).
+    const {
+      records,
+      lastSeq: last,
+      more,
+    } = this.tree.latestChanges(
+      from - 1,
+      pageSize,
+      (rec) => rec.id,
+      (rec) => rec.inherited === true,
+    );
     const changes: unknown[] = [];
-    for (const rec of latest.values()) {
+    for (const rec of records) {
       const n = this.tree.get(rec.id);
       const time = new Date().toISOString();
       if (!n) {

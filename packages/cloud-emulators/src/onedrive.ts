@@ -826,26 +826,18 @@ export class OneDriveEmulator extends EmulatorServer {
         );
       }
       // The latest state of each changed item, in the order of their last change.
-      const latest = new Map<string, { id: string; deleted: boolean; path: string }>();
-      nextSeq = parsed.s;
-      for (const rec of this.tree.log) {
-        if (rec.seq <= parsed.s) continue;
-        // A moved folder is reported, not the items that moved with it (their parent
-        // did not change).
-        if (rec.inherited) {
-          nextSeq = rec.seq;
-          continue;
-        }
-        if (!latest.has(rec.id) && latest.size >= top) {
-          more = true;
-          break;
-        }
-        latest.delete(rec.id);
-        latest.set(rec.id, rec);
-        nextSeq = rec.seq;
-      }
+      // A moved folder is reported, not the items that moved with it (their parent did not
+      // change).
+      const page = this.tree.latestChanges(
+        parsed.s,
+        top,
+        (rec) => rec.id,
+        (rec) => rec.inherited === true,
+      );
+      nextSeq = page.lastSeq;
+      more = page.more;
       const scopePath = foldName(this.tree.pathOf(scope));
-      for (const rec of latest.values()) {
+      for (const rec of page.records) {
         const n = this.tree.get(rec.id);
         if (n && !rec.deleted) {
           if (inScope(n)) items.push(this.item(n, false));

@@ -216,6 +216,39 @@ export class Tree {
     return (this.log[0]?.seq ?? this.seq + 1) - 1;
   }
 
+  /**
+   * One page of the change feed: the log after `afterSeq` collapsed to the latest record of
+   * each `key` (a path or an id), in the order of their last change, at most `limit` keys.
+   * Records `skip` rejects are passed over (the page still moves past them). `lastSeq` is
+   * the last record the page covers; `more` says a further key was left for the next page.
+   */
+  latestChanges(
+    afterSeq: number,
+    limit: number,
+    key: (rec: ChangeRecord) => string,
+    skip: (rec: ChangeRecord) => boolean = () => false,
+  ): { records: ChangeRecord[]; lastSeq: number; more: boolean } {
+    const latest = new Map<string, ChangeRecord>();
+    let lastSeq = afterSeq;
+    let more = false;
+    for (const rec of this.log) {
+      if (rec.seq <= afterSeq) continue;
+      if (skip(rec)) {
+        lastSeq = rec.seq;
+        continue;
+      }
+      const k = key(rec);
+      if (!latest.has(k) && latest.size >= limit) {
+        more = true;
+        break;
+      }
+      latest.delete(k);
+      latest.set(k, rec);
+      lastSeq = rec.seq;
+    }
+    return { records: [...latest.values()], lastSeq, more };
+  }
+
   /** Forget the change log: every cursor issued so far becomes expired. */
   expireLog(): void {
     this.log.splice(0, this.log.length);
