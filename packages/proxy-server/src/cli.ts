@@ -26,8 +26,9 @@ async function main(): Promise<void> {
   const config = values.config ? loadConfigFile(values.config) : parseConfig({}, process.env);
   const log = pino({ level: config.logLevel, name: 'weft-proxy' });
   const server = await startProxyServer(config, { logger: log });
-  if (!config.adminToken) {
-    // Shown once on the terminal of whoever started the server; not written to the log.
+  if (!config.adminToken && !config.adminTokenSha256) {
+    // Generated for this run: shown once on the terminal of whoever started the server (not
+    // written to the log). A server given only the token's hash has none to show.
     process.stderr.write(`weft-proxy: admin token for this run: ${server.adminToken}\n`);
   }
   process.stdout.write(`weft-proxy listening on ${server.url}\n`);

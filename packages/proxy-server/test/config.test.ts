@@ -1,11 +1,14 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as https from 'node:https';
 import * as nodePath from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig } from '../src/config.ts';
 import { startTestServer, tempDir } from './helpers.ts';
+
+const BIN = nodePath.resolve(fileURLToPath(import.meta.url), '../../bin/weft-proxy.mjs');
 
 describe('configuration', () => {
   it('fillsDefaultsAndAppliesEnvironmentOverrides', () => {
@@ -54,6 +57,46 @@ describe('configuration', () => {
       expect((await enrol(token.slice(0, -1))).status).toBe(403);
     } finally {
       await server.stop();
+    }
+  });
+
+  it('cliStartsWithOnlyTheAdminTokenHash', async () => {
+    const dir = await tempDir('weft-cli-hash-');
+    const token = 'wfa_the-admin-token-the-cli-never-sees';
+    const child = spawn(process.execPath, [BIN], {
+      env: {
+        ...process.env,
+        WEFT_PROXY_DATA_DIR: dir,
+        WEFT_PROXY_PORT: '0',
+        WEFT_PROXY_LOG_LEVEL: 'silent',
+        WEFT_PROXY_ADMIN_TOKEN_SHA256: createHash('sha256').update(token).digest('hex'),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    try {
+      let out = '';
+      const url = await new Promise<string>((resolve, reject) => {
+        const onData = (b: Buffer): void => {
+          out += b.toString();
+          const m = /weft-proxy listening on (http:\/\/\S+)/.exec(out);
+          if (m?.[1]) resolve(m[1]);
+        };
+        child.stdout.on('data', onData);
+        child.stderr.on('data', onData);
+        child.once('exit', (code) => reject(new Error(`weft-proxy exited (${code}): ${out}`)));
+      });
+      // No token to print (the server only has its hash), and the token enrols.
+      expect(out).not.toContain('admin token for this run');
+      const res = await fetch(`${url}/v1/enrol`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ user: 'alice', deviceName: 'laptop' }),
+      });
+      expect(res.status).toBe(201);
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => (child.exitCode !== null ? r(null) : child.once('exit', r)));
+      await fsp.rm(dir, { recursive: true, force: true });
     }
   });
 
