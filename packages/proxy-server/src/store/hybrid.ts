@@ -21,7 +21,6 @@ import type { Logger } from 'pino';
 import { signature as rsyncSignature } from '@weft/rsync-wasm';
 import {
   collect,
-  type Entry,
   type FsProvider,
   type Provider,
   NotFoundError,
@@ -49,6 +48,9 @@ import type { ChangeInput, EntryRow, MetadataStore } from './metadata.ts';
 import { publicEntry } from './sqlite.ts';
 import type { RelayCache } from './relay-cache.ts';
 import { QuotaLedger } from './quota.ts';
+import { collectGarbage, type GcResult } from './gc.ts';
+import { ignoreNotFound } from './ignore-not-found.ts';
+import { reconcileNamespace } from './recovery.ts';
 import { decideWrite, type WriteDecision } from './write-rule.ts';
 
 /** One file of a bundle for HybridStore.writeFiles. */
@@ -878,151 +880,36 @@ export class HybridStore {
     return { status: 'applied', ...(entry ? { entry } : {}), seq };
   }
 
-  // ------------------------------------------------------------------ recovery and GC
+  // ------------------------------------------------------------------ recovery and GC (own files)
 
-  /**
-   * Bring the index in line with the filesystem tier after a crash: entries whose tier
-   * file changed (or appeared) are re-read and recorded, entries whose file vanished are
-   * deleted, duplicate small/large forms of one path are resolved, refcounts recomputed.
-   */
-  async reconcile(userId: string): Promise<number> {
-    await this.ensureNamespace(userId);
-    const root = this.nsPath(userId, '');
-    const seen = new Map<string, Entry>();
-    const links = new Map<string, Entry>();
-    for await (const e of this.fs.list(root, { recursive: true })) {
-      const rel = e.path.slice(root.length + 1);
-      if (e.kind === 'file' && isLinkName(rel)) links.set(rel.slice(0, -LINK_EXTENSION.length), e);
-      else seen.set(rel, e);
-    }
-    const changes: ChangeInput[] = [];
-    for (const [rel, le] of links) {
-      const small = seen.get(rel);
-      if (small) {
-        // Both forms exist (crash while replacing one with the other): the newer wins.
-        const loser = small.modifiedMs >= le.modifiedMs && small.kind === 'file' ? le : small;
-        if (loser === le) {
-          await this.fs.remove(le.path).catch(ignoreNotFound);
-          continue;
-        }
-        await this.fs.remove(small.path).catch(ignoreNotFound);
-        seen.delete(rel);
-      }
-      const known = this.meta.getEntry(userId, rel);
-      if (known?.fsRevision === le.revision) continue;
-      let link: LinkFile;
-      try {
-        link = decodeLinkFile(await collect(await this.fs.read(le.path)));
-      } catch (e) {
-        this.o.log.warn({ userId, path: rel, err: e }, 'unreadable link file removed');
-        await this.fs.remove(le.path).catch(ignoreNotFound);
-        continue;
-      }
-      changes.push({
-        type: 'upsert',
-        entry: {
-          path: rel,
-          kind: 'file',
-          size: link.size,
-          mtimeMs: link.mtimeMs,
-          sha256: link.sha256,
-          tier: 'large',
-          fsRevision: le.revision,
-        },
-      });
-    }
-    for (const [rel, e] of seen) {
-      const known = this.meta.getEntry(userId, rel);
-      if (known?.fsRevision === e.revision && known.kind === e.kind) continue;
-      if (e.kind === 'dir') {
-        changes.push({
-          type: 'upsert',
-          entry: {
-            path: rel,
-            kind: 'dir',
-            size: 0,
-            mtimeMs: Math.floor(e.modifiedMs),
-            fsRevision: e.revision,
-          },
-        });
-      } else {
-        const st = await this.fs.stat(e.path);
-        changes.push({
-          type: 'upsert',
-          entry: {
-            path: rel,
-            kind: 'file',
-            size: st.size,
-            mtimeMs: Math.floor(st.modifiedMs),
-            sha256: st.hash?.value,
-            tier: 'small',
-            fsRevision: st.revision,
-          },
-        });
-      }
-    }
-    const present = new Set([...seen.keys(), ...links.keys()]);
-    const gone = this.meta
-      .listEntries(userId, '', true)
-      .filter((e) => !present.has(e.path))
-      .map((e) => e.path)
-      .filter((p, _i, all) => !all.some((q) => q !== p && p.startsWith(q + '/')));
-    for (const p of gone) changes.push({ type: 'delete', path: p });
-    // Parents before children so the index never holds an orphan.
-    changes.sort((a, b) => depth(a) - depth(b));
-    this.record(userId, changes, undefined);
-    if (changes.length > 0)
-      this.o.log.warn({ userId, repaired: changes.length }, 'index reconciled with the filesystem tier');
-    return changes.length;
+  /** Crash recovery of one namespace (recovery.ts): the filesystem tier is the truth. */
+  reconcile(userId: string): Promise<number> {
+    return reconcileNamespace(
+      {
+        fs: this.fs,
+        meta: this.meta,
+        log: this.o.log,
+        nsPath: (u, p) => this.nsPath(u, p),
+        ensureNamespace: (u) => this.ensureNamespace(u),
+        record: (u, changes) => void this.record(u, changes, undefined),
+      },
+      userId,
+    );
   }
 
-  /**
-   * Delete objects unreferenced for longer than the grace period, orphan objects (uploaded
-   * but never recorded) older than it, and abandoned transfers.
-   */
-  async gc(graceMs: number): Promise<{ objects: number; orphans: number; transfers: number }> {
-    const cutoff = this.now() - graceMs;
-    let objects = 0;
-    for (const o of this.meta.collectableObjects(cutoff)) {
-      if (this.pinned.has(o.sha256)) continue;
-      await this.objects.remove(objectKey(o.sha256)).catch(ignoreNotFound);
-      await this.objects.remove(signatureKey(o.sha256, signatureBlockSize(o.size))).catch(ignoreNotFound);
-      this.meta.deleteObject(o.sha256);
-      await this.relay.forget(o.sha256);
-      objects += 1;
-    }
-    let orphans = 0;
-    try {
-      for await (const e of this.objects.list('objects', { recursive: true })) {
-        if (e.kind !== 'file') continue;
-        const sha = e.path.slice(e.path.lastIndexOf('/') + 1);
-        if (this.meta.getObject(sha) || this.pinned.has(sha) || e.modifiedMs >= cutoff) continue;
-        await this.objects.remove(e.path).catch(ignoreNotFound);
-        orphans += 1;
-      }
-    } catch (e) {
-      if (!(e instanceof NotFoundError)) throw e;
-    }
-    // Signatures whose object is gone (or was never recorded), once older than the grace period.
-    try {
-      for await (const e of this.objects.list('signatures', { recursive: true })) {
-        if (e.kind !== 'file') continue;
-        const name = e.path.slice(e.path.lastIndexOf('/') + 1);
-        const sha = name.slice(0, name.indexOf('.'));
-        if (this.meta.getObject(sha) || this.pinned.has(sha) || e.modifiedMs >= cutoff) continue;
-        await this.objects.remove(e.path).catch(ignoreNotFound);
-        orphans += 1;
-      }
-    } catch (e) {
-      if (!(e instanceof NotFoundError)) throw e;
-    }
-    let transfers = 0;
-    for (const t of this.meta.transfersOlderThan(cutoff)) {
-      await fsp.rm(nodePath.join(this.o.stagingDir, t.id), { force: true });
-      this.meta.deleteTransfer(t.id);
-      transfers += 1;
-    }
-    return { objects, orphans, transfers };
+  /** Garbage collection (gc.ts) with a grace period of `graceMs`. */
+  gc(graceMs: number): Promise<GcResult> {
+    return collectGarbage(
+      {
+        objects: this.objects,
+        meta: this.meta,
+        relay: this.relay,
+        stagingDir: this.o.stagingDir,
+        isPinned: (sha) => this.pinned.has(sha),
+        now: this.now,
+      },
+      graceMs,
+    );
   }
 
   async stagingFile(id: string): Promise<string> {
@@ -1051,11 +938,6 @@ async function forEachBounded(n: number, limit: number, work: (i: number) => Pro
   await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, n)) }, lane));
 }
 
-function depth(c: ChangeInput): number {
-  const p = c.type === 'upsert' ? c.entry.path : c.path;
-  return c.type === 'delete' ? 1e6 - p.split('/').length : p.split('/').length;
-}
-
 function lastEntry(records: ChangeRecord[]): { entry?: EntryInfo; seq: number } {
   const last = records.at(-1);
   if (!last) return { seq: NOOP_SEQ };
@@ -1074,9 +956,4 @@ function conflictReport(
     baseRevision: d.baseRevision,
     serverRevision: d.serverRevision,
   };
-}
-
-function ignoreNotFound(e: unknown): void {
-  if (e instanceof NotFoundError) return;
-  throw e;
 }

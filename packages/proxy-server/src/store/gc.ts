@@ -1,0 +1,74 @@
+/**
+ * Garbage collection of the object tier and the staging area: objects unreferenced for
+ * longer than the grace period, orphans (uploaded but never recorded: a crash between
+ * steps 1 and 3 of hybrid.ts's write order) and signatures without their object once older
+ * than it, and abandoned transfers. Pinned objects (being linked right now) are kept.
+ */
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import { NotFoundError, type Provider } from '@weft/providers';
+import { ignoreNotFound } from './ignore-not-found.ts';
+import { objectKey, signatureBlockSize, signatureKey } from './link-file.ts';
+import type { MetadataStore } from './metadata.ts';
+import type { RelayCache } from './relay-cache.ts';
+
+export interface GcDeps {
+  readonly objects: Provider;
+  readonly meta: MetadataStore;
+  readonly relay: RelayCache;
+  /** Where transfers stage their blocks (one file per transfer id). */
+  readonly stagingDir: string;
+  isPinned(sha256: string): boolean;
+  now(): number;
+}
+
+export interface GcResult {
+  objects: number;
+  orphans: number;
+  transfers: number;
+}
+
+export async function collectGarbage(d: GcDeps, graceMs: number): Promise<GcResult> {
+  const cutoff = d.now() - graceMs;
+  let objects = 0;
+  for (const o of d.meta.collectableObjects(cutoff)) {
+    if (d.isPinned(o.sha256)) continue;
+    await d.objects.remove(objectKey(o.sha256)).catch(ignoreNotFound);
+    await d.objects.remove(signatureKey(o.sha256, signatureBlockSize(o.size))).catch(ignoreNotFound);
+    d.meta.deleteObject(o.sha256);
+    await d.relay.forget(o.sha256);
+    objects += 1;
+  }
+  let orphans = 0;
+  try {
+    for await (const e of d.objects.list('objects', { recursive: true })) {
+      if (e.kind !== 'file') continue;
+      const sha = e.path.slice(e.path.lastIndexOf('/') + 1);
+      if (d.meta.getObject(sha) || d.isPinned(sha) || e.modifiedMs >= cutoff) continue;
+      await d.objects.remove(e.path).catch(ignoreNotFound);
+      orphans += 1;
+    }
+  } catch (e) {
+    if (!(e instanceof NotFoundError)) throw e;
+  }
+  // Signatures whose object is gone (or was never recorded), once older than the grace period.
+  try {
+    for await (const e of d.objects.list('signatures', { recursive: true })) {
+      if (e.kind !== 'file') continue;
+      const name = e.path.slice(e.path.lastIndexOf('/') + 1);
+      const sha = name.slice(0, name.indexOf('.'));
+      if (d.meta.getObject(sha) || d.isPinned(sha) || e.modifiedMs >= cutoff) continue;
+      await d.objects.remove(e.path).catch(ignoreNotFound);
+      orphans += 1;
+    }
+  } catch (e) {
+    if (!(e instanceof NotFoundError)) throw e;
+  }
+  let transfers = 0;
+  for (const t of d.meta.transfersOlderThan(cutoff)) {
+    await fsp.rm(nodePath.join(d.stagingDir, t.id), { force: true });
+    d.meta.deleteTransfer(t.id);
+    transfers += 1;
+  }
+  return { objects, orphans, transfers };
+}
