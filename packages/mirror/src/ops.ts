@@ -42,7 +42,7 @@ export interface LoggedOp {
   readonly createdMs: number;
 }
 
-/** Paths an op touches; a folder-level op is a barrier (see engine.ts). */
+/** Paths an op touches; a folder-level op is a barrier (see drain.ts). */
 export function opPath(op: Op): string {
   return op.type === 'move' ? op.from : op.path;
 }
