@@ -11,9 +11,9 @@ import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { encodeTransferBlock, type ListResponse, type OpResult, type TransferState } from '@weft/wire';
+import type { ListResponse } from '@weft/wire';
 import { objectKey } from '../src/index.ts';
-import { pseudoRandom, sha, startTestServer, tempDir, TestClient } from './helpers.ts';
+import { pseudoRandom, sha, startTestServer, tempDir, TestClient, uploadLarge } from './helpers.ts';
 
 const BIN = nodePath.resolve(fileURLToPath(import.meta.url), '../../bin/weft-proxy.mjs');
 const ROUNDS = process.env.WEFT_FULL === '1' ? 20 : 3;
@@ -73,31 +73,8 @@ async function load(
       const path = `r${round}/large/${i}.bin`;
       const data = pseudoRandom(3 * MiB + i, round * 7 + i);
       sent.set(path, { content: data, acked: false });
-      const t = await c.json<TransferState>('POST', '/v1/transfers', {
-        path,
-        size: data.length,
-        sha256: sha(data),
-        mtimeMs: 1,
-      });
-      for (let off = 0, seq = 0; off < data.length; off += MiB, seq++) {
-        const frame = encodeTransferBlock({
-          transferId: t.transferId,
-          seq,
-          offset: off,
-          last: off + MiB >= data.length,
-          payload: data.subarray(off, off + MiB),
-        });
-        await c.req('PUT', `/v1/transfers/${t.transferId}/blocks`, frame);
-      }
-      const [r] = await c.ops({
-        op: 'commit',
-        path,
-        sha256: sha(data),
-        size: data.length,
-        mtimeMs: 1,
-        transferId: t.transferId,
-      });
-      if ((r as OpResult).status === 'applied') sent.get(path)!.acked = true;
+      const r = await uploadLarge(c, path, data, { via: 'put' });
+      if (r.status === 'applied') sent.get(path)!.acked = true;
     }
   };
   await Promise.allSettled([small(0), small(1), large()]);

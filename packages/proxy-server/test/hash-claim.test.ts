@@ -8,14 +8,8 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { collect, signature } from '@weft/rsync-wasm';
-import {
-  encodeBundle,
-  encodeDeltaContainer,
-  encodeTransferBlock,
-  type OpResult,
-  type TransferState,
-} from '@weft/wire';
-import { pseudoRandom, sha, startTestServer, streamBlocks, TestClient } from './helpers.ts';
+import { encodeBundle, encodeDeltaContainer } from '@weft/wire';
+import { pseudoRandom, sha, startTestServer, TestClient, uploadLarge } from './helpers.ts';
 
 const MiB = 1024 * 1024;
 let server: Awaited<ReturnType<typeof startTestServer>>;
@@ -25,40 +19,6 @@ const secret = pseudoRandom(3 * MiB, 41);
 const nobody = pseudoRandom(3 * MiB, 42);
 /** A delta that is only its magic ("WFTD"): the base is looked up before it is read. */
 const WFTD = new Uint8Array([0x57, 0x46, 0x54, 0x44, 0]);
-
-async function uploadLarge(c: TestClient, path: string, data: Buffer): Promise<OpResult> {
-  const t = await c.json<TransferState>('POST', '/v1/transfers', {
-    path,
-    size: data.length,
-    sha256: sha(data),
-    mtimeMs: 1,
-  });
-  const frames: Uint8Array[] = [];
-  for (let off = 0, seq = 0; off < data.length; off += MiB, seq++) {
-    const payload = data.subarray(off, Math.min(data.length, off + MiB));
-    frames.push(
-      encodeTransferBlock({
-        transferId: t.transferId,
-        seq,
-        offset: off,
-        last: off + MiB >= data.length,
-        payload,
-      }),
-    );
-  }
-  const replies = await streamBlocks(c, frames);
-  expect(replies.every((r) => r.type === 'block-ack')).toBe(true);
-  const [r] = await c.ops({
-    op: 'commit',
-    path,
-    sha256: sha(data),
-    size: data.length,
-    mtimeMs: 1,
-    transferId: t.transferId,
-  });
-  if (!r) throw new Error('no result');
-  return r;
-}
 
 /** Status, error code and message: everything an answer tells. */
 async function answer(r: Promise<Response>): Promise<unknown> {

@@ -13,7 +13,9 @@ import {
   type OpResult,
   type OpsResponse,
   type StreamServerMessage,
+  type TransferState,
   encodeBundle,
+  encodeTransferBlock,
 } from '@weft/wire';
 import { startProxyServer, type RunningProxyServer } from '../src/index.ts';
 import type { ProxyConfigInput } from '../src/config.ts';
@@ -190,4 +192,77 @@ export function pseudoRandom(size: number, seed: number): Buffer {
     out[i] = x & 0xff;
   }
   return out;
+}
+
+const MiB = 1024 * 1024;
+
+/** `data` as the block frames of transfer `transferId`, `blockSize` bytes each. */
+export function transferFrames(
+  transferId: string,
+  data: Buffer,
+  blockSize = MiB,
+  compress = false,
+): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  for (let off = 0, seq = 0; off < data.length; off += blockSize, seq++) {
+    const payload = data.subarray(off, Math.min(data.length, off + blockSize));
+    out.push(
+      encodeTransferBlock(
+        { transferId, seq, offset: off, last: off + blockSize >= data.length, payload },
+        { compress },
+      ),
+    );
+  }
+  return out;
+}
+
+export interface UploadLargeOptions {
+  /** Default 1 MiB. */
+  readonly blockSize?: number;
+  /** Default 1. */
+  readonly mtimeMs?: number;
+  /** The commit's baseRevision (absent: none sent). */
+  readonly baseRevision?: string | null;
+  /** 'stream' (default): over /v1/stream, every block acknowledged; 'put': one PUT /v1/transfers/{id}/blocks each. */
+  readonly via?: 'stream' | 'put';
+  /** With 'stream': at most this many frames per connection (default all in one). */
+  readonly framesPerStream?: number;
+}
+
+/** A large upload as a client makes it: open a transfer, send its blocks, commit. */
+export async function uploadLarge(
+  c: TestClient,
+  path: string,
+  data: Buffer,
+  options: UploadLargeOptions = {},
+): Promise<OpResult> {
+  const mtimeMs = options.mtimeMs ?? 1;
+  const t = await c.json<TransferState>('POST', '/v1/transfers', {
+    path,
+    size: data.length,
+    sha256: sha(data),
+    mtimeMs,
+  });
+  const frames = transferFrames(t.transferId, data, options.blockSize ?? MiB);
+  if (options.via === 'put') {
+    for (const f of frames) await c.req('PUT', `/v1/transfers/${t.transferId}/blocks`, f);
+  } else {
+    const per = options.framesPerStream ?? frames.length;
+    for (let i = 0; i < frames.length; i += per) {
+      const replies = await streamBlocks(c, frames.slice(i, i + per));
+      const refused = replies.find((r) => r.type !== 'block-ack');
+      if (refused) throw new Error(`a block of ${path} was refused: ${JSON.stringify(refused)}`);
+    }
+  }
+  const [r] = await c.ops({
+    op: 'commit',
+    path,
+    sha256: sha(data),
+    size: data.length,
+    mtimeMs,
+    transferId: t.transferId,
+    ...(options.baseRevision !== undefined ? { baseRevision: options.baseRevision } : {}),
+  });
+  if (!r) throw new Error('no result');
+  return r;
 }

@@ -6,14 +6,21 @@ import {
   decodeBundle,
   decodeDeltaContainer,
   encodeDeltaContainer,
-  encodeTransferBlock,
   type BlockAck,
   type EntryInfo,
   type OpResult,
   type TransferState,
 } from '@weft/wire';
 import { decodeLinkFile, objectKey, signatureBlockSize, signatureKey } from '../src/index.ts';
-import { pseudoRandom, sha, startTestServer, streamBlocks, TestClient } from './helpers.ts';
+import {
+  pseudoRandom,
+  sha,
+  startTestServer,
+  streamBlocks,
+  TestClient,
+  transferFrames,
+  uploadLarge as uploadTo,
+} from './helpers.ts';
 
 const MiB = 1024 * 1024;
 let server: Awaited<ReturnType<typeof startTestServer>>;
@@ -25,40 +32,13 @@ beforeAll(async () => {
 });
 afterAll(async () => server.stop());
 
-function frames(id: string, data: Buffer, blockSize: number, compress = false): Uint8Array[] {
-  const out: Uint8Array[] = [];
-  for (let off = 0, seq = 0; off < data.length; off += blockSize, seq++) {
-    const payload = data.subarray(off, Math.min(data.length, off + blockSize));
-    out.push(
-      encodeTransferBlock(
-        { transferId: id, seq, offset: off, last: off + blockSize >= data.length, payload },
-        { compress },
-      ),
-    );
-  }
-  return out;
-}
+const frames = transferFrames;
 
-async function uploadLarge(path: string, data: Buffer, base?: string | null): Promise<OpResult> {
-  const t = await c.json<TransferState>('POST', '/v1/transfers', {
-    path,
-    size: data.length,
-    sha256: sha(data),
+function uploadLarge(path: string, data: Buffer, base?: string | null): Promise<OpResult> {
+  return uploadTo(c, path, data, {
     mtimeMs: 1_700_000_000_000,
-  });
-  const replies = await streamBlocks(c, frames(t.transferId, data, MiB));
-  expect(replies.every((r) => r.type === 'block-ack')).toBe(true);
-  const [r] = await c.ops({
-    op: 'commit',
-    path,
-    sha256: sha(data),
-    size: data.length,
-    mtimeMs: 1_700_000_000_000,
-    transferId: t.transferId,
     ...(base !== undefined ? { baseRevision: base } : {}),
   });
-  if (!r) throw new Error('no result');
-  return r;
 }
 
 describe('large files', () => {

@@ -13,14 +13,8 @@ import * as nodePath from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { collect, signature } from '@weft/rsync-wasm';
-import {
-  decodeDeltaContainer,
-  encodeDeltaContainer,
-  encodeTransferBlock,
-  type OpResult,
-  type TransferState,
-} from '@weft/wire';
-import { sha, streamBlocks, tempDir, TestClient } from './helpers.ts';
+import { decodeDeltaContainer, encodeDeltaContainer, type OpResult } from '@weft/wire';
+import { sha, tempDir, TestClient, uploadLarge } from './helpers.ts';
 
 const MiB = 1024 * 1024;
 const FULL = process.env.WEFT_FULL === '1';
@@ -72,37 +66,9 @@ async function measured(what: string, op: () => Promise<void>): Promise<number> 
   return growth;
 }
 
-async function upload(path: string, data: Buffer): Promise<OpResult> {
-  const t = await c.json<TransferState>('POST', '/v1/transfers', {
-    path,
-    size: data.length,
-    sha256: sha(data),
-    mtimeMs: 1,
-  });
-  for (let off = 0, seq = 0; off < data.length; off += 16 * MiB) {
-    const frames: Uint8Array[] = [];
-    for (let o = off; o < Math.min(data.length, off + 16 * MiB); o += 4 * MiB, seq++)
-      frames.push(
-        encodeTransferBlock({
-          transferId: t.transferId,
-          seq,
-          offset: o,
-          last: o + 4 * MiB >= data.length,
-          payload: data.subarray(o, o + 4 * MiB),
-        }),
-      );
-    await streamBlocks(c, frames);
-  }
-  const [r] = await c.ops({
-    op: 'commit',
-    path,
-    sha256: sha(data),
-    size: data.length,
-    mtimeMs: 1,
-    transferId: t.transferId,
-  });
-  if (!r) throw new Error('no result');
-  return r;
+/** Blocks of 4 MiB, four to a stream connection. */
+function upload(path: string, data: Buffer): Promise<OpResult> {
+  return uploadLarge(c, path, data, { blockSize: 4 * MiB, framesPerStream: 4 });
 }
 
 /**

@@ -10,7 +10,14 @@ import * as net from 'node:net';
 import * as nodePath from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeDeltaContainer, encodeTransferBlock, type OpResult, type TransferState } from '@weft/wire';
-import { pseudoRandom, sha, startTestServer, streamBlocks, TestClient } from './helpers.ts';
+import {
+  pseudoRandom,
+  sha,
+  startTestServer,
+  streamBlocks,
+  TestClient,
+  uploadLarge as uploadTo,
+} from './helpers.ts';
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
@@ -69,35 +76,8 @@ async function stagingLeftovers(dir: string): Promise<string[]> {
 let server: Awaited<ReturnType<typeof startTestServer>>;
 let c: TestClient;
 
-async function uploadLarge(path: string, data: Buffer): Promise<OpResult> {
-  const t = await c.json<TransferState>('POST', '/v1/transfers', {
-    path,
-    size: data.length,
-    sha256: sha(data),
-    mtimeMs: 1,
-  });
-  const frames: Uint8Array[] = [];
-  for (let off = 0, seq = 0; off < data.length; off += MiB, seq++)
-    frames.push(
-      encodeTransferBlock({
-        transferId: t.transferId,
-        seq,
-        offset: off,
-        last: off + MiB >= data.length,
-        payload: data.subarray(off, off + MiB),
-      }),
-    );
-  await streamBlocks(c, frames);
-  const [r] = await c.ops({
-    op: 'commit',
-    path,
-    sha256: sha(data),
-    size: data.length,
-    mtimeMs: 1,
-    transferId: t.transferId,
-  });
-  if (!r) throw new Error('no result');
-  return r;
+function uploadLarge(path: string, data: Buffer): Promise<OpResult> {
+  return uploadTo(c, path, data);
 }
 
 beforeAll(async () => {
