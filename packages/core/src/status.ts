@@ -130,9 +130,10 @@ export class StatusModel {
     this.update({ recent: [full, ...this.status.recent].slice(0, MAX_RECENT) });
   }
 
-  conflict(path: string, copyPath: string): void {
+  /** `row`: the decision-table row that kept both (docs/sync-decisions.md). */
+  conflict(path: string, copyPath: string, row?: string): void {
     this.update({ conflicts: [...this.status.conflicts, { path, copyPath, atMs: Date.now() }] });
-    this.activity({ kind: 'conflicted', path, detail: copyPath });
+    this.activity({ kind: 'conflicted', path, detail: copyPath, ...(row === undefined ? {} : { row }) });
   }
 
   save(kind: keyof Savings, amount: number): void {

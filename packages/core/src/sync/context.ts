@@ -1,0 +1,208 @@
+/**
+ * What discovery and the propagators share for one folder: the journal, the status, the
+ * remote store, the local name mapping, the trash, the rate estimators — and the few ways
+ * they may ask the pass loop (engine.ts) for more work. The engine builds one and passes it
+ * to every module under sync/; none of them keeps state of its own.
+ */
+import { deflateRawSync } from 'node:zlib';
+import * as fsp from 'node:fs/promises';
+import { caseFoldKey } from '@weft/providers/paths';
+import type { EntryInfo } from '@weft/wire';
+import {
+  CANDIDATE_BLOCK_SIZES,
+  CompressionAdvisor,
+  RateEstimator,
+  initialHistory,
+  type BlockSizeHistory,
+} from '../adaptive.ts';
+import type { DecisionRow } from '../decisions.ts';
+import type { IgnoreRules } from '../ignore-rules.ts';
+import type { FileRow, Journal } from '../journal/journal.ts';
+import { type Trash, sha256File } from '../local-fs.ts';
+import { type LocalPaths, UnsafeLocalPathError, describeEncoding } from '../local-path.ts';
+import type { Op } from '../ops.ts';
+import type { RemoteStore } from '../remote/remote-store.ts';
+import type { StatusModel } from '../status.ts';
+
+/** A write the server kept as a conflicted copy, mended after the current request (D23). */
+export interface ServerConflict {
+  readonly op: Op;
+  readonly path: string;
+  readonly conflictPath: string;
+  readonly entry: EntryInfo | undefined;
+}
+
+/** What the pass loop lends the modules: how they ask it for more work. */
+export interface PassControl {
+  /** Scan these local subtrees in a pass soon. */
+  markDirty(scope: readonly string[]): void;
+  /** The remote side changed in a way the feed may not repeat: pull again in another pass. */
+  pullAgain(): void;
+  /** Forget the feed position: the next pull lists the whole folder and compares (D26). */
+  reconcileEverything(): void;
+}
+
+export interface SyncContextOptions {
+  readonly client: RemoteStore;
+  readonly deviceName: string;
+  readonly journal: Journal;
+  readonly status: StatusModel;
+  readonly paths: LocalPaths;
+  readonly trash: Trash;
+  readonly ignore: IgnoreRules;
+  readonly small: number;
+  readonly caseInsensitive: boolean;
+  readonly blocksInFlight: number;
+  readonly serverTierRate: number;
+  readonly now: () => number;
+  readonly trace: ((event: string, detail: unknown) => void) | undefined;
+  readonly control: PassControl;
+}
+
+export class SyncContext {
+  readonly client: RemoteStore;
+  readonly deviceName: string;
+  readonly journal: Journal;
+  readonly status: StatusModel;
+  readonly paths: LocalPaths;
+  readonly trash: Trash;
+  readonly ignore: IgnoreRules;
+  /** Files below this many bytes travel in bundles. */
+  readonly small: number;
+  readonly caseInsensitive: boolean;
+  readonly blocksInFlight: number;
+  readonly serverTierRate: number;
+  readonly now: () => number;
+  readonly control: PassControl;
+  readonly uploadRate = new RateEstimator();
+  readonly deltaRate = new RateEstimator(5, 50 * 1024 * 1024);
+  readonly compression = new CompressionAdvisor((sample) => {
+    const t = performance.now();
+    const out = deflateRawSync(sample, { level: 6 });
+    return { outBytes: out.byteLength, seconds: (performance.now() - t) / 1000 };
+  });
+  /** Block-size measurements waiting for idle time: (old copy, new file). */
+  readonly idleEstimates: { path: string; oldCopy: string; newFile: string }[] = [];
+  /** Writes the server kept as conflicted copies, mended once the current request is done. */
+  readonly serverConflicts: ServerConflict[] = [];
+  /** How the last large upload travelled (for tests and benchmarks). */
+  lastUpload: { path: string; mode: 'delta' | 'whole'; bytes: number } | undefined;
+  private readonly traceHook: ((event: string, detail: unknown) => void) | undefined;
+
+  constructor(o: SyncContextOptions) {
+    this.client = o.client;
+    this.deviceName = o.deviceName;
+    this.journal = o.journal;
+    this.status = o.status;
+    this.paths = o.paths;
+    this.trash = o.trash;
+    this.ignore = o.ignore;
+    this.small = o.small;
+    this.caseInsensitive = o.caseInsensitive;
+    this.blocksInFlight = o.blocksInFlight;
+    this.serverTierRate = o.serverTierRate;
+    this.now = o.now;
+    this.traceHook = o.trace;
+    this.control = o.control;
+  }
+
+  trace(event: string, detail: unknown): void {
+    this.traceHook?.(event, detail);
+  }
+
+  /** Trace a decision: the path, what was seen, and the row taken (docs/sync-decisions.md). */
+  traceDecision(path: string, row: DecisionRow, seen: Record<string, unknown> = {}): void {
+    this.traceHook?.('decide', { path, ...seen, row: row.id, action: row.action });
+  }
+
+  markDirty(scope: readonly string[]): void {
+    this.control.markDirty(scope);
+  }
+
+  /** Where the remote path `p` is on this disk; throws UnsafeLocalPathError (local-path.ts). */
+  at(p: string, allowRoot = false): Promise<string> {
+    return this.paths.resolve(p, allowRoot);
+  }
+
+  /**
+   * Run one remote change's local effect; a path that cannot be placed inside the folder
+   * (or passes through a symbolic link) is refused with a warning and nothing is touched,
+   * and the rest of the pass goes on. The entry stays on the server.
+   */
+  async guarded(p: string, fn: () => Promise<void>): Promise<void> {
+    try {
+      await fn();
+    } catch (e) {
+      if (!(e instanceof UnsafeLocalPathError)) throw e;
+      this.status.warn(`not written: ${JSON.stringify(p)}: ${e.message}`);
+      this.status.activity({ kind: 'error', path: p, detail: e.message });
+    }
+  }
+
+  /** The content hash of `p` on disk (the journal's, when its stat has not moved), or undefined. */
+  async localHash(row: FileRow | undefined, p: string): Promise<string | undefined> {
+    let abs: string;
+    let st: import('node:fs').BigIntStats;
+    try {
+      abs = await this.at(p);
+      st = await fsp.lstat(abs, { bigint: true });
+    } catch {
+      return undefined;
+    }
+    if (!st.isFile()) return undefined;
+    if (row && row.hash && row.size === Number(st.size) && row.mtimeNs === st.mtimeNs && row.inode === st.ino)
+      return row.hash;
+    return sha256File(abs);
+  }
+
+  /** The block-size history of a file (HyCloud Eq. 1), or the initial one. */
+  history(p: string): BlockSizeHistory {
+    const h = this.journal.deltaHistory(p);
+    return h && h.probs.length === CANDIDATE_BLOCK_SIZES.length ? h : initialHistory();
+  }
+
+  /** A journal entry whose name differs from `p` only by case. */
+  caseClash(p: string): boolean {
+    const key = caseFoldKey(p);
+    const parent = p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : '';
+    return this.journal.filesUnder(parent).some((r) => r.path !== p && caseFoldKey(r.path) === key);
+  }
+
+  /** Is `p` (or a name the journal holds) already taken? For conflicted-copy names. */
+  readonly taken = (p: string): boolean => this.journal.getFile(p) !== undefined;
+
+  // ---------------------------------------------------------------- local names
+
+  /** Record (journal + status) that `p` is stored under an encoded local name, if it is. */
+  noteLocalName(p: string): void {
+    const mapped = this.paths.map(p);
+    const last = mapped.names.length - 1;
+    const enc = mapped.encoded.find((e) => e.index === last);
+    if (!enc) return;
+    this.journal.recordLocalName(p, mapped.names[last] as string, enc.reason);
+    this.showLocalNames();
+  }
+
+  forgetLocalNames(p: string): void {
+    this.journal.forgetLocalNamesUnder(p);
+    this.showLocalNames();
+  }
+
+  /** The status lists every entry stored under another local name, with the reason in words. */
+  showLocalNames(): void {
+    const rows = this.journal.localNames();
+    if (rows.length === 0 && (this.status.get().storedAs ?? []).length === 0) return;
+    this.status.update({
+      storedAs: rows.slice(0, 200).map((r) => ({
+        path: r.path,
+        localName: r.localName,
+        notice: describeEncoding(
+          r.path.slice(r.path.lastIndexOf('/') + 1),
+          r.localName,
+          r.reason as Parameters<typeof describeEncoding>[2],
+          this.paths.rules,
+        ),
+      })),
+    });
+  }
+}

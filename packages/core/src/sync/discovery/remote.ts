@@ -1,0 +1,279 @@
+/**
+ * Remote discovery: what changed on the server — the change feed from the saved cursor, a
+ * full listing on first run or after a reset, a subtree listing when one path must be
+ * made to match — turned into one observation per path (base, local, remote, kind, move),
+ * decided by the table (decisions.ts) and handed to the propagators. Runs of file upserts
+ * are decided together so that the small ones come down in bundles.
+ */
+import * as fsp from 'node:fs/promises';
+import type { ChangeRecord, EntryInfo } from '@weft/wire';
+import { LocalMerkle, findDivergence } from '../../consistency.ts';
+import { decide, decideHint } from '../../decisions.ts';
+import type { FileRow } from '../../journal/journal.ts';
+import type { SyncContext } from '../context.ts';
+import { keepConflict } from '../propagate/conflict.ts';
+import {
+  type Download,
+  downloadLarge,
+  downloadSmall,
+  makeLocalDir,
+  recordSynced,
+} from '../propagate/download.ts';
+import { deleteLocal, moveLocal } from '../propagate/local-change.ts';
+
+/** Pull the feed from the saved cursor (or list everything) and apply what it says. */
+export async function pull(ctx: SyncContext): Promise<void> {
+  const raw = ctx.journal.getMeta('cursor');
+  if (raw === undefined || raw === '') {
+    await fullReconcile(ctx);
+    return;
+  }
+  let cursor = Number(raw);
+  for (;;) {
+    const page = await ctx.client.changes(cursor);
+    if (page.reset) {
+      await fullReconcile(ctx);
+      return;
+    }
+    // Known and not yet applied: not up to date until they are (issue #14).
+    if (page.changes.length > 0) ctx.status.update({ state: 'syncing' });
+    for (const c of page.changes) ctx.trace('remote', c);
+    await applyRemoteBatch(ctx, page.changes);
+    cursor = page.cursor;
+    ctx.journal.setMeta('cursor', String(cursor));
+    if (!page.hasMore) return;
+  }
+}
+
+/** First sync or a reset feed: compare the whole remote listing with the journal. */
+async function fullReconcile(ctx: SyncContext): Promise<void> {
+  const listing = await ctx.client.list('', true);
+  ctx.status.update({ state: 'syncing' });
+  const remote = new Map(listing.entries.map((e) => [e.path, e]));
+  const dirs = listing.entries.filter((e) => e.kind === 'dir').sort((a, b) => (a.path < b.path ? -1 : 1));
+  for (const d of dirs) await ctx.guarded(d.path, () => makeLocalDir(ctx, d));
+  await applyRemoteFiles(
+    ctx,
+    listing.entries.filter((e) => e.kind === 'file'),
+  );
+  // Rows the server no longer has (and we had synced): deleted remotely.
+  for (const row of ctx.journal.allFiles()) {
+    if (row.syncedRev !== null && !remote.has(row.path))
+      await ctx.guarded(row.path, () => deleteLocal(ctx, row.path));
+  }
+  ctx.journal.setMeta('cursor', String(listing.seq));
+}
+
+/**
+ * Apply a page of changes in order, but download runs of file upserts together (one
+ * bundle request for many small files). A run ends at any other kind of change, so
+ * deletes, moves and folder changes keep their place in the order.
+ */
+async function applyRemoteBatch(ctx: SyncContext, changes: readonly ChangeRecord[]): Promise<void> {
+  let run = new Map<string, { entry: EntryInfo; device: string | undefined }>();
+  const flush = async (): Promise<void> => {
+    if (run.size === 0) return;
+    const byDevice = new Map<string | undefined, EntryInfo[]>();
+    for (const { entry, device } of run.values()) {
+      const list = byDevice.get(device) ?? [];
+      list.push(entry);
+      byDevice.set(device, list);
+    }
+    run = new Map();
+    for (const [device, entries] of byDevice) await applyRemoteFiles(ctx, entries, device);
+  };
+  for (const c of changes) {
+    if (c.type === 'upsert' && c.entry.kind === 'file' && !ctx.ignore.ignores(c.path, false)) {
+      run.delete(c.path); // a later version of the same path replaces the earlier one
+      run.set(c.path, { entry: c.entry, device: c.deviceName });
+      continue;
+    }
+    await flush();
+    await ctx.guarded(c.path, () => applyRemote(ctx, c));
+  }
+  await flush();
+}
+
+async function applyRemote(ctx: SyncContext, c: ChangeRecord): Promise<void> {
+  if (ctx.ignore.ignores(c.path, c.type !== 'delete' && c.entry.kind === 'dir')) return;
+  if (c.type === 'upsert') {
+    if (c.entry.kind === 'dir') await makeLocalDir(ctx, c.entry);
+    else await applyRemoteFiles(ctx, [c.entry], c.deviceName);
+  } else if (c.type === 'delete') {
+    await deleteLocal(ctx, c.path);
+  } else {
+    await applyRemoteMove(ctx, c.from, c.path, c.entry);
+  }
+}
+
+/**
+ * Remote file entries: observe each path (base, local, remote), decide, and propagate —
+ * small downloads in bundles, large ones by delta or whole.
+ */
+export async function applyRemoteFiles(
+  ctx: SyncContext,
+  entries: readonly EntryInfo[],
+  device?: string,
+): Promise<void> {
+  const decided: {
+    entry: EntryInfo;
+    row: FileRow | undefined;
+    local: string | undefined;
+    id: string;
+    action: string;
+  }[] = [];
+  for (const entry of entries) {
+    const row = ctx.journal.getFile(entry.path);
+    if (row?.syncedRev === entry.revision) {
+      const d = decideHint('echo'); // our own write, or already applied
+      if (d.action === 'nothing') continue;
+    }
+    const local = await ctx.localHash(row, entry.path);
+    if (entry.sha256 && ctx.journal.wasSent(entry.path, entry.sha256)) {
+      // Our own write whose acknowledgement was lost (a crash): it is the new base.
+      const d = decideHint('sent');
+      ctx.traceDecision(entry.path, d, { rev: entry.revision, remote: entry.sha256 });
+      if (d.action === 'record') {
+        ctx.journal.transaction(() => {
+          recordSynced(ctx, entry, row, local ?? entry.sha256);
+          ctx.journal.clearSent(entry.path);
+        });
+        continue;
+      }
+    }
+    const d = decide({ baseHash: row?.syncedHash ?? undefined, localHash: local, remoteHash: entry.sha256 });
+    decided.push({ entry, row, local, id: d.id, action: d.action });
+    ctx.traceDecision(entry.path, d, {
+      rev: entry.revision,
+      base: row?.syncedHash,
+      local,
+      remote: entry.sha256,
+    });
+  }
+  const small: Download[] = [];
+  for (const w of decided) {
+    switch (w.action) {
+      case 'record':
+      case 'nothing':
+        recordSynced(ctx, w.entry, w.row, w.local);
+        break;
+      case 'upload':
+        // Our newer local edit is queued; the remote is at our base or we win a delete race.
+        break;
+      case 'conflict':
+        await ctx.guarded(w.entry.path, () => keepConflict(ctx, w.entry, w.row, device, w.id));
+        break;
+      case 'download':
+        if (w.entry.size < ctx.small) small.push({ entry: w.entry, local: w.local, row: w.id });
+        else
+          await ctx.guarded(w.entry.path, () =>
+            downloadLarge(ctx, { entry: w.entry, local: w.local, row: w.id }),
+          );
+        break;
+      default:
+        break;
+    }
+  }
+  await downloadSmall(ctx, small);
+}
+
+/** A remote move: the same rename here (D20), or else fetch the destination as new (D21). */
+async function applyRemoteMove(ctx: SyncContext, from: string, to: string, entry: EntryInfo): Promise<void> {
+  const row = ctx.journal.getFile(from);
+  const target = ctx.journal.getFile(to);
+  const inTheWay = target ? undefined : await fsp.lstat(await ctx.at(to)).catch(() => undefined);
+  const free = !target && !inTheWay;
+  let d = decideHint(row && free ? 'moved' : 'moved-blocked');
+  ctx.traceDecision(to, d, { from });
+  if (d.action === 'move-local') {
+    if (await moveLocal(ctx, from, to, entry.revision)) return;
+    d = decideHint('moved-blocked');
+    ctx.traceDecision(to, d, { from });
+  }
+  if (d.action !== 'download') return;
+  // We did not have it (or something is in the way): fetch the destination as new content.
+  if (entry.kind === 'dir') await fetchRemoteSubtree(ctx, to);
+  else await applyRemoteFiles(ctx, [entry]);
+  if (row) await deleteLocal(ctx, from);
+}
+
+/**
+ * Bring down whatever the server holds at `p` (a file, or a folder and its content).
+ * `dropMissing`: synced entries under the folder the server no longer has go too.
+ */
+export async function fetchRemoteSubtree(
+  ctx: SyncContext,
+  p: string,
+  known?: EntryInfo,
+  dropMissing = false,
+): Promise<void> {
+  const current = known ?? (await ctx.client.stat(p));
+  if (current?.kind === 'file') {
+    await applyRemoteFiles(ctx, [current]);
+  } else if (current?.kind === 'dir') {
+    const listing = await ctx.client.list(p, true);
+    if (dropMissing) {
+      const there = new Set(listing.entries.map((e) => e.path));
+      const gone = ctx.journal
+        .filesUnder(p)
+        .filter((r) => r.path !== p && r.syncedRev !== null && !there.has(r.path))
+        .sort((a, b) => (a.path < b.path ? -1 : 1));
+      // Top-most first; a folder's delete takes its content with it.
+      for (const r of gone) if (ctx.journal.getFile(r.path)) await deleteLocal(ctx, r.path);
+    }
+    await makeLocalDir(ctx, current);
+    for (const d of listing.entries.filter((e) => e.kind === 'dir')) await makeLocalDir(ctx, d);
+    await applyRemoteFiles(
+      ctx,
+      listing.entries.filter((e) => e.kind === 'file'),
+    );
+  }
+}
+
+/** Make `p` match the server: what it holds comes down, what it lacks goes (edits kept). */
+export async function repairPath(ctx: SyncContext, p: string): Promise<void> {
+  const current = await ctx.client.stat(p);
+  const row = ctx.journal.getFile(p);
+  if (row && row.kind !== current?.kind) {
+    if (current) {
+      // A file where we had a folder (or the other way round): ours goes first (D22).
+      const d = decideHint('kind-changed');
+      ctx.traceDecision(p, d, { was: row.kind, now: current.kind });
+      if (d.action === 'replace-kind') await deleteLocal(ctx, p);
+    } else {
+      await deleteLocal(ctx, p); // nothing there: decided as a remote delete
+    }
+  }
+  if (current) await fetchRemoteSubtree(ctx, p, current, true);
+}
+
+/**
+ * Compare the journal's synced view with the server's namespace by Merkle hashes and
+ * repair every entry where they differ as a remote change (download, delete, or keep
+ * both on a conflict). Entries with local operations still queued are left to those.
+ */
+export async function runConsistencyCheck(
+  ctx: SyncContext,
+): Promise<{ paths: string[]; roundTrips: number; repaired: number; atMs: number }> {
+  const local = new LocalMerkle(ctx.journal.allFiles());
+  const found = await findDivergence(local, (paths) => ctx.client.merkle(paths));
+  const busy = ctx.journal
+    .pendingOps()
+    .flatMap(({ op }) => (op.kind === 'move' ? [op.from, op.to] : [op.path]));
+  const related = (a: string, b: string): boolean =>
+    a === b || a.startsWith(b + '/') || b.startsWith(a + '/');
+  let repaired = 0;
+  for (const p of found.paths) {
+    if (busy.some((q) => related(p, q))) continue;
+    ctx.trace('repair', p);
+    await repairPath(ctx, p);
+    repaired += 1;
+  }
+  if (found.paths.length > 0)
+    ctx.status.activity({
+      kind: 'error',
+      path: '',
+      detail: `consistency check repaired ${repaired} item(s)`,
+    });
+  return { ...found, repaired, atMs: ctx.now() };
+}

@@ -1,0 +1,265 @@
+/**
+ * Propagation, remote → local content: small files in bundles, large ones by rsync delta
+ * (our old version's signature goes up, the patch comes down) or whole; every write is
+ * temp + fsync + rename, and a local edit made while the bytes travelled is never
+ * overwritten (the decision is taken again just before the rename). Folders are created
+ * here too (mkdir). Rows D3, D8, D14, D21 of docs/sync-decisions.md end here.
+ */
+import { createReadStream } from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import { patch as rsyncPatch, signature as rsyncSignature } from '@weft/rsync-wasm';
+import { openOldFile } from '@weft/rsync-wasm/node';
+import { type EntryInfo, MAX_BUNDLE_BYTES } from '@weft/wire';
+import { chooseBlockSize } from '../../adaptive.ts';
+import { conflictCopyPath } from '../../conflict-name.ts';
+import { decide, decideHint } from '../../decisions.ts';
+import type { FileRow } from '../../journal/journal.ts';
+import { atomicWrite } from '../../local-fs.ts';
+import { RemoteError } from '../../remote/proxy-client.ts';
+import type { SyncContext } from '../context.ts';
+import { adoptAsEditOf } from './conflict.ts';
+
+/** A file to bring down, with what the decision to do so was based on. */
+export interface Download {
+  readonly entry: EntryInfo;
+  /** The local content the decision saw (undefined: absent). */
+  readonly local: string | undefined;
+  /** The decision-table row that asked for it. */
+  readonly row: string;
+}
+
+/** Small files in bundles of up to 2,000 paths; what the server defers comes whole. */
+export async function downloadSmall(ctx: SyncContext, downloads: readonly Download[]): Promise<void> {
+  for (let i = 0; i < downloads.length; i += 2000) {
+    const chunk = downloads.slice(i, i + 2000);
+    const byPath = new Map(chunk.map((d) => [d.entry.path, d]));
+    let pending = chunk.map((d) => d.entry.path);
+    while (pending.length > 0) {
+      const { bundle, deferred } = await ctx.client.downloadBundle(pending);
+      if (bundle.entries.length > 1) ctx.status.save('requestsSavedByBundling', bundle.entries.length - 1);
+      for (const be of bundle.entries) {
+        const d = byPath.get(be.path);
+        if (!d) continue;
+        await ctx.guarded(d.entry.path, () =>
+          writeDownloaded(ctx, {
+            path: d.entry.path,
+            content: be.content,
+            sha256: be.sha256,
+            revision: be.rev ?? d.entry.revision,
+            mtimeMs: be.mtimeMs,
+            expectedLocal: d.local,
+            row: d.row,
+          }),
+        );
+      }
+      // Every other path was deferred with its reason: a large file comes by GET /v1/files;
+      // no room left in this bundle, or changed while read: ask again; absent: the feed tells.
+      const retry: string[] = [];
+      for (const { path: p, reason } of deferred) {
+        const d = byPath.get(p);
+        if (!d || reason === 'absent') continue;
+        if (reason === 'large' || d.entry.size >= MAX_BUNDLE_BYTES / 2) {
+          await ctx.guarded(p, () => downloadLarge(ctx, d));
+        } else retry.push(p);
+      }
+      pending = retry;
+      if (bundle.entries.length === 0) break;
+    }
+  }
+}
+
+/** A large file: by delta download when we hold an old version, else whole. */
+export async function downloadLarge(ctx: SyncContext, d: Download): Promise<void> {
+  const { entry, local } = d;
+  const abs = await ctx.at(entry.path);
+  const sha = entry.sha256 ?? '';
+  if (local !== undefined && sha !== '') {
+    // Delta download (HyCloud §III-B): send our old version's signature, patch locally.
+    const blockSize = chooseBlockSize(ctx.history(entry.path));
+    const sigChunks: Uint8Array[] = [];
+    for await (const c of rsyncSignature(createReadStream(abs) as AsyncIterable<Uint8Array>, {
+      blockSize,
+    })) {
+      sigChunks.push(c);
+    }
+    const sig = Buffer.concat(sigChunks);
+    try {
+      const container = await ctx.client.downloadDelta(entry.path, local, sig);
+      const old = await openOldFile(abs);
+      try {
+        await writeDownloaded(ctx, {
+          path: entry.path,
+          content: rsyncPatch(old, container.delta, { maxOutputBytes: container.targetSize }),
+          sha256: container.targetSha256,
+          revision: entry.revision,
+          mtimeMs: entry.mtimeMs,
+          expectedLocal: local,
+          row: d.row,
+        });
+      } finally {
+        await old.close();
+      }
+      ctx.status.save(
+        'deltaBytesSaved',
+        Math.max(0, entry.size - container.delta.byteLength - sig.byteLength),
+      );
+      return;
+    } catch (e) {
+      if (!(e instanceof RemoteError)) throw e;
+      // The server cannot build a delta (base unknown): fall back to the whole file.
+    }
+  }
+  const dl = await ctx.client.download(entry.path).catch(unlessGone);
+  if (!dl) return; // gone from the server since: a later change in the feed says where
+  await writeDownloaded(ctx, {
+    path: entry.path,
+    content: dl.body,
+    sha256: dl.sha256 || sha,
+    revision: dl.revision || entry.revision,
+    mtimeMs: entry.mtimeMs,
+    expectedLocal: local,
+    row: d.row,
+  });
+}
+
+/** Write downloaded content in place — or beside it, when the person edited it meanwhile. */
+export async function writeDownloaded(
+  ctx: SyncContext,
+  w: {
+    path: string;
+    content: Uint8Array | AsyncIterable<Uint8Array>;
+    sha256: string;
+    revision: string;
+    mtimeMs: number;
+    /** The local content the decision to download was based on (undefined: absent). */
+    expectedLocal: string | undefined;
+    row: string;
+  },
+): Promise<void> {
+  const p = w.path;
+  const abs = await ctx.at(p);
+  if (ctx.caseInsensitive && ctx.caseClash(p)) {
+    // On this disk the name would land on another file that differs only by case: keep
+    // ours, leave theirs on the server, and say so.
+    const d = decideHint('case-clash');
+    ctx.traceDecision(p, d);
+    if (d.action === 'skip') {
+      ctx.status.warn(`not downloaded: ${p} differs only by case from a file already here`);
+      return;
+    }
+  }
+  const parentRel = p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : '';
+  // A local file where a parent folder must go: keep it (the scanner uploads it as a conflict).
+  if (parentRel !== '') {
+    const pst = await fsp.lstat(await ctx.at(parentRel)).catch(() => undefined);
+    if (pst && !pst.isDirectory()) return;
+  }
+  let previous: string | undefined;
+  let landedAt = p;
+  let row = w.row;
+  const st = await atomicWrite(abs, w.content, {
+    mtimeMs: w.mtimeMs,
+    beforeRename: async () => {
+      // The person may have changed the file since we decided: decide again against what
+      // the decision saw, and never replace an edit made meanwhile.
+      const now = await ctx.localHash(ctx.journal.getFile(p), p);
+      if (now !== w.expectedLocal) {
+        const again = decide({ baseHash: w.expectedLocal, localHash: now, remoteHash: w.sha256 });
+        ctx.traceDecision(p, again, { stage: 'write', base: w.expectedLocal, local: now, remote: w.sha256 });
+        row = again.id;
+        if (again.action !== 'download' && again.action !== 'record' && again.action !== 'nothing') {
+          landedAt = conflictCopyPath(p, 'another device', new Date(ctx.now()), ctx.taken);
+          return ctx.at(landedAt);
+        }
+      }
+      previous = await ctx.trash.keepCopy(abs, ctx.paths.localRel(p));
+    },
+  });
+  ctx.noteLocalName(landedAt);
+  if (landedAt !== p) {
+    // Theirs became the conflicted copy; ours stays and now counts as an edit of theirs.
+    await adoptAsEditOf(ctx, p, w.revision, w.sha256);
+    ctx.markDirty([landedAt]);
+    ctx.status.conflict(p, landedAt, row);
+    return;
+  }
+  // HyCloud Eq. 1: after a large download, measure every candidate block size in idle time.
+  if (previous && Number(st.size) >= ctx.small)
+    ctx.idleEstimates.push({ path: p, oldCopy: previous, newFile: abs });
+  const size = Number(st.size);
+  ctx.journal.upsertFile({
+    path: p,
+    kind: 'file',
+    size,
+    mtimeNs: st.mtimeNs,
+    inode: st.ino,
+    hash: w.sha256,
+    syncedRev: w.revision,
+    syncedHash: w.sha256,
+    signature: null,
+    signatureBlock: null,
+  });
+  ctx.status.update({ bytesDownloaded: ctx.status.get().bytesDownloaded + size });
+  ctx.status.activity({ kind: 'downloaded', path: p, row });
+}
+
+/** Both sides agree on `entry` (or ours wins and is queued): it becomes the new base. */
+export function recordSynced(
+  ctx: SyncContext,
+  entry: EntryInfo,
+  row: FileRow | undefined,
+  local: string | undefined,
+): void {
+  if (local === undefined) return;
+  const base: FileRow = row ?? {
+    path: entry.path,
+    kind: 'file',
+    size: entry.size,
+    mtimeNs: 0n,
+    inode: 0n,
+    hash: local,
+    syncedRev: null,
+    syncedHash: null,
+    signature: null,
+    signatureBlock: null,
+  };
+  const same = base.syncedHash !== null && base.syncedHash === entry.sha256;
+  // A signature belongs to the synced content it was made from: a new base voids it.
+  ctx.journal.upsertFile({
+    ...base,
+    syncedRev: entry.revision,
+    syncedHash: entry.sha256 ?? null,
+    ...(same ? {} : { signature: null, signatureBlock: null }),
+  });
+}
+
+/** A remote folder: create it here (unless a local file is in the way) and record it synced. */
+export async function makeLocalDir(ctx: SyncContext, entry: EntryInfo): Promise<void> {
+  if (entry.kind !== 'dir') return;
+  const row = ctx.journal.getFile(entry.path);
+  if (row?.kind === 'dir' && row.syncedRev !== null) return;
+  const abs = await ctx.at(entry.path);
+  const st = await fsp.lstat(abs).catch(() => undefined);
+  if (st && !st.isDirectory()) return; // a local file is in the way: the scanner reports it
+  await fsp.mkdir(abs, { recursive: true });
+  const now = await fsp.lstat(abs, { bigint: true });
+  ctx.noteLocalName(entry.path);
+  ctx.journal.upsertFile({
+    path: entry.path,
+    kind: 'dir',
+    size: 0,
+    mtimeNs: now.mtimeNs,
+    inode: now.ino,
+    hash: null,
+    syncedRev: entry.revision,
+    syncedHash: null,
+    signature: null,
+    signatureBlock: null,
+  });
+}
+
+/** A download of something the server no longer has yields nothing; other errors stand. */
+export function unlessGone(e: unknown): undefined {
+  if (e instanceof RemoteError && e.status === 404) return undefined;
+  throw e;
+}

@@ -1,0 +1,133 @@
+/**
+ * Propagation, remote → local namespace changes: a remote delete (D12, D13; D15 and D19
+ * keep what was edited here) and a remote move (D20). Nothing is unlinked: what goes,
+ * goes to the trash. See docs/sync-decisions.md.
+ */
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import { type DecisionRow, decide, decideHint } from '../../decisions.ts';
+import { SMUDGED_MTIME } from '../../journal/journal.ts';
+import { PARTIAL_PREFIX } from '../../local-fs.ts';
+import type { Op } from '../../ops.ts';
+import type { SyncContext } from '../context.ts';
+
+/**
+ * `p` is gone from the server. What is here as last synced goes to the trash (D12, or
+ * D13 when it is gone here too); files that are not what we last synced — edited, or
+ * new and not scanned yet — outrank the delete (D15 for a file, D19 for a folder
+ * holding them): they stay, their folders are created again, and they go up again.
+ */
+export async function deleteLocal(ctx: SyncContext, p: string): Promise<void> {
+  const rows = ctx.journal.filesUnder(p);
+  const top = rows[0]?.path === p ? rows[0] : undefined;
+  if (rows.length === 0) return;
+  const abs = await ctx.at(p);
+  const keep = new Map<string, string>();
+  for (const f of await localFilesUnder(ctx, p)) {
+    const row = ctx.journal.getFile(f);
+    const local = await ctx.localHash(row, f);
+    if (local !== undefined && (!row || row.kind !== 'file' || local !== row.syncedHash)) keep.set(f, local);
+  }
+  let d: DecisionRow;
+  const kept = keep.get(p);
+  if (top?.kind === 'file' && kept !== undefined) {
+    d = decide({ baseHash: top.syncedHash ?? undefined, localHash: kept, remoteHash: undefined });
+  } else if (keep.size > 0) {
+    d = decideHint('folder-gone-with-changes');
+  } else {
+    // All here is as last synced (or gone here too): its content is the base.
+    const here = (await fsp.lstat(abs).catch(() => undefined)) !== undefined;
+    d = decide({ baseHash: 'base', localHash: here ? 'base' : undefined, remoteHash: undefined });
+  }
+  ctx.traceDecision(p, d, { kept: keep.size });
+  if (d.action === 'delete-local' || d.action === 'forget') {
+    await ctx.trash.keep(abs, ctx.paths.localRel(p));
+    ctx.journal.deleteFilesUnder(p);
+    ctx.forgetLocalNames(p);
+    ctx.status.activity({ kind: 'deleted', path: p, row: d.id });
+    return;
+  }
+  if (d.action !== 'upload' && d.action !== 'keep-changed') return;
+  const holdsKept = (dir: string): boolean => [...keep.keys()].some((k) => k.startsWith(dir + '/'));
+  const ops: Op[] = [];
+  // Deepest first, so a folder is looked at after everything in it.
+  for (const r of [...rows].sort((a, b) => (a.path < b.path ? 1 : -1))) {
+    const rAbs = await ctx.at(r.path);
+    if (r.kind === 'file') {
+      if (keep.has(r.path)) {
+        ctx.journal.upsertFile({
+          ...r,
+          syncedRev: null,
+          syncedHash: null,
+          mtimeNs: SMUDGED_MTIME,
+          hash: null,
+        });
+      } else {
+        await ctx.trash.keep(rAbs, ctx.paths.localRel(r.path));
+        ctx.journal.deleteFile(r.path);
+        ctx.forgetLocalNames(r.path);
+      }
+    } else if (holdsKept(r.path)) {
+      ctx.journal.upsertFile({ ...r, syncedRev: null });
+      ops.push({ kind: 'mkdir', path: r.path, created: true });
+    } else {
+      await ctx.trash.keep(rAbs, ctx.paths.localRel(r.path));
+      ctx.journal.deleteFilesUnder(r.path);
+      ctx.forgetLocalNames(r.path);
+    }
+  }
+  ctx.journal.enqueueMany(ops.reverse());
+  ctx.markDirty([p]); // the kept files are uploaded as new by the scan
+  ctx.status.activity({ kind: 'deleted', path: p, detail: `kept ${keep.size} changed file(s)`, row: d.id });
+}
+
+/** Files on disk at or under `p` (not ignored, not our temp files), as folder paths. */
+async function localFilesUnder(ctx: SyncContext, p: string): Promise<string[]> {
+  const out: string[] = [];
+  const visit = async (rel: string): Promise<void> => {
+    const abs = await ctx.at(rel).catch(() => undefined);
+    if (abs === undefined) return;
+    const st = await fsp.lstat(abs).catch(() => undefined);
+    if (!st) return;
+    if (st.isFile()) {
+      if (!ctx.ignore.ignores(rel, false)) out.push(rel);
+      return;
+    }
+    if (!st.isDirectory() || ctx.ignore.ignores(rel, true)) return;
+    const names = await fsp.readdir(abs).catch(() => [] as string[]);
+    for (const n of names) {
+      if (n.startsWith(PARTIAL_PREFIX)) continue;
+      const remote = ctx.paths.remoteName(n.normalize('NFC'));
+      if (remote !== undefined) await visit(`${rel}/${remote}`);
+    }
+  };
+  await visit(p);
+  return out;
+}
+
+/**
+ * D20: rename the local entry `from` to `to` as the server did (journal rows follow).
+ * Returns false when the rename failed here; the caller then takes D21.
+ */
+export async function moveLocal(
+  ctx: SyncContext,
+  from: string,
+  to: string,
+  revision: string,
+): Promise<boolean> {
+  const absFrom = await ctx.at(from);
+  const absTo = await ctx.at(to);
+  await fsp.mkdir(nodePath.dirname(absTo), { recursive: true });
+  try {
+    await fsp.rename(absFrom, absTo);
+  } catch {
+    return false;
+  }
+  ctx.journal.moveFiles(from, to);
+  ctx.forgetLocalNames(from);
+  ctx.noteLocalName(to);
+  const moved = ctx.journal.getFile(to);
+  if (moved) ctx.journal.upsertFile({ ...moved, syncedRev: revision });
+  ctx.status.activity({ kind: 'moved', path: to, detail: from, row: decideHint('moved').id });
+  return true;
+}

@@ -1,0 +1,133 @@
+/**
+ * Propagation, local → remote, small files: queued puts packed into bundles of up to
+ * MAX_BUNDLE_BYTES (docs/formats/bundle.md), compressed when it pays (CoCloud Eq. 3–4),
+ * and the outcome of each file's write recorded with its queue entry in one transaction.
+ */
+import { createHash } from 'node:crypto';
+import * as fsp from 'node:fs/promises';
+import {
+  type BundleEntry,
+  BUNDLE_OVERHEAD,
+  MAX_BUNDLE_BYTES,
+  type OpResult,
+  bundleEntrySize,
+  encodeBundle,
+} from '@weft/wire';
+import { decideHint } from '../../decisions.ts';
+import type { Op } from '../../ops.ts';
+import type { SyncContext } from '../context.ts';
+import { noteServerConflict } from './conflict.ts';
+
+export async function uploadBundles(ctx: SyncContext, run: readonly { id: number; op: Op }[]): Promise<void> {
+  let batch: { id: number; entry: BundleEntry }[] = [];
+  let bytes = BUNDLE_OVERHEAD;
+  const flush = async (): Promise<void> => {
+    if (batch.length === 0) return;
+    const current = batch;
+    batch = [];
+    bytes = BUNDLE_OVERHEAD;
+    ctx.journal.markSent(current.map((b) => ({ path: b.entry.path, sha256: b.entry.sha256 })));
+    const encoded = encodeBundle(
+      current.map((b) => b.entry),
+      {
+        compress:
+          shouldCompress(current.map((b) => b.entry.path)) &&
+          ctx.compression.shouldCompress(
+            current.map((b) => b.entry.content),
+            ctx.uploadRate.rate,
+          ),
+      },
+    );
+    const started = performance.now();
+    const results = await ctx.client.uploadBundle(encoded);
+    ctx.trace(
+      'bundle',
+      current.map((b, i) => ({
+        path: b.entry.path,
+        rev: b.entry.rev,
+        sha: b.entry.sha256,
+        result: results[i]?.result,
+      })),
+    );
+    ctx.uploadRate.add(encoded.byteLength, (performance.now() - started) / 1000);
+    if (current.length > 1) ctx.status.save('requestsSavedByBundling', current.length - 1);
+    ctx.journal.transaction(() => {
+      current.forEach((b, i) => {
+        const r = results[i]?.result;
+        finishPut(ctx, b.id, b.entry.path, b.entry.sha256, r);
+      });
+    });
+    ctx.status.update({ bytesUploaded: ctx.status.get().bytesUploaded + encoded.byteLength });
+  };
+  for (const q of run) {
+    if (q.op.kind !== 'put') continue;
+    let abs: string;
+    let content: Buffer;
+    try {
+      abs = await ctx.at(q.op.path);
+      content = await fsp.readFile(abs);
+    } catch {
+      ctx.journal.completeOp(q.id, () => undefined); // gone since: the scanner queues its delete
+      continue;
+    }
+    const sha = createHash('sha256').update(content).digest('hex');
+    const row = ctx.journal.getFile(q.op.path);
+    const st = await fsp.lstat(abs, { bigint: true });
+    const entry: BundleEntry = {
+      path: q.op.path,
+      rev: row?.syncedRev ?? null,
+      mtimeMs: Number(st.mtimeMs),
+      sha256: sha,
+      content,
+    };
+    const size = bundleEntrySize(entry.path, entry.rev, content.byteLength);
+    if (bytes + size > MAX_BUNDLE_BYTES) await flush();
+    batch.push({ id: q.id, entry });
+    bytes += size;
+  }
+  await flush();
+}
+
+/** Record the outcome of one file write on the server (any upload path ends here). */
+export function finishPut(
+  ctx: SyncContext,
+  opId: number,
+  p: string,
+  sha: string,
+  r: OpResult | undefined,
+  signature?: { bytes: Buffer; block: number },
+): void {
+  ctx.journal.completeOp(opId, () => {
+    ctx.journal.clearSent(p);
+    if (!r) return;
+    if (r.status === 'applied' && r.entry) {
+      const row = ctx.journal.getFile(p);
+      if (row) {
+        ctx.journal.upsertFile({
+          ...row,
+          syncedRev: r.entry.revision,
+          syncedHash: r.entry.sha256 ?? sha,
+          signature: signature?.bytes ?? null,
+          signatureBlock: signature?.block ?? null,
+        });
+      }
+    }
+    if (r.status === 'error') ctx.status.activity({ kind: 'error', path: p, detail: r.error.message });
+  });
+  if (r?.status === 'error') {
+    const d = decideHint('refused');
+    ctx.traceDecision(p, d, { code: r.error.code });
+    if (d.action === 'reconcile') ctx.control.reconcileEverything();
+  }
+  if (r?.status === 'applied') ctx.status.activity({ kind: 'uploaded', path: p });
+  if (r?.status === 'conflict')
+    noteServerConflict(ctx, { kind: 'put', path: p, hash: sha, size: 0, created: false }, r);
+}
+
+/** Compress bundles of text-like files; already-compressed formats are sent as they are. */
+function shouldCompress(paths: readonly string[]): boolean {
+  const packed =
+    /\.(zip|gz|tgz|bz2|xz|zst|7z|rar|jpe?g|png|gif|webp|heic|mp[34]|m4a|mov|avi|mkv|pdf|docx|xlsx|pptx)$/i;
+  const compressible = paths.filter((p) => !packed.test(p)).length;
+  return compressible * 2 >= paths.length;
+}

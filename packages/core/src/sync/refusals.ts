@@ -1,0 +1,82 @@
+/**
+ * The server refused one of our operations (rows D23–D26 of docs/sync-decisions.md): the
+ * two sides would drift apart, so mend it at once without losing either side's content.
+ */
+import * as fsp from 'node:fs/promises';
+import { conflictCopyPath } from '../conflict-name.ts';
+import { decideHint } from '../decisions.ts';
+import type { Op } from '../ops.ts';
+import type { SyncContext } from './context.ts';
+import { fetchRemoteSubtree } from './discovery/remote.ts';
+import { adoptServerCopy } from './propagate/conflict.ts';
+
+/**
+ * - D24: a move onto a name someone else took meanwhile keeps both: ours moves on under a
+ *   conflicted-copy name, theirs comes down;
+ * - D25: a move whose source the server no longer has (deleted or moved elsewhere by
+ *   another device) makes what we moved new content there;
+ * - D26: anything else: compare the whole folder with the server on the next pull.
+ */
+export async function repairFailedOp(ctx: SyncContext, op: Op, code: string): Promise<void> {
+  if (op.kind === 'move' && code === 'ALREADY_EXISTS') {
+    const d = decideHint('refused-taken');
+    ctx.traceDecision(op.to, d, { from: op.from, code });
+    if (d.action === 'move-to-copy' && (await moveToCopy(ctx, op, d.id))) return;
+  }
+  if (op.kind === 'move' && code === 'NOT_FOUND') {
+    const d = decideHint('refused-source-gone');
+    ctx.traceDecision(op.to, d, { from: op.from, code });
+    if (d.action === 'reupload') return reupload(ctx, op.to);
+  }
+  const d = decideHint('refused');
+  ctx.traceDecision(op.kind === 'move' ? op.to : op.path, d, { code });
+  if (d.action === 'reconcile') ctx.control.reconcileEverything();
+}
+
+/** D24: move ours on to a conflicted-copy name (there and here), then fetch theirs. */
+async function moveToCopy(
+  ctx: SyncContext,
+  op: Extract<Op, { kind: 'move' }>,
+  rowId: string,
+): Promise<boolean> {
+  const copy = conflictCopyPath(op.to, ctx.deviceName, new Date(ctx.now()), ctx.taken);
+  const [r] = await ctx.client.ops([{ op: 'move', from: op.from, to: copy }]);
+  if (r?.status !== 'applied') return false;
+  const moved = await Promise.all([ctx.at(op.to), ctx.at(copy)])
+    .then(([a, b]) => fsp.rename(a, b))
+    .then(() => true)
+    .catch(() => false);
+  ctx.journal.transaction(() => {
+    if (moved) ctx.journal.moveFiles(op.to, copy);
+    const row = ctx.journal.getFile(copy);
+    if (row && r.entry) ctx.journal.upsertFile({ ...row, syncedRev: r.entry.revision });
+  });
+  if (!moved) ctx.markDirty([copy]);
+  ctx.status.conflict(op.to, copy, rowId);
+  await fetchRemoteSubtree(ctx, op.to);
+  return true;
+}
+
+/** D25: everything at or under `to` goes up again as new. */
+function reupload(ctx: SyncContext, to: string): void {
+  const ops: Op[] = [];
+  ctx.journal.transaction(() => {
+    for (const row of ctx.journal.filesUnder(to)) {
+      ctx.journal.upsertFile({ ...row, syncedRev: null, syncedHash: null });
+      if (row.kind === 'dir') ops.push({ kind: 'mkdir', path: row.path, created: true });
+      else if (row.hash)
+        ops.push({ kind: 'put', path: row.path, hash: row.hash, size: row.size, created: true });
+    }
+  });
+  ctx.journal.enqueueMany(ops);
+}
+
+/** D23, once the request that met them is done: ours to the server's copy name, theirs down. */
+export async function resolveServerConflicts(ctx: SyncContext): Promise<void> {
+  for (const c of ctx.serverConflicts.splice(0))
+    await ctx.guarded(c.path, async () => {
+      await adoptServerCopy(ctx, c);
+      // Whatever the server now has at the path (or nothing): apply it as a remote change.
+      await fetchRemoteSubtree(ctx, c.path);
+    });
+}
