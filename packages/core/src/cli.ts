@@ -13,6 +13,7 @@ import * as nodePath from 'node:path';
 import { parseArgs } from 'node:util';
 import { startAgent } from './agent.ts';
 import { installProcessGuard } from './process-guard.ts';
+import { usageLine } from './storage-usage.ts';
 import { readSecretFile } from './token-file.ts';
 import { openLoginInBrowser } from './ui-server/browser-open.ts';
 import type { FolderStatus } from './status.ts';
@@ -147,6 +148,7 @@ if (command === 'agent') {
     out(`${s.folder}: ${state}${s.error ? ` (${s.error})` : ''}`);
     out(`  files ${s.files}, waiting ${s.pendingOperations}, conflicts ${s.conflicts.length}`);
     out(`  uploaded ${s.bytesUploaded} B, downloaded ${s.bytesDownloaded} B`);
+    if (s.storage) out(`  ${usageLine(s.storage)}`);
     out(
       `  saved: ${s.savings.deltaBytesSaved} B by delta, ${s.savings.requestsSavedByBundling} requests by bundling, ${s.savings.operationsEliminated} operations eliminated`,
     );

@@ -52,6 +52,12 @@ export function bytesInWords(n: number): string {
   return i === 0 ? `${n} bytes` : `${v.toFixed(v >= 100 ? 0 : 1).replace(/\.0$/, '')} ${units[i]}`;
 }
 
+/** One line for `weft status`: "Weft storage: 2.1 GB of 5 GB used (full: uploads wait)". */
+export function usageLine(u: StorageStatus): string {
+  const of = u.limitBytes === null ? '' : ` of ${bytesInWords(u.limitBytes)}`;
+  return `Weft storage: ${bytesInWords(u.usedBytes)}${of} used${u.full ? ' (full: uploads wait)' : ''}`;
+}
+
 export interface StorageWatchOptions {
   /** `GET /v1/usage`; absent: the server side has no usage to show (nothing is read). */
   readonly usage: (() => Promise<{ usedBytes: number; limitBytes: number | null }>) | undefined;

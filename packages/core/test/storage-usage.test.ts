@@ -6,7 +6,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { RemoteError } from '../src/remote/proxy-client.ts';
 import { StatusModel } from '../src/status.ts';
-import { StorageWatch, bytesInWords, isQuotaExceeded } from '../src/storage-usage.ts';
+import { StorageWatch, bytesInWords, isQuotaExceeded, usageLine } from '../src/storage-usage.ts';
 
 const refusal = (usedBytes: number, limitBytes: number, neededBytes: number): RemoteError =>
   new RemoteError(507, 'QUOTA_EXCEEDED', 'Weft storage is full', { usedBytes, limitBytes, neededBytes });
@@ -112,9 +112,15 @@ describe('StorageWatch', () => {
     t.watch.dispose();
   });
 
-  it('says bytes in words', () => {
+  it('says bytes in words, and the usage line of `weft status`', () => {
     expect(bytesInWords(999)).toBe('999 bytes');
     expect(bytesInWords(5_000_000_000)).toBe('5 GB');
     expect(bytesInWords(2_140_000_000)).toBe('2.1 GB');
+    const u = { usedBytes: 2_140_000_000, limitBytes: 5_000_000_000, checkedAtMs: 0 };
+    expect(usageLine(u)).toBe('Weft storage: 2.1 GB of 5 GB used');
+    expect(usageLine({ ...u, limitBytes: null })).toBe('Weft storage: 2.1 GB used');
+    expect(usageLine({ ...u, full: { sinceMs: 0, neededBytes: 1, nextCheckMs: 0 } })).toBe(
+      'Weft storage: 2.1 GB of 5 GB used (full: uploads wait)',
+    );
   });
 });
