@@ -138,7 +138,17 @@ export class StorageWatch implements Disposable {
 
   /** Read usage now (the UI's "check again"); resumes uploads if there is room. */
   check(): Promise<void> {
-    if (!this.options.usage || this.disposed) return Promise.resolve();
+    if (this.disposed) return Promise.resolve();
+    if (!this.options.usage) {
+      // No usage to read (a store without quotas that refused anyway): try the uploads again
+      // once the backoff is over.
+      if (this.full) {
+        this.full = undefined;
+        this.publish();
+        this.options.onRoom();
+      }
+      return Promise.resolve();
+    }
     return (this.reading ??= this.read().finally(() => (this.reading = undefined)));
   }
 

@@ -112,6 +112,23 @@ describe('StorageWatch', () => {
     t.watch.dispose();
   });
 
+  it('without a usage to read, a refusal waits out the backoff and then tries again', async () => {
+    const status = new StatusModel('/h');
+    let rooms = 0;
+    const watch = new StorageWatch({
+      usage: undefined,
+      status,
+      onRoom: () => void (rooms += 1),
+      timings: { fullCheckMs: 10_000, fullCheckMaxMs: 40_000 },
+    });
+    watch.refused(refusal(10, 10, 1));
+    await vi.advanceTimersByTimeAsync(9_999);
+    expect([watch.isFull, rooms]).toEqual([true, 0]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect([watch.isFull, rooms]).toEqual([false, 1]);
+    watch.dispose();
+  });
+
   it('says bytes in words, and the usage line of `weft status`', () => {
     expect(bytesInWords(999)).toBe('999 bytes');
     expect(bytesInWords(5_000_000_000)).toBe('5 GB');
