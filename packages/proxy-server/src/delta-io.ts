@@ -1,16 +1,16 @@
 /**
  * Delta uploads and downloads without holding a file-sized buffer (issue #14): an uploaded
- * delta container is patched as its body arrives, and a delta download is written to a
+ * delta container's header is checked before its body is read (the body is then patched as
+ * it arrives, by @weft/rsync-wasm/node's patchToFile), and a delta download is written to a
  * temporary file and streamed from there. Memory per request stays at a few MiB whatever
  * the file size; the patched output never exceeds the size the container declares.
  */
-import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { Readable, Transform, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { crc32, createDeflateRaw, deflateRawSync } from 'node:zlib';
-import { delta as rsyncDelta, patch, type OldFileReader, type Signature } from '@weft/rsync-wasm';
+import { delta as rsyncDelta, type Signature } from '@weft/rsync-wasm';
 import {
   DELTA_CONTAINER_HEADER_SIZE,
   DELTA_CONTAINER_TRAILER_SIZE,
@@ -46,38 +46,6 @@ export async function openDeltaUpload(
   if (opened.header.storedLength > limits.maxDeltaBytes)
     throw new ApiError('PAYLOAD_TOO_LARGE', `a delta container above ${limits.maxDeltaBytes} bytes`);
   return opened;
-}
-
-/**
- * Patches `old` with a streamed delta into `tmp`, stopping at the first byte past the
- * declared target size; HASH_MISMATCH unless the result has exactly the declared size and
- * SHA-256. On any failure the caller removes `tmp` (it holds at most the declared size).
- */
-export async function patchToFile(
-  old: OldFileReader | Uint8Array,
-  delta: AsyncIterable<Uint8Array>,
-  header: DeltaContainerHeader,
-  tmp: string,
-): Promise<{ size: number }> {
-  const hash = createHash('sha256');
-  let size = 0;
-  await pipeToFile(tmp, (out) =>
-    pipeline(
-      Readable.from(
-        (async function* () {
-          for await (const chunk of patch(old, delta, { maxOutputBytes: header.targetSize })) {
-            hash.update(chunk);
-            size += chunk.byteLength;
-            yield chunk;
-          }
-        })(),
-      ),
-      out,
-    ),
-  );
-  if (size !== header.targetSize || hash.digest('hex') !== header.targetSha256)
-    throw new ApiError('HASH_MISMATCH', 'the patched result does not match the target size and SHA-256');
-  return { size };
 }
 
 /**

@@ -10,9 +10,9 @@
 import * as fsp from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import type { OldFileReader, Signature } from '@weft/rsync-wasm';
-import { openOldFile } from '@weft/rsync-wasm/node';
+import { openOldFile, patchToFile } from '@weft/rsync-wasm/node';
 import type { EntryInfo, OpResult } from '@weft/wire';
-import { deltaDownload, type DeltaLimits, openDeltaUpload, patchToFile } from './delta-io.ts';
+import { deltaDownload, type DeltaLimits, openDeltaUpload } from './delta-io.ts';
 import { ApiError } from './errors.ts';
 import type { OpScheduler } from './scheduler.ts';
 import { checkNewPath, type HybridStore, type Writer } from './store/hybrid.ts';
@@ -70,8 +70,12 @@ export class DeltaService {
     const base = await this.openBase(w.userId, found, c.baseSha256);
     const tmp = store.tempFile();
     try {
-      const { size } = await patchToFile(base.old, delta, c, tmp);
+      // Capped at the declared size, hashed as it is written: no second pass over the file.
+      const patched = await patchToFile(base.old, delta, tmp, { maxOutputBytes: c.targetSize });
       await base.release();
+      if (patched.size !== c.targetSize || patched.sha256 !== c.targetSha256)
+        throw new ApiError('HASH_MISMATCH', 'the patched result does not match the target size and SHA-256');
+      const size = patched.size;
       return await scheduler.submit({
         namespace: w.userId,
         paths: [q.path],

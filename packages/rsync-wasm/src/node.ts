@@ -1,7 +1,9 @@
 // Node-only helpers (file access); the rest of the package also runs in browsers.
-import { open, type FileHandle } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { open, rm, type FileHandle } from 'node:fs/promises';
 import { OldReaderError } from './errors.ts';
-import type { OldFileReader } from './patch.ts';
+import { patch, type OldFileReader, type PatchOptions } from './patch.ts';
+import type { ByteSource } from './source.ts';
 
 export interface OldFile extends OldFileReader {
   close(): Promise<void>;
@@ -52,4 +54,43 @@ export async function openOldFile(path: string): Promise<OldFile> {
     },
     close: () => handle.close(),
   };
+}
+
+export interface PatchToFileOptions extends PatchOptions {
+  /** fsync the file before closing it (it is about to be moved into place). */
+  readonly sync?: boolean;
+}
+
+/**
+ * patch() into a new file at `path` (mode 0600), hashing the output as it is written: the
+ * result's size and SHA-256 without reading the file back. Output stops at
+ * `maxOutputBytes` (OUTPUT_TOO_LARGE). When this returns the file is closed (fsynced first
+ * with `sync`); when it throws, the file is closed and removed.
+ */
+export async function patchToFile(
+  old: OldFileReader | Uint8Array,
+  delta: ByteSource,
+  path: string,
+  options: PatchToFileOptions = {},
+): Promise<{ size: number; sha256: string }> {
+  const handle = await open(path, 'w', 0o600);
+  const hash = createHash('sha256');
+  let size = 0;
+  try {
+    for await (const chunk of patch(old, delta, options)) {
+      hash.update(chunk);
+      size += chunk.byteLength;
+      for (let done = 0; done < chunk.byteLength;) {
+        const { bytesWritten } = await handle.write(chunk, done, chunk.byteLength - done);
+        done += bytesWritten;
+      }
+    }
+    if (options.sync) await handle.sync();
+  } catch (e) {
+    await handle.close().catch(() => undefined);
+    await rm(path, { force: true });
+    throw e;
+  }
+  await handle.close();
+  return { size, sha256: hash.digest('hex') };
 }

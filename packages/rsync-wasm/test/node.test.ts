@@ -1,9 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { collect, delta, OldReaderError, patch, signature } from '../src/index.ts';
-import { openOldFile } from '../src/node.ts';
+import { openOldFile, patchToFile } from '../src/node.ts';
 import { equalBytes, pseudoRandom } from './helpers.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'rsync-wasm-'));
@@ -28,5 +29,33 @@ describe('openOldFile', () => {
     } finally {
       await old.close();
     }
+  });
+});
+
+describe('patchToFile', () => {
+  it('writes the patched file and reports its size and SHA-256', async () => {
+    const oldBytes = pseudoRandom(700_000, 3);
+    const newBytes = oldBytes.slice(100_000);
+    newBytes.set(pseudoRandom(3000, 4), 200_000);
+    const sig = await collect(signature(oldBytes, { blockSize: 2048 }));
+    const d = await collect(delta(sig, newBytes));
+    const path = join(dir, 'patched.bin');
+    const got = await patchToFile(oldBytes, d, path, { sync: true, maxOutputBytes: newBytes.length });
+    expect(got).toEqual({
+      size: newBytes.length,
+      sha256: createHash('sha256').update(newBytes).digest('hex'),
+    });
+    expect(equalBytes(readFileSync(path), newBytes)).toBe(true);
+  });
+
+  it('removes the file when the output would pass maxOutputBytes', async () => {
+    const oldBytes = pseudoRandom(100_000, 5);
+    const sig = await collect(signature(oldBytes, { blockSize: 1024 }));
+    const d = await collect(delta(sig, oldBytes));
+    const path = join(dir, 'capped.bin');
+    await expect(patchToFile(oldBytes, d, path, { maxOutputBytes: 99_999 })).rejects.toMatchObject({
+      code: 'OUTPUT_TOO_LARGE',
+    });
+    expect(existsSync(path)).toBe(false);
   });
 });

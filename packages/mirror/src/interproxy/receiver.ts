@@ -7,16 +7,14 @@
  * this proxy's clouds), updates the cache and, when idle, the block-size history.
  */
 import { randomBytes } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { createHash } from 'node:crypto';
 import pino, { type Logger } from 'pino';
 import type WebSocket from 'ws';
-import { collect, estimateEliminationRatios, patch, signature } from '@weft/rsync-wasm';
-import { openOldFile } from '@weft/rsync-wasm/node';
+import { collect, estimateEliminationRatios, signature } from '@weft/rsync-wasm';
+import { openOldFile, patchToFile } from '@weft/rsync-wasm/node';
 import { decodeBundle } from '@weft/wire/bundle';
 import { decodeDeltaContainer } from '@weft/wire/delta-container';
 import { WireFormatError } from '@weft/wire/errors';
@@ -558,35 +556,19 @@ export class PeerReceiver {
       throw new FileFailure('CHECKSUM', `${file.path}: delta produces another content than announced`);
     const old = await openOldFile(this.cache.objectPath(c.baseSha256));
     const tmp = this.cache.tempPath();
-    const h = createHash('sha256');
-    let size = 0;
+    let patched: { size: number; sha256: string };
     try {
-      const out = createWriteStream(tmp);
-      await pipeline(
-        Readable.from(
-          (async function* () {
-            for await (const chunk of patch(old, c.delta, { maxOutputBytes: c.targetSize })) {
-              h.update(chunk);
-              size += chunk.byteLength;
-              yield chunk;
-            }
-          })(),
-        ),
-        out,
-      );
+      // Hashed as written and fsynced (it is moved into place next); removed on failure.
+      patched = await patchToFile(old, c.delta, tmp, { maxOutputBytes: c.targetSize, sync: true });
     } catch (e) {
-      await fsp.rm(tmp, { force: true });
       throw new FileFailure('BASIS', `${file.path}: patch failed: ${(e as Error).message}`);
     } finally {
       await old.close();
     }
-    if (h.digest('hex') !== file.sha256 || size !== file.size) {
+    if (patched.sha256 !== file.sha256 || patched.size !== file.size) {
       await fsp.rm(tmp, { force: true });
       throw new FileFailure('CHECKSUM', `${file.path}: patched content does not match`);
     }
-    const fh = await fsp.open(tmp, 'r+');
-    await fh.sync();
-    await fh.close();
     return this.cache.adoptFile(tmp, file.sha256);
   }
 
