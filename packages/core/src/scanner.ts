@@ -14,12 +14,15 @@
  *   on Windows is the remote `CON.txt`. A name that is not one Weft writes (it would not
  *   come back unchanged) is skipped with a warning and left on disk.
  */
+import { createHash } from 'node:crypto';
+import type { BigIntStats } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { caseFoldKey, normalizePath } from '@weft/providers/paths';
 import type { IgnoreRules } from './ignore-rules.ts';
 import { IGNORE_FILE } from './ignore-rules.ts';
 import type { FileRow, Journal } from './journal/journal.ts';
+import { BoundedTasks } from './bounded-tasks.ts';
 import { PARTIAL_PREFIX, sha256File } from './local-fs.ts';
 import { LocalPaths, UnsafeLocalPathError, encodeName } from './local-path.ts';
 import type { Op } from './ops.ts';
@@ -55,6 +58,20 @@ export class ScanStopped extends Error {
  * for milliseconds, not seconds (issue #16).
  */
 export const ENQUEUE_BATCH = 1_000;
+
+/** Names of one folder whose stats are asked for together. */
+const STAT_CHUNK = 64;
+/** Files hashed at once (reads overlap in the thread pool; small files are read whole). */
+const HASH_CONCURRENCY = 8;
+/** Files up to this size are read in one call to hash them, not streamed. */
+const WHOLE_READ_BYTES = 1024 * 1024;
+
+async function hashFile(abs: string, size: number): Promise<string> {
+  if (size > WHOLE_READ_BYTES) return sha256File(abs);
+  return createHash('sha256')
+    .update(await fsp.readFile(abs))
+    .digest('hex');
+}
 
 export interface ScanResult {
   readonly ops: Op[];
@@ -140,7 +157,23 @@ export async function scan(
         /* unreadable: keep the previous rules */
       }
     }
-    for (const name of names) {
+    // Stats are asked for a chunk of names at once (the thread pool works on them together),
+    // then the names are handled in order.
+    const stats = new Map<string, Promise<BigIntStats | undefined>>();
+    const statOf = (i: number): Promise<BigIntStats | undefined> => {
+      if (i % STAT_CHUNK === 0)
+        for (const n of names.slice(i, i + STAT_CHUNK))
+          stats.set(
+            n,
+            fsp.lstat(nodePath.join(dirAbs, n), { bigint: true }).catch(() => undefined),
+          );
+      const name = names[i] as string;
+      const st = stats.get(name) as Promise<BigIntStats | undefined>;
+      stats.delete(name);
+      return st;
+    };
+    for (const [i, name] of names.entries()) {
+      const stat = statOf(i);
       if (name.startsWith(PARTIAL_PREFIX)) continue;
       // Back to the remote name (NFC first: macOS may hand us NFD).
       const remoteName = paths.remoteName(name.normalize('NFC'));
@@ -163,12 +196,8 @@ export async function scan(
         defer(() => realJournal.recordLocalName(rel, name.normalize('NFC'), reason));
       }
       const abs = nodePath.join(dirAbs, name);
-      let st: import('node:fs').BigIntStats;
-      try {
-        st = await fsp.lstat(abs, { bigint: true });
-      } catch {
-        continue;
-      }
+      const st = await stat;
+      if (st === undefined) continue;
       if (st.isSymbolicLink() || (!st.isFile() && !st.isDirectory())) {
         warnings.push(`skipped ${rel}: symbolic links and special files are not synced`);
         continue;
@@ -265,6 +294,35 @@ export async function scan(
     }
   }
 
+  const cheaplyUnchanged = (e: DiskEntry, row: FileRow | undefined): boolean =>
+    row !== undefined &&
+    row.kind === 'file' &&
+    row.size === e.size &&
+    row.mtimeNs === e.mtimeNs &&
+    row.inode === e.inode &&
+    row.hash !== null;
+  const settled = (e: DiskEntry): boolean => nowNs - e.mtimeNs >= settleNs;
+  // Hash what needs it, several files at once; the loop below uses the results in order.
+  // 'unsettled': changed while hashed (left for the next scan); 'gone': unreadable or vanished.
+  const hashed = new Map<string, string>();
+  const tasks = new BoundedTasks(HASH_CONCURRENCY);
+  for (const e of sortedDisk) {
+    if (e.kind !== 'file' || cheaplyUnchanged(e, known.get(e.path)) || !settled(e)) continue;
+    stopCheck();
+    await tasks.add(async () => {
+      let outcome: string;
+      try {
+        const hash = await hashFile(e.abs, e.size);
+        const again = await fsp.lstat(e.abs, { bigint: true });
+        outcome = again.mtimeNs !== e.mtimeNs || Number(again.size) !== e.size ? 'unsettled' : hash;
+      } catch {
+        outcome = 'gone';
+      }
+      hashed.set(e.path, outcome);
+    });
+  }
+  await tasks.drain();
+
   for (const e of sortedDisk) {
     stopCheck();
     const row = known.get(e.path);
@@ -282,30 +340,15 @@ export async function scan(
       }
       continue;
     }
-    if (
-      row &&
-      row.kind === 'file' &&
-      row.size === e.size &&
-      row.mtimeNs === e.mtimeNs &&
-      row.inode === e.inode &&
-      row.hash
-    ) {
-      continue; // unchanged by every cheap measure
-    }
-    if (nowNs - e.mtimeNs < settleNs) {
+    if (cheaplyUnchanged(e, row)) continue; // unchanged by every cheap measure
+    if (!settled(e)) {
       unsettled.push(e.path);
       continue;
     }
-    let hash: string;
-    try {
-      hash = await sha256File(e.abs);
-      // Changed while we hashed: leave it for the next scan.
-      const again = await fsp.lstat(e.abs, { bigint: true });
-      if (again.mtimeNs !== e.mtimeNs || Number(again.size) !== e.size) {
-        unsettled.push(e.path);
-        continue;
-      }
-    } catch {
+    const hash = hashed.get(e.path) ?? 'gone';
+    if (hash === 'gone') continue;
+    if (hash === 'unsettled') {
+      unsettled.push(e.path); // changed while we hashed: leave it for the next scan
       continue;
     }
     if (row && row.kind === 'dir') {
