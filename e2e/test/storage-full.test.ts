@@ -130,6 +130,16 @@ describe('Weft storage full', () => {
     expect(a.engine.getStatus().state).toBe('full');
     expect(uploads(a)).toBe(sent);
 
+    // Operations that add no bytes and do not touch the waiting upload go on: a folder, a move.
+    await fsp.mkdir(nodePath.join(a.folder, 'kept'));
+    await fsp.rename(nodePath.join(a.folder, 'keep.bin'), nodePath.join(a.folder, 'kept', 'keep.bin'));
+    a.engine.markDirty(['']);
+    await a.engine.syncNow();
+    await until('the move reached the server', () => proxyHas(a.client, 'kept/keep.bin'));
+    expect(await proxyHas(a.client, 'keep.bin')).toBe(false);
+    expect(a.engine.getStatus()).toMatchObject({ state: 'full', pendingOperations: 1 });
+    expect(uploads(a)).toBe(sent);
+
     // A delete goes through while full, frees space, and the waiting upload resumes by itself.
     await fsp.rm(nodePath.join(a.folder, 'old.bin'));
     a.engine.markDirty(['old.bin']);
