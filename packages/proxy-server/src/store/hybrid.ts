@@ -44,8 +44,7 @@ import {
   signatureBlockSize,
   signatureKey,
 } from './link-file.ts';
-import type { ChangeInput, EntryRow, MetadataStore } from './metadata.ts';
-import { publicEntry } from './sqlite.ts';
+import { type ChangeInput, type EntryRow, type MetadataStore, publicEntry } from './metadata.ts';
 import type { RelayCache } from './relay-cache.ts';
 import { QuotaLedger } from './quota.ts';
 import { collectGarbage, type GcResult } from './gc.ts';

@@ -10,6 +10,12 @@ export interface EntryRow extends EntryInfo {
   readonly fsRevision: string;
 }
 
+/** An index row as clients see it (without the tier revision). */
+export function publicEntry(e: EntryRow): EntryInfo {
+  const { fsRevision: _fs, ...rest } = e;
+  return rest;
+}
+
 export interface DeviceRow {
   readonly id: string;
   readonly userId: string;

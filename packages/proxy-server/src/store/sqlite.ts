@@ -9,16 +9,17 @@ import Database from 'better-sqlite3';
 import { migrate } from '@weft/providers/sqlite-migrations';
 import type { ChangeRecord, EntryInfo } from '@weft/wire';
 import { privateDatabaseFile } from '../private-files.ts';
-import type {
-  ChangeInput,
-  DeviceInfoRow,
-  DeviceRow,
-  EntryRow,
-  InviteRefusal,
-  MetadataStore,
-  ObjectRow,
-  TokenLookup,
-  TransferRow,
+import {
+  type ChangeInput,
+  type DeviceInfoRow,
+  type DeviceRow,
+  type EntryRow,
+  type InviteRefusal,
+  type MetadataStore,
+  type ObjectRow,
+  publicEntry,
+  type TokenLookup,
+  type TransferRow,
 } from './metadata.ts';
 
 const MIGRATIONS_DIR = nodePath.resolve(fileURLToPath(import.meta.url), '../../migrations');
@@ -55,11 +56,6 @@ function toEntry(r: EntrySql): EntryRow {
     ...(r.tier !== null ? { tier: r.tier } : {}),
     fsRevision: r.fs_revision,
   };
-}
-
-export function publicEntry(e: EntryRow): EntryInfo {
-  const { fsRevision: _fs, ...rest } = e;
-  return rest;
 }
 
 function toChange(r: ChangeSql): ChangeRecord {
