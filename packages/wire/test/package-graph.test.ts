@@ -121,12 +121,20 @@ describe('package graph (docs/architecture.md)', () => {
     expect(refusal(graph, '@weft/core', '@weft/mirror', false)).toMatch(/may not depend/);
     expect(refusal(graph, '@weft/core', '@weft/proxy-server/x', false)).toMatch(/may not depend/);
     expect(refusal(graph, '@weft/wire', '@weft/core', false)).toMatch(/may not depend/);
-    expect(refusal(graph, '@weft/wire', '@weft/providers', false)).toMatch(/may not depend/);
-    expect(refusal(graph, '@weft/wire', '@weft/providers/paths', false)).toBeUndefined();
     expect(refusal(graph, '@weft/providers', '@weft/wire', false)).toMatch(/may not depend/);
     expect(refusal(graph, '@weft/mirror', '@weft/cloud-emulators', false)).toMatch(/tests only/);
     expect(refusal(graph, '@weft/mirror', '@weft/cloud-emulators/gdrive', true)).toBeUndefined();
     expect(refusal(graph, '@weft/e2e', '@weft/desktop', false)).toBeUndefined();
+  });
+
+  it('a subpath edge allows that entry point only', () => {
+    const g = parseGraph('```package-graph\n@weft/a: @weft/b/leaf @weft/c(test)\n@weft/b:\n@weft/c:\n```\n');
+    expect(refusal(g, '@weft/a', '@weft/b/leaf', false)).toBeUndefined();
+    expect(refusal(g, '@weft/a', '@weft/b', false)).toMatch(/may not depend/);
+    expect(refusal(g, '@weft/a', '@weft/b/other', false)).toMatch(/may not depend/);
+    expect(refusal(g, '@weft/a', '@weft/c', false)).toMatch(/tests only/);
+    expect(refusal(g, '@weft/a', '@weft/c/x', true)).toBeUndefined();
+    expect(refusal(g, '@weft/z', '@weft/b', true)).toMatch(/not in the package graph/);
   });
 
   for (const pkg of all) {
