@@ -189,12 +189,12 @@ function scratchDir(): string {
   return process.platform === 'linux' && existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir();
 }
 
-/** Contents a device holds that differ from its synced base: they must survive. */
-export async function unsyncedContents(d: FakeDevice): Promise<Set<string>> {
-  const out = new Set<string>();
+/** Contents a device holds that differ from its synced base (path → sha256): they must survive. */
+export async function unsyncedContents(d: FakeDevice): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
   for (const [p, h] of await d.tree()) {
     if (h === 'dir') continue;
-    if (d.engine.journal.getFile(p)?.syncedHash !== h) out.add(h);
+    if (d.engine.journal.getFile(p)?.syncedHash !== h) out.set(p, h);
   }
   return out;
 }

@@ -9,7 +9,7 @@
  * A schedule is a pure function of its seed (engines sync only when told), so a failing
  * seed replays; `WEFT_DEBUG=1` prints its log.
  */
-import { FakeCloud, type FakeDevice, prng, sorted, unsyncedContents } from './fake-cloud.ts';
+import { FakeCloud, type FakeDevice, prng, unsyncedContents } from './fake-cloud.ts';
 
 const NAMES = ['a', 'b', 'c', 'A'];
 const DIRS = ['d', 'e', 'D'];
@@ -31,8 +31,15 @@ export interface ScheduleResult {
 async function randomOp(d: FakeDevice, rnd: () => number, tag: string, log: string[]): Promise<void> {
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)] as T;
   const tree = await d.kinds();
-  const files = [...tree].filter(([, v]) => v !== 'dir').map(([k]) => k);
-  const dirs = [...tree].filter(([, v]) => v === 'dir').map(([k]) => k);
+  // Sorted: the order a directory lists in differs between filesystems; the schedule must not.
+  const files = [...tree]
+    .filter(([, v]) => v !== 'dir')
+    .map(([k]) => k)
+    .sort();
+  const dirs = [...tree]
+    .filter(([, v]) => v === 'dir')
+    .map(([k]) => k)
+    .sort();
   // Contents of either size class: short text, or above the small-file threshold.
   const body = (): string => (rnd() < 0.2 ? `${tag} ${rnd()} `.repeat(12) : `${tag} ${rnd()}`);
   const r = rnd();
@@ -124,17 +131,19 @@ export async function runSchedule(seed: number, options: ScheduleOptions = {}): 
       d.offline = false;
     }
     const mustSurvive = new Set<string>();
-    for (const d of devices) for (const h of await unsyncedContents(d)) mustSurvive.add(h);
+    for (const d of devices) {
+      for (const [p, h] of await unsyncedContents(d)) {
+        mustSurvive.add(h);
+        log.push(`${d.name} holds unsynced ${p} ${h.slice(0, 8)}`);
+      }
+    }
     log.push('SETTLE');
     await cloud.settle();
     const server = cloud.serverTree();
-    const want = JSON.stringify(sorted(server));
     for (const d of devices) {
       const have = await d.tree();
-      if (JSON.stringify(sorted(have)) !== want)
-        problems.push(
-          `${d.name} differs from the server:\n  device ${JSON.stringify(sorted(have))}\n  server ${want}`,
-        );
+      const diff = treeDiff(have, server);
+      if (diff.length > 0) problems.push(`${d.name} differs from the server: ${diff.join('; ')}`);
       if (d.engine.error) problems.push(`${d.name} stopped with ${String(d.engine.error)}`);
       const pending = d.engine.journal.pendingOps();
       if (pending.length > 0) problems.push(`${d.name} still has ${pending.length} queued operation(s)`);
@@ -147,4 +156,35 @@ export async function runSchedule(seed: number, options: ScheduleOptions = {}): 
   if (problems.length > 0 && process.env.WEFT_DEBUG)
     process.stderr.write(`seed ${seed}\n${log.join('\n')}\n`);
   return { seed, problems, log };
+}
+
+/** What differs between a device's tree and the server's, in words. */
+export function treeDiff(device: Map<string, string>, server: Map<string, string>): string[] {
+  const out: string[] = [];
+  const short = (h: string | undefined): string => (h === 'dir' ? 'dir' : (h ?? '').slice(0, 8));
+  for (const [p, h] of device) {
+    const there = server.get(p);
+    if (there === undefined) out.push(`only here: ${p} ${short(h)}`);
+    else if (there !== h) out.push(`${p}: here ${short(h)}, server ${short(there)}`);
+  }
+  for (const [p, h] of server) if (!device.has(p)) out.push(`only on the server: ${p} ${short(h)}`);
+  return out;
+}
+
+/** Run every seed, a few at a time (each waits on its disk and journal much of the time). */
+export async function runSeeds(
+  list: readonly number[],
+  lanes = Number(process.env.WEFT_LANES ?? 4),
+): Promise<{ seed: number; problems: string[] }[]> {
+  const failed: { seed: number; problems: string[] }[] = [];
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < list.length) {
+      const seed = list[next++] as number;
+      const r = await runSchedule(seed);
+      if (r.problems.length > 0) failed.push({ seed, problems: r.problems });
+    }
+  };
+  await Promise.all(Array.from({ length: lanes }, lane));
+  return failed.sort((x, y) => x.seed - y.seed);
 }
