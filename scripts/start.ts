@@ -15,7 +15,7 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
 import { openDesktopUi } from '@weft/desktop';
-import { MAX_LOGIN_TTL_MS } from '@weft/core';
+import { CloudClientSettingsError, MAX_LOGIN_TTL_MS, loadCloudClients } from '@weft/core';
 import { startProxyServer } from '@weft/proxy-server';
 import { privateDir, writePrivateFile } from '@weft/providers/private-files';
 
@@ -41,6 +41,18 @@ async function preferredPort(wanted: number | undefined): Promise<number> {
   });
 }
 
+// Dropbox / Google Drive / OneDrive sign-in: the OAuth clients from the environment or
+// $WEFT_HOME/clouds.json (docs/clouds.md), for the agent and for the proxy (which refreshes
+// the tokens given to it for sharing). A malformed value stops here, naming the variable.
+let clouds: ReturnType<typeof loadCloudClients>;
+try {
+  clouds = loadCloudClients();
+} catch (e) {
+  if (!(e instanceof CloudClientSettingsError)) throw e;
+  process.stderr.write(`weft: ${e.message}\n`);
+  process.exit(2);
+}
+
 // Owner-only whatever the umask, also when an older run left looser modes.
 await privateDir(home);
 const startFile = nodePath.join(home, 'start.json');
@@ -58,6 +70,7 @@ const proxy = await startProxyServer({
   adminTokenSha256: createHash('sha256').update(adminToken).digest('hex'),
   port: await preferredPort(saved?.port),
   logLevel: 'warn',
+  shares: { oauth: clouds.proxy },
 });
 const port = Number(new URL(proxy.url).port);
 await writePrivateFile(startFile, JSON.stringify({ port }));
@@ -79,6 +92,7 @@ const ui = await openDesktopUi({
       .replace(/[/\\()]/g, '-')
       .slice(0, 60) || 'this computer',
   adminToken,
+  oauth: clouds.oauth,
 });
 
 if (firstRun) say('Welcome to Weft. Files you put in the folder below are synced to your Weft storage.');
@@ -92,6 +106,8 @@ else {
   say('              (a one-time sign-in link, valid for 10 minutes; another: npx weft open --print)');
 }
 say(`Proxy server: ${proxy.url} (data in ${home})`);
+const signIns = Object.keys(clouds.oauth);
+if (signIns.length) say(`Cloud sign-in: ${signIns.join(', ')}`);
 say('Press Ctrl+C to stop.');
 
 let stopping = false;

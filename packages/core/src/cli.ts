@@ -4,6 +4,9 @@
  * `weft open [--state DIR] [--print]`: sign the browser in to a running agent's UI (a
  * one-time login link, through a 0600 launcher page; `--print` writes it out instead).
  *
+ * The agent reads the clouds' OAuth clients from WEFT_DROPBOX_APP_KEY, WEFT_GOOGLE_CLIENT_ID /
+ * WEFT_GOOGLE_CLIENT_SECRET, WEFT_ONEDRIVE_CLIENT_ID (or $WEFT_HOME/clouds.json), docs/clouds.md.
+ *
  * `status` and `open` read the agent's secret from `<state>/agent.json` (0600) and send it
  * in a header, never on a command line.
  */
@@ -12,6 +15,7 @@ import * as os from 'node:os';
 import * as nodePath from 'node:path';
 import { parseArgs } from 'node:util';
 import { startAgent } from './agent.ts';
+import { loadCloudClients } from './cloud-clients.ts';
 import { installProcessGuard } from './process-guard.ts';
 import { usageLine } from './storage-usage.ts';
 import { readSecretFile } from './token-file.ts';
@@ -82,6 +86,13 @@ if (command === 'agent') {
   const token = (await secretFrom(values['token-file'], 'device token')) ?? process.env.WEFT_DEVICE_TOKEN;
   const adminToken =
     (await secretFrom(values['admin-token-file'], 'admin token')) ?? process.env.WEFT_ADMIN_TOKEN;
+  // Dropbox / Google Drive / OneDrive sign-in (docs/clouds.md); a malformed value stops here.
+  let clouds: ReturnType<typeof loadCloudClients> | undefined;
+  try {
+    clouds = loadCloudClients();
+  } catch (e) {
+    fail((e as Error).message);
+  }
   const agent = await startAgent({
     folder: nodePath.resolve(values.folder as string),
     server: values.server as string,
@@ -94,9 +105,14 @@ if (command === 'agent') {
     statusPort: values['status-port'] ? Number(values['status-port']) : 0,
     uploadBytesPerSecond,
     downloadBytesPerSecond,
+    oauth: clouds?.oauth ?? {},
   });
   out(`weft agent: syncing ${values.folder} with ${values.server}`);
   out(`weft agent: status at ${agent.statusUrl}`);
+  const signIns = Object.keys(clouds?.oauth ?? {});
+  out(
+    `weft agent: cloud sign-in ${signIns.length ? `set up for ${signIns.join(', ')}` : 'not set up (see docs/clouds.md)'}`,
+  );
   if (values.open) {
     await agent.openInBrowser();
     out('weft agent: opened the UI in your browser');

@@ -1,6 +1,14 @@
 export { Engine, type EngineOptions } from './engine.ts';
 export { startAgent, statusPage, type AgentOptions, type RunningAgent } from './agent.ts';
 export { MAX_LOGIN_TTL_MS } from './ui-server/http.ts';
+export {
+  CLOUD_CLIENT_VARIABLES,
+  CloudClientSettingsError,
+  cloudClientsFrom,
+  defaultCloudsFile,
+  loadCloudClients,
+  type CloudClients,
+} from './cloud-clients.ts';
 export { ProxyClient, RemoteError, OfflineError } from './remote/proxy-client.ts';
 export type { RemoteStore } from './remote/remote-store.ts';
 export {

@@ -7,7 +7,7 @@
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { type RunningAgent, keyFileSecretStore, startAgent } from '@weft/core';
+import { type RunningAgent, keyFileSecretStore, loadCloudClients, startAgent } from '@weft/core';
 import {
   app,
   BrowserWindow,
@@ -105,6 +105,9 @@ async function main(): Promise<void> {
     ...(process.env.WEFT_USER ? { user: process.env.WEFT_USER } : {}),
     ...(process.env.WEFT_DEVICE ? { deviceName: process.env.WEFT_DEVICE } : {}),
     secrets,
+    // Cloud sign-in: environment or $WEFT_HOME/clouds.json (docs/clouds.md); a malformed
+    // value ends the app with the variable named.
+    oauth: loadCloudClients().oauth,
   });
   const running = agent;
   // IPC answers the packaged renderer page only; it needs no secret (see main/ipc.ts).
