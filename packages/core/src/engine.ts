@@ -12,27 +12,22 @@
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import type { FileOp } from '@weft/wire';
 import { type BlockSizeHistory } from './adaptive.ts';
 import { IgnoreRules } from './ignore-rules.ts';
 import { Journal } from './journal/journal.ts';
 import { DisposableStore, type Disposable, toDisposable } from './lifecycle.ts';
 import { PARTIAL_PREFIX, Trash, sweepPartials } from './local-fs.ts';
 import { LocalPaths, type PathRules, hostPathRules } from './local-path.ts';
-import type { Op } from './ops.ts';
 import { OfflineError, RemoteError } from './remote/proxy-client.ts';
 import type { RemoteStore } from './remote/remote-store.ts';
 import { privateDir } from './private-file.ts';
-import { ScanStopped, enqueueScan, scan } from './scanner.ts';
 import { type StorageTimings, StorageWatch, isQuotaExceeded } from './storage-usage.ts';
 import { type ActivityItem, type FolderStatus, StatusModel } from './status.ts';
 import { SyncContext } from './sync/context.ts';
+import { ScanStopped, discoverLocal } from './sync/discovery/local.ts';
 import { pull, runConsistencyCheck } from './sync/discovery/remote.ts';
 import { runIdleEstimates } from './sync/idle-estimates.ts';
-import { noteServerConflict } from './sync/propagate/conflict.ts';
-import { uploadBundles } from './sync/propagate/upload-bundle.ts';
-import { uploadLarge } from './sync/propagate/upload-large.ts';
-import { repairFailedOp, resolveServerConflicts } from './sync/refusals.ts';
+import { push } from './sync/push.ts';
 import { FolderWatcher } from './watcher.ts';
 
 export interface EngineOptions {
@@ -391,42 +386,25 @@ export class Engine implements Disposable {
     const scope = [...this.pendingScope];
     this.pendingScope.clear();
     if (scope.length > 0) {
-      this.status.update({ state: 'scanning' });
-      const result = await scan(this.options.folder, this.journal, this.ctx.ignore, {
-        scope,
+      const found = await discoverLocal(this.ctx, scope, {
+        folder: this.options.folder,
         settleMs: this.options.settleMs ?? 1000,
-        now: this.options.now,
-        detectCaseClashes: this.options.caseInsensitive ?? false,
-        shouldStop: () => this.stopped,
-        paths: this.ctx.paths,
+        massDeleteFraction: this.options.massDeleteFraction ?? 0.5,
+        massDeleteCount: this.options.massDeleteCount ?? 1000,
+        stopped: () => this.stopped,
       });
-      this.options.trace?.('scan', result.ops);
-      for (const w of result.warnings) this.status.warn(w);
-      if (this.isMassDelete(result.deletedFiles, result.knownFilesBefore)) {
-        if (!(await enqueueScan(this.journal, result, { shouldStop: () => this.stopped })).complete) return;
+      if (found === 'stopped') return; // the next scan finds the rest
+      if (found === 'mass-delete') {
         this.massDeletePending = true;
-        this.status.update({
-          state: 'paused',
-          error: `This sync would delete ${result.ops.filter((o) => o.kind === 'delete').length} items. Confirm to continue, or restore them.`,
-        });
         return;
-      }
-      const before = this.journal.pendingCount();
-      // In batches, yielding between them: the UI and SIGTERM are answered meanwhile (issue #16).
-      const queued = await enqueueScan(this.journal, result, {
-        shouldStop: () => this.stopped,
-        onBatch: (n) => this.status.update({ pendingOperations: n }),
-      });
-      if (!queued.complete) return; // stopping: the next scan finds the rest
-      const after = queued.queued;
-      if (result.storedAs > 0) this.ctx.showLocalNames();
-      this.status.save('operationsEliminated', before + result.ops.length - after);
-      if (result.unsettled.length > 0) {
-        setTimeout(() => this.markDirty(result.unsettled), this.options.settleMs ?? 1000).unref();
       }
     }
     if (offline) throw offline;
-    await this.push();
+    await push(this.ctx, {
+      paused: () => this.paused,
+      stopped: () => this.stopped,
+      storageFull: () => this.storage.isFull,
+    });
     if (!this.again) await runIdleEstimates(this.ctx, () => this.again || this.stopped);
     const pending = this.journal.pendingOps().length;
     const full = this.storage.isFull;
@@ -439,129 +417,9 @@ export class Engine implements Disposable {
     });
   }
 
-  private isMassDelete(deletedFiles: number, knownFiles: number): boolean {
-    if (deletedFiles === 0) return false;
-    const fraction = this.options.massDeleteFraction ?? 0.5;
-    const count = Math.max(10, this.options.massDeleteCount ?? 1000);
-    return deletedFiles > count || (deletedFiles >= 10 && deletedFiles / Math.max(1, knownFiles) > fraction);
-  }
-
-  // ------------------------------------------------------------------ local → remote
-
   /** The block-size history of a file (for tests and the status UI). */
   blockSizeHistory(p: string): BlockSizeHistory {
     return this.ctx.history(p);
-  }
-
-  private async push(): Promise<void> {
-    for (;;) {
-      if (this.paused || this.stopped) return;
-      const queue = this.journal.pendingOps();
-      if (queue.length === 0) return;
-      if (this.storage.isFull) return this.pushWhileFull(queue);
-      this.status.update({ state: 'syncing', pendingOperations: queue.length });
-      // A window of creates (puts and mkdirs, no deletes or moves) can send all its folders
-      // first, then all its files: within such a window the two kinds commute.
-      const window: typeof queue = [];
-      for (const q of queue) {
-        if (q.op.kind !== 'put' && q.op.kind !== 'mkdir') break;
-        window.push(q);
-      }
-      if (window.length === 0) {
-        const run: typeof queue = [];
-        for (const q of queue) {
-          if (q.op.kind === 'put' || q.op.kind === 'mkdir' || run.length >= 500) break;
-          run.push(q);
-        }
-        await this.pushOps(run);
-        await resolveServerConflicts(this.ctx);
-        continue;
-      }
-      const mkdirs = window.filter((q) => q.op.kind === 'mkdir');
-      for (let i = 0; i < mkdirs.length; i += 500) await this.pushOps(mkdirs.slice(i, i + 500));
-      const puts = window.filter((q) => q.op.kind === 'put');
-      const small: typeof queue = [];
-      const large: typeof queue = [];
-      for (const q of puts) {
-        if (this.stopped) return;
-        const st = await this.ctx
-          .at(q.op.kind === 'put' ? q.op.path : '', true)
-          .then((abs) => fsp.lstat(abs))
-          .catch(() => undefined);
-        if (st && st.isFile() && st.size >= this.ctx.small) large.push(q);
-        else small.push(q);
-      }
-      // In slices, so a stop lands between requests, not after 100,000 files.
-      for (let i = 0; i < small.length; i += 2_000) {
-        if (this.stopped) return;
-        await uploadBundles(this.ctx, small.slice(i, i + 2_000));
-      }
-      await resolveServerConflicts(this.ctx);
-      for (const q of large) {
-        if (this.paused || this.stopped) return;
-        await uploadLarge(this.ctx, q.id, q.op as Extract<Op, { kind: 'put' }>);
-        await resolveServerConflicts(this.ctx);
-      }
-    }
-  }
-
-  /**
-   * Weft storage is full: uploads stay queued; send, in queue order, the operations that
-   * cannot depend on a waiting upload (deletes free space; moves and folders add none): those
-   * on paths unrelated to every upload, or other operation, held back before them.
-   */
-  private async pushWhileFull(queue: readonly { id: number; op: Op }[]): Promise<void> {
-    const held: string[] = [];
-    const related = (a: string, b: string): boolean =>
-      a === b || a.startsWith(b + '/') || b.startsWith(a + '/') || a === '' || b === '';
-    const send: { id: number; op: Op }[] = [];
-    for (const q of queue) {
-      const paths = q.op.kind === 'move' ? [q.op.from, q.op.to] : [q.op.path];
-      if (q.op.kind === 'put' || paths.some((p) => held.some((h) => related(p, h)))) held.push(...paths);
-      else send.push(q);
-    }
-    for (let i = 0; i < send.length; i += 500) await this.pushOps(send.slice(i, i + 500));
-    await resolveServerConflicts(this.ctx);
-  }
-
-  private async pushOps(run: readonly { id: number; op: Op }[]): Promise<void> {
-    const wire: FileOp[] = run.map(({ op }) => {
-      switch (op.kind) {
-        case 'mkdir':
-          return { op: 'mkdir', path: op.path };
-        case 'delete':
-          return { op: 'delete', path: op.path, ...(op.revision ? { baseRevision: op.revision } : {}) };
-        case 'move':
-          return { op: 'move', from: op.from, to: op.to };
-        case 'put':
-          throw new Error('puts go through bundles or transfers');
-      }
-    });
-    const results = await this.options.client.ops(wire);
-    this.options.trace?.(
-      'ops',
-      wire.map((w, i) => ({ ...w, result: results[i] })),
-    );
-    const failed: { op: Op; code: string }[] = [];
-    run.forEach((q, i) => {
-      const r = results[i];
-      this.journal.completeOp(q.id, () => {
-        if (!r) return;
-        if (r.status === 'applied' && (q.op.kind === 'mkdir' || q.op.kind === 'move') && r.entry) {
-          const path = q.op.kind === 'mkdir' ? q.op.path : q.op.to;
-          const row = this.journal.getFile(path);
-          if (row) this.journal.upsertFile({ ...row, syncedRev: r.entry.revision });
-        }
-        if (r.status === 'error')
-          this.status.activity({ kind: 'error', path: describe(q.op), detail: r.error.message });
-      });
-      if (r?.status === 'applied') {
-        this.status.activity({ kind: q.op.kind === 'delete' ? 'deleted' : 'moved', path: describe(q.op) });
-      }
-      if (r?.status === 'conflict') noteServerConflict(this.ctx, q.op, r);
-      if (r?.status === 'error') failed.push({ op: q.op, code: r.error.code });
-    });
-    for (const f of failed) await repairFailedOp(this.ctx, f.op, f.code);
   }
 
   /** Forget the feed position: the next pull lists the whole folder and compares. */
@@ -654,10 +512,6 @@ async function probeCaseInsensitive(dir: string): Promise<boolean> {
   } finally {
     await fsp.rm(probe, { force: true });
   }
-}
-
-function describe(op: Op): string {
-  return op.kind === 'move' ? op.to : op.path;
 }
 
 export { toDisposable };

@@ -1,0 +1,72 @@
+/**
+ * Local discovery: the scanner (scanner.ts, the only producer of operations) walks the
+ * dirty subtrees, and what it found goes into the durable queue, coalesced, in batches that
+ * yield to the event loop (enqueueScan, issue #16) — unless it would delete more than the
+ * mass-delete guard allows: then it is queued but the folder pauses until the person answers.
+ */
+import { ScanStopped, enqueueScan, scan } from '../../scanner.ts';
+import type { SyncContext } from '../context.ts';
+
+export interface LocalDiscoveryOptions {
+  readonly folder: string;
+  /** Files younger than this are left for a later scan. */
+  readonly settleMs: number;
+  /** Pause when a scan deletes more than this share of the files it knew… */
+  readonly massDeleteFraction: number;
+  /** …or more than this many files (at least 10). */
+  readonly massDeleteCount: number;
+  /** The engine is stopping: the scan throws ScanStopped, the enqueue stops between batches. */
+  readonly stopped: () => boolean;
+}
+
+/**
+ * Scan `scope` and queue what changed. `queued`: done; `mass-delete`: queued, and the
+ * folder must pause for the person's answer; `stopped`: stopping, the next scan finds the rest.
+ */
+export async function discoverLocal(
+  ctx: SyncContext,
+  scope: readonly string[],
+  o: LocalDiscoveryOptions,
+): Promise<'queued' | 'mass-delete' | 'stopped'> {
+  ctx.status.update({ state: 'scanning' });
+  const result = await scan(o.folder, ctx.journal, ctx.ignore, {
+    scope,
+    settleMs: o.settleMs,
+    now: ctx.now,
+    detectCaseClashes: ctx.caseInsensitive,
+    shouldStop: o.stopped,
+    paths: ctx.paths,
+  });
+  ctx.trace('scan', result.ops);
+  for (const w of result.warnings) ctx.status.warn(w);
+  if (isMassDelete(result.deletedFiles, result.knownFilesBefore, o)) {
+    if (!(await enqueueScan(ctx.journal, result, { shouldStop: o.stopped })).complete) return 'stopped';
+    ctx.status.update({
+      state: 'paused',
+      error: `This sync would delete ${result.ops.filter((op) => op.kind === 'delete').length} items. Confirm to continue, or restore them.`,
+    });
+    return 'mass-delete';
+  }
+  const before = ctx.journal.pendingCount();
+  // In batches, yielding between them: the UI and SIGTERM are answered meanwhile (issue #16).
+  const queued = await enqueueScan(ctx.journal, result, {
+    shouldStop: o.stopped,
+    onBatch: (n) => ctx.status.update({ pendingOperations: n }),
+  });
+  if (!queued.complete) return 'stopped';
+  if (result.storedAs > 0) ctx.showLocalNames();
+  ctx.status.save('operationsEliminated', before + result.ops.length - queued.queued);
+  if (result.unsettled.length > 0) setTimeout(() => ctx.markDirty(result.unsettled), o.settleMs).unref();
+  return 'queued';
+}
+
+function isMassDelete(deletedFiles: number, knownFiles: number, o: LocalDiscoveryOptions): boolean {
+  if (deletedFiles === 0) return false;
+  const count = Math.max(10, o.massDeleteCount);
+  return (
+    deletedFiles > count ||
+    (deletedFiles >= 10 && deletedFiles / Math.max(1, knownFiles) > o.massDeleteFraction)
+  );
+}
+
+export { ScanStopped };

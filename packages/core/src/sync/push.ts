@@ -1,0 +1,92 @@
+/**
+ * The local → remote half of a pass: the durable queue sent in order, each kind by its
+ * propagator. A window of creates (puts and mkdirs, no deletes or moves) sends all its
+ * folders first, then all its files — within such a window the two kinds commute — small
+ * files in bundles, large ones one by one; a run of other operations goes as one request.
+ * Server conflicts met on the way are mended after each request (D23).
+ */
+import * as fsp from 'node:fs/promises';
+import type { Op } from '../ops.ts';
+import type { SyncContext } from './context.ts';
+import { sendOps } from './propagate/remote-ops.ts';
+import { uploadBundles } from './propagate/upload-bundle.ts';
+import { uploadLarge } from './propagate/upload-large.ts';
+import { resolveServerConflicts } from './refusals.ts';
+
+export interface PushControl {
+  /** Paused by the person or the mass-delete guard: stop sending (checked between requests). */
+  readonly paused: () => boolean;
+  /** The engine is stopping: return between requests. */
+  readonly stopped: () => boolean;
+  /** Weft storage is full: uploads wait, other operations go (storage-usage.ts). */
+  readonly storageFull: () => boolean;
+}
+
+export async function push(ctx: SyncContext, control: PushControl): Promise<void> {
+  for (;;) {
+    if (control.paused() || control.stopped()) return;
+    const queue = ctx.journal.pendingOps();
+    if (queue.length === 0) return;
+    if (control.storageFull()) return pushWhileFull(ctx, queue);
+    ctx.status.update({ state: 'syncing', pendingOperations: queue.length });
+    const window: typeof queue = [];
+    for (const q of queue) {
+      if (q.op.kind !== 'put' && q.op.kind !== 'mkdir') break;
+      window.push(q);
+    }
+    if (window.length === 0) {
+      const run: typeof queue = [];
+      for (const q of queue) {
+        if (q.op.kind === 'put' || q.op.kind === 'mkdir' || run.length >= 500) break;
+        run.push(q);
+      }
+      await sendOps(ctx, run);
+      await resolveServerConflicts(ctx);
+      continue;
+    }
+    const mkdirs = window.filter((q) => q.op.kind === 'mkdir');
+    for (let i = 0; i < mkdirs.length; i += 500) await sendOps(ctx, mkdirs.slice(i, i + 500));
+    const puts = window.filter((q) => q.op.kind === 'put');
+    const small: typeof queue = [];
+    const large: typeof queue = [];
+    for (const q of puts) {
+      if (control.stopped()) return;
+      const st = await ctx
+        .at(q.op.kind === 'put' ? q.op.path : '', true)
+        .then((abs) => fsp.lstat(abs))
+        .catch(() => undefined);
+      if (st && st.isFile() && st.size >= ctx.small) large.push(q);
+      else small.push(q);
+    }
+    // In slices, so a stop lands between requests, not after 100,000 files.
+    for (let i = 0; i < small.length; i += 2_000) {
+      if (control.stopped()) return;
+      await uploadBundles(ctx, small.slice(i, i + 2_000));
+    }
+    await resolveServerConflicts(ctx);
+    for (const q of large) {
+      if (control.paused() || control.stopped()) return;
+      await uploadLarge(ctx, q.id, q.op as Extract<Op, { kind: 'put' }>);
+      await resolveServerConflicts(ctx);
+    }
+  }
+}
+
+/**
+ * Weft storage is full: uploads stay queued; send, in queue order, the operations that
+ * cannot depend on a waiting upload (deletes free space; moves and folders add none): those
+ * on paths unrelated to every upload, or other operation, held back before them.
+ */
+async function pushWhileFull(ctx: SyncContext, queue: readonly { id: number; op: Op }[]): Promise<void> {
+  const held: string[] = [];
+  const related = (a: string, b: string): boolean =>
+    a === b || a.startsWith(b + '/') || b.startsWith(a + '/') || a === '' || b === '';
+  const send: { id: number; op: Op }[] = [];
+  for (const q of queue) {
+    const paths = q.op.kind === 'move' ? [q.op.from, q.op.to] : [q.op.path];
+    if (q.op.kind === 'put' || paths.some((p) => held.some((h) => related(p, h)))) held.push(...paths);
+    else send.push(q);
+  }
+  for (let i = 0; i < send.length; i += 500) await sendOps(ctx, send.slice(i, i + 500));
+  await resolveServerConflicts(ctx);
+}
