@@ -16,20 +16,16 @@
  * - Change feed: list_folder/continue (recursive) on a cursor from get_latest_cursor, with
  *   `reset` mapped to the contract's reset; `waitForChanges` is list_folder/longpoll.
  */
-import { parseRetryAfter } from '../backoff.ts';
 import { createHash } from 'node:crypto';
-import { Dropbox, DropboxResponseError } from 'dropbox';
+import { Dropbox } from 'dropbox';
 import { z } from 'zod';
 import { openBody, rechunk, throwIfAborted } from '../body.ts';
 import {
   AlreadyExistsError,
-  AuthError,
   InvalidArgumentError,
   InvalidPathError,
   NotFoundError,
   PreconditionFailedError,
-  ProviderError,
-  QuotaExceededError,
   TransientError,
 } from '../errors.ts';
 import type { Features } from '../features.ts';
@@ -47,217 +43,30 @@ import type {
   WriteOptions,
 } from '../provider.ts';
 import { type AccessTokenSource, toTokenSource } from '../oauth/token-source.ts';
+import {
+  API_HOSTS,
+  CURSOR_PREFIX,
+  DROPBOX_BLOCK,
+  type DropboxCalls,
+  type DropboxProviderOptions,
+  ListResult,
+  Metadata,
+  MiB,
+} from './dropbox/api.ts';
+import { classifyDropbox, classifyResponse, toApiError } from './dropbox/errors.ts';
+import {
+  type BatchItem,
+  checkBody,
+  CommitBatcher,
+  commitInfo,
+  ContentHasher,
+  finishBatch,
+  writeChunked,
+  writeSmall,
+} from './dropbox/upload.ts';
 
-export interface DropboxProviderOptions {
-  /** An access token, or a source that refreshes (see oauth/). */
-  readonly token: string | AccessTokenSource;
-  /** Folder in the account that is this provider's root, e.g. '/Apps/Weft' ('' = whole account). */
-  readonly root?: string;
-  /** Send every request here instead of https://{api,content,notify}.dropboxapi.com (the emulator). */
-  readonly baseUrl?: string;
-  /** fetch to use (default: the global one). */
-  readonly fetch?: typeof fetch;
-  /** Upload session chunk size; a multiple of 4 MiB. Default 8 MiB. */
-  readonly chunkSize?: number;
-  /** Batch commits of small files: entries per finish_batch_v2 (≤ 1000; 0 disables). Default 100. */
-  readonly batchSize?: number;
-  /** How long a batch waits for more files before it is sent. Default 15 ms. */
-  readonly batchLingerMs?: number;
-}
-
-const MiB = 1024 * 1024;
-const DROPBOX_BLOCK = 4 * MiB;
-const CURSOR_PREFIX = 'dbx1:';
-const API_HOSTS = /^https:\/\/(api|content|notify)\.dropboxapi\.com/;
-
-const FileMeta = z.object({
-  '.tag': z.literal('file'),
-  name: z.string(),
-  path_lower: z.string().optional(),
-  path_display: z.string().optional(),
-  id: z.string(),
-  client_modified: z.string(),
-  server_modified: z.string(),
-  rev: z.string(),
-  size: z.number(),
-  content_hash: z.string().optional(),
-});
-const FolderMeta = z.object({
-  '.tag': z.literal('folder'),
-  name: z.string(),
-  path_lower: z.string().optional(),
-  path_display: z.string().optional(),
-  id: z.string(),
-});
-const DeletedMeta = z.object({
-  '.tag': z.literal('deleted'),
-  name: z.string(),
-  path_lower: z.string().optional(),
-  path_display: z.string().optional(),
-});
-const Metadata = z.discriminatedUnion('.tag', [FileMeta, FolderMeta, DeletedMeta]);
-type Metadata = z.infer<typeof Metadata>;
-const ListResult = z.object({ entries: z.array(z.unknown()), cursor: z.string(), has_more: z.boolean() });
-const ErrorBody = z
-  .object({ error_summary: z.string().optional(), error: z.unknown().optional() })
-  .passthrough();
-
-/** Dropbox content_hash of a buffer (4 MiB blocks, SHA-256 of the block SHA-256s). */
-class ContentHasher {
-  private readonly overall = createHash('sha256');
-  private block = createHash('sha256');
-  private inBlock = 0;
-  update(data: Uint8Array): void {
-    for (let off = 0; off < data.byteLength;) {
-      const take = Math.min(DROPBOX_BLOCK - this.inBlock, data.byteLength - off);
-      this.block.update(data.subarray(off, off + take));
-      this.inBlock += take;
-      off += take;
-      if (this.inBlock === DROPBOX_BLOCK) this.flushBlock();
-    }
-  }
-  private flushBlock(): void {
-    this.overall.update(this.block.digest());
-    this.block = createHash('sha256');
-    this.inBlock = 0;
-  }
-  hex(): string {
-    if (this.inBlock > 0) this.flushBlock();
-    return this.overall.digest('hex');
-  }
-}
-
-/** The chain of tags in an error_summary, e.g. 'path/conflict/file/..' → ['path','conflict','file']. */
-function summaryTags(summary: string | undefined): string[] {
-  if (!summary) return [];
-  return summary.split('/').filter((t) => t !== '' && !t.startsWith('.'));
-}
-
-export class DropboxApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly tags: string[],
-    readonly body: unknown,
-    readonly retryAfterMs: number | undefined,
-  ) {
-    super(`Dropbox ${status} ${tags.join('/')}`);
-  }
-  has(...tags: string[]): boolean {
-    return tags.every((t) => this.tags.includes(t));
-  }
-}
-
-function retryAfterMs(header: string | null | undefined, body?: unknown): number | undefined {
-  const fromHeader = parseRetryAfter(header);
-  if (fromHeader !== undefined) return fromHeader;
-  const ra = (body as { error?: { retry_after?: unknown } } | undefined)?.error?.retry_after;
-  return typeof ra === 'number' ? ra * 1000 : undefined;
-}
-
-function toApiError(e: unknown): DropboxApiError | undefined {
-  if (e instanceof DropboxApiError) return e;
-  if (e instanceof ProviderError && e.cause !== undefined) return toApiError(e.cause);
-  if (e instanceof DropboxResponseError) {
-    const err = e as DropboxResponseError<unknown> & { status: number; headers: Headers; error: unknown };
-    const body = ErrorBody.safeParse(err.error);
-    const tags = body.success ? summaryTags(body.data.error_summary) : [];
-    const headers = err.headers as { get?: (n: string) => string | null } | undefined;
-    return new DropboxApiError(
-      err.status,
-      tags,
-      err.error,
-      retryAfterMs(headers?.get?.('retry-after'), err.error),
-    );
-  }
-  return undefined;
-}
-
-/** Map a Dropbox failure to the contract's errors (conflicts → AlreadyExists; callers refine). */
-export function classifyDropbox(e: unknown, where: string): Error {
-  if (e instanceof ProviderError) return e;
-  if (e instanceof Error && e.name === 'AbortError') return e;
-  const api = toApiError(e);
-  if (!api) return new TransientError(`${where}: ${String(e)}`, undefined, { cause: e });
-  const msg = `${where}: Dropbox ${api.status} ${api.tags.join('/') || String(JSON.stringify(api.body) ?? '').slice(0, 200)}`;
-  const t = api.tags;
-  if (api.status === 401 || api.status === 403) return new AuthError(msg, { cause: e });
-  if (
-    api.status === 429 ||
-    api.status >= 500 ||
-    t.includes('too_many_write_operations') ||
-    t.includes('too_many_requests')
-  ) {
-    return new TransientError(msg, api.retryAfterMs, { cause: e });
-  }
-  if (api.status === 409) {
-    if (t.includes('not_found') || t.includes('not_file') || t.includes('not_folder'))
-      return new NotFoundError(msg, { cause: e });
-    if (t.includes('conflict')) return new AlreadyExistsError(msg, { cause: e });
-    if (t.includes('insufficient_space') || t.includes('insufficient_quota'))
-      return new QuotaExceededError(msg, { cause: e });
-    if (t.includes('content_hash_mismatch')) return new TransientError(msg, undefined, { cause: e });
-    if (
-      t.includes('disallowed_name') ||
-      t.includes('malformed_path') ||
-      t.includes('cant_move_folder_into_itself')
-    ) {
-      return new InvalidPathError(msg, where, { cause: e });
-    }
-  }
-  return new InvalidArgumentError(msg, { cause: e });
-}
-
-interface BatchItem {
-  readonly entry: { cursor: { session_id: string; offset: number }; commit: Record<string, unknown> };
-  readonly resolve: (meta: unknown) => void;
-  readonly reject: (e: unknown) => void;
-}
-
-/** Queues finish entries and sends them with finish_batch_v2, one batch at a time. */
-class CommitBatcher {
-  private queue: BatchItem[] = [];
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  constructor(
-    private readonly send: (entries: BatchItem['entry'][]) => Promise<unknown[]>,
-    private readonly size: number,
-    private readonly lingerMs: number,
-  ) {}
-
-  commit(entry: BatchItem['entry']): Promise<unknown> {
-    return new Promise((resolve, reject) => {
-      this.queue.push({ entry, resolve, reject });
-      if (this.queue.length >= this.size) this.kick();
-      else this.timer ??= setTimeout(() => this.kick(), this.lingerMs);
-    });
-  }
-
-  private kick(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    if (this.running) return; // the running batch picks the queue up when it ends
-    this.running = this.drain().finally(() => {
-      this.running = undefined;
-      if (this.queue.length > 0) this.kick();
-    });
-  }
-
-  private async drain(): Promise<void> {
-    while (this.queue.length > 0) {
-      const items = this.queue.splice(0, this.size);
-      try {
-        const results = await this.send(items.map((i) => i.entry));
-        items.forEach((item, i) => item.resolve(results[i]));
-      } catch (e) {
-        for (const item of items) item.reject(e);
-      }
-    }
-  }
-
-  close(): void {
-    if (this.timer) clearTimeout(this.timer);
-  }
-}
+export { classifyDropbox, DropboxApiError } from './dropbox/errors.ts';
+export type { DropboxProviderOptions } from './dropbox/api.ts';
 
 export class DropboxProvider implements Provider {
   readonly name: string;
@@ -270,6 +79,8 @@ export class DropboxProvider implements Provider {
   private readonly fetchImpl: typeof fetch;
   private readonly batcher: CommitBatcher | undefined;
   private rootReady: Promise<void> | undefined;
+  /** What the upload functions use of this provider. */
+  private readonly calls: DropboxCalls;
 
   constructor(private readonly options: DropboxProviderOptions) {
     this.tokens = toTokenSource(options.token);
@@ -285,10 +96,19 @@ export class DropboxProvider implements Provider {
       accessToken: 'set-per-request',
       fetch: (url: string, init: RequestInit) => this.http(url, init),
     });
+    this.calls = {
+      name: this.name,
+      sdk: this.sdk,
+      call: (where, fn, signal) => this.call(where, fn, signal),
+    };
     const batchSize = Math.min(1000, options.batchSize ?? 100);
     this.batcher =
       batchSize > 0
-        ? new CommitBatcher((entries) => this.finishBatch(entries), batchSize, options.batchLingerMs ?? 15)
+        ? new CommitBatcher(
+            (entries: BatchItem['entry'][]) => finishBatch(this.calls, entries),
+            batchSize,
+            options.batchLingerMs ?? 15,
+          )
         : undefined;
     this.features = {
       move: 'files-and-folders',
@@ -463,22 +283,6 @@ export class DropboxProvider implements Provider {
     return res;
   }
 
-  private async responseError(res: Response, where: string): Promise<Error> {
-    const text = await res.text().catch(() => '');
-    let body: unknown = text;
-    try {
-      body = JSON.parse(text) as unknown;
-    } catch {
-      /* plain text body */
-    }
-    const parsed = ErrorBody.safeParse(body);
-    const tags = parsed.success ? summaryTags(parsed.data.error_summary) : [];
-    return classifyDropbox(
-      new DropboxApiError(res.status, tags, body, retryAfterMs(res.headers.get('retry-after'), body)),
-      where,
-    );
-  }
-
   async read(path: string, options: ReadOptions = {}): Promise<AsyncIterable<Uint8Array>> {
     const p = normalizeEntryPath(path);
     const offset = options.offset ?? 0;
@@ -503,7 +307,7 @@ export class DropboxProvider implements Provider {
       await res.body?.cancel();
       return (async function* () {})();
     }
-    if (!res.ok) throw await this.responseError(res, `${this.name}: read ${p}`);
+    if (!res.ok) throw await classifyResponse(res, `${this.name}: read ${p}`);
     const body = res.body;
     const name = this.name;
     if (!body) return (async function* () {})();
@@ -515,29 +319,6 @@ export class DropboxProvider implements Provider {
         throw new TransientError(`${name}: read ${p} broke: ${String(e)}`, undefined, { cause: e });
       }
     })();
-  }
-
-  private commitInfo(p: string, options: WriteOptions): Record<string, unknown> {
-    const mode =
-      options.ifRevision !== undefined
-        ? { '.tag': 'update', update: options.ifRevision }
-        : options.ifNotExists
-          ? { '.tag': 'add' }
-          : { '.tag': 'overwrite' };
-    return {
-      path: this.dbxPath(p),
-      mode,
-      autorename: false,
-      strict_conflict: true,
-      mute: true,
-      ...(options.modifiedMs !== undefined
-        ? {
-            client_modified: new Date(Math.floor(options.modifiedMs / 1000) * 1000)
-              .toISOString()
-              .replace('.000Z', 'Z'),
-          }
-        : {}),
-    };
   }
 
   async write(path: string, body: Body, options: WriteOptions = {}): Promise<Entry> {
@@ -552,14 +333,25 @@ export class DropboxProvider implements Provider {
     hasher.update(firstChunk);
     const second = first.done ? { done: true as const, value: undefined } : await parts.next();
     throwIfAborted(options.signal);
+    const commit = commitInfo(this.dbxPath(p), options);
     let meta: unknown;
     try {
       if (second.done) {
-        this.checkBody(p, options, firstChunk.byteLength, sha.digest('hex'));
+        checkBody(this.name, p, options, firstChunk.byteLength, sha.digest('hex'));
         const hash = hasher.hex();
-        meta = await this.writeSmall(p, firstChunk, hash, options);
+        meta = await writeSmall(this.calls, this.batcher, p, firstChunk, hash, commit, options.signal);
       } else {
-        meta = await this.writeChunked(p, firstChunk, second.value, parts, sha, hasher, options);
+        meta = await writeChunked(
+          this.calls,
+          p,
+          firstChunk,
+          second.value,
+          parts,
+          sha,
+          hasher,
+          commit,
+          options,
+        );
       }
     } catch (e) {
       throw await this.refineWriteError(e, p, options);
@@ -567,17 +359,6 @@ export class DropboxProvider implements Provider {
     const entry = this.toEntry(this.parseMeta(meta), p);
     if (!entry) throw new TransientError(`${this.name}: write ${p}: no metadata returned`);
     return entry;
-  }
-
-  private checkBody(p: string, options: WriteOptions, size: number, shaHex: string): void {
-    if (options.size !== undefined && options.size !== size) {
-      throw new InvalidArgumentError(
-        `${this.name}: expected ${options.size} bytes for ${p}, received ${size}`,
-      );
-    }
-    if (options.sha256 !== undefined && options.sha256.toLowerCase() !== shaHex) {
-      throw new InvalidArgumentError(`${this.name}: SHA-256 of the bytes received for ${p} does not match`);
-    }
   }
 
   /** Turn a write conflict into what the contract asks for. */
@@ -603,122 +384,6 @@ export class DropboxProvider implements Provider {
       }
     }
     return classified;
-  }
-
-  private async writeSmall(p: string, data: Buffer, hash: string, options: WriteOptions): Promise<unknown> {
-    const commit = this.commitInfo(p, options);
-    if (!this.batcher) {
-      return this.call(`upload ${p}`, () =>
-        this.sdk.filesUpload({
-          ...(commit as { path: string }),
-          contents: data,
-          content_hash: hash,
-        } as Parameters<Dropbox['filesUpload']>[0]),
-      );
-    }
-    const started = await this.call(`upload_session/start ${p}`, () =>
-      this.sdk.filesUploadSessionStart({ close: true, contents: data, content_hash: hash } as Parameters<
-        Dropbox['filesUploadSessionStart']
-      >[0]),
-    );
-    throwIfAborted(options.signal);
-    const result = await this.batcher.commit({
-      cursor: { session_id: started.session_id, offset: data.byteLength },
-      commit,
-    });
-    const r = z.object({ '.tag': z.string() }).passthrough().safeParse(result);
-    if (!r.success) throw new TransientError(`${this.name}: finish_batch_v2 gave no result for ${p}`);
-    if (r.data['.tag'] === 'success') return { ...r.data, '.tag': 'file' };
-    const failure = (result as { failure?: unknown }).failure;
-    const tags = flattenTags(failure);
-    throw new DropboxApiError(409, tags, failure, undefined);
-  }
-
-  private async finishBatch(entries: BatchItem['entry'][]): Promise<unknown[]> {
-    const out = await this.call('upload_session/finish_batch_v2', () =>
-      this.sdk.filesUploadSessionFinishBatchV2({ entries } as unknown as Parameters<
-        Dropbox['filesUploadSessionFinishBatchV2']
-      >[0]),
-    );
-    const parsed = z.object({ entries: z.array(z.unknown()) }).safeParse(out);
-    if (!parsed.success || parsed.data.entries.length !== entries.length) {
-      throw new TransientError(`${this.name}: finish_batch_v2 returned a malformed result`);
-    }
-    return parsed.data.entries;
-  }
-
-  /** Append one chunk at `offset`, resuming from the server's correct_offset after a drop. */
-  private async appendChunk(
-    sessionId: string,
-    offset: number,
-    chunk: Buffer,
-    signal: AbortSignal | undefined,
-  ): Promise<void> {
-    let sent = 0; // bytes of this chunk the server already has
-    for (let attempt = 1; ; attempt++) {
-      throwIfAborted(signal);
-      try {
-        await this.sdk.filesUploadSessionAppendV2({
-          cursor: { session_id: sessionId, offset: offset + sent },
-          close: false,
-          contents: chunk.subarray(sent),
-        } as Parameters<Dropbox['filesUploadSessionAppendV2']>[0]);
-        return;
-      } catch (e) {
-        const api = toApiError(e);
-        const correct = (api?.body as { error?: { correct_offset?: unknown } } | undefined)?.error
-          ?.correct_offset;
-        if (api?.has('incorrect_offset') && typeof correct === 'number') {
-          if (correct === offset + chunk.byteLength) return; // the dropped request had arrived
-          if (correct >= offset && correct < offset + chunk.byteLength) {
-            sent = correct - offset;
-            continue;
-          }
-        }
-        const classified = classifyDropbox(e, `${this.name}: upload_session/append_v2`);
-        if (!(classified instanceof TransientError) || attempt >= 5) throw classified;
-        if (classified.retryAfterMs)
-          await new Promise((r) => setTimeout(r, Math.min(classified.retryAfterMs ?? 0, 30_000)));
-      }
-    }
-  }
-
-  private async writeChunked(
-    p: string,
-    first: Buffer,
-    second: Buffer,
-    rest: AsyncIterator<Buffer>,
-    sha: ReturnType<typeof createHash>,
-    hasher: ContentHasher,
-    options: WriteOptions,
-  ): Promise<unknown> {
-    const started = await this.call(`upload_session/start ${p}`, () =>
-      this.sdk.filesUploadSessionStart({ close: false, contents: first } as Parameters<
-        Dropbox['filesUploadSessionStart']
-      >[0]),
-    );
-    const sessionId = started.session_id;
-    let offset = first.byteLength;
-    for (let chunk: Buffer | undefined = second; chunk !== undefined;) {
-      throwIfAborted(options.signal);
-      sha.update(chunk);
-      hasher.update(chunk);
-      await this.appendChunk(sessionId, offset, chunk, options.signal);
-      offset += chunk.byteLength;
-      const next = await rest.next();
-      chunk = next.done ? undefined : next.value;
-    }
-    throwIfAborted(options.signal);
-    this.checkBody(p, options, offset, sha.digest('hex'));
-    const commit = this.commitInfo(p, options);
-    return this.call(`upload_session/finish ${p}`, () =>
-      this.sdk.filesUploadSessionFinish({
-        cursor: { session_id: sessionId, offset },
-        commit,
-        content_hash: hasher.hex(),
-        contents: Buffer.alloc(0),
-      } as unknown as Parameters<Dropbox['filesUploadSessionFinish']>[0]),
-    );
   }
 
   async remove(path: string, options: RemoveOptions = {}): Promise<void> {
@@ -892,7 +557,7 @@ export class DropboxProvider implements Provider {
       await res.body?.cancel();
       return { changes: true, backoffMs: 0 }; // reset: the caller's changes() reports it
     }
-    if (!res.ok) throw await this.responseError(res, `${this.name}: longpoll`);
+    if (!res.ok) throw await classifyResponse(res, `${this.name}: longpoll`);
     const body = z.object({ changes: z.boolean(), backoff: z.number().optional() }).parse(await res.json());
     return { changes: body.changes, backoffMs: (body.backoff ?? 0) * 1000 };
   }
@@ -900,18 +565,4 @@ export class DropboxProvider implements Provider {
   async close(): Promise<void> {
     this.batcher?.close();
   }
-}
-
-/** Tags of a Stone-encoded union value, outermost first: {".tag":"path","path":{".tag":"conflict",…}}. */
-function flattenTags(value: unknown): string[] {
-  const tags: string[] = [];
-  let cur: unknown = value;
-  for (let depth = 0; depth < 6 && cur && typeof cur === 'object'; depth++) {
-    const tag = (cur as Record<string, unknown>)['.tag'];
-    if (typeof tag !== 'string') break;
-    tags.push(tag);
-    const o = cur as Record<string, unknown>;
-    cur = o[tag] ?? o.reason ?? undefined;
-  }
-  return tags;
 }
