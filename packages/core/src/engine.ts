@@ -13,15 +13,13 @@
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { type BlockSizeHistory } from './adaptive.ts';
-import { IgnoreRules } from './ignore-rules.ts';
+import { DEVICE_REMOVED_MESSAGE, DEVICE_UNKNOWN_MESSAGE, type EngineOptions } from './engine-options.ts';
 import { Journal } from './journal/journal.ts';
 import { DisposableStore, type Disposable, toDisposable } from './lifecycle.ts';
-import { PARTIAL_PREFIX, Trash, sweepPartials } from './local-fs.ts';
-import { LocalPaths, type PathRules, hostPathRules } from './local-path.ts';
+import { PARTIAL_PREFIX, sweepPartials } from './local-fs.ts';
 import { OfflineError, RemoteError } from './remote/proxy-client.ts';
-import type { RemoteStore } from './remote/remote-store.ts';
 import { privateDir } from './private-file.ts';
-import { type StorageTimings, StorageWatch, isQuotaExceeded } from './storage-usage.ts';
+import { StorageWatch, isQuotaExceeded } from './storage-usage.ts';
 import { type ActivityItem, type FolderStatus, StatusModel } from './status.ts';
 import { SyncContext } from './sync/context.ts';
 import { ScanStopped, discoverLocal } from './sync/discovery/local.ts';
@@ -30,57 +28,8 @@ import { runIdleEstimates } from './sync/idle-estimates.ts';
 import { push } from './sync/push.ts';
 import { FolderWatcher } from './watcher.ts';
 
-export interface EngineOptions {
-  /** The synced folder. */
-  readonly folder: string;
-  /** Where the journal and trash live (never inside the folder). */
-  readonly stateDir: string;
-  /** The server side: a ProxyClient, or an in-memory store in tests. */
-  readonly client: RemoteStore;
-  readonly deviceName: string;
-  /** Files below this go in bundles. Default 2 MiB (HyCloud Fig. 18). */
-  readonly smallFileBytes?: number;
-  /** Settle time for files being written. Default 1000 ms. */
-  readonly settleMs?: number;
-  /** Watch the folder (default true); tests may drive syncNow() instead. */
-  readonly watch?: boolean;
-  /** Pause and ask when one pass would delete more than this share of files… (default 0.5) */
-  readonly massDeleteFraction?: number;
-  /** …and more than this many files (default 1000, and at least 10). */
-  readonly massDeleteCount?: number;
-  /** Extra ignore patterns on top of the defaults. */
-  readonly ignore?: readonly string[];
-  /** Blocks of a large upload in flight at once. Default 4. */
-  readonly blocksInFlight?: number;
-  /** Bytes/s between the server's object tier and filesystem tier (r_t of HyCloud Eq. 2). Default 100 MiB/s. */
-  readonly serverTierRate?: number;
-  /** Quiet time after a feed notification before pulling. Default 250 ms. */
-  readonly feedDebounceMs?: number;
-  /** Listen to the server's live feed (default true); without it, passes run only when asked. */
-  readonly liveFeed?: boolean;
-  /** The folder's filesystem folds case (macOS, Windows). Default: probed at open. */
-  readonly caseInsensitive?: boolean;
-  /** Retry interval while offline. Default 2000 ms. */
-  readonly offlineRetryMs?: number;
-  readonly now?: () => number;
-  /** Offline longer than this (ms) and the reconnect runs the consistency check. Default 10 min. */
-  readonly longDisconnectMs?: number;
-  /** Debug hook: told every remote change applied, decision taken and operation sent. */
-  readonly trace?: (event: string, detail: unknown) => void;
-  /**
-   * Whose filesystem rules name the local files (default: this host's). Tests use `win32`
-   * on Linux to show what a Windows device writes (see local-path.ts).
-   */
-  readonly pathRules?: PathRules;
-  /** When Weft storage usage is read, and re-read while it is full (storage-usage.ts). */
-  readonly storageTimings?: Partial<StorageTimings>;
-}
-
-/** The status message of a device whose token was revoked (removed from its account). */
-export const DEVICE_REMOVED_MESSAGE = 'This computer was removed from your Weft account';
-/** The status message when the server does not know this device's token at all. */
-export const DEVICE_UNKNOWN_MESSAGE =
-  'The Weft server no longer recognises this computer; connect it again under Accounts';
+export type { EngineOptions } from './engine-options.ts';
+export { DEVICE_REMOVED_MESSAGE, DEVICE_UNKNOWN_MESSAGE } from './engine-options.ts';
 
 export class Engine implements Disposable {
   readonly status: StatusModel;
@@ -121,30 +70,13 @@ export class Engine implements Disposable {
         if (journal.db.open) journal.addActivity(item);
       },
     });
-    this.ctx = new SyncContext({
-      client: options.client,
-      deviceName: options.deviceName,
-      journal,
-      status: this.status,
-      paths: new LocalPaths(options.folder, options.pathRules ?? hostPathRules(), (l) =>
-        journal.remoteNameOf(l),
-      ),
-      trash: new Trash(nodePath.join(options.stateDir, 'trash')),
-      ignore: new IgnoreRules(options.ignore ?? []),
-      small: options.smallFileBytes ?? 2 * 1024 * 1024,
-      caseInsensitive: options.caseInsensitive ?? false,
-      blocksInFlight: options.blocksInFlight ?? 4,
-      serverTierRate: options.serverTierRate ?? 100 * 1024 * 1024,
-      now: options.now ?? Date.now,
-      trace: options.trace,
-      control: {
-        markDirty: (scope) => this.markDirty(scope),
-        pullAgain: () => {
-          this.remoteDirty = true;
-          this.again = true;
-        },
-        reconcileEverything: () => this.reconcileEverything(),
+    this.ctx = SyncContext.forFolder(options, journal, this.status, {
+      markDirty: (scope) => this.markDirty(scope),
+      pullAgain: () => {
+        this.remoteDirty = true;
+        this.again = true;
       },
+      reconcileEverything: () => this.reconcileEverything(),
     });
     this.ctx.showLocalNames();
     this.storage = new StorageWatch({

@@ -6,6 +6,7 @@
  */
 import { deflateRawSync } from 'node:zlib';
 import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
 import { caseFoldKey } from '@weft/providers/paths';
 import type { EntryInfo } from '@weft/wire';
 import {
@@ -16,10 +17,11 @@ import {
   type BlockSizeHistory,
 } from '../adaptive.ts';
 import type { DecisionRow } from '../decisions.ts';
-import type { IgnoreRules } from '../ignore-rules.ts';
+import type { EngineOptions } from '../engine-options.ts';
+import { IgnoreRules } from '../ignore-rules.ts';
 import type { FileRow, Journal } from '../journal/journal.ts';
-import { type Trash, sha256File } from '../local-fs.ts';
-import { type LocalPaths, UnsafeLocalPathError, describeEncoding } from '../local-path.ts';
+import { Trash, sha256File } from '../local-fs.ts';
+import { LocalPaths, UnsafeLocalPathError, describeEncoding, hostPathRules } from '../local-path.ts';
 import type { Op } from '../ops.ts';
 import type { RemoteStore } from '../remote/remote-store.ts';
 import type { StatusModel } from '../status.ts';
@@ -104,6 +106,33 @@ export class SyncContext {
     this.now = o.now;
     this.traceHook = o.trace;
     this.control = o.control;
+  }
+
+  /** The context of the folder an engine with these options syncs (defaults as EngineOptions says). */
+  static forFolder(
+    options: EngineOptions,
+    journal: Journal,
+    status: StatusModel,
+    control: PassControl,
+  ): SyncContext {
+    return new SyncContext({
+      client: options.client,
+      deviceName: options.deviceName,
+      journal,
+      status,
+      paths: new LocalPaths(options.folder, options.pathRules ?? hostPathRules(), (l) =>
+        journal.remoteNameOf(l),
+      ),
+      trash: new Trash(nodePath.join(options.stateDir, 'trash')),
+      ignore: new IgnoreRules(options.ignore ?? []),
+      small: options.smallFileBytes ?? 2 * 1024 * 1024,
+      caseInsensitive: options.caseInsensitive ?? false,
+      blocksInFlight: options.blocksInFlight ?? 4,
+      serverTierRate: options.serverTierRate ?? 100 * 1024 * 1024,
+      now: options.now ?? Date.now,
+      trace: options.trace,
+      control,
+    });
   }
 
   trace(event: string, detail: unknown): void {
