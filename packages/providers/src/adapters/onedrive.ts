@@ -19,7 +19,6 @@
  * - Change feed: `delta` on the root folder, `@odata.nextLink`/`@odata.deltaLink` as the
  *   cursor, 410 resyncRequired → reset.
  */
-import { parseRetryAfter } from '../backoff.ts';
 import { createHash } from 'node:crypto';
 import {
   type AuthenticationProvider,
@@ -34,13 +33,10 @@ import { z } from 'zod';
 import { openBody, rechunk, throwIfAborted } from '../body.ts';
 import {
   AlreadyExistsError,
-  AuthError,
   InvalidArgumentError,
   InvalidPathError,
   NotFoundError,
   PreconditionFailedError,
-  ProviderError,
-  QuotaExceededError,
   TransientError,
 } from '../errors.ts';
 import type { Features } from '../features.ts';
@@ -48,7 +44,6 @@ import { KeyedMutex } from '../keyed-mutex.ts';
 import { baseName, isWithin, caseFoldKey, normalizeEntryPath, normalizePath, parentPath } from '../paths.ts';
 import type {
   Body,
-  Change,
   ChangePage,
   Entry,
   ListOptions,
@@ -60,95 +55,24 @@ import type {
 } from '../provider.ts';
 import { type AccessTokenSource, toTokenSource } from '../oauth/token-source.ts';
 import { IdPathIndex } from './id-path-index.ts';
-import { withFolderContents } from './id-feed.ts';
+import {
+  encodePath,
+  type GraphCalls,
+  type Item,
+  ItemPage,
+  KiB,
+  type OneDriveProviderOptions,
+  parseItem,
+  SIMPLE_MAX,
+  toEntry,
+  validName,
+} from './onedrive/api.ts';
+import { OneDriveChangeFeed } from './onedrive/changes.ts';
+import { classifyGraph } from './onedrive/errors.ts';
+import { checkBody, sessionUpload, simpleUpload } from './onedrive/upload.ts';
 
-export interface OneDriveProviderOptions {
-  readonly token: string | AccessTokenSource;
-  /** Folder below the drive root that is this provider's root ('' = the whole drive). */
-  readonly root?: string;
-  /** Graph origin, e.g. the emulator's https://localhost:PORT. Default https://graph.microsoft.com. */
-  readonly graphOrigin?: string;
-  /** Upload session fragment size, a multiple of 320 KiB. Default 10 MiB (32 × 320 KiB). */
-  readonly fragmentSize?: number;
-  /** fetch for the pre-authenticated upload URLs (default: the global one). */
-  readonly fetch?: typeof fetch;
-}
-
-const KiB = 1024;
-const MiB = 1024 * KiB;
-const SIMPLE_MAX = 4 * MiB;
-const CURSOR_PREFIX = 'od1:';
-
-const Item = z
-  .object({
-    id: z.string(),
-    name: z.string().optional(),
-    eTag: z.string().optional(),
-    cTag: z.string().optional(),
-    size: z.number().optional(),
-    lastModifiedDateTime: z.string().optional(),
-    fileSystemInfo: z.object({ lastModifiedDateTime: z.string().optional() }).partial().optional(),
-    parentReference: z
-      .object({ id: z.string().optional(), path: z.string().optional() })
-      .partial()
-      .optional(),
-    folder: z.object({}).passthrough().optional(),
-    file: z
-      .object({
-        hashes: z
-          .object({ quickXorHash: z.string().optional(), sha256Hash: z.string().optional() })
-          .partial()
-          .optional(),
-      })
-      .passthrough()
-      .optional(),
-    deleted: z.object({}).passthrough().optional(),
-    root: z.object({}).passthrough().optional(),
-  })
-  .passthrough();
-type Item = z.infer<typeof Item>;
-const ItemPage = z
-  .object({
-    value: z.array(z.unknown()),
-    '@odata.nextLink': z.string().optional(),
-    '@odata.deltaLink': z.string().optional(),
-  })
-  .passthrough();
-
-function graphStatus(e: unknown): { status?: number; code?: string; retryAfterMs?: number } {
-  if (e instanceof GraphError) {
-    const ra = e.headers?.get('retry-after');
-    return {
-      status: e.statusCode,
-      code: e.code ?? undefined,
-      retryAfterMs: parseRetryAfter(ra),
-    };
-  }
-  return {};
-}
-
-/** Map a Graph failure to the contract's errors. */
-export function classifyGraph(e: unknown, where: string): Error {
-  if (e instanceof ProviderError) return e;
-  if (e instanceof Error && e.name === 'AbortError') return e;
-  const { status, code, retryAfterMs } = graphStatus(e);
-  const msg = `${where}: Graph ${status ?? ''} ${code ?? ''} ${e instanceof Error ? e.message : String(e)}`;
-  if (status === undefined || status === -1) return new TransientError(msg, undefined, { cause: e });
-  if (status === 404) return new NotFoundError(msg, { cause: e });
-  if (status === 409 || code === 'nameAlreadyExists') return new AlreadyExistsError(msg, { cause: e });
-  if (status === 412) return new PreconditionFailedError(msg, undefined, { cause: e });
-  if (status === 401 || status === 403) return new AuthError(msg, { cause: e });
-  if (status === 507 || code === 'quotaLimitReached') return new QuotaExceededError(msg, { cause: e });
-  if (status === 429 || status >= 500) return new TransientError(msg, retryAfterMs, { cause: e });
-  return new InvalidArgumentError(msg, { cause: e });
-}
-
-function encodePath(p: string): string {
-  return p
-    .split('/')
-    .map((s) => encodeURIComponent(s))
-    .join('/');
-}
+export { classifyGraph } from './onedrive/errors.ts';
+export type { OneDriveProviderOptions } from './onedrive/api.ts';
 
 export class OneDriveProvider implements Provider {
   readonly name: string;
@@ -161,8 +85,9 @@ export class OneDriveProvider implements Provider {
   private readonly locks = new KeyedMutex();
   private readonly index = new IdPathIndex();
   private rootItem: Promise<Item> | undefined;
-  /** Moves made through this provider, not yet seen in the feed: id → old path. */
-  private readonly movedFrom = new Map<string, string>();
+  private readonly feed: OneDriveChangeFeed;
+  /** What the upload and feed code use of this provider. */
+  private readonly graph: GraphCalls;
 
   constructor(private readonly options: OneDriveProviderOptions) {
     this.tokens = toTokenSource(options.token);
@@ -185,6 +110,17 @@ export class OneDriveProvider implements Provider {
       customHosts: new Set([new URL(origin).hostname]),
     });
     this.name = `onedrive:/${this.root}`;
+    this.graph = {
+      name: this.name,
+      client: this.client,
+      call: (where, fn, signal) => this.call(where, fn, signal),
+    };
+    this.feed = new OneDriveChangeFeed(
+      this.graph,
+      this.index,
+      async (signal) => (await this.ensureRoot(signal)).id,
+      this,
+    );
     this.features = {
       move: 'files-and-folders',
       copy: 'files-and-folders',
@@ -232,24 +168,7 @@ export class OneDriveProvider implements Provider {
   }
 
   private parseItem(v: unknown): Item {
-    const r = Item.safeParse(v);
-    if (!r.success) throw new TransientError(`${this.name}: unexpected item from Graph: ${r.error.message}`);
-    return r.data;
-  }
-
-  private toEntry(p: string, it: Item): Entry {
-    const modified = it.fileSystemInfo?.lastModifiedDateTime ?? it.lastModifiedDateTime;
-    if (it.folder || it.root)
-      return { path: p, kind: 'dir', size: 0, modifiedMs: modified ? Date.parse(modified) : 0, revision: '' };
-    const qx = it.file?.hashes?.quickXorHash;
-    return {
-      path: p,
-      kind: 'file',
-      size: it.size ?? 0,
-      modifiedMs: modified ? Date.parse(modified) : 0,
-      revision: it.eTag ?? '',
-      ...(qx ? { hash: { algorithm: 'quickxor', value: qx } } : {}),
-    };
+    return parseItem(this.name, v);
   }
 
   private async getItem(p: string, signal?: AbortSignal): Promise<Item | undefined> {
@@ -334,15 +253,6 @@ export class OneDriveProvider implements Provider {
     }
   }
 
-  private validName(name: string | undefined): string | undefined {
-    if (!name || name.includes('/')) return undefined;
-    try {
-      return normalizePath(name);
-    } catch {
-      return undefined;
-    }
-  }
-
   async *list(dir: string, options: ListOptions = {}): AsyncIterable<Entry> {
     const d = normalizePath(dir);
     await this.ensureRoot(options.signal);
@@ -362,11 +272,11 @@ export class OneDriveProvider implements Provider {
         );
         for (const raw of page.value) {
           const it = this.parseItem(raw);
-          const name = this.validName(it.name);
+          const name = validName(it.name);
           if (name === undefined) continue;
           const p = folder === '' ? name : `${folder}/${name}`;
           this.index.set(p, it.id, Boolean(it.folder));
-          yield this.toEntry(p, it);
+          yield toEntry(p, it);
           if (options.recursive && it.folder) queue.push(p);
         }
         url = page['@odata.nextLink'];
@@ -380,7 +290,7 @@ export class OneDriveProvider implements Provider {
     const it = await this.getItem(p, options.signal);
     if (!it) throw new NotFoundError(`${this.name}: not found: ${p}`);
     this.index.set(p, it.id, Boolean(it.folder));
-    return this.toEntry(p, it);
+    return toEntry(p, it);
   }
 
   async read(path: string, options: ReadOptions = {}): Promise<AsyncIterable<Uint8Array>> {
@@ -468,7 +378,7 @@ export class OneDriveProvider implements Provider {
     try {
       if (second.done && total <= SIMPLE_MAX) {
         checkBody(this.name, p, options, total, sha.digest('hex'));
-        item = await this.simpleUpload(p, chunks[0] ?? Buffer.alloc(0), options);
+        item = await simpleUpload(this.graph, this.itemPath(p), p, chunks[0] ?? Buffer.alloc(0), options);
       } else {
         let source: AsyncIterator<Buffer>;
         let size = options.size;
@@ -493,7 +403,16 @@ export class OneDriveProvider implements Provider {
             this.fragment,
           )[Symbol.asyncIterator]();
           checkBody(this.name, p, options, total, sha.digest('hex'));
-          item = await this.sessionUpload(p, size, source, undefined, options);
+          item = await sessionUpload(
+            this.graph,
+            this.fetchImpl,
+            this.itemPath(p),
+            p,
+            size,
+            source,
+            undefined,
+            options,
+          );
         } else {
           const firstChunk = chunks[0] ?? Buffer.alloc(0);
           const rest = parts;
@@ -502,7 +421,16 @@ export class OneDriveProvider implements Provider {
             if (!second.done) yield second.value;
             for (let n = await rest.next(); !n.done; n = await rest.next()) yield n.value;
           })()[Symbol.asyncIterator]();
-          item = await this.sessionUpload(p, size, source, createHash('sha256'), options);
+          item = await sessionUpload(
+            this.graph,
+            this.fetchImpl,
+            this.itemPath(p),
+            p,
+            size,
+            source,
+            createHash('sha256'),
+            options,
+          );
         }
       }
     } catch (e) {
@@ -532,137 +460,7 @@ export class OneDriveProvider implements Provider {
     const parentId = item.parentReference?.id;
     if (parentId && parentPath(p) !== '') this.index.set(parentPath(p), parentId, true);
     this.index.set(p, item.id, false);
-    return this.toEntry(p, item);
-  }
-
-  private async simpleUpload(p: string, data: Buffer, options: WriteOptions): Promise<Item> {
-    const conflict = options.ifNotExists ? 'fail' : 'replace';
-    let req = this.client
-      .api(`${this.itemPath(p)}/content`)
-      .query({ '@microsoft.graph.conflictBehavior': conflict })
-      .header('Content-Type', 'application/octet-stream');
-    if (options.ifRevision !== undefined) req = req.header('If-Match', options.ifRevision);
-    return this.parseItem(
-      await this.call(`upload ${p}`, () => req.put(data) as Promise<unknown>, options.signal),
-    );
-  }
-
-  /** Upload session: fragments PUT to uploadUrl (no Authorization), resuming from nextExpectedRanges. */
-  private async sessionUpload(
-    p: string,
-    size: number,
-    source: AsyncIterator<Buffer>,
-    sha: ReturnType<typeof createHash> | undefined,
-    options: WriteOptions,
-  ): Promise<Item> {
-    let req = this.client.api(`${this.itemPath(p)}/createUploadSession`);
-    if (options.ifRevision !== undefined) req = req.header('If-Match', options.ifRevision);
-    const created = z
-      .object({ uploadUrl: z.string() })
-      .passthrough()
-      .parse(
-        await this.call(
-          `createUploadSession ${p}`,
-          () =>
-            req.post({
-              item: {
-                '@microsoft.graph.conflictBehavior': options.ifNotExists ? 'fail' : 'replace',
-                ...(options.modifiedMs !== undefined
-                  ? { fileSystemInfo: { lastModifiedDateTime: new Date(options.modifiedMs).toISOString() } }
-                  : {}),
-              },
-            }) as Promise<unknown>,
-          options.signal,
-        ),
-      );
-    const uploadUrl = created.uploadUrl;
-    try {
-      let offset = 0;
-      let cur = await source.next();
-      while (!cur.done) {
-        throwIfAborted(options.signal);
-        const chunk = cur.value;
-        if (sha) sha.update(chunk);
-        const next = await source.next();
-        const last = next.done === true;
-        if (last && sha) checkBody(this.name, p, options, offset + chunk.byteLength, sha.digest('hex'));
-        if (offset + chunk.byteLength > size)
-          throw new InvalidArgumentError(`${this.name}: more than the ${size} bytes declared for ${p}`);
-        if (last && offset + chunk.byteLength !== size) {
-          throw new InvalidArgumentError(
-            `${this.name}: expected ${size} bytes for ${p}, received ${offset + chunk.byteLength}`,
-          );
-        }
-        const done = await this.sendFragment(uploadUrl, chunk, offset, size, options.signal);
-        if (done) return done;
-        offset += chunk.byteLength;
-        cur = next;
-      }
-      throw new InvalidArgumentError(`${this.name}: expected ${size} bytes for ${p}, received ${offset}`);
-    } catch (e) {
-      await this.fetchImpl(uploadUrl, { method: 'DELETE' }).then(
-        (r) => r.body?.cancel(),
-        () => undefined,
-      );
-      throw e;
-    }
-  }
-
-  private async sendFragment(
-    uploadUrl: string,
-    chunk: Buffer,
-    offset: number,
-    size: number,
-    signal?: AbortSignal,
-  ): Promise<Item | undefined> {
-    const end = offset + chunk.byteLength;
-    let sent = 0;
-    for (let attempt = 1; ; attempt++) {
-      throwIfAborted(signal);
-      let res: Response | undefined;
-      try {
-        res = await this.fetchImpl(uploadUrl, {
-          method: 'PUT',
-          headers: { 'content-range': `bytes ${offset + sent}-${end - 1}/${size}` },
-          body: chunk.subarray(sent),
-          signal,
-        });
-      } catch (e) {
-        if (signal?.aborted) throw e;
-      }
-      if (res && (res.status === 200 || res.status === 201)) return this.parseItem(await res.json());
-      if (res?.status === 202) {
-        await res.body?.cancel();
-        return undefined;
-      }
-      if (res && res.status !== 416 && res.status < 500 && res.status !== 429) {
-        const text = await res.text().catch(() => '');
-        const err = new GraphError(res.status, text);
-        err.code = /"code"\s*:\s*"([^"]+)"/.exec(text)?.[1] ?? null;
-        err.headers = res.headers;
-        throw classifyGraph(err, `${this.name}: upload fragment`);
-      }
-      await res?.body?.cancel().catch(() => undefined);
-      if (attempt >= 6)
-        throw new TransientError(
-          `${this.name}: upload fragment failed ${attempt} times (last: ${res?.status ?? 'network error'})`,
-        );
-      await new Promise((r) => setTimeout(r, Math.min(2000, 50 * 2 ** attempt)));
-      // Where does the session stand?
-      const status = await this.fetchImpl(uploadUrl, { method: 'GET', signal }).catch(() => undefined);
-      if (!status?.ok) {
-        await status?.body?.cancel().catch(() => undefined);
-        continue;
-      }
-      const body = z
-        .object({ nextExpectedRanges: z.array(z.string()).optional() })
-        .passthrough()
-        .parse(await status.json());
-      const nextStart = Number((body.nextExpectedRanges?.[0] ?? '').split('-')[0]);
-      if (!Number.isFinite(nextStart)) continue;
-      if (nextStart >= end) return undefined;
-      sent = Math.max(0, nextStart - offset);
-    }
+    return toEntry(p, item);
   }
 
   async remove(path: string, options: RemoveOptions = {}): Promise<void> {
@@ -706,10 +504,10 @@ export class OneDriveProvider implements Provider {
         options.signal,
       ),
     );
-    this.movedFrom.set(moved.id, f);
+    this.feed.noteMove(moved.id, f);
     this.index.forget(f);
     this.index.set(t, moved.id, Boolean(moved.folder));
-    return this.toEntry(t, moved);
+    return toEntry(t, moved);
   }
 
   /**
@@ -762,7 +560,7 @@ export class OneDriveProvider implements Provider {
           ),
         );
         this.index.set(t, item.id, Boolean(item.folder));
-        return this.toEntry(t, item);
+        return toEntry(t, item);
       }
       if (job.status === 'failed' || attempt >= 60) {
         throw new TransientError(
@@ -773,143 +571,11 @@ export class OneDriveProvider implements Provider {
     }
   }
 
-  private async rootId(signal?: AbortSignal): Promise<string> {
-    return (await this.ensureRoot(signal)).id;
+  latestCursor(options: { signal?: AbortSignal } = {}): Promise<string> {
+    return this.feed.latestCursor(options);
   }
 
-  private deltaBase(rootId: string): string {
-    return `/me/drive/items/${encodeURIComponent(rootId)}/delta`;
-  }
-
-  async latestCursor(options: { signal?: AbortSignal } = {}): Promise<string> {
-    const rootId = await this.rootId(options.signal);
-    const page = ItemPage.parse(
-      await this.call(
-        'delta latest',
-        () => this.client.api(this.deltaBase(rootId)).query({ token: 'latest' }).get() as Promise<unknown>,
-        options.signal,
-      ),
-    );
-    const link = page['@odata.deltaLink'] ?? page['@odata.nextLink'];
-    if (!link) throw new TransientError(`${this.name}: delta gave no link`);
-    return CURSOR_PREFIX + link;
-  }
-
-  /** Provider path of a delta item: parent path (index, or a walk up by id) + name. */
-  private async itemPathOf(it: Item, rootId: string, signal?: AbortSignal): Promise<string | undefined> {
-    const name = this.validName(it.name);
-    const parent = it.parentReference?.id;
-    if (name === undefined || !parent) return undefined;
-    if (parent === rootId) return name;
-    const known = this.index.pathOf(parent);
-    if (known !== undefined) return `${known}/${name}`;
-    const chain: Item[] = [];
-    let cur: string | undefined = parent;
-    for (let depth = 0; cur && cur !== rootId && depth < 64; depth++) {
-      if (this.index.pathOf(cur) !== undefined) break;
-      const id: string = cur;
-      const got = await this.call(
-        `get item ${id}`,
-        () => this.client.api(`/me/drive/items/${encodeURIComponent(id)}`).get() as Promise<unknown>,
-        signal,
-      ).catch((e: unknown) => {
-        if (e instanceof NotFoundError) return undefined;
-        throw e;
-      });
-      if (!got) return undefined;
-      const folder = this.parseItem(got);
-      if (folder.root) return undefined; // reached the drive root: outside our folder
-      chain.push(folder);
-      cur = folder.parentReference?.id;
-    }
-    if (!cur) return undefined;
-    let base = cur === rootId ? '' : (this.index.pathOf(cur) ?? '');
-    for (const c of chain.reverse()) {
-      const n = this.validName(c.name);
-      if (n === undefined) return undefined;
-      base = base === '' ? n : `${base}/${n}`;
-      this.index.set(base, c.id, true);
-    }
-    return base === '' ? name : `${base}/${name}`;
-  }
-
-  async changes(cursor: string, options: { signal?: AbortSignal; limit?: number } = {}): Promise<ChangePage> {
-    const reset = async (): Promise<ChangePage> => ({
-      changes: [],
-      cursor: await this.latestCursor(options),
-      hasMore: false,
-      reset: true,
-    });
-    if (!cursor.startsWith(CURSOR_PREFIX)) return reset();
-    const rootId = await this.rootId(options.signal);
-    const link = cursor.slice(CURSOR_PREFIX.length);
-    let page: z.infer<typeof ItemPage>;
-    try {
-      page = ItemPage.parse(
-        await this.call('delta', () => this.client.api(link).get() as Promise<unknown>, options.signal),
-      );
-    } catch (e) {
-      const { status } = graphStatus((e as { cause?: unknown }).cause);
-      if (status === 410 || e instanceof InvalidArgumentError) return reset();
-      throw e;
-    }
-    const out: Change[] = [];
-    const folders: string[] = [];
-    const pushDelete = (path: string, id: string): void => {
-      const holder = this.index.get(path);
-      if (holder && holder.id !== id) return;
-      out.push({ type: 'delete', path });
-    };
-    const items = page.value.map((raw) => this.parseItem(raw)).filter((it) => it.id !== rootId && !it.root);
-    // Where each item was before this page, read before the index learns the page's folders.
-    const was = new Map<string, string | undefined>();
-    for (const it of items) {
-      if (!was.has(it.id)) was.set(it.id, this.movedFrom.get(it.id) ?? this.index.lastPathOf(it.id));
-    }
-    // A page lists each item's latest state in the order of its last change, so a file
-    // changed before its folder moved comes first: the page's folders are placed first (twice,
-    // for a folder inside a moved folder), and every item is resolved under their new paths.
-    for (let pass = 0; pass < 2; pass++) {
-      for (const it of items) {
-        if (!it.folder || it.deleted) continue;
-        const now = await this.itemPathOf(it, rootId, options.signal);
-        if (now !== undefined) this.index.set(now, it.id, true);
-      }
-    }
-    for (const it of items) {
-      const before = was.get(it.id);
-      this.movedFrom.delete(it.id);
-      if (it.deleted) {
-        if (before !== undefined) pushDelete(before, it.id);
-        this.index.drop(it.id);
-        continue;
-      }
-      const now = await this.itemPathOf(it, rootId, options.signal);
-      if (before !== undefined && before !== now) pushDelete(before, it.id);
-      if (now === undefined) {
-        this.index.drop(it.id);
-        continue;
-      }
-      this.index.set(now, it.id, Boolean(it.folder));
-      out.push({ type: 'upsert', path: now, entry: this.toEntry(now, it) });
-      if (it.folder && before !== now) folders.push(now);
-    }
-    const next = page['@odata.nextLink'] ?? page['@odata.deltaLink'];
-    if (!next) throw new TransientError(`${this.name}: delta gave no link`);
-    return {
-      changes: await withFolderContents(this, out, folders, options.signal),
-      cursor: CURSOR_PREFIX + next,
-      hasMore: page['@odata.nextLink'] !== undefined,
-      reset: false,
-    };
-  }
-}
-
-function checkBody(name: string, p: string, options: WriteOptions, size: number, shaHex: string): void {
-  if (options.size !== undefined && options.size !== size) {
-    throw new InvalidArgumentError(`${name}: expected ${options.size} bytes for ${p}, received ${size}`);
-  }
-  if (options.sha256 !== undefined && options.sha256.toLowerCase() !== shaHex) {
-    throw new InvalidArgumentError(`${name}: SHA-256 of the bytes received for ${p} does not match`);
+  changes(cursor: string, options: { signal?: AbortSignal; limit?: number } = {}): Promise<ChangePage> {
+    return this.feed.changes(cursor, options);
   }
 }
