@@ -16,6 +16,7 @@ import type { CloudProvider } from '@weft/ui-contract';
 /** Every variable read here, in the order docs/clouds.md lists them. */
 export const CLOUD_CLIENT_VARIABLES = [
   'WEFT_DROPBOX_APP_KEY',
+  'WEFT_DROPBOX_REDIRECT_PORT',
   'WEFT_GOOGLE_CLIENT_ID',
   'WEFT_GOOGLE_CLIENT_SECRET',
   'WEFT_ONEDRIVE_CLIENT_ID',
@@ -62,6 +63,14 @@ const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 // Microsoft's tenant: common, organizations, consumers, a tenant GUID or a domain name.
 const TENANT = /^[A-Za-z0-9][A-Za-z0-9.-]{0,99}$/;
 
+/**
+ * The port of Dropbox's loopback redirect. Dropbox compares redirect URIs exactly, port
+ * included, so the agent must use the one registered in the App Console:
+ * http://127.0.0.1:53139/callback (docs/clouds.md); WEFT_DROPBOX_REDIRECT_PORT changes it.
+ * Google and Microsoft accept any loopback port, so theirs is a free one each time.
+ */
+export const DROPBOX_REDIRECT_PORT = 53139;
+
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
 
 /**
@@ -104,6 +113,13 @@ export function cloudClientsFrom(env: Vars, file: Vars = {}, fileName = 'clouds.
       bad(name, v.where, 'must not hold a user name, password or #fragment');
     return url.toString();
   };
+  const portOf = (name: CloudClientVariable): number | undefined => {
+    const v = get(name);
+    if (!v) return undefined;
+    if (!/^\d{1,5}$/.test(v.value) || Number(v.value) > 65535)
+      bad(name, v.where, 'is not a port: a number from 1 to 65535 (0: any free port, for the emulators)');
+    return Number(v.value);
+  };
   /** Endpoint overrides go with a client; alone they are a mistake (nothing would use them). */
   const orphan = (names: readonly CloudClientVariable[], needs: string): void => {
     for (const n of names) {
@@ -126,13 +142,20 @@ export function cloudClientsFrom(env: Vars, file: Vars = {}, fileName = 'clouds.
 
   const dropboxKey = token('WEFT_DROPBOX_APP_KEY', 'Dropbox app key');
   if (dropboxKey) {
-    oauth.dropbox = override(
-      dropboxOAuth(dropboxKey),
-      endpoint('WEFT_DROPBOX_AUTHORIZE_URL'),
-      endpoint('WEFT_DROPBOX_TOKEN_URL'),
-    );
+    oauth.dropbox = {
+      ...override(
+        dropboxOAuth(dropboxKey),
+        endpoint('WEFT_DROPBOX_AUTHORIZE_URL'),
+        endpoint('WEFT_DROPBOX_TOKEN_URL'),
+      ),
+      redirectPort: portOf('WEFT_DROPBOX_REDIRECT_PORT') ?? DROPBOX_REDIRECT_PORT,
+    };
     proxy.dropbox = { clientId: dropboxKey };
-  } else orphan(['WEFT_DROPBOX_AUTHORIZE_URL', 'WEFT_DROPBOX_TOKEN_URL'], 'WEFT_DROPBOX_APP_KEY');
+  } else
+    orphan(
+      ['WEFT_DROPBOX_REDIRECT_PORT', 'WEFT_DROPBOX_AUTHORIZE_URL', 'WEFT_DROPBOX_TOKEN_URL'],
+      'WEFT_DROPBOX_APP_KEY',
+    );
 
   const googleId = token(
     'WEFT_GOOGLE_CLIENT_ID',

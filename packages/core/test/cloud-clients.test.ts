@@ -4,6 +4,7 @@ import * as nodePath from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   CloudClientSettingsError,
+  DROPBOX_REDIRECT_PORT,
   cloudClientsFrom,
   defaultCloudsFile,
   loadCloudClients,
@@ -46,7 +47,12 @@ describe('cloud OAuth clients from the environment', () => {
       authorizeUrl: 'https://www.dropbox.com/oauth2/authorize',
       tokenUrl: 'https://api.dropboxapi.com/oauth2/token',
       scopes: ['files.metadata.read', 'files.content.read', 'files.content.write'],
+      // Dropbox matches the registered redirect URI exactly: one fixed port.
+      redirectPort: DROPBOX_REDIRECT_PORT,
     });
+    expect(DROPBOX_REDIRECT_PORT).toBe(53139);
+    expect(c.oauth.gdrive?.redirectPort).toBeUndefined();
+    expect(c.oauth.onedrive?.redirectPort).toBeUndefined();
     expect(c.oauth.dropbox?.clientSecret).toBeUndefined();
     expect(c.oauth.gdrive).toMatchObject({
       clientId: GOOGLE_ID,
@@ -82,8 +88,10 @@ describe('cloud OAuth clients from the environment', () => {
       WEFT_DROPBOX_APP_KEY: 'key',
       WEFT_DROPBOX_AUTHORIZE_URL: 'http://127.0.0.1:5000/oauth2/authorize',
       WEFT_DROPBOX_TOKEN_URL: 'http://127.0.0.1:5000/oauth2/token',
+      WEFT_DROPBOX_REDIRECT_PORT: '0',
     });
     expect(d.oauth.dropbox).toMatchObject({
+      redirectPort: 0,
       authorizeUrl: 'http://127.0.0.1:5000/oauth2/authorize',
       tokenUrl: 'http://127.0.0.1:5000/oauth2/token',
     });
@@ -120,6 +128,17 @@ describe('cloud OAuth clients from the environment', () => {
       /password/,
     ],
     [{ WEFT_DROPBOX_TOKEN_URL: 'https://api.example/token' }, 'WEFT_DROPBOX_TOKEN_URL', /set both/],
+    [
+      { WEFT_DROPBOX_APP_KEY: 'k', WEFT_DROPBOX_REDIRECT_PORT: '70000' },
+      'WEFT_DROPBOX_REDIRECT_PORT',
+      /not a port/,
+    ],
+    [
+      { WEFT_DROPBOX_APP_KEY: 'k', WEFT_DROPBOX_REDIRECT_PORT: '80a' },
+      'WEFT_DROPBOX_REDIRECT_PORT',
+      /not a port/,
+    ],
+    [{ WEFT_DROPBOX_REDIRECT_PORT: '8080' }, 'WEFT_DROPBOX_REDIRECT_PORT', /WEFT_DROPBOX_APP_KEY is not/],
   ])('refuses %j, naming %s', (env, variable, message) => {
     const e = refusal(env as Record<string, string>);
     expect(e.variable).toBe(variable);

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import * as net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DropboxEmulator } from '@weft/cloud-emulators/dropbox';
 import { GDriveEmulator } from '@weft/cloud-emulators/gdrive';
@@ -32,6 +33,38 @@ describe('OAuth 2 for desktop apps (PKCE, loopback redirect)', () => {
   afterAll(async () => {
     await dbx.close();
     await gd.close();
+  });
+
+  it('a client with a fixed redirect port (Dropbox matches it exactly) listens there; a busy port is a clear AuthError', async () => {
+    // A port that is free now, then held by someone else.
+    const holder = net.createServer();
+    await new Promise<void>((r) => holder.listen(0, '127.0.0.1', r));
+    const port = (holder.address() as net.AddressInfo).port;
+    await new Promise<void>((r) => holder.close(() => r()));
+    const config = { ...dropboxOAuth('weft-app', { www: dbx.url, api: dbx.url }), redirectPort: port };
+    let seen = '';
+    await authorizeWithLoopback(config, memoryTokenStore(), {
+      openBrowser: async (url) => {
+        seen = url;
+        await browser(url);
+      },
+    });
+    expect(new URL(seen).searchParams.get('redirect_uri')).toBe(`http://127.0.0.1:${port}/callback`);
+
+    await new Promise<void>((r) => holder.listen(port, '127.0.0.1', r));
+    try {
+      let opened = false;
+      const store = memoryTokenStore();
+      const failed = authorizeWithLoopback(config, store, { openBrowser: () => void (opened = true) });
+      await expect(failed).rejects.toThrow(AuthError);
+      await expect(failed).rejects.toThrow(
+        `cannot receive the sign-in redirect on 127.0.0.1:${port}: the port is in use`,
+      );
+      expect(opened).toBe(false);
+      expect(store.current()).toBeUndefined();
+    } finally {
+      await new Promise<void>((r) => holder.close(() => r()));
+    }
   });
 
   it('makes an S256 pair', () => {

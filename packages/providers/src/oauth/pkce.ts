@@ -21,6 +21,12 @@ export interface OAuthClientConfig {
   readonly scopes: readonly string[];
   /** Extra authorization parameters (offline access and the like). */
   readonly extraAuthParams?: Readonly<Record<string, string>>;
+  /**
+   * The loopback redirect's port. Absent or 0: a free port each time (RFC 8252 §7.3; Google
+   * and Microsoft accept any port). Dropbox matches registered redirect URIs exactly, port
+   * included, so its client names one (docs/clouds.md).
+   */
+  readonly redirectPort?: number;
 }
 
 /** Dropbox: https://developers.dropbox.com/oauth-guide (token_access_type=offline for a refresh token). */
@@ -212,8 +218,16 @@ export async function authorizeWithLoopback(
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(DONE_PAGE);
     settle.resolve(code);
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
+  const port = config.redirectPort ?? 0;
+  try {
+    server.listen(port, '127.0.0.1');
+    await once(server, 'listening');
+  } catch (e) {
+    throw new AuthError(
+      `cannot receive the sign-in redirect on 127.0.0.1:${port}: ${(e as NodeJS.ErrnoException).code === 'EADDRINUSE' ? 'the port is in use (another sign-in, or another program)' : String(e)}`,
+      { cause: e },
+    );
+  }
   const redirectUri = `http://127.0.0.1:${(server.address() as AddressInfo).port}${path}`;
   const timer = setTimeout(
     () => settle.reject(new AuthError('timed out waiting for the browser')),
