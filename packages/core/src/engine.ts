@@ -16,13 +16,19 @@ import { type BlockSizeHistory } from './adaptive.ts';
 import { DEVICE_REMOVED_MESSAGE, DEVICE_UNKNOWN_MESSAGE, type EngineOptions } from './engine-options.ts';
 import { Journal } from './journal/journal.ts';
 import { DisposableStore, type Disposable, toDisposable } from './lifecycle.ts';
-import { PARTIAL_PREFIX, sweepPartials } from './local-fs.ts';
+import { sweepPartials } from './local-fs.ts';
 import { OfflineError, RemoteError } from './remote/proxy-client.ts';
 import { privateDir } from './private-file.ts';
 import { StorageWatch, isQuotaExceeded } from './storage-usage.ts';
 import { type ActivityItem, type FolderStatus, StatusModel } from './status.ts';
 import { SyncContext } from './sync/context.ts';
-import { ScanStopped, discoverLocal } from './sync/discovery/local.ts';
+import { FeedWake } from './sync/discovery/feed.ts';
+import {
+  ScanStopped,
+  discoverLocal,
+  probeCaseInsensitive,
+  restoreMassDelete,
+} from './sync/discovery/local.ts';
 import { pull, runConsistencyCheck } from './sync/discovery/remote.ts';
 import { runIdleEstimates } from './sync/idle-estimates.ts';
 import { push } from './sync/push.ts';
@@ -40,7 +46,8 @@ export class Engine implements Disposable {
   /** What discovery and the propagators share (sync/context.ts). */
   private readonly ctx: SyncContext;
   private watcher: FolderWatcher | undefined;
-  private feed: Disposable | undefined;
+  /** The live feed's wake-ups (sync/discovery/feed.ts). */
+  private readonly feed: FeedWake;
   private pendingScope = new Set<string>(['']);
   private remoteDirty = true;
   private running: Promise<void> | undefined;
@@ -49,7 +56,6 @@ export class Engine implements Disposable {
   /** The server refused this device's token (revoked or unknown): nothing more is tried. */
   private removed = false;
   private retryTimer: NodeJS.Timeout | undefined;
-  private feedTimer: NodeJS.Timeout | undefined;
   private pausedUntil = 0;
   private massDeletePending = false;
   private idleWaiters: (() => void)[] = [];
@@ -86,6 +92,18 @@ export class Engine implements Disposable {
       ...(options.storageTimings ? { timings: options.storageTimings } : {}),
     });
     this.store.add(this.storage);
+    this.feed = new FeedWake(options.client, {
+      debounceMs: options.feedDebounceMs ?? 250,
+      onRefused: (code) => this.halt(code),
+      onAnnounced: () => {
+        this.remoteDirty = true;
+        if (this.status.get().state === 'idle') this.status.update({ state: 'syncing' });
+      },
+      onWake: () => this.kick(),
+      onClosed: () => {
+        if (!this.stopped && !this.removed) this.scheduleRetry();
+      },
+    });
   }
 
   static async open(options: EngineOptions): Promise<Engine> {
@@ -205,11 +223,7 @@ export class Engine implements Disposable {
     this.removed = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
-    if (this.feedTimer) clearTimeout(this.feedTimer);
-    this.feedTimer = undefined;
-    const feed = this.feed;
-    this.feed = undefined;
-    feed?.dispose();
+    this.feed.dispose();
     this.removedMessage = code === 'DEVICE_REVOKED' ? DEVICE_REMOVED_MESSAGE : DEVICE_UNKNOWN_MESSAGE;
     this.showRemoved();
   }
@@ -238,7 +252,7 @@ export class Engine implements Disposable {
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
       this.remoteDirty = true;
-      if (!this.feed && (this.options.liveFeed ?? true)) this.connectFeed();
+      if (!this.feed.connected && (this.options.liveFeed ?? true)) this.connectFeed();
       this.kick();
     }, this.options.offlineRetryMs ?? 2000);
   }
@@ -272,11 +286,7 @@ export class Engine implements Disposable {
   async resolveMassDelete(answer: 'delete' | 'restore'): Promise<void> {
     if (!this.massDeletePending) return;
     if (answer === 'restore') {
-      // Drop the deletes; forget the rows so the next pull downloads the files again.
-      for (const q of this.journal.pendingOps()) {
-        if (q.op.kind === 'delete') this.journal.completeOp(q.id, () => undefined);
-      }
-      this.journal.setMeta('cursor', '');
+      restoreMassDelete(this.ctx);
     }
     this.massDeletePending = false;
     this.status.update({ state: 'idle', error: undefined });
@@ -379,32 +389,7 @@ export class Engine implements Disposable {
 
   private connectFeed(): void {
     if (this.stopped) return;
-    const cursor = Number(this.journal.getMeta('cursor') || 0);
-    this.feed = this.options.client.openFeed(
-      cursor,
-      (m) => {
-        if (m.type === 'error' && (m.error.code === 'DEVICE_REVOKED' || m.error.code === 'UNAUTHORIZED')) {
-          this.halt(m.error.code);
-          return;
-        }
-        if (m.type === 'changes' || m.type === 'reset') {
-          // A burst of remote changes (another device dropping thousands of files) becomes
-          // one pull of many changes, downloaded in bundles, not one pass per change.
-          this.remoteDirty = true;
-          if (this.status.get().state === 'idle') this.status.update({ state: 'syncing' });
-          if (!this.feedTimer) {
-            this.feedTimer = setTimeout(() => {
-              this.feedTimer = undefined;
-              this.kick();
-            }, this.options.feedDebounceMs ?? 250);
-          }
-        }
-      },
-      () => {
-        this.feed = undefined;
-        if (!this.stopped && !this.removed) this.scheduleRetry();
-      },
-    );
+    this.feed.connect(Number(this.journal.getMeta('cursor') || 0));
   }
 
   // ------------------------------------------------------------------ lifecycle
@@ -417,8 +402,7 @@ export class Engine implements Disposable {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
-    if (this.feedTimer) clearTimeout(this.feedTimer);
-    this.feed?.dispose();
+    this.feed.dispose();
     this.store.dispose();
     while (this.running) await this.running.catch(() => undefined);
     this.journal.setMeta('running', '0');
@@ -428,21 +412,6 @@ export class Engine implements Disposable {
 
   dispose(): void {
     void this.stop();
-  }
-}
-
-/** Does the filesystem under `dir` fold case? (A probe file looked up by another case.) */
-async function probeCaseInsensitive(dir: string): Promise<boolean> {
-  // The temp-file prefix keeps the probe invisible to the watcher and the scanner.
-  const probe = nodePath.join(dir, `${PARTIAL_PREFIX}CaseProbe`);
-  await fsp.writeFile(probe, '');
-  try {
-    await fsp.access(nodePath.join(dir, `${PARTIAL_PREFIX}caseprobe`));
-    return true;
-  } catch {
-    return false;
-  } finally {
-    await fsp.rm(probe, { force: true });
   }
 }
 

@@ -4,6 +4,9 @@
  * yield to the event loop (enqueueScan, issue #16) — unless it would delete more than the
  * mass-delete guard allows: then it is queued but the folder pauses until the person answers.
  */
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import { PARTIAL_PREFIX } from '../../local-fs.ts';
 import { ScanStopped, enqueueScan, scan } from '../../scanner.ts';
 import type { SyncContext } from '../context.ts';
 
@@ -67,6 +70,32 @@ function isMassDelete(deletedFiles: number, knownFiles: number, o: LocalDiscover
     deletedFiles > count ||
     (deletedFiles >= 10 && deletedFiles / Math.max(1, knownFiles) > o.massDeleteFraction)
   );
+}
+
+/**
+ * The person chose to restore after a mass delete: drop the queued deletes and forget the
+ * feed position, so the next pull lists the folder and brings the files back.
+ */
+export function restoreMassDelete(ctx: SyncContext): void {
+  for (const q of ctx.journal.pendingOps()) {
+    if (q.op.kind === 'delete') ctx.journal.completeOp(q.id, () => undefined);
+  }
+  ctx.journal.setMeta('cursor', '');
+}
+
+/** Does the filesystem under `dir` fold case? (A probe file looked up by another case.) */
+export async function probeCaseInsensitive(dir: string): Promise<boolean> {
+  // The temp-file prefix keeps the probe invisible to the watcher and the scanner.
+  const probe = nodePath.join(dir, `${PARTIAL_PREFIX}CaseProbe`);
+  await fsp.writeFile(probe, '');
+  try {
+    await fsp.access(nodePath.join(dir, `${PARTIAL_PREFIX}caseprobe`));
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await fsp.rm(probe, { force: true });
+  }
 }
 
 export { ScanStopped };
