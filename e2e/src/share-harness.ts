@@ -13,7 +13,6 @@ import {
   type Features,
   type ListOptions,
   NotFoundError,
-  PreconditionFailedError,
   type Provider,
   type RemoveOptions,
   type TransferOptions,
@@ -21,7 +20,7 @@ import {
   collect,
   openBody,
 } from '@weft/providers';
-import { type EntryInfo, type OpResult, encodeBundle } from '@weft/wire';
+import { type EntryInfo, type OpResult, encodeBundle, entryFromInfo, settleOpResult } from '@weft/wire';
 
 /**
  * Make the global fetch (undici, used by the Graph SDK) trust `caPem` besides the system
@@ -94,14 +93,7 @@ export class WeftPersonProvider implements Provider {
   constructor(private readonly client: () => ProxyClient) {}
 
   private entry(e: EntryInfo): Entry {
-    return {
-      path: e.path,
-      kind: e.kind,
-      size: e.size,
-      modifiedMs: e.mtimeMs,
-      revision: e.revision,
-      ...(e.sha256 ? { hash: { algorithm: 'sha256', value: e.sha256 } } : {}),
-    };
+    return entryFromInfo(e);
   }
 
   private fail(e: unknown, path: string): never {
@@ -113,14 +105,7 @@ export class WeftPersonProvider implements Provider {
 
   private settled(r: OpResult | undefined, path: string): void {
     if (!r) throw new Error(`${path}: no result`);
-    if (r.status === 'conflict') throw new PreconditionFailedError(`${path}: changed meanwhile`);
-    if (r.status === 'error') {
-      if (r.error.code === 'NOT_FOUND') throw new NotFoundError(`${path}: ${r.error.message}`);
-      if (r.error.code === 'ALREADY_EXISTS') throw new AlreadyExistsError(`${path}: ${r.error.message}`);
-      if (r.error.code === 'PRECONDITION_FAILED')
-        throw new PreconditionFailedError(`${path}: ${r.error.message}`);
-      throw new Error(`${path}: ${r.error.code} ${r.error.message}`);
-    }
+    settleOpResult(r, path, (code, message) => new Error(`${path}: ${code} ${message}`));
   }
 
   async *list(dir: string, options: ListOptions = {}): AsyncIterable<Entry> {

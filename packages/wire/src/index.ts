@@ -6,6 +6,7 @@ export * from './bundle-scan.ts';
 export * from './transfer-block.ts';
 export * from './delta-container.ts';
 export * from './merkle.ts';
+export * from './as-provider.ts';
 export {
   conflictStamp,
   conflictedCopyPath,

@@ -22,12 +22,10 @@ import {
   type Change,
   type Entry,
   type Features,
-  InvalidPathError,
   type ListOptions,
   NotFoundError,
   PreconditionFailedError,
   type Provider,
-  QuotaExceededError,
   type ReadOptions,
   type RemoveOptions,
   type TransferOptions,
@@ -37,7 +35,7 @@ import {
   normalizePath,
   openBody,
 } from '@weft/providers';
-import type { EntryInfo, OpResult } from '@weft/wire';
+import { type EntryInfo, type OpResult, entryFromInfo, providerErrorFor, settleOpResult } from '@weft/wire';
 import { ApiError } from '../errors.ts';
 import type { OpScheduler } from '../scheduler.ts';
 import type { HybridStore, Writer } from '../store/hybrid.ts';
@@ -53,46 +51,15 @@ export interface NamespaceProviderOptions {
   readonly waitForSeq?: (seq: number, signal: AbortSignal) => Promise<void>;
 }
 
-function toEntry(e: EntryInfo): Entry {
-  return {
-    path: e.path,
-    kind: e.kind,
-    size: e.size,
-    modifiedMs: e.mtimeMs,
-    revision: e.revision,
-    ...(e.sha256 ? { hash: { algorithm: 'sha256', value: e.sha256 } } : {}),
-  };
-}
+const toEntry = entryFromInfo;
 
 /** Store errors as the provider contract's errors. */
 function classify(e: unknown, path: string): unknown {
-  if (!(e instanceof ApiError)) return e;
-  switch (e.code) {
-    case 'NOT_FOUND':
-      return new NotFoundError(`weft: ${path}: ${e.message}`, { cause: e });
-    case 'ALREADY_EXISTS':
-    case 'NOT_A_FOLDER':
-      return new AlreadyExistsError(`weft: ${path}: ${e.message}`, { cause: e });
-    case 'PRECONDITION_FAILED':
-      return new PreconditionFailedError(`weft: ${path}: ${e.message}`, undefined, { cause: e });
-    case 'INVALID_PATH':
-      // A name Weft storage refuses (a control or bidi character from another cloud): the
-      // mirror counts it as refused by this replica instead of retrying it.
-      return new InvalidPathError(`weft: ${path}: ${e.message}`, path);
-    case 'QUOTA_EXCEEDED':
-      // The member's Weft storage is full: the mirror sees a full replica, as with a full cloud.
-      return new QuotaExceededError(`weft: ${path}: ${e.message}`, { cause: e });
-    default:
-      return e;
-  }
+  return e instanceof ApiError ? (providerErrorFor(e.code, e.message, path, e) ?? e) : e;
 }
 
 function settled(r: OpResult, path: string): EntryInfo | undefined {
-  if (r.status === 'error') {
-    throw classify(new ApiError(r.error.code, r.error.message), path);
-  }
-  if (r.status === 'conflict') throw new PreconditionFailedError(`weft: ${path}: changed concurrently`);
-  return r.entry;
+  return settleOpResult(r, path, (code, message) => new ApiError(code, message));
 }
 
 export class NamespaceProvider implements Provider {
