@@ -25,7 +25,8 @@
  * checks against this and a real proxy so the two cannot drift.
  *
  * Test controls: `offline` (every call and feed fails with OfflineError), `failNext` (one
- * call fails as told), `calls` (what was asked, for assertions).
+ * call fails as told, before or after its work), `beforeCall` (something happens on the
+ * server between two calls), `calls` (what was asked, for assertions).
  */
 import { randomBytes } from 'node:crypto';
 import {
@@ -112,6 +113,8 @@ export class MemoryRemoteStore implements RemoteStore {
   private failures: { method: string; error: Error; after: number }[] = [];
   /** Calls made, by method name. */
   readonly calls = new Map<string, number>();
+  /** Runs before each call reaches the server (a test makes other things happen first). */
+  beforeCall: ((method: string) => Promise<void>) | undefined;
 
   constructor(
     readonly server: MemoryServerState,
@@ -129,9 +132,26 @@ export class MemoryRemoteStore implements RemoteStore {
     if (down) for (const close of [...this.feeds]) close();
   }
 
-  /** A call of `method` fails with `error` (once): the next one, or the one after `after` more. */
-  failNext(method: keyof RemoteStore, error: Error, after = 0): void {
-    this.failures.push({ method, error, after });
+  /**
+   * A call of `method` fails with `error` (once): the next one, or the one after `after`
+   * more. With `afterApply` the server does the call's work first and the answer is lost
+   * (a connection cut after the write: the client cannot know it happened).
+   */
+  failNext(method: keyof RemoteStore, error: Error, after = 0, afterApply = false): void {
+    if (!afterApply) {
+      this.failures.push({ method, error, after });
+      return;
+    }
+    const self = this as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    const original = self[method];
+    if (!original) throw new Error(`no method ${method}`);
+    let left = after;
+    self[method] = async (...args: unknown[]): Promise<unknown> => {
+      const answer = await original.apply(this, args);
+      if (left-- > 0) return answer;
+      delete self[method]; // the prototype's method again
+      throw error;
+    };
   }
 
   private get ns(): Namespace {
@@ -144,6 +164,7 @@ export class MemoryRemoteStore implements RemoteStore {
     if (rate && bodyBytes > 0) await new Promise<void>((r) => setTimeout(r, (bodyBytes / rate) * 1000));
     else await new Promise<void>((r) => setImmediate(r));
     this.calls.set(method, (this.calls.get(method) ?? 0) + 1);
+    await this.beforeCall?.(method);
     if (this.down) throw new OfflineError('cannot reach the memory server: offline');
     const i = this.failures.findIndex((f) => f.method === method);
     const f = this.failures[i];

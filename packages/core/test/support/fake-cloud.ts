@@ -84,9 +84,13 @@ export class FakeDevice {
     return localTree(this.folder, false);
   }
 
-  /** Stop the engine and open a new one on the same folder and journal (an agent restart). */
-  async restart(extra: Partial<EngineOptions> = {}): Promise<void> {
+  /**
+   * Stop the engine and open a new one on the same folder and journal (an agent restart);
+   * `whileDown` runs in between (changes elsewhere, or the journal edited as a crash leaves it).
+   */
+  async restart(extra: Partial<EngineOptions> = {}, whileDown?: () => Promise<void>): Promise<void> {
     await this.engine.stop();
+    await whileDown?.();
     this.engine = await openEngine(this.folder, this.stateDir, this.remote, this.name, {
       ...this.options,
       ...extra,
