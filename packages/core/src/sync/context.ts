@@ -32,6 +32,8 @@ export interface ServerConflict {
   readonly path: string;
   readonly conflictPath: string;
   readonly entry: EntryInfo | undefined;
+  /** The decision taken when the refusal came back (D23's action: adopt-server-copy). */
+  readonly action: DecisionRow['action'];
 }
 
 /** What the pass loop lends the modules: how they ask it for more work. */

@@ -86,13 +86,13 @@ export function noteServerConflict(
   const d = decideHint('refused-conflict');
   ctx.traceDecision(path, d, { copy: conflictPath });
   ctx.status.conflict(path, conflictPath || path, d.id);
-  ctx.serverConflicts.push({ op, path, conflictPath, entry: r.entry });
+  ctx.serverConflicts.push({ op, path, conflictPath, entry: r.entry, action: d.action });
   ctx.control.pullAgain();
 }
 
 /** D23: rename our file to the copy name the server kept it under (the caller fetches theirs). */
 export async function adoptServerCopy(ctx: SyncContext, c: ServerConflict): Promise<void> {
-  if (c.op.kind !== 'put' || c.conflictPath === '') return;
+  if (c.action !== 'adopt-server-copy' || c.op.kind !== 'put' || c.conflictPath === '') return;
   const row = ctx.journal.getFile(c.path);
   const from = await ctx.at(c.path);
   const to = await ctx.at(c.conflictPath);
