@@ -12,61 +12,39 @@
  *   3. one metadata transaction: index rows, refcounts, change records.
  * A crash between 2 and 3 is repaired by reconcile() at startup (the tier is the truth);
  * an object uploaded but never linked is an orphan, collected after the grace period.
+ *
+ * Beside it: the write rule every content write follows (write-rule.ts), bundle ingest
+ * (batch-write.ts), rsync signatures (signatures.ts), crash recovery (recovery.ts) and
+ * garbage collection (gc.ts).
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import type { Logger } from 'pino';
-import { signature as rsyncSignature } from '@weft/rsync-wasm';
-import {
-  collect,
-  type FsProvider,
-  type Provider,
-  NotFoundError,
-  ancestors,
-  sha256Hex,
-  unprintableNameReason,
-} from '@weft/providers';
-import type { ChangeRecord, ConflictReport, EntryInfo, OpResult } from '@weft/wire';
+import { collect, type FsProvider, type Provider, NotFoundError, ancestors } from '@weft/providers';
+import type { ChangeRecord, EntryInfo, OpResult } from '@weft/wire';
 import { conflictedCopyPath } from '@weft/wire';
-import { ApiError, toApiError } from '../errors.ts';
+import { ApiError } from '../errors.ts';
 import type { ProxyMetrics } from '../metrics.ts';
-import {
-  decodeLinkFile,
-  encodeLinkFile,
-  isLinkName,
-  LINK_CHUNK_BYTES,
-  LINK_EXTENSION,
-  LINK_VERSION,
-  type LinkFile,
-  objectKey,
-  signatureBlockSize,
-  signatureKey,
-} from './link-file.ts';
+import { encodeLinkFile, LINK_EXTENSION, LINK_VERSION, type LinkFile, objectKey } from './link-file.ts';
 import { type ChangeInput, type EntryRow, type MetadataStore, publicEntry } from './metadata.ts';
 import type { RelayCache } from './relay-cache.ts';
 import { QuotaLedger } from './quota.ts';
 import { collectGarbage, type GcResult } from './gc.ts';
 import { ignoreNotFound } from './ignore-not-found.ts';
 import { reconcileNamespace } from './recovery.ts';
-import { decideWrite, type WriteDecision } from './write-rule.ts';
+import { type BatchFile, writeBatchFiles } from './batch-write.ts';
+import { checkNewPath, checkUserPath } from './paths.ts';
+import { lastEntry, NOOP_SEQ } from './op-results.ts';
+import { conflictReport, decideWrite } from './write-rule.ts';
+import { chunkList, type Content, contentSha, contentSize } from './content.ts';
+import { putSignature, signatureOf, type SignatureDeps } from './signatures.ts';
 
-/** One file of a bundle for HybridStore.writeFiles. */
-export interface BatchFile {
-  readonly path: string;
-  readonly bytes: Uint8Array;
-  readonly sha256: string;
-  readonly mtimeMs: number;
-  /** Base revision of a conditional write (see api.md): undefined, null (must not exist) or a revision. */
-  readonly base: string | null | undefined;
-}
+export type { BatchFile } from './batch-write.ts';
+export { checkNewPath, checkUserPath } from './paths.ts';
 
-/** Temp files of one bundle written and fsynced at once (the fsyncs are what costs). */
-const WRITE_CONCURRENCY = 8;
-
-/** Content to store: bytes in memory, or a local file (staged upload, patched delta). */
-export type Content = { readonly bytes: Uint8Array } | { readonly file: string; readonly size: number };
+export type { Content } from './content.ts';
 
 export interface Writer {
   readonly userId: string;
@@ -89,26 +67,6 @@ export interface HybridStoreOptions {
   readonly now?: () => number;
   /** The user's storage quota in bytes, undefined for none (default: none for anyone). */
   readonly quotaLimit?: (userId: string) => number | undefined;
-}
-
-const NOOP_SEQ = 0;
-
-export function checkUserPath(path: string): void {
-  for (const seg of path.split('/')) {
-    if (isLinkName(seg)) throw new ApiError('INVALID_PATH', `names ending in ${LINK_EXTENSION} are reserved`);
-  }
-}
-
-/**
- * A path a write creates or replaces: besides checkUserPath, no control character and no
- * bidirectional control in any name (they travel to every member of a share and every
- * platform; docs/formats/api.md "Names"). Entries that already hold one can still be read,
- * moved away and deleted.
- */
-export function checkNewPath(path: string): void {
-  checkUserPath(path);
-  const why = unprintableNameReason(path);
-  if (why) throw new ApiError('INVALID_PATH', why);
 }
 
 export class HybridStore {
@@ -255,43 +213,9 @@ export class HybridStore {
     }
   }
 
-  private async contentSha(c: Content): Promise<string> {
-    if ('bytes' in c) return createHash('sha256').update(c.bytes).digest('hex');
-    const h = createHash('sha256');
-    for await (const chunk of createReadStream(c.file)) h.update(chunk as Buffer);
-    return h.digest('hex');
-  }
-
-  private contentSize(c: Content): number {
-    return 'bytes' in c ? c.bytes.byteLength : c.size;
-  }
-
-  private async chunkList(c: Content): Promise<LinkFile['chunks']> {
-    const out: LinkFile['chunks'] = [];
-    const size = this.contentSize(c);
-    if ('bytes' in c) {
-      for (let off = 0; off < size; off += LINK_CHUNK_BYTES) {
-        const piece = c.bytes.subarray(off, Math.min(size, off + LINK_CHUNK_BYTES));
-        out.push({
-          offset: off,
-          length: piece.byteLength,
-          sha256: createHash('sha256').update(piece).digest('hex'),
-        });
-      }
-      return out;
-    }
-    let off = 0;
-    for await (const piece of createReadStream(c.file, { highWaterMark: LINK_CHUNK_BYTES })) {
-      const b = piece as Buffer;
-      out.push({ offset: off, length: b.byteLength, sha256: createHash('sha256').update(b).digest('hex') });
-      off += b.byteLength;
-    }
-    return out;
-  }
-
   /** Upload content to the object tier unless an object with that hash exists. */
   async putObject(sha256: string, c: Content): Promise<void> {
-    const size = this.contentSize(c);
+    const size = contentSize(c);
     const existing = this.meta.getObject(sha256);
     if (existing) {
       try {
@@ -311,73 +235,24 @@ export class HybridStore {
     this.meta.addObject(sha256, size, this.now());
   }
 
-  /**
-   * Store the rsync signature of large content in the object tier next to its object
-   * (content-addressed, shared like the object), unless it is there already. Written after
-   * the object and before the link file that names it (link-file.md, write ordering). A
-   * signature is an aid, never required: if it cannot be made the link file says null.
-   */
-  private async putSignature(
-    sha256: string,
-    c: Content,
-  ): Promise<{ ref: NonNullable<LinkFile['signature']>; bytes?: Uint8Array } | undefined> {
-    const blockSize = signatureBlockSize(this.contentSize(c));
-    const ref = { object: signatureKey(sha256, blockSize), blockSize };
-    try {
-      try {
-        await this.objects.stat(ref.object);
-        return { ref };
-      } catch (e) {
-        if (!(e instanceof NotFoundError)) throw e;
-      }
-      const source = 'bytes' in c ? c.bytes : (createReadStream(c.file) as AsyncIterable<Uint8Array>);
-      const bytes = await collect(rsyncSignature(source, { blockSize }));
-      await this.objects.write(ref.object, bytes, { size: bytes.byteLength });
-      this.o.metrics.bytes.inc({ tier: 'object', direction: 'in' }, bytes.byteLength);
-      return { ref, bytes };
-    } catch (e) {
-      this.o.log.warn({ err: e, sha256 }, 'rsync signature not stored');
-      return undefined;
-    }
-  }
-
-  /**
-   * The rsync signature of a large file's current content (the one its link file names; made
-   * and stored now for a link file that names none). Lets a client send a delta against the
-   * server's version without keeping that version or its signature itself.
-   */
-  async signatureOf(
+  /** The rsync signature of a large file's current content (signatures.ts). */
+  signatureOf(
     userId: string,
     entry: EntryInfo,
   ): Promise<{ bytes: Uint8Array; blockSize: number; sha256: string }> {
-    if (entry.kind !== 'file' || entry.tier !== 'large' || !entry.sha256)
-      throw new ApiError('NOT_FOUND', 'only large files have a signature');
-    const link = decodeLinkFile(
-      await collect(await this.fs.read(this.nsPath(userId, entry.path) + LINK_EXTENSION)),
-    );
-    if (link.signature) {
-      try {
-        const bytes = await collect(await this.objects.read(link.signature.object));
-        return { bytes, blockSize: link.signature.blockSize, sha256: link.sha256 };
-      } catch (e) {
-        if (!(e instanceof NotFoundError)) throw e;
-      }
-    }
-    const unpin = this.pin(link.sha256);
-    const { file, release } = await this.stageObject(link.sha256, link.size);
-    try {
-      const made = await this.putSignature(link.sha256, { file, size: link.size });
-      const blockSize = made?.ref.blockSize ?? signatureBlockSize(link.size);
-      let bytes = made?.bytes;
-      if (!bytes && made) bytes = await collect(await this.objects.read(made.ref.object));
-      bytes ??= await collect(
-        rsyncSignature(createReadStream(file) as AsyncIterable<Uint8Array>, { blockSize }),
-      );
-      return { bytes, blockSize, sha256: link.sha256 };
-    } finally {
-      release();
-      unpin();
-    }
+    return signatureOf(this.signatureDeps(), userId, entry);
+  }
+
+  private signatureDeps(): SignatureDeps {
+    return {
+      fs: this.fs,
+      objects: this.objects,
+      log: this.o.log,
+      metrics: this.o.metrics,
+      nsPath: (u, p) => this.nsPath(u, p),
+      pin: (sha) => this.pin(sha),
+      stageObject: (sha, size) => this.stageObject(sha, size),
+    };
   }
 
   private pin(sha: string): () => void {
@@ -404,7 +279,7 @@ export class HybridStore {
     knownSha?: boolean,
   ): Promise<OpResult> {
     checkNewPath(path);
-    const actual = knownSha ? sha256 : await this.contentSha(content);
+    const actual = knownSha ? sha256 : await contentSha(content);
     if (actual !== sha256)
       throw new ApiError('HASH_MISMATCH', 'SHA-256 of the content does not match the declared one');
     const cur = this.meta.getEntry(w.userId, path);
@@ -423,240 +298,28 @@ export class HybridStore {
   }
 
   /**
-   * Apply a bundle's files in one go (bundle ingest): every small file is written to a temp
-   * file, all of them in parallel (bounded) and fsynced, then renamed into place, and the
-   * whole batch — new folders, files, conflicted copies — is recorded in ONE metadata
-   * transaction. Each file stays atomic on its own (old or new content after a crash; a crash
-   * before the transaction is repaired by reconcile()), and nothing is acknowledged before
-   * the transaction. Decisions (conflict, no-op, folder in the way) are the ones writeFile
-   * makes, taken in entry order as if the entries were applied one by one; content whose
-   * size puts it in the large tier goes through writeFile afterwards. The caller holds the
-   * scheduler's slot for every path of the batch (stop-and-wait against other operations).
+   * Apply a bundle's files in one go (batch-write.ts): one metadata transaction for the
+   * whole batch, each entry decided by the same write rule as writeFile.
    */
-  async writeFiles(w: Writer, items: readonly BatchFile[]): Promise<OpResult[]> {
-    const results: (OpResult | undefined)[] = new Array<OpResult | undefined>(items.length);
-    const fail = (i: number, e: unknown): void => {
-      const err = toApiError(e);
-      if (err.status >= 500) this.o.log.error({ err: e, userId: w.userId }, 'bundle entry failed');
-      results[i] = {
-        status: 'error',
-        error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) },
-      };
-    };
-    /** What this batch puts at a path, before it is recorded. */
-    const planned = new Map<string, 'file' | 'dir'>();
-    const kindAt = (path: string): 'file' | 'dir' | undefined =>
-      planned.get(path) ?? this.meta.getEntry(w.userId, path)?.kind;
-    const newDirs: string[] = [];
-    const jobs: {
-      i: number;
-      path: string;
-      item: BatchFile;
-      conflict?: ConflictReport;
-      replacesLarge: boolean;
-      /** Bytes it adds to the namespace (its size less the file it replaces). */
-      growth: number;
-    }[] = [];
-    const large: number[] = [];
-    for (const [i, item] of items.entries()) {
-      try {
-        checkNewPath(item.path);
-        if (sha256Hex(item.bytes) !== item.sha256)
-          throw new ApiError('HASH_MISMATCH', 'SHA-256 of the content does not match the declared one');
-        if (item.bytes.byteLength >= this.o.smallFileBytes) {
-          large.push(i);
-          continue;
-        }
-        // A folder this batch creates is in the way as much as one already there.
-        const cur = this.meta.getEntry(w.userId, item.path);
-        const d =
-          planned.get(item.path) === 'dir'
-            ? ({ action: 'refuse-folder' } as const)
-            : decideWrite(cur, item.base, item.sha256);
-        if (d.action === 'refuse-folder')
-          throw new ApiError('ALREADY_EXISTS', 'a folder exists at that path', { path: item.path });
-        if (d.action === 'unchanged' && cur) {
-          results[i] = { status: 'applied', entry: publicEntry(cur), seq: NOOP_SEQ };
-          continue;
-        }
-        let target = item.path;
-        let conflict: ConflictReport | undefined;
-        if (d.action === 'conflict') {
-          target = this.conflictPathFor(w, item.path, (p) => planned.has(p));
-          conflict = conflictReport(item.path, target, d);
-        }
-        const missing: string[] = [];
-        for (const dir of ancestors(target)) {
-          const k = kindAt(dir);
-          if (k === 'dir') continue;
-          if (k === 'file')
-            throw new ApiError('ALREADY_EXISTS', `a file is in the way of folder ${dir}`, { path: dir });
-          missing.push(dir);
-        }
-        for (const dir of missing) {
-          planned.set(dir, 'dir');
-          newDirs.push(dir);
-        }
-        planned.set(target, 'file');
-        const before = target === item.path ? cur : this.meta.getEntry(w.userId, target);
-        jobs.push({
-          i,
-          path: target,
-          item,
-          ...(conflict ? { conflict } : {}),
-          replacesLarge: before?.tier === 'large',
-          growth: item.bytes.byteLength - (before?.kind === 'file' ? before.size : 0),
-        });
-      } catch (e) {
-        fail(i, e);
-      }
-    }
-
-    // The quota is checked for the whole batch before anything is written: a bundle that
-    // does not fit is refused whole (QUOTA_EXCEEDED thrown), never half applied.
-    const largeGrowth = new Map(
-      large.map((i) => [i, this.growthAt(w.userId, items[i]!.path, items[i]!.bytes.byteLength)]),
+  writeFiles(w: Writer, items: readonly BatchFile[]): Promise<OpResult[]> {
+    return writeBatchFiles(
+      {
+        fs: this.fs,
+        meta: this.meta,
+        log: this.o.log,
+        metrics: this.o.metrics,
+        smallFileBytes: this.o.smallFileBytes,
+        quota: this.quota,
+        growthAt: (u, p, n) => this.growthAt(u, p, n),
+        nsPath: (u, p) => this.nsPath(u, p),
+        record: (u, changes, writer) => this.record(u, changes, writer),
+        conflictPathFor: (writer, p, taken) => this.conflictPathFor(writer, p, taken),
+        writeFile: (writer, p, content, sha, mtimeMs, base) =>
+          this.writeFile(writer, p, content, sha, mtimeMs, base, true),
+      },
+      w,
+      items,
     );
-    const smallGrowth = jobs.reduce((n, j) => n + j.growth, 0);
-    const held = this.quota.reserve(
-      w.userId,
-      smallGrowth + [...largeGrowth.values()].reduce((n, g) => n + g, 0),
-    );
-    try {
-      return await this.writeBatch(w, items, results, fail, jobs, newDirs, large, {
-        // Recorded small files count in the usage now: their share of the reservation goes.
-        smallRecorded: () => held.shrink(Math.max(0, smallGrowth)),
-        // A large entry reserves its own bytes in writeFile: hand its share back just before.
-        beforeLarge: (i) => held.shrink(Math.max(0, largeGrowth.get(i) ?? 0)),
-      });
-    } finally {
-      held.release();
-    }
-  }
-
-  private async writeBatch(
-    w: Writer,
-    items: readonly BatchFile[],
-    results: (OpResult | undefined)[],
-    fail: (i: number, e: unknown) => void,
-    jobs: readonly {
-      i: number;
-      path: string;
-      item: BatchFile;
-      conflict?: ConflictReport;
-      replacesLarge: boolean;
-    }[],
-    newDirs: readonly string[],
-    large: readonly number[],
-    quota: { smallRecorded(): void; beforeLarge(i: number): void },
-  ): Promise<OpResult[]> {
-    // Folders first (parents before children: newDirs is in that order), then the files.
-    const changes: ChangeInput[] = [];
-    const dirErrors = new Map<string, unknown>();
-    // One depth at a time (parents before children), the folders of a depth in parallel.
-    const byDepth = new Map<number, string[]>();
-    for (const dir of newDirs) {
-      const d = dir.split('/').length;
-      byDepth.set(d, [...(byDepth.get(d) ?? []), dir]);
-    }
-    const dirChanges = new Map<string, ChangeInput>();
-    for (const d of [...byDepth.keys()].sort((x, y) => x - y)) {
-      const level = byDepth.get(d) ?? [];
-      await forEachBounded(level.length, WRITE_CONCURRENCY, async (k) => {
-        const dir = level[k]!;
-        const parentError = ancestors(dir).find((a) => dirErrors.has(a));
-        if (parentError !== undefined) {
-          dirErrors.set(dir, dirErrors.get(parentError));
-          return;
-        }
-        try {
-          await this.fs.mkdir(this.nsPath(w.userId, dir));
-          const st = await this.fs.stat(this.nsPath(w.userId, dir));
-          dirChanges.set(dir, {
-            type: 'upsert',
-            entry: {
-              path: dir,
-              kind: 'dir',
-              size: 0,
-              mtimeMs: Math.floor(st.modifiedMs),
-              fsRevision: st.revision,
-            },
-          });
-        } catch (e) {
-          dirErrors.set(dir, e);
-        }
-      });
-    }
-    for (const dir of newDirs) {
-      const c = dirChanges.get(dir);
-      if (c) changes.push(c);
-    }
-    const writable = jobs.filter((j) => {
-      const d = ancestors(j.path).find((a) => dirErrors.has(a));
-      if (d === undefined) return true;
-      fail(j.i, dirErrors.get(d));
-      return false;
-    });
-    const written = await this.fs.writeMany(
-      writable.map((j) => ({
-        path: this.nsPath(w.userId, j.path),
-        bytes: j.item.bytes,
-        modifiedMs: j.item.mtimeMs,
-      })),
-      { concurrency: WRITE_CONCURRENCY },
-    );
-    const recorded: { job: (typeof jobs)[number]; change: number }[] = [];
-    for (const [k, j] of writable.entries()) {
-      const e = written[k]!;
-      if (e instanceof Error) {
-        fail(j.i, e);
-        continue;
-      }
-      this.o.metrics.bytes.inc({ tier: 'fs', direction: 'in' }, j.item.bytes.byteLength);
-      if (j.replacesLarge)
-        await this.fs.remove(this.nsPath(w.userId, j.path) + LINK_EXTENSION).catch(ignoreNotFound);
-      recorded.push({ job: j, change: changes.length });
-      changes.push({
-        type: 'upsert',
-        entry: {
-          path: j.path,
-          kind: 'file',
-          size: j.item.bytes.byteLength,
-          mtimeMs: j.item.mtimeMs,
-          sha256: j.item.sha256,
-          tier: 'small',
-          fsRevision: e.revision,
-        },
-      });
-    }
-    // One transaction for the whole batch.
-    const records = this.record(w.userId, changes, w);
-    quota.smallRecorded();
-    for (const { job, change } of recorded) {
-      const { entry, seq } = lastEntry(records.slice(change, change + 1));
-      results[job.i] = job.conflict
-        ? { status: 'conflict', conflict: job.conflict, ...(entry ? { entry } : {}), seq }
-        : { status: 'applied', ...(entry ? { entry } : {}), seq };
-    }
-    // Content big enough for the object tier: one by one, as a single write would go.
-    for (const i of large) {
-      const item = items[i]!;
-      try {
-        quota.beforeLarge(i);
-        results[i] = await this.writeFile(
-          w,
-          item.path,
-          { bytes: item.bytes },
-          item.sha256,
-          item.mtimeMs,
-          item.base,
-          true,
-        );
-      } catch (e) {
-        fail(i, e);
-      }
-    }
-    return results.map((r) => r ?? { status: 'error', error: { code: 'INTERNAL', message: 'not applied' } });
   }
 
   /** A conflicted-copy name free in the index and not taken by `taken`. */
@@ -677,7 +340,7 @@ export class HybridStore {
     sha256: string,
     mtimeMs: number,
   ): Promise<{ entry?: EntryInfo; seq: number }> {
-    const held = this.quota.reserve(w.userId, this.growthAt(w.userId, path, this.contentSize(content)));
+    const held = this.quota.reserve(w.userId, this.growthAt(w.userId, path, contentSize(content)));
     try {
       return await this.storeFileReserved(w, path, content, sha256, mtimeMs);
     } finally {
@@ -694,7 +357,7 @@ export class HybridStore {
   ): Promise<{ entry?: EntryInfo; seq: number }> {
     const changes: ChangeInput[] = [];
     await this.ensureParents(w.userId, path, changes);
-    const size = this.contentSize(content);
+    const size = contentSize(content);
     const ns = this.nsPath(w.userId, path);
     const before = this.meta.getEntry(w.userId, path);
     let entryRow: Omit<EntryRow, 'revision'>;
@@ -711,14 +374,14 @@ export class HybridStore {
       const unpin = this.pin(sha256);
       try {
         await this.putObject(sha256, content);
-        const signature = (await this.putSignature(sha256, content))?.ref ?? null;
+        const signature = (await putSignature(this.signatureDeps(), sha256, content))?.ref ?? null;
         const link: LinkFile = {
           weftLink: LINK_VERSION,
           sha256,
           size,
           mtimeMs,
           object: objectKey(sha256),
-          chunks: await this.chunkList(content),
+          chunks: await chunkList(content),
           signature,
         };
         const e = await this.fs.write(ns + LINK_EXTENSION, encodeLinkFile(link), { modifiedMs: mtimeMs });
@@ -926,33 +589,4 @@ export class HybridStore {
       if (n.startsWith('tmp-')) await fsp.rm(nodePath.join(this.o.stagingDir, n), { force: true });
     }
   }
-}
-
-/** Run `work(0..n-1)` with at most `limit` calls in flight. */
-async function forEachBounded(n: number, limit: number, work: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  const lane = async (): Promise<void> => {
-    while (next < n) await work(next++);
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, n)) }, lane));
-}
-
-function lastEntry(records: ChangeRecord[]): { entry?: EntryInfo; seq: number } {
-  const last = records.at(-1);
-  if (!last) return { seq: NOOP_SEQ };
-  return last.type === 'delete' ? { seq: last.seq } : { entry: last.entry, seq: last.seq };
-}
-
-function conflictReport(
-  path: string,
-  conflictPath: string,
-  d: Extract<WriteDecision, { action: 'conflict' }>,
-): ConflictReport {
-  return {
-    path,
-    conflictPath,
-    kind: 'write-write',
-    baseRevision: d.baseRevision,
-    serverRevision: d.serverRevision,
-  };
 }

@@ -16,6 +16,8 @@
  *
  * Same content already current is never a conflict (Syncthing's rule).
  */
+import type { ConflictReport } from '@weft/wire';
+
 export type WriteDecision =
   | { readonly action: 'refuse-folder' }
   | { readonly action: 'unchanged' }
@@ -43,4 +45,19 @@ export function decideWrite(
   if (current.sha256 === sha256) return { action: 'unchanged' };
   if (base === undefined || base === current.revision) return { action: 'write' };
   return { action: 'conflict', baseRevision: base, serverRevision: current.revision };
+}
+
+/** The report of a conflict decision: the client's content went to `conflictPath`. */
+export function conflictReport(
+  path: string,
+  conflictPath: string,
+  d: Extract<WriteDecision, { action: 'conflict' }>,
+): ConflictReport {
+  return {
+    path,
+    conflictPath,
+    kind: 'write-write',
+    baseRevision: d.baseRevision,
+    serverRevision: d.serverRevision,
+  };
 }
