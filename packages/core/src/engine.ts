@@ -1,10 +1,13 @@
 /**
  * The sync engine for one folder: the pass loop. One pass at a time — pull, then scan, then
- * push — so local and remote changes never race each other. What a pass does lives under
- * sync/: discovery (sync/discovery/remote.ts: the feed and listings as one observation per
- * path; the scanner for local changes), decision (decisions.ts: one pure function over
- * docs/sync-decisions.md) and propagation (sync/propagate/*.ts: download, upload bundle,
- * upload large, local delete/move, conflict copy; sync/refusals.ts for refused operations).
+ * push — so local and remote changes never race each other; start, stop, retry, pause and
+ * the removed/full states are decided here. What a pass does lives under sync/
+ * (docs/client-engine.md, "Where the code is"): discovery (sync/discovery/remote.ts: the
+ * feed and listings, one observation per path; local.ts: the scanner and the queue;
+ * feed.ts: the live feed's wake-ups), decision (decisions.ts: one pure function over
+ * docs/sync-decisions.md) and propagation (sync/push.ts ordering sync/propagate/*.ts:
+ * download, upload bundle, upload large, namespace ops, local delete/move, conflict copy;
+ * sync/refusals.ts for refused operations).
  *
  * Safety: every local write is temp + fsync + rename; every replaced or deleted local file
  * goes to the trash first; a delete of more than the mass-delete threshold pauses the
