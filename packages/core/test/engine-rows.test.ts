@@ -115,6 +115,33 @@ describe('engine: decision rows, activity', () => {
     expect(b.remote.calls.get('downloadBundle') ?? 0).toBe(bundles);
   });
 
+  it('a download decides again before its rename: an edit made meanwhile stays (D10), a delete gives way (D14)', async () => {
+    cloud = new FakeCloud();
+    const a = await cloud.addDevice('laptop');
+    const { d: b, decided } = await traced(cloud, 'desktop');
+    await a.write('edited.txt', 'base');
+    await a.write('deleted.txt', 'base');
+    await a.sync();
+    await b.sync();
+    await a.write('edited.txt', 'theirs');
+    await a.write('deleted.txt', 'theirs');
+    await a.sync();
+    // Decided as D8 (edited there); while the bytes travel, the person edits one and deletes the other.
+    b.remote.beforeCall = async (method) => {
+      if (method !== 'downloadBundle') return;
+      b.remote.beforeCall = undefined;
+      await b.write('edited.txt', 'ours, typed meanwhile');
+      await b.rm('deleted.txt');
+    };
+    await b.sync();
+    const writes = decided.filter((x) => (x as unknown as { stage?: string }).stage === 'write');
+    expect(writes.map((x) => `${x.path} ${x.row}`).sort()).toEqual(['deleted.txt D14', 'edited.txt D10']);
+    expect(await b.read('edited.txt')).toBe('ours, typed meanwhile');
+    expect(await b.read('deleted.txt')).toBe('theirs');
+    const copy = b.engine.getStatus().conflicts.find((c) => c.path === 'edited.txt');
+    expect(copy && (await b.read(copy.copyPath))).toBe('theirs');
+  });
+
   it('the mass-delete guard pauses before sending the deletes; restore brings the files back', async () => {
     cloud = new FakeCloud();
     const a = await cloud.addDevice('laptop');
