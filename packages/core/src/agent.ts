@@ -32,6 +32,7 @@ import {
 } from './ui-server/index.ts';
 import { LAUNCHER_FILE, openLoginInBrowser, systemOpen } from './ui-server/browser-open.ts';
 import { privateDir, writePrivateFile } from './private-file.ts';
+import { DAY_MS, TrashJanitor, automaticTrashCap } from './trash-purge.ts';
 
 export interface AgentOptions {
   readonly folder: string;
@@ -193,6 +194,26 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
     secrets,
     ...(options.oauth ? { oauth: options.oauth } : {}),
   });
+  // The local trash (replaced and deleted files) is purged by age and size: now, hourly, and
+  // after a sync pass that trashed something; the limits are read from the settings each time.
+  const trashDir = nodePath.join(options.stateDir, 'trash');
+  const janitor = new TrashJanitor({
+    dir: trashDir,
+    policy: async () => {
+      const s = ui.settings();
+      return {
+        maxAgeMs: s.trashKeepDays * DAY_MS,
+        maxBytes: s.trashLimitMiB > 0 ? s.trashLimitMiB * 1024 * 1024 : await automaticTrashCap(trashDir),
+      };
+    },
+  });
+  void janitor.start();
+  let lastState = ui.status().state;
+  const passEnds = ui.onStatus(() => {
+    const state = ui.status().state;
+    if (state === 'idle' && lastState !== 'idle') void janitor.afterPass();
+    lastState = state;
+  });
   const uiDir = options.uiDir ?? defaultUiDir();
   const uiHttp = createUiHttpHandler({
     handlers: ui.handlers,
@@ -250,6 +271,8 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
     },
     ui,
     async stop() {
+      passEnds.dispose();
+      await janitor.stop();
       uiHttp.dispose();
       ui.dispose();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));

@@ -1,12 +1,21 @@
 /**
  * The engine's writes into the synced folder: always temp file in the same folder, fsync,
  * rename — a reader (or a crash) never sees a half-written file. Files the engine replaces
- * or deletes go to the trash first (kept 30 days), so nothing is lost to a sync decision.
+ * or deletes go to the trash first (purged by age and size, trash-purge.ts), so nothing is
+ * lost to a sync decision.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
+import {
+  DAY_MS,
+  DEFAULT_TRASH_KEEP_DAYS,
+  TrashItemGoneError,
+  parseTrashSlot,
+  purgeTrash,
+  trashSlotName,
+} from './trash-purge.ts';
 
 /** Prefix of the engine's temp files inside the synced folder (ignored by the scanner). */
 export const PARTIAL_PREFIX = '.weft-partial-';
@@ -81,12 +90,22 @@ export async function sweepPartials(root: string): Promise<number> {
   return removed;
 }
 
-/** The local trash: deleted and overwritten files, kept for `retentionDays`. */
+/**
+ * The local trash: deleted and overwritten files, each in its own slot
+ * `<dir>/<ISO time with - for : and .>-<6 hex>/<local path>` (the slot's name is the time it
+ * was trashed). Purged by age and size (trash-purge.ts; the agent runs it).
+ */
 export class Trash {
+  private readonly now: () => number;
+  private readonly retentionDays: number;
+
   constructor(
     readonly dir: string,
-    private readonly retentionDays = 30,
-  ) {}
+    options: { readonly now?: () => number; readonly retentionDays?: number } = {},
+  ) {
+    this.now = options.now ?? Date.now;
+    this.retentionDays = options.retentionDays ?? DEFAULT_TRASH_KEEP_DAYS;
+  }
 
   /**
    * Move `abs` (inside the synced folder) into the trash; returns where it went. `relPath`
@@ -99,8 +118,7 @@ export class Trash {
     } catch {
       return undefined;
     }
-    const stamp = new Date().toISOString().replace(/[:.]/g, '-');
-    const dest = this.destFor(stamp + '-' + randomBytes(3).toString('hex'), relPath);
+    const dest = this.destFor(this.newSlot(), relPath);
     await fsp.mkdir(nodePath.dirname(dest), { recursive: true, mode: 0o700 });
     try {
       await fsp.rename(abs, dest);
@@ -110,6 +128,10 @@ export class Trash {
       await fsp.rm(abs, { recursive: true, force: true });
     }
     return dest;
+  }
+
+  private newSlot(): string {
+    return trashSlotName(this.now(), randomBytes(3).toString('hex'));
   }
 
   /** Where `relPath` goes in the trash; never outside it, whatever the name. */
@@ -124,8 +146,7 @@ export class Trash {
   /** Copy (not move) a file into the trash: for versions about to be overwritten in place. */
   async keepCopy(abs: string, relPath: string): Promise<string | undefined> {
     try {
-      const stamp = new Date().toISOString().replace(/[:.]/g, '-');
-      const dest = this.destFor(stamp + '-' + randomBytes(3).toString('hex'), relPath);
+      const dest = this.destFor(this.newSlot(), relPath);
       await fsp.mkdir(nodePath.dirname(dest), { recursive: true, mode: 0o700 });
       await fsp.copyFile(abs, dest);
       return dest;
@@ -135,22 +156,51 @@ export class Trash {
     }
   }
 
-  /** Delete trash entries older than the retention period. */
-  async purge(now = Date.now()): Promise<number> {
-    let removed = 0;
-    let names: string[];
+  /**
+   * Put a trashed item (a path keep/keepCopy returned) back at `target` (an absolute path
+   * the caller resolved inside the folder), which must not exist. Fails with
+   * TrashItemGoneError when the item was purged meanwhile; nothing is written then.
+   */
+  async restore(trashed: string, target: string): Promise<void> {
+    const rel = nodePath.relative(this.dir, trashed);
+    const [slot, ...rest] = rel.split(nodePath.sep);
+    if (
+      rel.startsWith('..') ||
+      nodePath.isAbsolute(rel) ||
+      !slot ||
+      !parseTrashSlot(slot) ||
+      rest.length === 0
+    )
+      throw new Error(`not an item of the trash ${this.dir}: ${trashed}`);
+    // Every folder on the way must be a real folder of the trash (no symlink leads out).
+    let at = this.dir;
+    for (const part of [slot, ...rest.slice(0, -1)]) {
+      at = nodePath.join(at, part);
+      const st = await fsp.lstat(at).catch(() => undefined);
+      if (!st) throw new TrashItemGoneError(trashed, slot);
+      if (!st.isDirectory()) throw new Error(`not an item of the trash ${this.dir}: ${trashed}`);
+    }
+    if (!(await fsp.lstat(trashed).catch(() => undefined))) throw new TrashItemGoneError(trashed, slot);
+    if (await fsp.lstat(target).catch(() => undefined))
+      throw new Error(`cannot restore to ${target}: something is there already`);
+    await fsp.mkdir(nodePath.dirname(target), { recursive: true });
     try {
-      names = await fsp.readdir(this.dir);
-    } catch {
-      return 0;
+      await fsp.rename(trashed, target);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw new TrashItemGoneError(trashed, slot);
+      if ((e as NodeJS.ErrnoException).code !== 'EXDEV') throw e;
+      await fsp.cp(trashed, target, { recursive: true, errorOnExist: true, force: false });
     }
-    for (const name of names) {
-      const st = await fsp.stat(nodePath.join(this.dir, name));
-      if (now - st.mtimeMs > this.retentionDays * 86_400_000) {
-        await fsp.rm(nodePath.join(this.dir, name), { recursive: true, force: true });
-        removed += 1;
-      }
-    }
-    return removed;
+    await fsp.rm(nodePath.join(this.dir, slot), { recursive: true, force: true });
+  }
+
+  /** Delete trash entries older than the retention period (the agent's purge also caps the size). */
+  async purge(now = this.now()): Promise<number> {
+    const result = await purgeTrash(
+      this.dir,
+      { maxAgeMs: this.retentionDays * DAY_MS, maxBytes: Infinity },
+      now,
+    );
+    return result.removed.length;
   }
 }

@@ -102,6 +102,10 @@ export const SettingsSchema = z.object({
   /** …and more than this many files. */
   massDeleteCount: z.number().int().min(10).max(10_000_000),
   startAtLogin: z.boolean(),
+  /** Replaced and deleted files stay in the local trash this many days… */
+  trashKeepDays: z.number().int().min(1).max(3650),
+  /** …and the trash keeps at most this many MiB, oldest going first (0 = min(10 % of the disk, 10 GiB)). */
+  trashLimitMiB: z.number().int().min(0).max(1_000_000_000),
 });
 export type Settings = z.infer<typeof SettingsSchema>;
 
@@ -112,6 +116,8 @@ export const DEFAULT_SETTINGS: Settings = {
   massDeletePercent: 50,
   massDeleteCount: 1000,
   startAtLogin: false,
+  trashKeepDays: 30,
+  trashLimitMiB: 0,
 };
 
 export const CloudProviderSchema = z.enum(['dropbox', 'gdrive', 'onedrive']);
