@@ -57,7 +57,7 @@ export class ScanStopped extends Error {
  * that the per-transaction cost vanishes, small enough that one batch holds the event loop
  * for milliseconds, not seconds (issue #16).
  */
-export const ENQUEUE_BATCH = 1_000;
+export const ENQUEUE_BATCH = 250;
 
 /** Names of one folder whose stats are asked for together. */
 const STAT_CHUNK = 64;
@@ -121,7 +121,7 @@ export async function scan(
   };
   // Reads go to the journal; writes are deferred into `commit` (see ScanResult.commit),
   // each tagged with how many operations preceded it (see ScanResult.commitThrough).
-  const deferred: { after: number; write: () => void }[] = [];
+  const deferred: ({ after: number; write: () => void } | undefined)[] = [];
   const defer = (write: () => void): void => void deferred.push({ after: ops.length, write });
   const journal = {
     filesUnder: (dir: string) => realJournal.filesUnder(dir),
@@ -387,10 +387,17 @@ export async function scan(
   }
   for (const r of gone) journal.deleteFile(r.path);
   const deletedFiles = gone.filter((r) => r.kind === 'file').length;
+  const scannedFiles = disk.size;
+  // The returned closures keep this scope alive: let go of what only the scan needed.
+  disk.clear();
+  known.clear();
+  hashed.clear();
+  folded.clear();
   let written = 0;
   const commitThrough = (end: number): void => {
-    while (written < deferred.length && (deferred[written] as { after: number }).after <= end) {
-      (deferred[written] as { write: () => void }).write();
+    for (let d = deferred[written]; d !== undefined && d.after <= end; d = deferred[written]) {
+      d.write();
+      deferred[written] = undefined; // the row it holds can go
       written += 1;
     }
   };
@@ -399,7 +406,7 @@ export async function scan(
     ops,
     unsettled,
     warnings,
-    scannedFiles: disk.size,
+    scannedFiles,
     deletedFiles,
     knownFilesBefore,
     storedAs,
