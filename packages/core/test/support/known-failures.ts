@@ -7,29 +7,23 @@
 export const BUGS = {
   moveCarriesNewerContent:
     "a pushed move of a file records the moved entry's revision as synced although the server moved newer content (another device's edit); the local edit then overwrites that edit without a conflict",
-  duplicatePutsInQueue:
-    'two puts of one path end up in the queue (one queued before a conflict, one after); the bundle encoder refuses the batch ("appears twice") and the device never syncs again',
   folderMoveToCopy:
     "a pushed folder move onto a name taken meanwhile (row D24) leaves the conflicted-copy folder's content only on this device",
   missedRemoteFiles:
-    'files another device put into a folder this device moved or deleted meanwhile never come down (no queued op, cursor past them)',
+    'files another device put into a folder this device deleted locally (not scanned yet) and a third device then renamed never come down here (the remote folder move is applied to a folder that is no longer on disk; no queued op, the cursor is past them)',
   lostAfterConverging: 'trees converge but an unsynced content is gone (a folder delete or move took it)',
 } as const;
 
 export const KNOWN: Record<number, keyof typeof BUGS> = {
   2: 'folderMoveToCopy',
-  8: 'duplicatePutsInQueue',
   11: 'moveCarriesNewerContent',
   76: 'moveCarriesNewerContent',
   82: 'missedRemoteFiles',
   112: 'moveCarriesNewerContent',
   123: 'missedRemoteFiles',
-  133: 'duplicatePutsInQueue',
   136: 'folderMoveToCopy',
   137: 'folderMoveToCopy',
   142: 'moveCarriesNewerContent',
-  147: 'duplicatePutsInQueue',
   173: 'lostAfterConverging',
-  189: 'duplicatePutsInQueue',
   197: 'folderMoveToCopy',
 };
