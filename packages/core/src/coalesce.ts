@@ -15,6 +15,8 @@
  *   R7  move a→b (b was empty) + move b→c → move a→c
  *   R8  move a→b     + delete b       → delete a, then delete b
  *   R9  delete p     + delete p       → delete p (the queued one, where it is)
+ *   R10 mkdir d      + put d/…/p      → the put walks on past the mkdir (they commute:
+ *       the put makes its folders), so one path never has two puts in a create window
  *
  * The walk never visits an unrelated operation: the queue indexes every operation by each
  * of its paths and under each ancestor folder of them, in ordered sets of queue positions
@@ -98,7 +100,7 @@ export class CoalescingQueue {
     return this.byId.get(id);
   }
 
-  /** Merge `op` into the queue (rules R1–R9). */
+  /** Merge `op` into the queue (rules R1–R10). */
   push(op: Op): void {
     let current: Op | undefined = op;
     let before = Number.POSITIVE_INFINITY;
@@ -229,6 +231,10 @@ function merge(earlier: Op, op: Op): Merge | undefined {
       if (earlier.kind === 'put' && earlier.path === op.path) {
         return { replaceEarlier: undefined, carry: { ...op, created: earlier.created } };
       }
+      // R10: a put walks on past a mkdir of a folder above it (the folder exists either
+      // way), so a put queued again behind a re-queued mkdir still meets its earlier put.
+      if (earlier.kind === 'mkdir' && inside(op.path, earlier.path))
+        return { replaceEarlier: earlier, carry: op };
       return undefined;
     case 'mkdir':
       // R6

@@ -20,11 +20,13 @@ import { noteServerConflict } from './conflict.ts';
 
 export async function uploadBundles(ctx: SyncContext, run: readonly { id: number; op: Op }[]): Promise<void> {
   let batch: { id: number; entry: BundleEntry }[] = [];
+  let inBatch = new Set<string>();
   let bytes = BUNDLE_OVERHEAD;
   const flush = async (): Promise<void> => {
     if (batch.length === 0) return;
     const current = batch;
     batch = [];
+    inBatch = new Set();
     bytes = BUNDLE_OVERHEAD;
     ctx.journal.markSent(current.map((b) => ({ path: b.entry.path, sha256: b.entry.sha256 })));
     const encoded = encodeBundle(
@@ -61,6 +63,9 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
   };
   for (const q of run) {
     if (q.op.kind !== 'put') continue;
+    // A bundle holds a path once. The queue puts a path twice in one window no more (R10),
+    // but a journal written before may still: the first goes, then the second on its base.
+    if (inBatch.has(q.op.path)) await flush();
     let abs: string;
     let content: Buffer;
     try {
@@ -83,6 +88,7 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
     const size = bundleEntrySize(entry.path, entry.rev, content.byteLength);
     if (bytes + size > MAX_BUNDLE_BYTES) await flush();
     batch.push({ id: q.id, entry });
+    inBatch.add(entry.path);
     bytes += size;
   }
   await flush();
