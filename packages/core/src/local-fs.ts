@@ -145,12 +145,15 @@ export class Trash {
 
   /** Copy (not move) a file into the trash: for versions about to be overwritten in place. */
   async keepCopy(abs: string, relPath: string): Promise<string | undefined> {
+    const slot = this.newSlot();
+    const dest = this.destFor(slot, relPath);
     try {
-      const dest = this.destFor(this.newSlot(), relPath);
       await fsp.mkdir(nodePath.dirname(dest), { recursive: true, mode: 0o700 });
       await fsp.copyFile(abs, dest);
       return dest;
     } catch (e) {
+      // Nothing to keep (a new file): no empty slot is left behind either.
+      await fsp.rm(nodePath.join(this.dir, slot), { recursive: true, force: true });
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw e;
     }

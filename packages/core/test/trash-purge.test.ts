@@ -77,6 +77,19 @@ describe('trash slot names', () => {
   });
 });
 
+describe('Trash.keepCopy', () => {
+  it('of a file that does not exist (a new download) keeps nothing and leaves no empty slot', async () => {
+    const { folder, trashDir } = await setup();
+    const { trash } = clockedTrash(trashDir);
+    expect(await trash.keepCopy(nodePath.join(folder, 'new.txt'), 'sub/new.txt')).toBeUndefined();
+    expect(await fsp.readdir(trashDir).catch(() => [])).toEqual([]);
+    await fsp.writeFile(nodePath.join(folder, 'old.txt'), 'v1');
+    const kept = await trash.keepCopy(nodePath.join(folder, 'old.txt'), 'old.txt');
+    expect(await fsp.readFile(kept ?? '', 'utf8')).toBe('v1');
+    expect(await fsp.readdir(trashDir)).toHaveLength(1);
+  });
+});
+
 describe('planPurge', () => {
   const slot = (name: string, days: number, bytes: number) => ({
     name,
