@@ -9,14 +9,10 @@
  * Everything is confined to the caller: accounts are the caller's own, a share is seen and
  * changed only by its members, and only the owner removes members.
  */
-import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import * as nodePath from 'node:path';
 import type Database from 'better-sqlite3';
 import type { Logger } from 'pino';
 import {
-  type ChangeWaiter,
-  CredentialVault,
   MirrorEngine,
   type MirrorStats,
   type ReplicaConfig,
@@ -25,32 +21,15 @@ import {
   ShareRegistry,
   ShareStore,
   VaultError,
-  keysFromEnv,
   openDatabase,
   zeroMirrorStats,
 } from '@weft/mirror';
-import {
-  type AccessTokenSource,
-  DropboxProvider,
-  GDriveProvider,
-  OAuthSession,
-  OneDriveProvider,
-  type Provider,
-  type TokenSet,
-  WRAP_DEFAULTS,
-  type WrapConfig,
-  dropboxOAuth,
-  googleOAuth,
-  isProviderError,
-  microsoftOAuth,
-  staticToken,
-} from '@weft/providers';
+import { WRAP_DEFAULTS, type WrapConfig, isProviderError } from '@weft/providers';
 import {
   type CloudKind,
   type ConnectAccountRequest,
   type ProviderAccount,
   type ProviderKind,
-  ProviderTokens,
   type ReplicaAvailability,
   type ReplicaChoice,
   SHARE_LINK_PREFIX,
@@ -66,6 +45,7 @@ import type { OpScheduler } from '../scheduler.ts';
 import type { HybridStore } from '../store/hybrid.ts';
 import type { ProviderRoute } from '../peer-routing.ts';
 import { privateDatabaseFile } from '../private-files.ts';
+import { ProviderAccounts } from './accounts.ts';
 import { NamespaceProvider } from './namespace-provider.ts';
 
 /** Device ids of the mirror's writes into namespaces start with this. */
@@ -100,29 +80,7 @@ interface Joining {
   done: boolean;
 }
 
-interface AccountRow {
-  account_id: string;
-  owner: string;
-  provider: string;
-  label: string;
-  connected_ms: number;
-}
-
 const WEFT_ACCOUNT = 'weft:';
-
-function keysFrom(config: SharesConfig, dataDir: string) {
-  let key = config.key;
-  if (!key) {
-    const file = config.keyFile ?? nodePath.join(dataDir, 'mirror.key');
-    if (!existsSync(file))
-      writeFileSync(file, randomBytes(32).toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
-    key = readFileSync(file, 'utf8').trim();
-  }
-  const old = Object.entries(config.oldKeys)
-    .map(([id, k]) => `${id}=${k}`)
-    .join(',');
-  return keysFromEnv({ WEFT_MIRROR_KEY: key, WEFT_MIRROR_OLD_KEYS: old });
-}
 
 /** ShareError / VaultError → the API's errors. */
 function apiError(e: unknown): unknown {
@@ -149,7 +107,7 @@ function apiError(e: unknown): unknown {
 export class ShareService {
   private readonly db: Database.Database;
   private readonly registry: ShareRegistry;
-  private readonly vault: CredentialVault;
+  private readonly accountBook: ProviderAccounts;
   private readonly running = new Map<string, Running>();
   private readonly joining = new Map<string, Joining>();
   /** Per share: engine restarts run one after another. */
@@ -164,7 +122,7 @@ export class ShareService {
     this.db = openDatabase(mirrorFile);
     this.db.pragma('foreign_keys = ON');
     this.registry = new ShareRegistry(this.db);
-    this.vault = new CredentialVault(this.db, keysFrom(o.config, o.dataDir));
+    this.accountBook = new ProviderAccounts(this.db, o.config, o.dataDir);
   }
 
   /** Start the engines of the shares already stored. */
@@ -180,113 +138,26 @@ export class ShareService {
     this.db.close();
   }
 
+  // ---------------------------------------------------------------- accounts (accounts.ts)
+
+  accounts(user: string): ProviderAccount[] {
+    return this.accountBook.list(user);
+  }
+
+  connectAccount(user: string, req: ConnectAccountRequest): ProviderAccount {
+    return this.accountBook.connect(user, req);
+  }
+
+  disconnectAccount(user: string, id: string): void {
+    this.accountBook.disconnect(user, id);
+  }
+
   private guard<T>(fn: () => T): T {
     try {
       return fn();
     } catch (e) {
       throw apiError(e);
     }
-  }
-
-  // ---------------------------------------------------------------- accounts
-
-  private accountRow(user: string, id: string): AccountRow {
-    const row = this.db
-      .prepare(
-        'SELECT account_id, owner, provider, label, connected_ms FROM provider_accounts WHERE account_id = ?',
-      )
-      .get(id) as AccountRow | undefined;
-    // Another user's account is reported exactly like a missing one.
-    if (!row || row.owner !== user) throw new ApiError('NOT_FOUND', `no account ${id}`);
-    return row;
-  }
-
-  private toAccount(r: AccountRow): ProviderAccount {
-    return {
-      id: r.account_id,
-      provider: r.provider as ProviderKind,
-      label: r.label,
-      connectedMs: r.connected_ms,
-    };
-  }
-
-  accounts(user: string): ProviderAccount[] {
-    const rows = this.db
-      .prepare(
-        'SELECT account_id, owner, provider, label, connected_ms FROM provider_accounts WHERE owner = ? ORDER BY connected_ms, account_id',
-      )
-      .all(user) as AccountRow[];
-    return rows.map((r) => this.toAccount(r));
-  }
-
-  connectAccount(user: string, req: ConnectAccountRequest): ProviderAccount {
-    const id = 'acc_' + randomBytes(8).toString('hex');
-    const now = Date.now();
-    this.db.transaction(() => {
-      this.vault.put(id, user, req.provider, JSON.stringify(req.tokens));
-      this.db
-        .prepare('UPDATE provider_accounts SET label = ?, connected_ms = ? WHERE account_id = ?')
-        .run(req.label, now, id);
-    })();
-    return { id, provider: req.provider, label: req.label, connectedMs: now };
-  }
-
-  disconnectAccount(user: string, id: string): void {
-    this.accountRow(user, id);
-    const used = this.db
-      .prepare('SELECT share_id FROM share_members WHERE account_id = ? LIMIT 1')
-      .get(id) as { share_id: string } | undefined;
-    if (used)
-      throw new ApiError(
-        'BAD_REQUEST',
-        `the account keeps the replica of share ${used.share_id}: leave it first`,
-      );
-    this.vault.remove(id);
-  }
-
-  /** The provider of an account (decrypted tokens; refreshed through OAuth when configured). */
-  private accountProvider(id: string): { provider: Provider; kind: ProviderKind; waiter?: ChangeWaiter } {
-    const cred = this.vault.get(id);
-    const kind = cred.provider as ProviderKind;
-    const tokens = ProviderTokens.parse(JSON.parse(cred.secret));
-    const token = this.tokenSource(id, kind, tokens);
-    const ep = this.o.config.endpoints;
-    switch (kind) {
-      case 'dropbox': {
-        const p = new DropboxProvider({ token, ...(ep.dropbox ? { baseUrl: ep.dropbox } : {}) });
-        const timeout = this.o.config.longpollTimeoutSeconds;
-        return { provider: p, kind, waiter: (cursor, signal) => p.waitForChanges(cursor, timeout, signal) };
-      }
-      case 'gdrive':
-        return {
-          provider: new GDriveProvider({ token, ...(ep.gdrive ? { rootUrl: ep.gdrive } : {}) }),
-          kind,
-        };
-      case 'onedrive':
-        return {
-          provider: new OneDriveProvider({ token, ...(ep.onedrive ? { graphOrigin: ep.onedrive } : {}) }),
-          kind,
-        };
-    }
-  }
-
-  private tokenSource(id: string, kind: ProviderKind, tokens: TokenSet): AccessTokenSource {
-    const client = this.o.config.oauth[kind];
-    if (!client || !tokens.refreshToken) return staticToken(tokens.accessToken);
-    const config =
-      kind === 'dropbox'
-        ? dropboxOAuth(client.clientId)
-        : kind === 'gdrive'
-          ? googleOAuth(client.clientId, client.clientSecret)
-          : microsoftOAuth(client.clientId);
-    const vault = this.vault;
-    return new OAuthSession(config, {
-      load: async () => ProviderTokens.parse(JSON.parse(vault.get(id).secret)),
-      save: async (t) => {
-        const cur = vault.get(id);
-        vault.put(id, cur.owner, cur.provider, JSON.stringify(t));
-      },
-    });
   }
 
   // ---------------------------------------------------------------- shares
@@ -306,8 +177,8 @@ export class ShareService {
       }
       return { provider: 'weft', accountId: WEFT_ACCOUNT + user, root: choice.root };
     }
-    const row = this.accountRow(user, choice.accountId);
-    const { provider } = this.accountProvider(row.account_id);
+    const row = this.accountBook.own(user, choice.accountId);
+    const { provider } = this.accountBook.provider(row.account_id);
     try {
       const st = await provider.stat(choice.root).catch(async (e: unknown) => {
         if (!create || !isProviderError(e) || e.code !== 'NotFound') throw e;
@@ -443,7 +314,7 @@ export class ShareService {
         waitForChanges: (cursor, signal) => p.waitForChanges(cursor, signal),
       };
     }
-    const made = this.accountProvider(m.accountId);
+    const made = this.accountBook.provider(m.accountId);
     // Inter-proxy routing (peer-routing.ts): file writes to a cloud a peer serves go through it.
     const provider =
       this.providerRoute?.({
@@ -452,7 +323,7 @@ export class ShareService {
         kind: made.kind,
         accountId: m.accountId,
         provider: made.provider,
-        tokens: () => JSON.parse(this.vault.get(m.accountId).secret) as unknown,
+        tokens: () => this.accountBook.tokens(m.accountId),
       }) ?? made.provider;
     return {
       id,
