@@ -18,139 +18,35 @@
  *   (quickXorHash, sha1Hash, sha256Hash), errors `{"error": {"code", "message", "innerError"}}`.
  * Names are case-insensitive; the characters " * : < > ? / \ | are refused.
  */
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { HttpError, sendContent, type Exchange, type Route } from './http.ts';
+import { type TreeNode, foldName } from './tree.ts';
 import {
-  type EmulatorOptions,
-  EmulatorServer,
-  type Exchange,
-  HttpError,
-  parseEntityTags,
-  type Route,
-  sendContent,
-} from './http.ts';
-import { Tree, type TreeNode, foldName } from './tree.ts';
+  DRIVE_ID,
+  ROOT_ID,
+  graphError,
+  notFound,
+  ItemPatch,
+  NewFolder,
+  decodeURIComponentSafe,
+} from './onedrive/protocol.ts';
+import { OneDriveUploads } from './onedrive/uploads.ts';
 
-export { parseEntityTags };
+export { parseEntityTags } from './http.ts';
+export type { OneDriveEmulatorOptions } from './onedrive/protocol.ts';
 
-export interface OneDriveEmulatorOptions extends EmulatorOptions {
-  /** TLS is required (the Graph SDK only talks https). */
-  readonly tls: { readonly cert: string | Buffer; readonly key: string | Buffer };
-  /** Largest simple upload (PUT …/content). Default 250 MB, as documented. */
-  readonly maxSimpleUploadBytes?: number;
-  /** Children per page when the caller gives no $top. Default 200. */
-  readonly defaultPageSize?: number;
-}
-
-const FRAGMENT = 320 * 1024;
-const DRIVE_ID = 'b!emulatordrive';
-const ROOT_ID = 'EMULATOR!ROOT';
-const INVALID_NAME = /["*:<>?/\\|]/;
-const RESERVED = /^(\.lock|con|prn|aux|nul|com\d|lpt\d|desktop\.ini|_vti_)$/i;
-
-function graphError(
-  status: number,
-  code: string,
-  message: string,
-  headers: Record<string, string> = {},
-): HttpError {
-  return new HttpError(
-    status,
-    {
-      error: {
-        code,
-        message,
-        innerError: {
-          date: new Date().toISOString().slice(0, 19),
-          'request-id': randomUUID(),
-          'client-request-id': randomUUID(),
-        },
-      },
-    },
-    headers,
-  );
-}
-
-const notFound = (): HttpError => graphError(404, 'itemNotFound', 'Item not found');
-
-interface UploadSession {
-  id: string;
-  parentId: string;
-  name: string;
-  /** Existing item being replaced, when known at creation. */
-  conflict: 'fail' | 'replace' | 'rename';
-  ifMatch?: string;
-  chunks: Buffer[];
-  received: number;
-  total?: number;
-  expires: number;
-}
-
-const ItemPatch = z
-  .object({
-    name: z.string().optional(),
-    parentReference: z
-      .object({ id: z.string().optional(), path: z.string().optional() })
-      .partial()
-      .optional(),
-    fileSystemInfo: z.object({ lastModifiedDateTime: z.string().optional() }).partial().optional(),
-    '@microsoft.graph.conflictBehavior': z.enum(['fail', 'replace', 'rename']).optional(),
-  })
-  .passthrough();
-
-const NewFolder = z
-  .object({
-    name: z.string().min(1),
-    folder: z.object({}).passthrough(),
-    '@microsoft.graph.conflictBehavior': z.enum(['fail', 'replace', 'rename']).optional(),
-  })
-  .passthrough();
-
-const SessionBody = z
-  .object({
-    item: z
-      .object({
-        '@microsoft.graph.conflictBehavior': z.enum(['fail', 'replace', 'rename']).optional(),
-        name: z.string().optional(),
-        fileSystemInfo: z.object({ lastModifiedDateTime: z.string().optional() }).partial().optional(),
-      })
-      .passthrough()
-      .optional(),
-    deferCommit: z.boolean().optional(),
-  })
-  .passthrough();
-
-export class OneDriveEmulator extends EmulatorServer {
-  readonly tree: Tree;
-  private readonly sessions = new Map<string, UploadSession>();
+/**
+ * Split along the API's route groups: onedrive/protocol.ts (schemas, errors, name rules),
+ * onedrive/model.ts (items, addressing, the store rule), onedrive/uploads.ts (simple upload,
+ * upload sessions); this class holds the route table, the fault and auth answers, reads,
+ * listing, folders, patch/delete, asynchronous copy and the delta feed.
+ */
+export class OneDriveEmulator extends OneDriveUploads {
   private readonly downloads = new Map<string, { id: string; expires: number }>();
   /** Copy jobs: the copy is made at once; the monitor reports inProgress once, then completed. */
   private readonly copies = new Map<string, { resourceId: string; polls: number }>();
   private epoch = 1;
-  private readonly opts: OneDriveEmulatorOptions;
-
-  constructor(options: OneDriveEmulatorOptions) {
-    super(options, {
-      authorize: '/common/oauth2/v2.0/authorize',
-      token: '/common/oauth2/v2.0/token',
-    });
-    this.opts = options;
-    this.tree = new Tree({ caseInsensitive: true, rootId: ROOT_ID, dataDir: options.dataDir });
-  }
-
-  /** https://localhost:PORT — the API host (the upload and download host is 127.0.0.1). */
-  get apiOrigin(): string {
-    return `https://localhost:${this.port}`;
-  }
-
-  /** Graph base, as the SDK's baseUrl. */
-  get graphBase(): string {
-    return `${this.apiOrigin}/v1.0`;
-  }
-
-  private get transferOrigin(): string {
-    return `https://127.0.0.1:${this.port}`;
-  }
 
   override flush(): void {
     this.tree.save();
@@ -158,14 +54,6 @@ export class OneDriveEmulator extends EmulatorServer {
 
   override expireCursors(): void {
     this.epoch += 1;
-  }
-
-  openSessions(): number {
-    return this.sessions.size;
-  }
-
-  override stats(): Record<string, number> {
-    return { openSessions: this.sessions.size };
   }
 
   protected override faultResponse(status: number, reason: string | undefined): { body: unknown } {
@@ -253,203 +141,6 @@ export class OneDriveEmulator extends EmulatorServer {
     return undefined;
   }
 
-  // ---- items ----
-
-  private etag(n: TreeNode): string {
-    return `"{${n.id}},${n.version}"`;
-  }
-
-  private ctag(n: TreeNode): string {
-    return `"c:{${n.id}},${n.contentVersion}"`;
-  }
-
-  item(n: TreeNode, withPath = true): Record<string, unknown> {
-    const parent = n.parentId === null ? undefined : this.tree.get(n.parentId);
-    const parentPath = parent ? this.tree.pathOf(parent) : '';
-    const out: Record<string, unknown> = {
-      id: n.id,
-      name: n.parentId === null ? 'root' : n.name,
-      eTag: this.etag(n),
-      cTag: this.ctag(n),
-      createdDateTime: new Date(n.createdMs).toISOString(),
-      lastModifiedDateTime: new Date(n.modifiedMs).toISOString(),
-      size: n.kind === 'file' ? n.content.byteLength : this.folderSize(n),
-      fileSystemInfo: {
-        createdDateTime: new Date(n.createdMs).toISOString(),
-        lastModifiedDateTime: new Date(n.clientModifiedMs).toISOString(),
-      },
-    };
-    if (parent) {
-      out.parentReference = {
-        driveId: DRIVE_ID,
-        driveType: 'personal',
-        id: parent.id,
-        ...(withPath ? { path: `/drive/root:${parentPath}` } : {}),
-      };
-    } else out.root = {};
-    if (n.kind === 'folder') out.folder = { childCount: this.tree.children(n.id).length };
-    else {
-      out.file = {
-        mimeType: 'application/octet-stream',
-        hashes: {
-          quickXorHash: this.tree.quickXor(n),
-          sha1Hash: createHash('sha1').update(n.content).digest('hex').toUpperCase(),
-          sha256Hash: n.hashes.sha256.toUpperCase(),
-        },
-      };
-    }
-    return out;
-  }
-
-  private folderSize(n: TreeNode): number {
-    let total = 0;
-    for (const k of this.tree.subtree(n)) if (k.kind === 'file') total += k.content.byteLength;
-    return total;
-  }
-
-  private resolve(t: { base: string; rel: string | undefined }): TreeNode | undefined {
-    const base = this.tree.get(t.base);
-    if (!base) return undefined;
-    if (t.rel === undefined || t.rel === '' || t.rel === '/') return base;
-    let cur = base;
-    for (const seg of t.rel.split('/').filter((s) => s !== '')) {
-      if (cur.kind !== 'folder') return undefined;
-      const next = this.tree.childrenNamed(cur.id, seg)[0];
-      if (!next) return undefined;
-      cur = next;
-    }
-    return cur;
-  }
-
-  private mustResolve(t: { base: string; rel: string | undefined }): TreeNode {
-    const n = this.resolve(t);
-    if (!n) throw notFound();
-    return n;
-  }
-
-  private checkName(name: string): void {
-    if (
-      name === '' ||
-      INVALID_NAME.test(name) ||
-      RESERVED.test(name) ||
-      name.startsWith('~$') ||
-      /^\s|[\s.]$/.test(name) ||
-      name.length > 400
-    ) {
-      throw graphError(
-        400,
-        'invalidRequest',
-        'The provided name contains invalid characters or is reserved.',
-      );
-    }
-  }
-
-  /** Parent folder and name for a path target, creating missing folders when asked. */
-  private parentFor(
-    t: { base: string; rel: string | undefined },
-    create: boolean,
-  ): { parent: TreeNode; name: string } {
-    const segs = (t.rel ?? '').split('/').filter((s) => s !== '');
-    const name = segs.pop();
-    if (name === undefined) throw graphError(400, 'invalidRequest', 'The item path is required');
-    this.checkName(name);
-    let cur = this.tree.get(t.base);
-    if (!cur) throw notFound();
-    for (const seg of segs) {
-      if (cur.kind !== 'folder')
-        throw graphError(409, 'nameAlreadyExists', 'A file is where a folder is needed');
-      const next: TreeNode | undefined = this.tree.childrenNamed(cur.id, seg)[0];
-      if (next) {
-        cur = next;
-        continue;
-      }
-      if (!create) throw notFound();
-      this.checkName(seg);
-      cur = this.tree.create(cur, seg, 'folder');
-    }
-    if (cur.kind !== 'folder')
-      throw graphError(409, 'nameAlreadyExists', 'A file is where a folder is needed');
-    return { parent: cur, name };
-  }
-
-  private checkIfMatch(x: Exchange, n: TreeNode | undefined): void {
-    const ifMatch = x.header('if-match');
-    if (ifMatch === undefined) return;
-    if (!n)
-      throw graphError(
-        412,
-        'preconditionFailed',
-        'The resource has changed since the caller last read it; usually an eTag mismatch',
-      );
-    const tags = parseEntityTags(ifMatch);
-    if (!tags.includes('*') && !tags.includes(this.etag(n)) && !tags.includes(this.ctag(n))) {
-      throw graphError(
-        412,
-        'preconditionFailed',
-        'The resource has changed since the caller last read it; usually an eTag mismatch',
-      );
-    }
-  }
-
-  private uniqueName(parent: TreeNode, name: string): string {
-    const dot = name.lastIndexOf('.');
-    const stem = dot > 0 ? name.slice(0, dot) : name;
-    const ext = dot > 0 ? name.slice(dot) : '';
-    for (let i = 1; ; i++) {
-      const candidate = `${stem} ${i}${ext}`;
-      if (this.tree.childrenNamed(parent.id, candidate).length === 0) return candidate;
-    }
-  }
-
-  /** Store content at parent/name under a conflict behaviour; returns the item and whether it was created. */
-  private store(
-    parent: TreeNode,
-    name: string,
-    data: Buffer,
-    conflict: 'fail' | 'replace' | 'rename',
-    x: Exchange | undefined,
-    ifMatch?: string,
-    modified?: number,
-  ): { node: TreeNode; created: boolean } {
-    const existing = this.tree.childrenNamed(parent.id, name)[0];
-    if (ifMatch !== undefined) {
-      const tags = parseEntityTags(ifMatch);
-      if (
-        !existing ||
-        (!tags.includes('*') && !tags.includes(this.etag(existing)) && !tags.includes(this.ctag(existing)))
-      ) {
-        throw graphError(
-          412,
-          'preconditionFailed',
-          'The resource has changed since the caller last read it; usually an eTag mismatch',
-        );
-      }
-    } else if (x) this.checkIfMatch(x, existing);
-    if (existing) {
-      if (conflict === 'fail')
-        throw graphError(409, 'nameAlreadyExists', 'The specified item name already exists.');
-      if (conflict === 'rename') name = this.uniqueName(parent, name);
-      else if (existing.kind === 'folder')
-        throw graphError(409, 'nameAlreadyExists', 'A folder with this name already exists.');
-      else {
-        this.tree.setContent(existing, data, modified);
-        return { node: existing, created: false };
-      }
-    }
-    return {
-      node: this.tree.create(parent, name, 'file', data, { clientModifiedMs: modified }),
-      created: true,
-    };
-  }
-
-  private conflictParam(x: Exchange, fallback: 'fail' | 'replace' | 'rename'): 'fail' | 'replace' | 'rename' {
-    const v = x.url.searchParams.get('@microsoft.graph.conflictBehavior');
-    if (v === null) return fallback;
-    if (v !== 'fail' && v !== 'replace' && v !== 'rename')
-      throw graphError(400, 'invalidRequest', 'Invalid conflictBehavior');
-    return v;
-  }
-
   // ---- handlers ----
 
   private async getItem(x: Exchange, t: { base: string; rel: string | undefined }): Promise<void> {
@@ -531,25 +222,6 @@ export class OneDriveEmulator extends EmulatorServer {
     }
     const n = this.tree.create(parent, name, 'folder');
     await x.sendJson(201, this.item(n));
-  }
-
-  private async simpleUpload(x: Exchange, t: { base: string; rel: string | undefined }): Promise<void> {
-    const data = await x.body();
-    const max = this.opts.maxSimpleUploadBytes ?? 250 * 1000 * 1000;
-    if (data.byteLength > max)
-      throw graphError(413, 'requestEntityTooLarge', 'Use an upload session for files this large');
-    let parent: TreeNode;
-    let name: string;
-    if (t.rel === undefined) {
-      // PUT /items/{id}/content replaces an existing file.
-      const n = this.mustResolve(t);
-      if (n.kind !== 'file' || n.parentId === null)
-        throw graphError(400, 'invalidRequest', 'Cannot upload content to a folder');
-      parent = this.tree.get(n.parentId) as TreeNode;
-      name = n.name;
-    } else ({ parent, name } = this.parentFor(t, true));
-    const { node, created } = this.store(parent, name, data, this.conflictParam(x, 'replace'), x);
-    await x.sendJson(created ? 201 : 200, this.item(node));
   }
 
   private async patchItem(x: Exchange, t: { base: string; rel: string | undefined }): Promise<void> {
@@ -661,113 +333,6 @@ export class OneDriveEmulator extends EmulatorServer {
     });
   }
 
-  // ---- upload sessions ----
-
-  private async createSession(x: Exchange, t: { base: string; rel: string | undefined }): Promise<void> {
-    const r = SessionBody.safeParse((await x.json()) ?? {});
-    if (!r.success) throw graphError(400, 'invalidRequest', 'Invalid request body');
-    let parent: TreeNode;
-    let name: string;
-    if (t.rel === undefined) {
-      const n = this.mustResolve(t);
-      if (n.kind !== 'file' || n.parentId === null)
-        throw graphError(400, 'invalidRequest', 'Cannot upload content to a folder');
-      parent = this.tree.get(n.parentId) as TreeNode;
-      name = n.name;
-    } else ({ parent, name } = this.parentFor(t, true));
-    const conflict = r.data.item?.['@microsoft.graph.conflictBehavior'] ?? 'replace';
-    const existing = this.tree.childrenNamed(parent.id, name)[0];
-    if (existing && conflict === 'fail')
-      throw graphError(409, 'nameAlreadyExists', 'The specified item name already exists.');
-    if (existing?.kind === 'folder' && conflict === 'replace')
-      throw graphError(409, 'nameAlreadyExists', 'A folder with this name already exists.');
-    this.checkIfMatch(x, x.header('if-match') === undefined ? undefined : existing);
-    const id = randomBytes(24).toString('base64url').replace(/_/g, '-');
-    const expires = Date.now() + 24 * 3600_000;
-    this.sessions.set(id, {
-      id,
-      parentId: parent.id,
-      name,
-      conflict,
-      ifMatch: x.header('if-match'),
-      chunks: [],
-      received: 0,
-      expires,
-    });
-    await x.sendJson(200, {
-      '@odata.context': `${this.graphBase}/$metadata#microsoft.graph.uploadSession`,
-      uploadUrl: `${this.transferOrigin}/up/${id}`,
-      expirationDateTime: new Date(expires).toISOString(),
-      nextExpectedRanges: ['0-'],
-    });
-  }
-
-  private sessionStatus(s: UploadSession): Record<string, unknown> {
-    return {
-      expirationDateTime: new Date(s.expires).toISOString(),
-      nextExpectedRanges: [`${s.received}-${s.total === undefined ? '' : s.total - 1}`],
-    };
-  }
-
-  private async sessionRequest(x: Exchange, id: string): Promise<void> {
-    const s = this.sessions.get(id);
-    if (!s) throw graphError(404, 'itemNotFound', 'The upload session was not found');
-    if (x.method === 'GET') {
-      await x.sendJson(200, this.sessionStatus(s));
-      return;
-    }
-    if (x.method === 'DELETE') {
-      this.sessions.delete(id);
-      await x.send(204, Buffer.alloc(0));
-      return;
-    }
-    if (x.method !== 'PUT') throw graphError(405, 'invalidRequest', 'Method not allowed');
-    if (x.header('authorization')) {
-      // The documentation asks clients not to send it; the service may refuse.
-      throw graphError(401, 'unauthenticated', 'Do not send an Authorization header to the uploadUrl');
-    }
-    const data = await x.body();
-    const m = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(x.header('content-range') ?? '');
-    if (!m) throw graphError(400, 'invalidRequest', 'Content-Range is required');
-    const start = Number(m[1]);
-    const end = Number(m[2]);
-    const total = Number(m[3]);
-    if (end - start + 1 !== data.byteLength)
-      throw graphError(400, 'invalidRequest', 'Content-Range does not match the body');
-    if (s.total !== undefined && s.total !== total)
-      throw graphError(400, 'invalidRequest', 'The total size changed');
-    if (start !== s.received) {
-      throw graphError(416, 'invalidRange', `The uploaded fragment is out of order; expected ${s.received}`);
-    }
-    const last = end + 1 === total;
-    if (!last && data.byteLength % FRAGMENT !== 0) {
-      throw graphError(
-        400,
-        'invalidRequest',
-        `Fragments must be a multiple of ${FRAGMENT} bytes except the last`,
-      );
-    }
-    s.total = total;
-    s.chunks.push(data);
-    s.received += data.byteLength;
-    if (!last) {
-      await x.sendJson(202, this.sessionStatus(s));
-      return;
-    }
-    this.sessions.delete(id);
-    const parent = this.tree.get(s.parentId);
-    if (!parent) throw notFound();
-    const { node, created } = this.store(
-      parent,
-      s.name,
-      Buffer.concat(s.chunks),
-      s.conflict,
-      undefined,
-      s.ifMatch,
-    );
-    await x.sendJson(created ? 201 : 200, this.item(node));
-  }
-
   // ---- delta ----
 
   private encodeToken(seq: number): string {
@@ -859,13 +424,5 @@ export class OneDriveEmulator extends EmulatorServer {
         ? { value: items, '@odata.nextLink': link(token) }
         : { value: items, '@odata.deltaLink': link(token) },
     );
-  }
-}
-
-function decodeURIComponentSafe(s: string): string {
-  try {
-    return decodeURIComponent(s);
-  } catch {
-    throw graphError(400, 'invalidRequest', 'Malformed URL');
   }
 }
