@@ -1,3 +1,9 @@
+// Why this file is over 600 lines: it is the wasm module's entry, its exports are the whole
+// ABI that src/ binds by name, and the three engines (hasher, signature, delta) share the
+// module-level state one instance holds: the input window, the output buffer, the BLAKE2b
+// states and the block parameters. Split into files, that state would have to become exported
+// mutable globals read across modules; the engines are kept as marked sections below instead.
+//
 // rsync engine: signature, delta scan and hashing. One module instance runs one engine
 // (a signature writer, a delta scanner or a hasher); the TypeScript side drives it in
 // chunks, so memory stays bounded by the signature plus a fixed window.
