@@ -578,6 +578,8 @@ describe('desktop UI in Chromium', () => {
     await page.getByLabel('Upload limit (KiB/s)').fill('512');
     await page.getByLabel('Ignore patterns, one per line (gitignore style)').fill('*.tmp\nbuild/');
     await page.getByLabel('Ask before deleting more than this share of files (%)').fill('30');
+    await expect(page.getByLabel('Local trash size limit (MiB)').inputValue()).resolves.toBe('0');
+    await page.getByLabel('Keep replaced and deleted files in the local trash for (days)').fill('14');
     await page.getByRole('button', { name: 'Save settings' }).click();
     await expect.poll(() => page.locator('#settings-saved').textContent(), POLL).toMatch(/^Saved/);
     const saved = JSON.parse(
@@ -587,6 +589,8 @@ describe('desktop UI in Chromium', () => {
       uploadLimitKiBps: 512,
       ignorePatterns: ['*.tmp', 'build/'],
       massDeletePercent: 30,
+      trashKeepDays: 14,
+      trashLimitMiB: 0,
     });
   });
 

@@ -1,4 +1,4 @@
-/** Settings: bandwidth limits, ignore patterns, mass-delete threshold, start at login. */
+/** Settings: bandwidth limits, ignore patterns, mass-delete threshold, local trash limits, start at login. */
 import type { Settings, WeftClient } from '../../common/api.ts';
 import { Scope, h } from '../dom.mts';
 
@@ -90,6 +90,22 @@ export function settingsScreen(
           10_000_000,
           'At least 10.',
         ),
+        ...num(
+          'trash-days',
+          'Keep replaced and deleted files in the local trash for (days)',
+          s.trashKeepDays,
+          1,
+          3650,
+          'Older ones are removed for good.',
+        ),
+        ...num(
+          'trash-limit',
+          'Local trash size limit (MiB)',
+          s.trashLimitMiB,
+          0,
+          1_000_000_000,
+          '0 means automatic: 10 % of the disk, at most 10 GiB. The oldest go first.',
+        ),
       ),
       h(
         'fieldset',
@@ -115,11 +131,13 @@ export function settingsScreen(
           .filter((l) => l !== ''),
         massDeletePercent: Number(v('mass-percent')),
         massDeleteCount: Number(v('mass-count')),
+        trashKeepDays: Number(v('trash-days')),
+        trashLimitMiB: Number(v('trash-limit')),
         startAtLogin: (document.getElementById('start-at-login') as HTMLInputElement).checked,
       })
       .then(() => {
         saved.textContent =
-          'Saved. Bandwidth limits, ignore patterns and the delete safety limits take effect the next time Weft starts.';
+          'Saved. Bandwidth limits, ignore patterns and the delete safety limits take effect the next time Weft starts; the trash limits at its next clean-up (within the hour).';
       }, fail);
   });
   Promise.all([api.getSettings({}), api.getStatus({})]).then(([s, st]) => draw(s, st.folder), fail);
