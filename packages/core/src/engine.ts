@@ -76,7 +76,7 @@ export class Engine implements Disposable {
     this.status = new StatusModel(options.folder, {
       recent: journal.recentActivity() as ActivityItem[],
       onActivity: (item) => {
-        if (journal.db.open) journal.addActivity(item);
+        if (journal.isOpen) journal.addActivity(item);
       },
     });
     this.ctx = SyncContext.forFolder(options, journal, this.status, {

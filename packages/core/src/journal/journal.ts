@@ -121,6 +121,11 @@ export class Journal {
     this.db.close();
   }
 
+  /** False once closed (an engine's last status events may come after its stop). */
+  get isOpen(): boolean {
+    return this.db.open;
+  }
+
   // ---------------------------------------------------------------- meta
 
   getMeta(key: string): string | undefined {
