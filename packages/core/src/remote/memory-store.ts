@@ -26,7 +26,7 @@
  *
  * Test controls: `offline` (every call and feed fails with OfflineError), `failNext` (one
  * call fails as told, before or after its work), `beforeCall` (something happens on the
- * server between two calls), `calls` (what was asked, for assertions).
+ * server between two calls), `calls` and `sentOps` (what was asked, for assertions).
  */
 import { randomBytes } from 'node:crypto';
 import {
@@ -113,6 +113,8 @@ export class MemoryRemoteStore implements RemoteStore {
   private failures: { method: string; error: Error; after: number }[] = [];
   /** Calls made, by method name. */
   readonly calls = new Map<string, number>();
+  /** Every namespace operation this device sent (POST /v1/ops), in order. */
+  readonly sentOps: FileOp[] = [];
   /** Runs before each call reaches the server (a test makes other things happen first). */
   beforeCall: ((method: string) => Promise<void>) | undefined;
 
@@ -217,6 +219,7 @@ export class MemoryRemoteStore implements RemoteStore {
 
   async ops(ops: readonly FileOp[]): Promise<OpResult[]> {
     const n = await this.enter('ops');
+    this.sentOps.push(...ops);
     if (ops.length < 1 || ops.length > 1000) fail('BAD_REQUEST', 'between 1 and 1000 ops');
     for (const op of ops) {
       if (op.op === 'move' || op.op === 'copy') {

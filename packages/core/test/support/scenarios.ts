@@ -145,6 +145,8 @@ export const SCENARIOS: Record<string, Scenario> = {
     await b.write('dir/kept.txt', 'edited in a deleted folder');
     await a.sync();
     await b.sync();
+    // D14: their edit came down before our delete went up: the delete was never sent.
+    expect(b.remote.sentOps.filter((o) => o.op === 'delete' && o.path === 'e1.txt')).toEqual([]);
     await converged(cloud);
     const t = cloud.serverTree();
     expect(t.get('e1.txt')).toBe(sha256('edited on laptop'));
