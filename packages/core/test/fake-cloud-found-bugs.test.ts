@@ -81,4 +81,58 @@ describe('engine bugs found by the random schedules', () => {
       await converged(cloud);
       expect(cloud.serverTree().get('x.txt')).toBe(sha256('v2'));
     }));
+
+  /**
+   * moveCarriesNewerContent (seeds 11, 76, 112, 142): a rename and an edit made offline;
+   * meanwhile another device edited the file. The server moves their newer content; the
+   * move's answer must not make that content our base, or our edit goes up over theirs
+   * unseen. Both are kept instead (one as a conflicted copy).
+   */
+  it('a move made offline does not take another device’s newer edit as its base', () =>
+    withCloud(async (cloud) => {
+      const [a, b] = await pair(cloud);
+      await a.write('b.txt', 'v1');
+      await a.sync();
+      await b.sync();
+      await b.write('b.txt', 'v2'); // its echo is still in the feed when b moves the file
+      await b.sync();
+      await a.sync();
+      b.offline = true;
+      await b.mv('b.txt', 'd/b.moved');
+      await b.sync(); // the scan sees a move
+      await b.write('d/b.moved', 'edited after the move');
+      await b.sync();
+      await a.write('b.txt', 'edited there meanwhile');
+      await a.sync();
+      b.offline = false;
+      await b.sync();
+      await converged(cloud);
+      const contents = [...cloud.serverTree().values()];
+      expect(contents).toContain(sha256('edited after the move'));
+      expect(contents).toContain(sha256('edited there meanwhile'));
+    }));
+
+  /**
+   * moveCarriesNewerContent, the other way (seeds 11, 112, 142): an edit made here offline
+   * (its put queued) of a file another device renamed meanwhile. The rename is done here
+   * too (D20) and takes the edited file along; the queued put named the old path, and the
+   * edit never went up: the device kept it, the server and the others the old content.
+   */
+  it('an edit queued here follows a rename made there (D20) and goes up under the new name', () =>
+    withCloud(async (cloud) => {
+      const [a, b] = await pair(cloud);
+      await a.write('A.txt', 'v1');
+      await a.sync();
+      await b.sync();
+      a.offline = true;
+      await a.write('A.txt', 'edited here offline');
+      await a.sync();
+      await b.mv('A.txt', 'd/c.moved');
+      await b.sync();
+      a.offline = false;
+      await a.sync();
+      await converged(cloud);
+      expect(cloud.serverTree().get('d/c.moved')).toBe(sha256('edited here offline'));
+      expect(cloud.serverTree().has('A.txt')).toBe(false);
+    }));
 });

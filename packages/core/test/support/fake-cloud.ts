@@ -193,12 +193,17 @@ function scratchDir(): string {
   return process.platform === 'linux' && existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir();
 }
 
-/** Contents a device holds that differ from its synced base (path → sha256): they must survive. */
+/**
+ * Contents a device holds that differ from its synced base (path → sha256): they must
+ * survive. A content this device synced under another name is not new (a rename not
+ * scanned yet): the server had it, and an edit of it elsewhere may rightly replace it.
+ */
 export async function unsyncedContents(d: FakeDevice): Promise<Map<string, string>> {
   const out = new Map<string, string>();
+  const synced = new Set(d.engine.journal.allFiles().map((r) => r.syncedHash));
   for (const [p, h] of await d.tree()) {
     if (h === 'dir') continue;
-    if (d.engine.journal.getFile(p)?.syncedHash !== h) out.set(p, h);
+    if (d.engine.journal.getFile(p)?.syncedHash !== h && !synced.has(h)) out.set(p, h);
   }
   return out;
 }

@@ -5,8 +5,6 @@
  */
 /** Bugs found by the harness, not fixed yet (issue #15 report). */
 export const BUGS = {
-  moveCarriesNewerContent:
-    "a pushed move of a file records the moved entry's revision as synced although the server moved newer content (another device's edit); the local edit then overwrites that edit without a conflict",
   folderMoveToCopy:
     "a pushed folder move onto a name taken meanwhile (row D24) leaves the conflicted-copy folder's content only on this device",
   missedRemoteFiles:
@@ -16,14 +14,10 @@ export const BUGS = {
 
 export const KNOWN: Record<number, keyof typeof BUGS> = {
   2: 'folderMoveToCopy',
-  11: 'moveCarriesNewerContent',
-  76: 'moveCarriesNewerContent',
   82: 'missedRemoteFiles',
-  112: 'moveCarriesNewerContent',
   123: 'missedRemoteFiles',
   136: 'folderMoveToCopy',
   137: 'folderMoveToCopy',
-  142: 'moveCarriesNewerContent',
   173: 'lostAfterConverging',
   197: 'folderMoveToCopy',
 };

@@ -128,6 +128,15 @@ export async function moveLocal(
   ctx.noteLocalName(to);
   const moved = ctx.journal.getFile(to);
   if (moved) ctx.journal.upsertFile({ ...moved, syncedRev: revision });
+  // Edits made here and queued under the old name moved with their files: they go up
+  // under the new one (the put of the old path finds nothing there and is dropped). An
+  // edit not scanned yet is found by the scan of the new place.
+  const edits: Op[] = [];
+  for (const r of ctx.journal.filesUnder(to))
+    if (r.kind === 'file' && r.hash !== null && r.hash !== r.syncedHash)
+      edits.push({ kind: 'put', path: r.path, hash: r.hash, size: r.size, created: r.syncedRev === null });
+  if (edits.length > 0) ctx.journal.enqueueMany(edits);
+  ctx.markDirty([to]);
   ctx.status.activity({ kind: 'moved', path: to, detail: from, row: decideHint('moved').id });
   return true;
 }

@@ -35,7 +35,12 @@ export async function sendOps(ctx: SyncContext, run: readonly { id: number; op: 
       if (r.status === 'applied' && (q.op.kind === 'mkdir' || q.op.kind === 'move') && r.entry) {
         const path = q.op.kind === 'mkdir' ? q.op.path : q.op.to;
         const row = ctx.journal.getFile(path);
-        if (row) ctx.journal.upsertFile({ ...row, syncedRev: r.entry.revision });
+        // A moved file whose content is not our base was edited there meanwhile: its
+        // revision is not ours to take. The base stays, so our queued edit meets theirs
+        // as a conflict (D23), and the pull brings theirs down (D8) or keeps both (D10).
+        const newerThere =
+          row?.kind === 'file' && r.entry.kind === 'file' && r.entry.sha256 !== row.syncedHash;
+        if (row && !newerThere) ctx.journal.upsertFile({ ...row, syncedRev: r.entry.revision });
       }
       if (r.status === 'error')
         ctx.status.activity({ kind: 'error', path: describe(q.op), detail: r.error.message });
