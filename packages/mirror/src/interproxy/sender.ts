@@ -11,12 +11,9 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import pino, { type Logger } from 'pino';
 import WebSocket from 'ws';
-import { collect, delta as rsyncDelta, parseSignature } from '@weft/rsync-wasm';
 import { BUNDLE_OVERHEAD, encodeBundle } from '@weft/wire/bundle';
-import { encodeDeltaContainer } from '@weft/wire/delta-container';
-import { encodeTransferBlock } from '@weft/wire/transfer-block';
 import { checkServerProof, signUpgrade } from './auth.ts';
-import { type FileMeta, planTransfers, TRANSFER_BLOCK_BYTES, type Verdict } from './compare.ts';
+import { planTransfers, TRANSFER_BLOCK_BYTES } from './compare.ts';
 import { AdaptiveCompression, LinkRateEstimator } from './compression.ts';
 import {
   decodeFrame,
@@ -26,28 +23,22 @@ import {
   NO_FILE,
   parseMessage,
   PROTOCOL_VERSION,
-  type ResultCode,
   type SourceMessage,
 } from './frames.ts';
 import { toBytes } from './receiver.ts';
+import {
+  type BatchRun,
+  encodeLarge,
+  type FileOutcome,
+  outcomes,
+  type Pending,
+  RestartBatch,
+  type SourceFile,
+  transferBlocks,
+  type TransferMode,
+} from './sender-batch.ts';
 
-/** A pending file in the source proxy's buffer (CoCloud step 0: downloaded from its cloud). */
-export interface SourceFile extends FileMeta {
-  readonly content: Uint8Array;
-}
-
-export type TransferMode = 'unchanged' | 'bundle' | 'whole' | 'delta';
-
-export interface FileOutcome {
-  readonly path: string;
-  readonly status: 'unchanged' | 'committed' | 'failed';
-  readonly mode: TransferMode;
-  readonly code?: ResultCode;
-  readonly message?: string;
-  /** Frame bytes sent for this file (its share of a bundle by content size). */
-  readonly wireBytes: number;
-  readonly compressed: boolean;
-}
+export type { FileOutcome, SourceFile, TransferMode } from './sender-batch.ts';
 
 export interface PeerSenderOptions {
   /** ws(s)://host:port/peer/v1/stream of the destination. */
@@ -80,28 +71,6 @@ export interface SenderStats {
   controlBytesSent: number;
   reconnects: number;
 }
-
-interface Pending {
-  readonly seq: number;
-  readonly frame: Uint8Array;
-  readonly batch: number;
-  sent: boolean;
-  sentAt: number;
-  nacks: number;
-}
-
-interface BatchRun {
-  readonly id: number;
-  readonly files: SourceFile[];
-  verdicts: Verdict[] | undefined;
-  readonly signatures: Map<number, Uint8Array>;
-  readonly results: Map<string, { status: 'committed' | 'failed'; code?: ResultCode; message?: string }>;
-  awaiting: number;
-  readonly wake: Set<() => void>;
-  failure: Error | undefined;
-}
-
-class RestartBatch extends Error {}
 
 /**
  * Events: 'sent' (seq, first time), 'resent' (seq, after a break), 'ack' (seq),
@@ -523,42 +492,17 @@ export class PeerSender extends EventEmitter {
       for (const { file, verdict } of plan.large) {
         const i = index.get(file.path) ?? 0;
         const content = this.content(b, file.path, index);
-        let stream: Uint8Array;
-        let tag: FrameTag;
-        let compressPieces = false;
+        let signature: Uint8Array | undefined;
         if (verdict.verdict === 'changed') {
           await this.waitFor(b, () => b.signatures.has(i));
-          const sig = parseSignature(b.signatures.get(i) ?? new Uint8Array());
-          const t0 = performance.now();
-          const d = await collect(rsyncDelta(sig, content));
-          this.compression.observeHashRate(content.byteLength, (performance.now() - t0) / 1000);
-          const gamma = Math.max(0, 1 - d.byteLength / Math.max(1, content.byteLength));
-          const decision = this.compression.decide(file.path, [d], gamma);
-          if (decision.compress) compressed.add(file.path);
-          stream = encodeDeltaContainer(
-            { baseSha256: verdict.basisSha256, targetSha256: file.sha256, targetSize: file.size, delta: d },
-            { compress: decision.compress },
-          );
-          tag = FrameTag.DeltaPiece;
-          modes.set(file.path, 'delta');
-        } else {
-          const decision = this.compression.decide(file.path, [content]);
-          compressPieces = decision.compress;
-          if (decision.compress) compressed.add(file.path);
-          stream = content;
-          tag = FrameTag.Whole;
-          modes.set(file.path, 'whole');
+          signature = b.signatures.get(i) ?? new Uint8Array();
         }
-        const transferId = randomBytes(16).toString('hex');
+        const large = await encodeLarge(this.compression, file, verdict, content, signature);
+        const { stream, tag } = large;
+        modes.set(file.path, large.mode);
+        if (large.compressed) compressed.add(file.path);
         let sent = 0;
-        const pieces = Math.max(1, Math.ceil(stream.byteLength / this.blockBytes));
-        for (let k = 0; k < pieces; k++) {
-          const offset = k * this.blockBytes;
-          const payload = stream.subarray(offset, Math.min(stream.byteLength, offset + this.blockBytes));
-          const block = encodeTransferBlock(
-            { transferId, seq: k, offset, last: k === pieces - 1, payload },
-            { compress: compressPieces },
-          );
+        for (const block of transferBlocks(stream, this.blockBytes, large.compressPieces)) {
           sent += await this.enqueue(b, (seq) =>
             encodeFrame({ tag, session: this.session, seq, batch: b.id, file: i, payload: block }),
           );
@@ -568,25 +512,7 @@ export class PeerSender extends EventEmitter {
       const expected = b.files.filter((f) => modes.get(f.path) !== 'unchanged');
       await this.waitFor(b, () => expected.every((f) => b.results.has(f.path)));
       this.sendControl({ type: 'done', batch: b.id });
-      return b.files.map((f): FileOutcome => {
-        const mode = modes.get(f.path) ?? 'unchanged';
-        const r = b.results.get(f.path);
-        const base = {
-          path: f.path,
-          mode,
-          wireBytes: Math.round(wire.get(f.path) ?? 0),
-          compressed: compressed.has(f.path),
-        };
-        if (mode === 'unchanged' || !r) return { ...base, status: 'unchanged' };
-        return r.status === 'committed'
-          ? { ...base, status: 'committed' }
-          : {
-              ...base,
-              status: 'failed',
-              ...(r.code ? { code: r.code } : {}),
-              ...(r.message ? { message: r.message } : {}),
-            };
-      });
+      return outcomes(b, modes, wire, compressed);
     } finally {
       this.batches.delete(b.id);
       for (const [seq, p] of this.unacked) {
