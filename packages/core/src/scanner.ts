@@ -124,7 +124,6 @@ export async function scan(
   const deferred: ({ after: number; write: () => void } | undefined)[] = [];
   const defer = (write: () => void): void => void deferred.push({ after: ops.length, write });
   const journal = {
-    filesUnder: (dir: string) => realJournal.filesUnder(dir),
     upsertFile: (row: FileRow) => defer(() => realJournal.upsertFile(row)),
     deleteFile: (p: string) => defer(() => realJournal.deleteFile(p)),
     deleteFilesUnder: (p: string) => defer(() => realJournal.deleteFilesUnder(p)),
@@ -256,7 +255,10 @@ export async function scan(
   }
 
   const known = new Map<string, FileRow>();
-  for (const s of scope ?? ['']) for (const r of journal.filesUnder(s)) known.set(r.path, r);
+  for (const s of scope ?? ['']) {
+    for await (const r of realJournal.filesUnderPaged(s)) known.set(r.path, r);
+    stopCheck();
+  }
   let knownFilesBefore = 0;
   for (const r of known.values()) if (r.kind === 'file') knownFilesBefore += 1;
   const scopeSet = scope === undefined || scope.includes('') ? undefined : new Set(scope);

@@ -215,6 +215,32 @@ describe('journal queue', () => {
   });
 });
 
+describe('journal index pages', () => {
+  it('reads rows at or below a folder a page at a time, the same rows as one read', async () => {
+    const { journal } = await setup();
+    const paths = ['a', 'a!b', 'a/x', 'a/y/z', 'a0', 'b', ...Array.from({ length: 25 }, (_, i) => `a/f${i}`)];
+    for (const p of paths)
+      journal.upsertFile({
+        path: p,
+        kind: p === 'a' || p === 'a/y' ? 'dir' : 'file',
+        size: 1,
+        mtimeNs: 1n,
+        inode: 1n,
+        hash: 'h',
+        syncedRev: null,
+        syncedHash: null,
+        signature: null,
+        signatureBlock: null,
+      });
+    for (const dir of ['', 'a', 'a/y', 'nothing']) {
+      const paged: string[] = [];
+      for await (const r of journal.filesUnderPaged(dir, 4)) paged.push(r.path);
+      expect(paged, dir).toEqual(journal.filesUnder(dir).map((r) => r.path));
+    }
+    expect(journal.filesUnder('a')).toHaveLength(28); // a, a/x, a/y/z and 25 files — not a!b or a0
+  });
+});
+
 describe('queueing a large scan', () => {
   const BATCH = 40; // ENQUEUE_BATCH in production; small here so the files stay few
   /** 2.5 batches of files in two folders (one mkdir each). */
