@@ -10,10 +10,7 @@
  */
 import { createHash } from 'node:crypto';
 import {
-  AbortMultipartUploadCommand,
-  CompleteMultipartUploadCommand,
   CopyObjectCommand,
-  CreateMultipartUploadCommand,
   DeleteObjectCommand,
   DeleteObjectsCommand,
   GetObjectCommand,
@@ -23,17 +20,13 @@ import {
   PutObjectCommand,
   S3Client,
   type S3ClientConfig,
-  UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { openBody, rechunk, throwIfAborted } from '../body.ts';
 import {
   AlreadyExistsError,
-  AuthError,
   InvalidArgumentError,
   NotFoundError,
   PreconditionFailedError,
-  ProviderError,
-  QuotaExceededError,
   TransientError,
 } from '../errors.ts';
 import type { Features } from '../features.ts';
@@ -48,6 +41,18 @@ import type {
   TransferOptions,
   WriteOptions,
 } from '../provider.ts';
+import {
+  checkSha,
+  checkSize,
+  MIN_PART,
+  multipartUpload,
+  type S3Calls,
+  SHA_META,
+  shaFromHead,
+} from './s3/upload.ts';
+import { classifyS3, InvalidRangeError } from './s3/errors.ts';
+
+export { classifyS3 } from './s3/errors.ts';
 
 export interface S3ProviderOptions {
   readonly bucket: string;
@@ -65,10 +70,6 @@ export interface S3ProviderOptions {
   readonly clientConfig?: Partial<S3ClientConfig>;
 }
 
-const MIN_PART = 5 * 1024 * 1024;
-const MAX_PARTS = 10_000;
-const SHA_META = 'weft-sha256';
-
 export class S3Provider implements Provider {
   readonly name: string;
   readonly features: Features;
@@ -77,6 +78,8 @@ export class S3Provider implements Provider {
   private readonly prefix: string;
   private readonly partSize: number;
   private readonly partConcurrency: number;
+  /** What the multipart upload uses of this provider. */
+  private readonly calls: S3Calls;
 
   constructor(options: S3ProviderOptions) {
     this.bucket = options.bucket;
@@ -96,6 +99,13 @@ export class S3Provider implements Provider {
       responseChecksumValidation: 'WHEN_REQUIRED',
       ...options.clientConfig,
     });
+    this.calls = {
+      name: this.name,
+      client: this.client,
+      bucket: this.bucket,
+      partConcurrency: this.partConcurrency,
+      send: (p, signal, run, mustNotExist) => this.send(p, signal, run, mustNotExist),
+    };
     this.features = {
       move: false,
       copy: 'files',
@@ -333,126 +343,7 @@ export class S3Provider implements Provider {
         hash: { algorithm: 'sha256', value: sha.toString('hex') },
       };
     }
-    return this.multipart(p, first, second.value, parts, hash, options, conditions);
-  }
-
-  private async multipart(
-    p: string,
-    first: Buffer,
-    second: Buffer,
-    rest: AsyncIterator<Buffer>,
-    hash: ReturnType<typeof createHash>,
-    options: WriteOptions,
-    conditions: { IfNoneMatch?: string; IfMatch?: string },
-  ): Promise<Entry> {
-    const key = this.key(p);
-    const created = await this.send(p, options.signal, (o) =>
-      this.client.send(
-        new CreateMultipartUploadCommand({
-          Bucket: this.bucket,
-          Key: key,
-          ...(options.sha256 ? { Metadata: { [SHA_META]: options.sha256.toLowerCase() } } : {}),
-        }),
-        o,
-      ),
-    );
-    const uploadId = created.UploadId;
-    if (!uploadId) throw new TransientError(`${this.name}: CreateMultipartUpload returned no UploadId`);
-    const abort = new AbortController();
-    const onOuterAbort = (): void => abort.abort(options.signal?.reason);
-    options.signal?.addEventListener('abort', onOuterAbort, { once: true });
-    const done: { PartNumber: number; ETag: string }[] = [];
-    const inFlight = new Set<Promise<void>>();
-    let failure: unknown;
-    let total = 0;
-    const upload = (partNumber: number, data: Buffer): void => {
-      const task = this.send(p, abort.signal, (o) =>
-        this.client.send(
-          new UploadPartCommand({
-            Bucket: this.bucket,
-            Key: key,
-            UploadId: uploadId,
-            PartNumber: partNumber,
-            Body: data,
-            ContentLength: data.byteLength,
-          }),
-          o,
-        ),
-      ).then(
-        (out) => {
-          done.push({ PartNumber: partNumber, ETag: out.ETag ?? '' });
-        },
-        (e: unknown) => {
-          failure ??= e;
-          abort.abort(e);
-        },
-      );
-      const tracked = task.finally(() => inFlight.delete(tracked));
-      inFlight.add(tracked);
-    };
-    try {
-      let partNumber = 0;
-      for (let part: Buffer | undefined = first; part !== undefined;) {
-        if (failure !== undefined) break;
-        throwIfAborted(options.signal);
-        partNumber += 1;
-        if (partNumber > MAX_PARTS)
-          throw new QuotaExceededError(`${this.name}: more than ${MAX_PARTS} parts`);
-        total += part.byteLength;
-        upload(partNumber, part);
-        while (inFlight.size >= this.partConcurrency) await Promise.race(inFlight);
-        let next: IteratorResult<Buffer>;
-        if (part === first) {
-          next = { done: false, value: second };
-        } else {
-          next = await rest.next();
-        }
-        if (!next.done) hash.update(next.value);
-        part = next.done ? undefined : next.value;
-      }
-      await Promise.all(inFlight);
-      if (failure !== undefined) throw failure;
-      throwIfAborted(options.signal);
-      checkSize(options.size, total, p);
-      const sha = hash.digest();
-      checkSha(options.sha256, sha, p);
-      done.sort((a, b) => a.PartNumber - b.PartNumber);
-      const out = await this.send(
-        p,
-        options.signal,
-        (o) =>
-          this.client.send(
-            new CompleteMultipartUploadCommand({
-              Bucket: this.bucket,
-              Key: key,
-              UploadId: uploadId,
-              MultipartUpload: { Parts: done },
-              ...conditions,
-            }),
-            o,
-          ),
-        options.ifNotExists,
-      );
-      return {
-        path: p,
-        kind: 'file',
-        size: total,
-        modifiedMs: Date.now(),
-        revision: out.ETag ?? '',
-        hash: { algorithm: 'sha256', value: sha.toString('hex') },
-      };
-    } catch (e) {
-      abort.abort(e);
-      await Promise.allSettled(inFlight);
-      await this.client
-        .send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }))
-        .catch(() => undefined);
-      throw e instanceof ProviderError || (e instanceof Error && e.name === 'AbortError')
-        ? e
-        : classifyS3(e, this.name, p);
-    } finally {
-      options.signal?.removeEventListener('abort', onOuterAbort);
-    }
+    return multipartUpload(this.calls, key, p, first, second.value, parts, hash, options, conditions);
   }
 
   async remove(path: string, options: RemoveOptions = {}): Promise<void> {
@@ -595,81 +486,4 @@ export class S3Provider implements Provider {
       throw classified;
     }
   }
-}
-
-/** GetObject with a range starting past the end (416). */
-class InvalidRangeError extends ProviderError {
-  readonly code = 'InvalidArgument' as const;
-}
-
-function checkSize(expected: number | undefined, got: number, p: string): void {
-  if (expected !== undefined && expected !== got) {
-    throw new InvalidArgumentError(`expected ${expected} bytes for ${p}, received ${got}`);
-  }
-}
-
-function checkSha(expected: string | undefined, got: Buffer, p: string): void {
-  if (expected !== undefined && expected.toLowerCase() !== got.toString('hex')) {
-    throw new InvalidArgumentError(`SHA-256 of the bytes received for ${p} does not match the one given`);
-  }
-}
-
-function shaFromHead(head: HeadObjectCommandOutput): string | undefined {
-  const meta = head.Metadata?.[SHA_META];
-  if (meta && /^[0-9a-f]{64}$/.test(meta)) return meta;
-  const sum = head.ChecksumSHA256;
-  if (sum && head.ChecksumType !== 'COMPOSITE' && !sum.includes('-')) {
-    const hex = Buffer.from(sum, 'base64').toString('hex');
-    if (hex.length === 64) return hex;
-  }
-  return undefined;
-}
-
-interface S3ErrorShape {
-  name?: string;
-  code?: string;
-  message?: string;
-  $metadata?: { httpStatusCode?: number };
-  $response?: { headers?: Record<string, string | undefined> };
-}
-
-/** Map an SDK or network error to the contract's errors. */
-export function classifyS3(e: unknown, name: string, p: string): Error {
-  if (e instanceof ProviderError) return e;
-  const err = (e ?? {}) as S3ErrorShape;
-  const status = err.$metadata?.httpStatusCode;
-  const code = err.name ?? err.code ?? '';
-  const msg = `${name}: ${p}: ${code} ${err.message ?? ''}`.trim();
-  if (code === 'AbortError') return e as Error;
-  if (status === 404 || code === 'NoSuchKey' || code === 'NotFound' || code === 'NoSuchBucket') {
-    return new NotFoundError(msg, { cause: e });
-  }
-  if (status === 412 || code === 'PreconditionFailed')
-    return new PreconditionFailedError(msg, undefined, { cause: e });
-  if (status === 416 || code === 'InvalidRange') return new InvalidRangeError(msg, { cause: e });
-  if (
-    status === 401 ||
-    status === 403 ||
-    ['AccessDenied', 'InvalidAccessKeyId', 'SignatureDoesNotMatch', 'ExpiredToken'].includes(code)
-  ) {
-    return new AuthError(msg, { cause: e });
-  }
-  if (code === 'EntityTooLarge' || code === 'QuotaExceeded' || status === 507) {
-    return new QuotaExceededError(msg, { cause: e });
-  }
-  if (status === 409 && code === 'ConditionalRequestConflict')
-    return new TransientError(msg, undefined, { cause: e });
-  if (status === 429 || status === 503 || code === 'SlowDown' || (status !== undefined && status >= 500)) {
-    return new TransientError(msg, retryAfter(err.$response?.headers?.['retry-after']), { cause: e });
-  }
-  if (status === undefined) return new TransientError(msg, undefined, { cause: e }); // network-level failure
-  return new InvalidArgumentError(msg, { cause: e });
-}
-
-function retryAfter(header: string | undefined): number | undefined {
-  if (!header) return undefined;
-  const secs = Number(header);
-  if (Number.isFinite(secs)) return Math.max(0, secs * 1000);
-  const date = Date.parse(header);
-  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
 }
