@@ -5,14 +5,11 @@
  * bundle carries the files that fit and a deferred record for every other requested path.
  */
 import {
-  BUNDLE_DEFERRED_RECORD_SIZE,
-  BUNDLE_OVERHEAD,
   type BundleDeferred,
   type BundleEntry,
-  bundleEntrySize,
+  BundleRoom,
   decodeBundle,
   encodeBundle,
-  MAX_BUNDLE_BYTES,
   type OpResult,
   scanBundleEntries,
   sha256Hex,
@@ -90,28 +87,20 @@ export class BundleService {
     const entries: BundleEntry[] = [];
     // (In the body: a list of thousands of paths once outgrew the clients' 16 KiB header limit.)
     const deferred: BundleDeferred[] = [];
-    let used = BUNDLE_OVERHEAD + BUNDLE_DEFERRED_RECORD_SIZE * paths.length;
+    const room = new BundleRoom(paths.length);
     for (const [index, p] of paths.entries()) {
-      const e = store.stat(userId, p);
-      if (!e || e.kind !== 'file') {
-        deferred.push({ index, reason: 'absent' });
+      const place = room.place(p, store.stat(userId, p));
+      if ('reason' in place) {
+        deferred.push({ index, reason: place.reason });
         continue;
       }
-      if (e.tier === 'large' || !e.sha256) {
-        deferred.push({ index, reason: 'large' });
-        continue;
-      }
-      const cost = bundleEntrySize(p, e.revision, e.size);
-      if (used + cost > MAX_BUNDLE_BYTES) {
-        deferred.push({ index, reason: 'later' });
-        continue;
-      }
+      const e = place.entry;
       const content = await store.readAll(userId, e);
       if (content.byteLength !== e.size || sha256Hex(content) !== e.sha256) {
         deferred.push({ index, reason: 'changed' }); // changed while reading: fetch again
         continue;
       }
-      used += cost;
+      room.take(place.cost);
       entries.push({ path: p, rev: e.revision, mtimeMs: e.mtimeMs, sha256: e.sha256, content });
     }
     let out = encodeBundle(entries, { deferred });

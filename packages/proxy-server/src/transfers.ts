@@ -6,26 +6,12 @@
 import { randomBytes } from 'node:crypto';
 import { constants as fsc } from 'node:fs';
 import * as fsp from 'node:fs/promises';
-import { decodeTransferBlock, MAX_BLOCK_PAYLOAD, type BlockAck, type TransferState } from '@weft/wire';
+import { blockAck, decodeTransferBlock, type BlockAck, type TransferState, transferState } from '@weft/wire';
 import type { AuthContext } from './auth.ts';
 import { ApiError } from './errors.ts';
 import { checkNewPath, type HybridStore } from './store/hybrid.ts';
 import type { TransferRow } from './store/metadata.ts';
 import type { ProxyMetrics } from './metrics.ts';
-
-export function mergeRanges(
-  ranges: { offset: number; length: number }[],
-): { offset: number; length: number }[] {
-  const sorted = [...ranges].filter((r) => r.length > 0).sort((a, b) => a.offset - b.offset);
-  const out: { offset: number; length: number }[] = [];
-  for (const r of sorted) {
-    const last = out.at(-1);
-    if (last && r.offset <= last.offset + last.length) {
-      last.length = Math.max(last.length, r.offset + r.length - last.offset);
-    } else out.push({ ...r });
-  }
-  return out;
-}
 
 /** FILE_TOO_LARGE for a declared size (transfer, delta target) above the server's limit. */
 export function checkDeclaredSize(size: number, maxFileBytes: number): void {
@@ -54,17 +40,11 @@ export class TransferService {
   }
 
   state(t: TransferRow): TransferState {
-    const received = mergeRanges(this.store.meta.transferRanges(t.id));
-    return {
-      transferId: t.id,
-      path: t.path,
-      size: t.size,
-      sha256: t.sha256,
-      received,
-      receivedBytes: received.reduce((s, r) => s + r.length, 0),
-      haveObject: this.store.meta.userLargeContent(t.userId, t.sha256) === t.size,
-      maxBlockBytes: MAX_BLOCK_PAYLOAD,
-    };
+    return transferState(
+      t,
+      this.store.meta.transferRanges(t.id),
+      this.store.meta.userLargeContent(t.userId, t.sha256),
+    );
   }
 
   /**
@@ -130,15 +110,7 @@ export class TransferService {
     // Durable before acknowledged: the ack promises the client it need not resend.
     this.store.meta.addTransferRange(t.id, b.offset, b.payload.byteLength);
     this.metrics.bytes.inc({ tier: 'client', direction: 'in' }, b.payload.byteLength);
-    const st = this.state(t);
-    return {
-      type: 'block-ack',
-      transferId: t.id,
-      seq: b.seq,
-      offset: b.offset,
-      length: b.payload.byteLength,
-      receivedBytes: st.receivedBytes,
-    };
+    return blockAck(b, this.state(t).receivedBytes);
   }
 
   /** The staged file, once every byte has been acknowledged. */

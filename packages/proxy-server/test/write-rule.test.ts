@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decideWrite, type WriteTarget } from '../src/store/write-rule.ts';
+import { decideWrite, type WriteTarget } from '@weft/wire';
 
 const SHA = 'a'.repeat(64);
 const OTHER = 'b'.repeat(64);

@@ -317,6 +317,7 @@ export const TransferCreateRequest = z
 export type TransferCreateRequest = z.infer<typeof TransferCreateRequest>;
 
 export const ByteRange = z.object({ offset: Size, length: Size });
+export type ByteRange = z.infer<typeof ByteRange>;
 export const TransferState = z
   .object({
     transferId: TransferId,

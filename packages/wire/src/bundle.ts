@@ -124,6 +124,47 @@ export function bundleEntrySize(path: string, rev: BundleRevision, size: number)
 /** Fixed overhead of a bundle besides its entries. */
 export const BUNDLE_OVERHEAD = BUNDLE_HEADER_SIZE + BUNDLE_TRAILER_SIZE;
 
+/**
+ * The room of a download bundle's answer (POST /v1/bundles/download), the one rule the
+ * proxy and the client's in-memory proxy fill it by: room for a deferred record per
+ * requested path is kept from the start, so the answer never exceeds the bundle limit;
+ * a file is deferred when absent (or a folder), in the large tier (or without a hash), or
+ * when it no longer fits ('later'). `place` answers the reason or the bytes it would take;
+ * `take` spends them once the file goes in.
+ */
+/** What BundleRoom.place needs to know of the entry at a requested path. */
+export interface BundleCandidate {
+  readonly kind: 'file' | 'dir';
+  readonly tier?: 'small' | 'large' | undefined;
+  readonly sha256?: string | undefined;
+  readonly revision: string;
+  readonly size: number;
+}
+
+export class BundleRoom {
+  private used: number;
+  constructor(requested: number) {
+    this.used = BUNDLE_OVERHEAD + BUNDLE_DEFERRED_RECORD_SIZE * requested;
+  }
+
+  place<E extends BundleCandidate>(
+    path: string,
+    e: E | undefined,
+  ):
+    | { readonly reason: BundleDeferredReason }
+    | { readonly cost: number; readonly entry: E & { sha256: string } } {
+    if (!e || e.kind !== 'file') return { reason: 'absent' };
+    const sha256 = e.sha256;
+    if (e.tier === 'large' || !sha256) return { reason: 'large' };
+    const cost = bundleEntrySize(path, e.revision, e.size);
+    return this.used + cost > MAX_BUNDLE_BYTES ? { reason: 'later' } : { cost, entry: { ...e, sha256 } };
+  }
+
+  take(cost: number): void {
+    this.used += cost;
+  }
+}
+
 function checkPath(path: string): string {
   let canonical: string;
   try {

@@ -7,6 +7,8 @@ export * from './transfer-block.ts';
 export * from './delta-container.ts';
 export * from './merkle.ts';
 export * from './as-provider.ts';
+export * from './write-rule.ts';
+export * from './transfer-state.ts';
 export {
   conflictStamp,
   conflictedCopyPath,

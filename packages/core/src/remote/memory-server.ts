@@ -1,7 +1,8 @@
 /**
  * The in-memory proxy's server side (see memory-store.ts for what it models and why): one
  * namespace per user — the index, the change log, large content held — and the write rules
- * of packages/proxy-server/src/store/hybrid.ts (conditional writes, conflicted copies,
+ * of packages/proxy-server/src/store/hybrid.ts (conditional writes by the same pure rule,
+ * @weft/wire write-rule.ts, conflicted copies,
  * parents created, bundles planned whole). `MemoryRemoteStore` (memory-store.ts) is one device's door to it.
  */
 import { ancestors, normalizeEntryPath, normalizePath, unprintableNameReason } from '@weft/providers/paths';
@@ -13,6 +14,9 @@ import {
   type ErrorCode,
   type OpResult,
   conflictedCopyPath,
+  conflictReport,
+  decideWrite,
+  deleteConflict,
   sha256Hex,
 } from '@weft/wire';
 import { RemoteError } from './proxy-client.ts';
@@ -280,21 +284,13 @@ export class MemoryServerState {
     if (sha256Hex(bytes) !== sha256)
       fail('HASH_MISMATCH', 'SHA-256 of the content does not match the declared one');
     const cur = n.entries.get(path);
-    if (cur?.kind === 'dir') fail('ALREADY_EXISTS', 'a folder exists at that path', { path });
-    const stale =
-      base !== undefined && (base === null ? cur !== undefined : cur !== undefined && cur.revision !== base);
-    if (cur && cur.sha256 === sha256 && (stale || base === undefined || cur.revision === base))
-      return { status: 'applied', entry: cur, seq: NOOP_SEQ };
-    if (stale && cur) {
+    const d = decideWrite(cur, base, sha256);
+    if (d.action === 'refuse-folder') fail('ALREADY_EXISTS', 'a folder exists at that path', { path });
+    if (d.action === 'unchanged' && cur) return { status: 'applied', entry: cur, seq: NOOP_SEQ };
+    if (d.action === 'conflict') {
       const conflictPath = this.conflictPathFor(n, w, path, () => false);
       const res = this.storeFile(n, w, conflictPath, bytes, sha256, mtimeMs);
-      const conflict: ConflictReport = {
-        path,
-        conflictPath,
-        kind: 'write-write',
-        baseRevision: base,
-        serverRevision: cur.revision,
-      };
+      const conflict = conflictReport(path, conflictPath, d);
       return { status: 'conflict', conflict, ...(res.entry ? { entry: res.entry } : {}), seq: res.seq };
     }
     const res = this.storeFile(n, w, path, bytes, sha256, mtimeMs);
@@ -329,29 +325,23 @@ export class MemoryServerState {
           large.push(i);
           continue;
         }
-        if (planned.get(item.path) === 'dir')
-          fail('ALREADY_EXISTS', 'a folder exists at that path', { path: item.path });
+        // A folder this batch creates is in the way as much as one already there.
         const cur = n.entries.get(item.path);
-        if (cur?.kind === 'dir') fail('ALREADY_EXISTS', 'a folder exists at that path', { path: item.path });
-        const base = item.rev;
-        const stale =
-          base !== undefined &&
-          (base === null ? cur !== undefined : cur !== undefined && cur.revision !== base);
-        if (cur && cur.sha256 === item.sha256 && (stale || base === undefined || cur.revision === base)) {
+        const d =
+          planned.get(item.path) === 'dir'
+            ? ({ action: 'refuse-folder' } as const)
+            : decideWrite(cur, item.rev, item.sha256);
+        if (d.action === 'refuse-folder')
+          fail('ALREADY_EXISTS', 'a folder exists at that path', { path: item.path });
+        if (d.action === 'unchanged' && cur) {
           results[i] = { status: 'applied', entry: cur, seq: NOOP_SEQ };
           continue;
         }
         let target = item.path;
         let conflict: ConflictReport | undefined;
-        if (stale && cur) {
+        if (d.action === 'conflict') {
           target = this.conflictPathFor(n, w, item.path, (p) => planned.has(p));
-          conflict = {
-            path: item.path,
-            conflictPath: target,
-            kind: 'write-write',
-            baseRevision: base,
-            serverRevision: cur.revision,
-          };
+          conflict = conflictReport(item.path, target, d);
         }
         const missing: string[] = [];
         for (const dir of ancestors(target)) {
@@ -425,20 +415,8 @@ export class MemoryServerState {
     checkPath(path);
     const cur = n.entries.get(path);
     if (!cur) return { status: 'applied', seq: NOOP_SEQ };
-    if (typeof base === 'string' && cur.kind === 'file' && cur.revision !== base) {
-      return {
-        status: 'conflict',
-        conflict: {
-          path,
-          conflictPath: '',
-          kind: 'delete-modified',
-          baseRevision: base,
-          serverRevision: cur.revision,
-        },
-        entry: cur,
-        seq: NOOP_SEQ,
-      };
-    }
+    const conflict = deleteConflict(path, cur, base);
+    if (conflict) return { status: 'conflict', conflict, entry: cur, seq: NOOP_SEQ };
     const records = this.record(n, [{ type: 'delete', path }], w);
     return { status: 'applied', seq: records.at(-1)?.seq ?? NOOP_SEQ };
   }

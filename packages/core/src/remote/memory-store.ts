@@ -36,9 +36,10 @@ import {
   signature as rsyncSignature,
 } from '@weft/rsync-wasm';
 import {
-  BUNDLE_DEFERRED_RECORD_SIZE,
-  BUNDLE_OVERHEAD,
   type BlockAck,
+  blockAck,
+  BundleRoom,
+  transferState,
   type BundleDeferred,
   type BundleDeferredReason,
   type BundleEntry,
@@ -52,13 +53,10 @@ import {
   type FeedServerMessage,
   type FileOp,
   type ListResponse,
-  MAX_BLOCK_PAYLOAD,
-  MAX_BUNDLE_BYTES,
   type MerkleChildHash,
   type MerkleNode,
   type OpResult,
   type TransferState,
-  bundleEntrySize,
   decodeBundle,
   decodeDeltaContainer,
   decodeTransferBlock,
@@ -266,10 +264,10 @@ export class MemoryRemoteStore implements RemoteStore {
     }
     const t = n.transfers.get(op.transferId);
     if (!t) fail('TRANSFER_UNKNOWN', 'no such transfer; open a new one');
-    const received = mergeRanges(t.ranges).reduce((s, r) => s + r.length, 0);
-    if (received !== t.size)
-      fail('TRANSFER_INCOMPLETE', `${received} of ${t.size} bytes received`, {
-        received: mergeRanges(t.ranges),
+    const st = this.state(n, t);
+    if (st.receivedBytes !== t.size)
+      fail('TRANSFER_INCOMPLETE', `${st.receivedBytes} of ${t.size} bytes received`, {
+        received: st.received,
       });
     if (t.sha256 !== op.sha256 || t.size !== op.size || t.path !== op.path)
       fail('BAD_REQUEST', 'commit does not match the transfer (path, size, sha256)');
@@ -315,23 +313,15 @@ export class MemoryRemoteStore implements RemoteStore {
     for (const p of paths) checkPath(p);
     const entries: BundleEntry[] = [];
     const deferred: BundleDeferred[] = [];
-    let used = BUNDLE_OVERHEAD + BUNDLE_DEFERRED_RECORD_SIZE * paths.length;
+    const room = new BundleRoom(paths.length);
     for (const [index, p] of paths.entries()) {
-      const e = n.entries.get(p);
-      if (!e || e.kind !== 'file') {
-        deferred.push({ index, reason: 'absent' });
+      const place = room.place(p, n.entries.get(p));
+      if ('reason' in place) {
+        deferred.push({ index, reason: place.reason });
         continue;
       }
-      if (e.tier === 'large' || !e.sha256) {
-        deferred.push({ index, reason: 'large' });
-        continue;
-      }
-      const cost = bundleEntrySize(p, e.revision, e.size);
-      if (used + cost > MAX_BUNDLE_BYTES) {
-        deferred.push({ index, reason: 'later' });
-        continue;
-      }
-      used += cost;
+      room.take(place.cost);
+      const e = place.entry;
       entries.push({
         path: p,
         rev: e.revision,
@@ -374,17 +364,7 @@ export class MemoryRemoteStore implements RemoteStore {
   }
 
   private state(n: Namespace, t: Transfer): TransferState {
-    const received = mergeRanges(t.ranges);
-    return {
-      transferId: t.id,
-      path: t.path,
-      size: t.size,
-      sha256: t.sha256,
-      received,
-      receivedBytes: received.reduce((s, r) => s + r.length, 0),
-      haveObject: n.held.get(t.sha256) === t.size,
-      maxBlockBytes: MAX_BLOCK_PAYLOAD,
-    };
+    return transferState(t, t.ranges, n.held.get(t.sha256));
   }
 
   async getTransfer(id: string): Promise<TransferState | undefined> {
@@ -412,14 +392,7 @@ export class MemoryRemoteStore implements RemoteStore {
       );
     t.data.set(b.payload, b.offset);
     t.ranges.push({ offset: b.offset, length: b.payload.byteLength });
-    return {
-      type: 'block-ack',
-      transferId: id,
-      seq: b.seq,
-      offset: b.offset,
-      length: b.payload.byteLength,
-      receivedBytes: this.state(n, t).receivedBytes,
-    };
+    return blockAck(b, this.state(n, t).receivedBytes);
   }
 
   async uploadDelta(
@@ -558,20 +531,6 @@ function decodeContainer(bytes: Uint8Array): DecodedDeltaContainer {
     if (isWireFormatError(e)) fail('INVALID_FORMAT', (e as Error).message);
     throw e;
   }
-}
-
-function mergeRanges(
-  ranges: readonly { offset: number; length: number }[],
-): { offset: number; length: number }[] {
-  const sorted = [...ranges].filter((r) => r.length > 0).sort((a, b) => a.offset - b.offset);
-  const out: { offset: number; length: number }[] = [];
-  for (const r of sorted) {
-    const last = out.at(-1);
-    if (last && r.offset <= last.offset + last.length)
-      last.length = Math.max(last.length, r.offset + r.length - last.offset);
-    else out.push({ ...r });
-  }
-  return out;
 }
 
 /** A Merkle node as the server's MerkleIndex answers it (hashes defined in @weft/wire). */

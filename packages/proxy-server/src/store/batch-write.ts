@@ -2,13 +2,14 @@
  * Bundle ingest (HybridStore.writeFiles): every small file of a bundle is written to a temp
  * file, all of them in parallel (bounded) and fsynced, then renamed into place, and the
  * whole batch — new folders, files, conflicted copies — is recorded in ONE metadata
- * transaction. Each entry is decided by the write rule (write-rule.ts) that a single write
+ * transaction. Each entry is decided by the write rule (@weft/wire write-rule.ts) that a single write
  * follows, in entry order as if the entries were applied one by one; entries big enough
  * for the object tier go through the single write afterwards.
  */
 import type { Logger } from 'pino';
 import { ancestors, type FsProvider, sha256Hex } from '@weft/providers';
 import type { ChangeRecord, ConflictReport, OpResult } from '@weft/wire';
+import { conflictReport, decideWrite } from '@weft/wire';
 import { ApiError, toApiError } from '../errors.ts';
 import type { ProxyMetrics } from '../metrics.ts';
 import type { Content, Writer } from './hybrid.ts';
@@ -18,7 +19,6 @@ import { LINK_EXTENSION } from './link-file.ts';
 import { type ChangeInput, type MetadataStore, publicEntry } from './metadata.ts';
 import { lastEntry, NOOP_SEQ } from './op-results.ts';
 import type { QuotaLedger } from './quota.ts';
-import { conflictReport, decideWrite } from './write-rule.ts';
 
 /** One file of a bundle for HybridStore.writeFiles. */
 export interface BatchFile {

@@ -13,7 +13,7 @@
  * A crash between 2 and 3 is repaired by reconcile() at startup (the tier is the truth);
  * an object uploaded but never linked is an orphan, collected after the grace period.
  *
- * Beside it: the write rule every content write follows (write-rule.ts), bundle ingest
+ * Beside it: the write rule every content write follows (@weft/wire write-rule.ts), bundle ingest
  * (batch-write.ts), rsync signatures (signatures.ts), crash recovery (recovery.ts) and
  * garbage collection (gc.ts).
  */
@@ -24,7 +24,7 @@ import * as nodePath from 'node:path';
 import type { Logger } from 'pino';
 import { collect, type FsProvider, type Provider, NotFoundError, ancestors } from '@weft/providers';
 import type { ChangeRecord, EntryInfo, OpResult } from '@weft/wire';
-import { conflictedCopyPath } from '@weft/wire';
+import { conflictedCopyPath, conflictReport, decideWrite, deleteConflict } from '@weft/wire';
 import { ApiError } from '../errors.ts';
 import type { ProxyMetrics } from '../metrics.ts';
 import { encodeLinkFile, LINK_EXTENSION, LINK_VERSION, type LinkFile, objectKey } from './link-file.ts';
@@ -37,7 +37,6 @@ import { reconcileNamespace } from './recovery.ts';
 import { type BatchFile, writeBatchFiles } from './batch-write.ts';
 import { checkNewPath, checkUserPath } from './paths.ts';
 import { lastEntry, NOOP_SEQ } from './op-results.ts';
-import { conflictReport, decideWrite } from './write-rule.ts';
 import { chunkList, type Content, contentSha, contentSize } from './content.ts';
 import { putSignature, signatureOf, type SignatureDeps } from './signatures.ts';
 
@@ -462,20 +461,8 @@ export class HybridStore {
     checkUserPath(path);
     const cur = this.meta.getEntry(w.userId, path);
     if (!cur) return { status: 'applied', seq: NOOP_SEQ }; // already gone: idempotent
-    if (typeof base === 'string' && cur.kind === 'file' && cur.revision !== base) {
-      return {
-        status: 'conflict',
-        conflict: {
-          path,
-          conflictPath: '',
-          kind: 'delete-modified',
-          baseRevision: base,
-          serverRevision: cur.revision,
-        },
-        entry: publicEntry(cur),
-        seq: NOOP_SEQ,
-      };
-    }
+    const conflict = deleteConflict(path, cur, base);
+    if (conflict) return { status: 'conflict', conflict, entry: publicEntry(cur), seq: NOOP_SEQ };
     await this.fs.remove(this.tierPath(w.userId, cur)).catch(ignoreNotFound);
     const records = this.record(w.userId, [{ type: 'delete', path }], w);
     return { status: 'applied', seq: records.at(-1)?.seq ?? NOOP_SEQ };

@@ -1,4 +1,7 @@
 /**
+ * The server's rules for conditional writes, pure, shared by the proxy (HybridStore and its
+ * bundle ingest) and the client's in-memory proxy (MemoryServer), so the fake cannot drift.
+ *
  * The rule every content write at a path follows — a single write (writeFile) and each
  * entry of a bundle (writeFiles) alike — as one pure function of what is at the path now,
  * the base revision the client wrote against (docs/formats/api.md "Conditional writes")
@@ -16,7 +19,7 @@
  *
  * Same content already current is never a conflict (Syncthing's rule).
  */
-import type { ConflictReport } from '@weft/wire';
+import type { ConflictReport } from './api.ts';
 
 export type WriteDecision =
   | { readonly action: 'refuse-folder' }
@@ -59,5 +62,25 @@ export function conflictReport(
     kind: 'write-write',
     baseRevision: d.baseRevision,
     serverRevision: d.serverRevision,
+  };
+}
+
+/**
+ * A delete against `base` (docs/formats/api.md "Conditional writes"): a file there with
+ * another revision is kept and the delete is dropped (delete-modified); nothing there, a
+ * folder, an unconditional delete or the base revision itself: the delete goes ahead.
+ */
+export function deleteConflict(
+  path: string,
+  current: WriteTarget | undefined,
+  base: string | null | undefined,
+): ConflictReport | undefined {
+  if (typeof base !== 'string' || current?.kind !== 'file' || current.revision === base) return undefined;
+  return {
+    path,
+    conflictPath: '',
+    kind: 'delete-modified',
+    baseRevision: base,
+    serverRevision: current.revision,
   };
 }
