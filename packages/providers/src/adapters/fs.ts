@@ -11,6 +11,9 @@
  * The change feed is a journal this provider appends to after each change it makes
  * (`.weft-fs/changes.jsonl`). Changes made to the directory by other programs are not in
  * it — the proxy owns its tier; a periodic listing catches anything else.
+ *
+ * Also here: fs/journal.ts (that journal and its cursors), fs/write-many.ts (the batch
+ * write), fs/util.ts (revisions, the case probe, Node errors in the contract's terms).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { constants as fsc, createReadStream } from 'node:fs';
@@ -19,21 +22,17 @@ import * as nodePath from 'node:path';
 import { openBody, throwIfAborted } from '../body.ts';
 import {
   AlreadyExistsError,
-  AuthError,
   InvalidArgumentError,
   InvalidPathError,
   NotFoundError,
   PreconditionFailedError,
   ProviderError,
-  QuotaExceededError,
-  TransientError,
 } from '../errors.ts';
 import type { Features } from '../features.ts';
 import { KeyedMutex } from '../keyed-mutex.ts';
 import { caseFoldKey, isWithin, normalizeEntryPath, normalizePath, parentPath } from '../paths.ts';
 import type {
   Body,
-  Change,
   ChangePage,
   Entry,
   ListOptions,
@@ -43,11 +42,14 @@ import type {
   TransferOptions,
   WriteOptions,
 } from '../provider.ts';
-import { parseSeqCursor } from './memory.ts';
+import { FsJournal } from './fs/journal.ts';
+import { type WriteManyItem, writeMany } from './fs/write-many.ts';
+
+export type { WriteManyItem } from './fs/write-many.ts';
+import { classify, fsyncDir, isAbort, probeCaseSensitive, revisionOf } from './fs/util.ts';
 
 /** Reserved top-level name holding the journal and temp files; never listed, never writable. */
 export const FS_STATE_DIR = '.weft-fs';
-const CURSOR_PREFIX = 'fs1:';
 
 export interface FsProviderOptions {
   readonly root: string;
@@ -62,33 +64,14 @@ export interface FsProviderOptions {
   readonly private?: boolean;
 }
 
-interface JournalLine {
-  s: number;
-  t: 'u' | 'd';
-  p: string;
-  e?: Entry;
-}
-
-/** One file for `FsProvider.writeMany`. */
-export interface WriteManyItem {
-  readonly path: string;
-  readonly bytes: Uint8Array;
-  readonly modifiedMs?: number;
-  /** When given, the bytes must have this SHA-256 (lower-case hex). */
-  readonly sha256?: string;
-}
-
 export class FsProvider implements Provider {
   readonly name: string;
   features!: Features;
   private readonly root: string;
   private realRoot = '';
   private readonly mutex = new KeyedMutex();
-  private journal: JournalLine[] = [];
-  private seq = 0;
-  private journalFile = '';
+  private changeLog!: FsJournal;
   private tmpDir = '';
-  private journalAppend: Promise<void> = Promise.resolve();
   private readonly hashCache = new Map<string, { revision: string; sha256: string }>();
   private portable = false;
   private readonly dirMode: number;
@@ -140,53 +123,16 @@ export class FsProvider implements Provider {
         hashInListing: 'SHA-256 needs the content; stat computes it (cached by revision)',
       },
     };
-    this.journalFile = nodePath.join(state, 'changes.jsonl');
-    await this.loadJournal();
-  }
-
-  private async loadJournal(): Promise<void> {
-    let text = '';
-    try {
-      text = await fsp.readFile(this.journalFile, 'utf8');
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-    }
-    const lines: JournalLine[] = [];
-    for (const raw of text.split('\n')) {
-      if (raw === '') continue;
-      try {
-        lines.push(JSON.parse(raw) as JournalLine);
-      } catch {
-        // A torn last line from a crash mid-append: the change it described was already on
-        // disk, so only the notification is lost; listings still show it.
-      }
-    }
-    this.journal = lines;
-    this.seq = lines.at(-1)?.s ?? 0;
-    for (const l of lines) {
+    this.changeLog = new FsJournal(
+      nodePath.join(state, 'changes.jsonl'),
+      this.tmpDir,
+      this.fileMode,
+      this.options.maxJournal ?? 200_000,
+    );
+    for (const l of await this.changeLog.load()) {
       if (l.t === 'u' && l.e?.hash)
         this.hashCache.set(l.p, { revision: l.e.revision, sha256: l.e.hash.value });
     }
-  }
-
-  private record(change: Change): void {
-    this.seq += 1;
-    const line: JournalLine =
-      change.type === 'upsert'
-        ? { s: this.seq, t: 'u', p: change.path, e: change.entry }
-        : { s: this.seq, t: 'd', p: change.path };
-    this.journal.push(line);
-    const max = this.options.maxJournal ?? 200_000;
-    const compact = this.journal.length > max;
-    if (compact) this.journal.splice(0, this.journal.length - Math.floor(max / 2));
-    const text = compact
-      ? this.journal.map((l) => JSON.stringify(l)).join('\n') + '\n'
-      : JSON.stringify(line) + '\n';
-    this.journalAppend = this.journalAppend.then(() =>
-      compact
-        ? atomicWriteText(this.journalFile, text, this.tmpDir, this.fileMode)
-        : fsp.appendFile(this.journalFile, text, { mode: this.fileMode }),
-    );
   }
 
   /** Validate a path and map it to an absolute filesystem path inside the root. */
@@ -393,7 +339,7 @@ export class FsProvider implements Provider {
         await fsyncDir(nodePath.dirname(abs));
         const st = await fsp.lstat(abs, { bigint: true });
         const entry = await this.toEntryWithHash(p, st, sha256);
-        this.record({ type: 'upsert', path: p, entry });
+        this.changeLog.record({ type: 'upsert', path: p, entry });
         return entry;
       });
     } catch (e) {
@@ -414,99 +360,22 @@ export class FsProvider implements Provider {
     items: readonly WriteManyItem[],
     options: { readonly concurrency?: number } = {},
   ): Promise<(Entry | Error)[]> {
-    const out: (Entry | Error)[] = new Array<Entry | Error>(items.length);
-    const staged: { i: number; p: string; tmp: string; sha256: string }[] = [];
-    // 1. Temp files, written and fsynced in parallel.
-    await forEachBounded(items.length, options.concurrency ?? 8, async (i) => {
-      const item = items[i]!;
-      let p = '';
-      const tmp = nodePath.join(this.tmpDir, randomBytes(12).toString('hex'));
-      try {
-        p = this.norm(item.path);
-        this.resolve(p);
-        const sha256 = createHash('sha256').update(item.bytes).digest('hex');
-        if (item.sha256 !== undefined && item.sha256.toLowerCase() !== sha256) {
-          throw new InvalidArgumentError(`${this.name}: SHA-256 of the bytes for ${p} does not match`);
-        }
-        const fh = await fsp.open(tmp, 'wx', this.fileMode);
-        try {
-          if (item.bytes.byteLength > 0) await fh.writeFile(item.bytes);
-          if (item.modifiedMs !== undefined) {
-            const t = new Date(item.modifiedMs);
-            await fh.utimes(t, t);
-          }
-          await fh.sync();
-        } finally {
-          await fh.close();
-        }
-        staged.push({ i, p, tmp, sha256 });
-      } catch (e) {
-        await fsp.rm(tmp, { force: true });
-        out[i] = e instanceof ProviderError ? e : classify(e, this.name, p || item.path);
-      }
-    });
-    staged.sort((a, b) => a.i - b.i);
-    // 2. Renames under the paths' locks: parents first, then the files (in parallel when
-    //    no path repeats, else in item order).
-    const renamed: { i: number; p: string; abs: string; sha256: string }[] = [];
-    const dirs = new Set<string>();
-    const keys = staged.map((s) => this.lockKey(s.p));
-    const distinct = new Set(keys).size === keys.length;
-    await this.mutex.run(keys, async () => {
-      // Distinct parents prepared in parallel (prepareParents tolerates a folder made meanwhile).
-      const parents = new Map<string, Error | undefined>();
-      const firstOfParent = new Map<string, string>();
-      for (const s of staged)
-        if (!firstOfParent.has(parentPath(s.p))) firstOfParent.set(parentPath(s.p), s.p);
-      const todo = [...firstOfParent];
-      await forEachBounded(todo.length, options.concurrency ?? 8, async (k) => {
-        const [parent, p] = todo[k]!;
-        try {
-          await this.prepareParents(p);
-          parents.set(parent, undefined);
-        } catch (e) {
-          parents.set(parent, e instanceof ProviderError ? e : classify(e, this.name, parent));
-        }
-      });
-      const place = async (k: number): Promise<void> => {
-        const s = staged[k]!;
-        const abs = this.resolve(s.p);
-        try {
-          const parentError = parents.get(parentPath(s.p));
-          if (parentError) throw parentError;
-          // A folder in the way makes rename(2) fail with EISDIR: AlreadyExistsError.
-          await fsp.rename(s.tmp, abs).catch((e: unknown) => {
-            throw classify(e, this.name, s.p);
-          });
-          dirs.add(nodePath.dirname(abs));
-          renamed.push({ i: s.i, p: s.p, abs, sha256: s.sha256 });
-        } catch (e) {
-          await fsp.rm(s.tmp, { force: true });
-          out[s.i] = e instanceof ProviderError ? e : classify(e, this.name, s.p);
-        }
-      };
-      await forEachBounded(staged.length, distinct ? (options.concurrency ?? 8) : 1, place);
-      // 3. Each parent folder fsynced once, then the new entries recorded in item order.
-      const dirList = [...dirs];
-      await forEachBounded(dirList.length, options.concurrency ?? 8, (k) => fsyncDir(dirList[k]!));
-      renamed.sort((a, b) => a.i - b.i);
-      const stats = await Promise.all(
-        renamed.map((r) =>
-          fsp.lstat(r.abs, { bigint: true }).catch((e: unknown) => classify(e, this.name, r.p)),
-        ),
-      );
-      for (const [k, r] of renamed.entries()) {
-        const st = stats[k]!;
-        if (st instanceof Error) {
-          out[r.i] = st;
-          continue;
-        }
-        const entry = await this.toEntryWithHash(r.p, st, r.sha256);
-        this.record({ type: 'upsert', path: r.p, entry });
-        out[r.i] = entry;
-      }
-    });
-    return out;
+    return writeMany(
+      {
+        name: this.name,
+        tmpDir: this.tmpDir,
+        fileMode: this.fileMode,
+        mutex: this.mutex,
+        norm: (path) => this.norm(path),
+        resolve: (p) => this.resolve(p),
+        lockKey: (p) => this.lockKey(p),
+        prepareParents: (p) => this.prepareParents(p),
+        entryWithHash: (p, st, sha256) => this.toEntryWithHash(p, st, sha256),
+        record: (change) => this.changeLog.record(change),
+      },
+      items,
+      options,
+    );
   }
 
   private async toEntryWithHash(
@@ -539,7 +408,7 @@ export class FsProvider implements Provider {
         continue;
       }
       const created = await fsp.lstat(this.resolve(dir), { bigint: true });
-      this.record({ type: 'upsert', path: dir, entry: await this.toEntry(dir, created, false) });
+      this.changeLog.record({ type: 'upsert', path: dir, entry: await this.toEntry(dir, created, false) });
     }
     await this.assertInside(this.resolve(parent));
   }
@@ -558,7 +427,7 @@ export class FsProvider implements Provider {
       await fsp.rename(this.resolve(p), aside).catch((e: unknown) => {
         throw classify(e, this.name, p);
       });
-      this.record({ type: 'delete', path: p });
+      this.changeLog.record({ type: 'delete', path: p });
       await fsp.rm(aside, { recursive: true, force: true });
     });
   }
@@ -580,7 +449,7 @@ export class FsProvider implements Provider {
         throw classify(e, this.name, p);
       }
       const created = await fsp.lstat(this.resolve(p), { bigint: true });
-      this.record({ type: 'upsert', path: p, entry: await this.toEntry(p, created, false) });
+      this.changeLog.record({ type: 'upsert', path: p, entry: await this.toEntry(p, created, false) });
     });
   }
 
@@ -626,7 +495,7 @@ export class FsProvider implements Provider {
         throw classify(e, this.name, t);
       });
       await fsyncDir(nodePath.dirname(this.resolve(t)));
-      this.record({ type: 'delete', path: f });
+      this.changeLog.record({ type: 'delete', path: f });
       const entries = await this.subtreeEntries(t);
       for (const e of entries) {
         const sha = hashes.get(e.path);
@@ -637,7 +506,7 @@ export class FsProvider implements Provider {
           e.kind === 'file' ? this.toEntry(e.path, await this.bigStat(e.path), false) : e,
         ),
       );
-      for (const e of withHashes) this.record({ type: 'upsert', path: e.path, entry: e });
+      for (const e of withHashes) this.changeLog.record({ type: 'upsert', path: e.path, entry: e });
       const root = withHashes[0];
       if (!root) throw new NotFoundError(`${this.name}: not found: ${t}`);
       return root;
@@ -677,7 +546,7 @@ export class FsProvider implements Provider {
       }
       await fsyncDir(nodePath.dirname(this.resolve(t)));
       const entries = await this.subtreeEntries(t);
-      for (const e of entries) this.record({ type: 'upsert', path: e.path, entry: e });
+      for (const e of entries) this.changeLog.record({ type: 'upsert', path: e.path, entry: e });
       const root = entries[0];
       if (!root) throw new NotFoundError(`${this.name}: not found: ${t}`);
       return root;
@@ -685,116 +554,14 @@ export class FsProvider implements Provider {
   }
 
   async latestCursor(): Promise<string> {
-    return CURSOR_PREFIX + this.seq;
+    return this.changeLog.latestCursor();
   }
 
   async changes(cursor: string, options: { limit?: number } = {}): Promise<ChangePage> {
-    await this.journalAppend;
-    const after = parseSeqCursor(cursor, CURSOR_PREFIX);
-    const oldest = this.journal[0]?.s ?? this.seq + 1;
-    if (after === undefined || after > this.seq || after < oldest - 1) {
-      return { changes: [], cursor: CURSOR_PREFIX + this.seq, hasMore: false, reset: true };
-    }
-    const limit = options.limit ?? 1000;
-    const start = this.journal.findIndex((l) => l.s > after);
-    const page = start < 0 ? [] : this.journal.slice(start, start + limit);
-    const last = page.at(-1)?.s ?? after;
-    return {
-      changes: page.map((l): Change =>
-        l.t === 'u' && l.e ? { type: 'upsert', path: l.p, entry: l.e } : { type: 'delete', path: l.p },
-      ),
-      cursor: CURSOR_PREFIX + last,
-      hasMore: last < this.seq,
-      reset: false,
-    };
+    return this.changeLog.changes(cursor, options);
   }
 
   async close(): Promise<void> {
-    await this.journalAppend;
-  }
-}
-
-function revisionOf(st: import('node:fs').BigIntStats): string {
-  return `${st.ino.toString(36)}.${st.ctimeNs.toString(36)}.${st.mtimeNs.toString(36)}.${st.size.toString(36)}`;
-}
-
-async function probeCaseSensitive(stateDir: string): Promise<boolean> {
-  const probe = nodePath.join(stateDir, 'CaseProbe');
-  await fsp.writeFile(probe, '');
-  try {
-    await fsp.access(nodePath.join(stateDir, 'caseprobe'));
-    return false;
-  } catch {
-    return true;
-  } finally {
-    await fsp.rm(probe, { force: true });
-  }
-}
-
-/** Run `work(0..n-1)` with at most `limit` calls in flight. */
-async function forEachBounded(n: number, limit: number, work: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  const lane = async (): Promise<void> => {
-    while (next < n) await work(next++);
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, n)) }, lane));
-}
-
-async function fsyncDir(dir: string): Promise<void> {
-  const fh = await fsp.open(dir, 'r');
-  try {
-    await fh.sync();
-  } catch {
-    // Some filesystems refuse fsync on a directory; the rename is still atomic there.
-  } finally {
-    await fh.close();
-  }
-}
-
-async function atomicWriteText(file: string, text: string, tmpDir: string, mode: number): Promise<void> {
-  const tmp = nodePath.join(tmpDir, randomBytes(12).toString('hex'));
-  await fsp.writeFile(tmp, text, { flush: true, mode });
-  await fsp.rename(tmp, file);
-}
-
-function isAbort(e: unknown): boolean {
-  return e instanceof Error && e.name === 'AbortError';
-}
-
-/** Map a Node filesystem error to the contract's error set. */
-function classify(e: unknown, name: string, p: string): Error {
-  if (e instanceof ProviderError || isAbort(e)) return e as Error;
-  const err = e as NodeJS.ErrnoException;
-  const msg = `${name}: ${p}: ${err.message}`;
-  switch (err.code) {
-    case 'ENOENT':
-      return new NotFoundError(msg, { cause: e });
-    case 'EEXIST':
-    case 'ENOTEMPTY':
-    case 'ENOTDIR':
-    case 'EISDIR':
-      return new AlreadyExistsError(msg, { cause: e });
-    case 'ENOSPC':
-    case 'EDQUOT':
-    case 'EFBIG':
-      return new QuotaExceededError(msg, { cause: e });
-    case 'EACCES':
-    case 'EPERM':
-    case 'EROFS':
-      return new AuthError(msg, { cause: e });
-    case 'ENAMETOOLONG':
-    case 'EILSEQ':
-    case 'ELOOP':
-      return new InvalidPathError(msg, p, { cause: e });
-    case 'EAGAIN':
-    case 'EBUSY':
-    case 'EMFILE':
-    case 'ENFILE':
-    case 'EIO':
-    case 'ETIMEDOUT':
-    case 'ESTALE':
-      return new TransientError(msg, undefined, { cause: e });
-    default:
-      return new TransientError(msg, undefined, { cause: e });
+    await this.changeLog.flushed();
   }
 }

@@ -1,0 +1,140 @@
+/**
+ * The filesystem tier's batch write (the proxy's bundle ingest), over the few things it needs
+ * of the provider.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import { InvalidArgumentError, ProviderError } from '../../errors.ts';
+import type { KeyedMutex } from '../../keyed-mutex.ts';
+import { parentPath } from '../../paths.ts';
+import type { Change, Entry } from '../../provider.ts';
+import { classify, forEachBounded, fsyncDir } from './util.ts';
+
+/** One file for `FsProvider.writeMany`. */
+export interface WriteManyItem {
+  readonly path: string;
+  readonly bytes: Uint8Array;
+  readonly modifiedMs?: number;
+  /** When given, the bytes must have this SHA-256 (lower-case hex). */
+  readonly sha256?: string;
+}
+
+/** What writeMany needs of the provider. */
+export interface BatchTarget {
+  readonly name: string;
+  readonly tmpDir: string;
+  readonly fileMode: number;
+  readonly mutex: KeyedMutex;
+  norm(path: string): string;
+  resolve(p: string): string;
+  lockKey(p: string): string;
+  prepareParents(p: string): Promise<void>;
+  entryWithHash(p: string, st: import('node:fs').BigIntStats, sha256: string): Promise<Entry>;
+  record(change: Change): void;
+}
+
+/**
+ * Write many small files at once (the proxy's bundle ingest). Every file goes the way
+ * `write` goes — temp file, fsync, rename — but the temp files are written and fsynced
+ * in parallel (at most `concurrency` at a time), renamed into place one after another,
+ * and each parent folder is fsynced once. Each file is still atomic on its own: a crash
+ * leaves it at its old or its new content. Returns, per item in order, its entry or the
+ * error that item met (one failure does not stop the others). Unconditional writes only.
+ */
+export async function writeMany(
+  t: BatchTarget,
+  items: readonly WriteManyItem[],
+  options: { readonly concurrency?: number } = {},
+): Promise<(Entry | Error)[]> {
+  const out: (Entry | Error)[] = new Array<Entry | Error>(items.length);
+  const staged: { i: number; p: string; tmp: string; sha256: string }[] = [];
+  // 1. Temp files, written and fsynced in parallel.
+  await forEachBounded(items.length, options.concurrency ?? 8, async (i) => {
+    const item = items[i]!;
+    let p = '';
+    const tmp = nodePath.join(t.tmpDir, randomBytes(12).toString('hex'));
+    try {
+      p = t.norm(item.path);
+      t.resolve(p);
+      const sha256 = createHash('sha256').update(item.bytes).digest('hex');
+      if (item.sha256 !== undefined && item.sha256.toLowerCase() !== sha256) {
+        throw new InvalidArgumentError(`${t.name}: SHA-256 of the bytes for ${p} does not match`);
+      }
+      const fh = await fsp.open(tmp, 'wx', t.fileMode);
+      try {
+        if (item.bytes.byteLength > 0) await fh.writeFile(item.bytes);
+        if (item.modifiedMs !== undefined) {
+          const t = new Date(item.modifiedMs);
+          await fh.utimes(t, t);
+        }
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+      staged.push({ i, p, tmp, sha256 });
+    } catch (e) {
+      await fsp.rm(tmp, { force: true });
+      out[i] = e instanceof ProviderError ? e : classify(e, t.name, p || item.path);
+    }
+  });
+  staged.sort((a, b) => a.i - b.i);
+  // 2. Renames under the paths' locks: parents first, then the files (in parallel when
+  //    no path repeats, else in item order).
+  const renamed: { i: number; p: string; abs: string; sha256: string }[] = [];
+  const dirs = new Set<string>();
+  const keys = staged.map((s) => t.lockKey(s.p));
+  const distinct = new Set(keys).size === keys.length;
+  await t.mutex.run(keys, async () => {
+    // Distinct parents prepared in parallel (prepareParents tolerates a folder made meanwhile).
+    const parents = new Map<string, Error | undefined>();
+    const firstOfParent = new Map<string, string>();
+    for (const s of staged) if (!firstOfParent.has(parentPath(s.p))) firstOfParent.set(parentPath(s.p), s.p);
+    const todo = [...firstOfParent];
+    await forEachBounded(todo.length, options.concurrency ?? 8, async (k) => {
+      const [parent, p] = todo[k]!;
+      try {
+        await t.prepareParents(p);
+        parents.set(parent, undefined);
+      } catch (e) {
+        parents.set(parent, e instanceof ProviderError ? e : classify(e, t.name, parent));
+      }
+    });
+    const place = async (k: number): Promise<void> => {
+      const s = staged[k]!;
+      const abs = t.resolve(s.p);
+      try {
+        const parentError = parents.get(parentPath(s.p));
+        if (parentError) throw parentError;
+        // A folder in the way makes rename(2) fail with EISDIR: AlreadyExistsError.
+        await fsp.rename(s.tmp, abs).catch((e: unknown) => {
+          throw classify(e, t.name, s.p);
+        });
+        dirs.add(nodePath.dirname(abs));
+        renamed.push({ i: s.i, p: s.p, abs, sha256: s.sha256 });
+      } catch (e) {
+        await fsp.rm(s.tmp, { force: true });
+        out[s.i] = e instanceof ProviderError ? e : classify(e, t.name, s.p);
+      }
+    };
+    await forEachBounded(staged.length, distinct ? (options.concurrency ?? 8) : 1, place);
+    // 3. Each parent folder fsynced once, then the new entries recorded in item order.
+    const dirList = [...dirs];
+    await forEachBounded(dirList.length, options.concurrency ?? 8, (k) => fsyncDir(dirList[k]!));
+    renamed.sort((a, b) => a.i - b.i);
+    const stats = await Promise.all(
+      renamed.map((r) => fsp.lstat(r.abs, { bigint: true }).catch((e: unknown) => classify(e, t.name, r.p))),
+    );
+    for (const [k, r] of renamed.entries()) {
+      const st = stats[k]!;
+      if (st instanceof Error) {
+        out[r.i] = st;
+        continue;
+      }
+      const entry = await t.entryWithHash(r.p, st, r.sha256);
+      t.record({ type: 'upsert', path: r.p, entry });
+      out[r.i] = entry;
+    }
+  });
+  return out;
+}
