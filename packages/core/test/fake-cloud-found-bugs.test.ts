@@ -135,4 +135,54 @@ describe('engine bugs found by the random schedules', () => {
       expect(cloud.serverTree().get('d/c.moved')).toBe(sha256('edited here offline'));
       expect(cloud.serverTree().has('A.txt')).toBe(false);
     }));
+
+  /**
+   * moveCarriesNewerContent, a third way (seed 11 once the above were fixed): an edit there
+   * and then a rename there, pulled together. The edit's download finds the old name gone
+   * on the server; the rename is then done here (D20) and must not take the edited
+   * revision as the base of the old content we still hold — the edit comes down.
+   */
+  it('an edit there followed by a rename there, pulled together, comes down', () =>
+    withCloud(async (cloud) => {
+      const [a, b] = await pair(cloud);
+      await a.write('f.txt', 'v1');
+      await a.sync();
+      await b.sync();
+      await a.write('f.txt', 'v2 edited there');
+      await a.sync();
+      await a.mv('f.txt', 'g.txt');
+      await a.sync();
+      await b.sync();
+      expect(await b.read('g.txt')).toBe('v2 edited there');
+      await converged(cloud);
+    }));
+
+  /**
+   * lostAfterConverging (seed 173): a folder deleted here offline while another device put
+   * new files into it. The pull brings them down first (nothing lost: D3); the queued folder
+   * delete must then not take them from the server — only what this device knew goes.
+   */
+  it('a folder delete queued offline spares the files put into it there meanwhile', () =>
+    withCloud(async (cloud) => {
+      const [a, b] = await pair(cloud);
+      await a.write('D/old.txt', 'known to both');
+      await a.write('D/sub/old.txt', 'known to both, deeper');
+      await a.sync();
+      await b.sync();
+      await a.sync(); // its own uploads come back through the feed
+      a.offline = true;
+      await a.rm('D');
+      await a.sync();
+      await b.write('D/new.txt', 'put there meanwhile');
+      await b.write('D/sub/new.txt', 'put there meanwhile, deeper');
+      await b.sync();
+      a.offline = false;
+      await a.sync();
+      await converged(cloud);
+      const t = cloud.serverTree();
+      expect(t.get('D/new.txt')).toBe(sha256('put there meanwhile'));
+      expect(t.get('D/sub/new.txt')).toBe(sha256('put there meanwhile, deeper'));
+      expect(t.has('D/old.txt')).toBe(false);
+      expect(t.has('D/sub/old.txt')).toBe(false);
+    }));
 });

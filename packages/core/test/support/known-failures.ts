@@ -9,7 +9,6 @@ export const BUGS = {
     "a pushed folder move onto a name taken meanwhile (row D24) leaves the conflicted-copy folder's content only on this device",
   missedRemoteFiles:
     'files another device put into a folder this device deleted locally (not scanned yet) and a third device then renamed never come down here (the remote folder move is applied to a folder that is no longer on disk; no queued op, the cursor is past them)',
-  lostAfterConverging: 'trees converge but an unsynced content is gone (a folder delete or move took it)',
 } as const;
 
 export const KNOWN: Record<number, keyof typeof BUGS> = {
@@ -18,6 +17,5 @@ export const KNOWN: Record<number, keyof typeof BUGS> = {
   123: 'missedRemoteFiles',
   136: 'folderMoveToCopy',
   137: 'folderMoveToCopy',
-  173: 'lostAfterConverging',
   197: 'folderMoveToCopy',
 };

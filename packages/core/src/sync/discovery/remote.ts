@@ -186,7 +186,11 @@ async function applyRemoteMove(ctx: SyncContext, from: string, to: string, entry
   let d = decideHint(row && free ? 'moved' : 'moved-blocked');
   ctx.traceDecision(to, d, { from });
   if (d.action === 'move-local') {
-    if (await moveLocal(ctx, from, to, entry.revision)) return;
+    if (await moveLocal(ctx, from, to, entry.revision, entry.sha256)) {
+      // Content edited there before the move (an edit we missed) is decided as usual (D8/D10).
+      if (entry.kind === 'file') await applyRemoteFiles(ctx, [entry]);
+      return;
+    }
     d = decideHint('moved-blocked');
     ctx.traceDecision(to, d, { from });
   }

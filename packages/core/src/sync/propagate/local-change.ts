@@ -114,6 +114,8 @@ export async function moveLocal(
   from: string,
   to: string,
   revision: string,
+  /** The moved file's content there: a revision whose content is not our base is not taken. */
+  sha256?: string,
 ): Promise<boolean> {
   const absFrom = await ctx.at(from);
   const absTo = await ctx.at(to);
@@ -127,7 +129,8 @@ export async function moveLocal(
   ctx.forgetLocalNames(from);
   ctx.noteLocalName(to);
   const moved = ctx.journal.getFile(to);
-  if (moved) ctx.journal.upsertFile({ ...moved, syncedRev: revision });
+  const newerThere = moved?.kind === 'file' && sha256 !== undefined && sha256 !== moved.syncedHash;
+  if (moved && !newerThere) ctx.journal.upsertFile({ ...moved, syncedRev: revision });
   // Edits made here and queued under the old name moved with their files: they go up
   // under the new one (the put of the old path finds nothing there and is dropped). An
   // edit not scanned yet is found by the scan of the new place.

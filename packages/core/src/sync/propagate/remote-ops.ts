@@ -5,24 +5,42 @@
  */
 import type { FileOp } from '@weft/wire';
 import type { Op } from '../../ops.ts';
+import { RemoteError } from '../../remote/proxy-client.ts';
 import type { SyncContext } from '../context.ts';
 import { repairFailedOp } from '../refusals.ts';
 import { noteServerConflict } from './conflict.ts';
 
 export async function sendOps(ctx: SyncContext, run: readonly { id: number; op: Op }[]): Promise<void> {
-  const wire: FileOp[] = run.map(({ op }) => {
+  const wire: FileOp[] = [];
+  /** Where each queued operation's wire operations start; a narrowed delete may have several or none. */
+  const starts: number[] = [];
+  for (const { op } of run) {
+    starts.push(wire.length);
     switch (op.kind) {
       case 'mkdir':
-        return { op: 'mkdir', path: op.path };
-      case 'delete':
-        return { op: 'delete', path: op.path, ...(op.revision ? { baseRevision: op.revision } : {}) };
+        wire.push({ op: 'mkdir', path: op.path });
+        break;
+      case 'delete': {
+        const narrowed = op.revision ? undefined : await narrowFolderDelete(ctx, op.path);
+        if (narrowed) wire.push(...narrowed.map((path): FileOp => ({ op: 'delete', path })));
+        else
+          wire.push({ op: 'delete', path: op.path, ...(op.revision ? { baseRevision: op.revision } : {}) });
+        break;
+      }
       case 'move':
-        return { op: 'move', from: op.from, to: op.to };
+        wire.push({ op: 'move', from: op.from, to: op.to });
+        break;
       case 'put':
         throw new Error('puts go through bundles or transfers');
     }
+  }
+  starts.push(wire.length);
+  const answers = wire.length > 0 ? await ctx.client.ops(wire) : [];
+  // One result per queued operation: a narrowed delete's first refusal, else its last answer.
+  const results = run.map((_, i) => {
+    const mine = answers.slice(starts[i], starts[i + 1]);
+    return mine.find((r) => r.status !== 'applied') ?? mine.at(-1) ?? { status: 'applied' as const, seq: 0 };
   });
-  const results = await ctx.client.ops(wire);
   ctx.trace(
     'ops',
     wire.map((w, i) => ({ ...w, result: results[i] })),
@@ -52,6 +70,35 @@ export async function sendOps(ctx: SyncContext, run: readonly { id: number; op: 
     if (r?.status === 'error') failed.push({ op: q.op, code: r.error.code });
   });
   for (const f of failed) await repairFailedOp(ctx, f.op, f.code);
+}
+
+/**
+ * A folder delete queued here, sent after the pull brought down what another device put
+ * into that folder meanwhile (D3: the rows under it are synced again): the server would
+ * delete those too. Only what this device does not hold as synced goes — each top-most
+ * such entry under the folder, the folder itself kept. Undefined: nothing came down into
+ * it, the plain delete stands.
+ */
+async function narrowFolderDelete(ctx: SyncContext, p: string): Promise<string[] | undefined> {
+  const kept = new Set<string>();
+  for (const r of ctx.journal.filesUnder(p)) {
+    if (r.path === p || r.syncedRev === null) continue;
+    // The synced entry and every folder between it and p.
+    for (let q = r.path; q !== p; q = q.slice(0, q.lastIndexOf('/'))) kept.add(q);
+  }
+  if (kept.size === 0) return undefined;
+  const listing = await ctx.client.list(p, true).catch((e: unknown) => {
+    // Gone there, or no longer a folder: nothing of ours to delete.
+    if (e instanceof RemoteError && (e.code === 'NOT_FOUND' || e.code === 'NOT_A_FOLDER'))
+      return { entries: [] };
+    throw e;
+  });
+  const gone: string[] = [];
+  for (const e of [...listing.entries].sort((a, b) => (a.path < b.path ? -1 : 1))) {
+    if (e.path === p || kept.has(e.path) || gone.some((g) => e.path.startsWith(g + '/'))) continue;
+    gone.push(e.path);
+  }
+  return gone;
 }
 
 function describe(op: Op): string {
