@@ -1,7 +1,7 @@
 /** Helpers for Body values and byte streams, shared by the adapters. */
 import { createHash } from 'node:crypto';
-import { abortError } from './errors.ts';
-import type { Body } from './provider.ts';
+import { abortError, InvalidArgumentError } from './errors.ts';
+import type { Body, WriteOptions } from './provider.ts';
 
 /** A Body that can be sent again after a failed attempt. */
 export function isReplayable(body: Body): boolean {
@@ -31,6 +31,25 @@ export async function collect(stream: AsyncIterable<Uint8Array>, signal?: AbortS
 
 export function sha256Hex(bytes: Uint8Array): string {
   return createHash('sha256').update(bytes).digest('hex');
+}
+
+/**
+ * A write's received bytes against what the caller declared (WriteOptions.size, .sha256):
+ * InvalidArgumentError naming adapter `name` and path `p` when either differs.
+ */
+export function checkBody(
+  name: string,
+  p: string,
+  options: WriteOptions,
+  size: number,
+  shaHex: string,
+): void {
+  if (options.size !== undefined && options.size !== size) {
+    throw new InvalidArgumentError(`${name}: expected ${options.size} bytes for ${p}, received ${size}`);
+  }
+  if (options.sha256 !== undefined && options.sha256.toLowerCase() !== shaHex) {
+    throw new InvalidArgumentError(`${name}: SHA-256 of the bytes received for ${p} does not match`);
+  }
 }
 
 /** Throw the abort reason if the signal fired. */

@@ -19,7 +19,7 @@
 import { createHash } from 'node:crypto';
 import { Dropbox } from 'dropbox';
 import { z } from 'zod';
-import { openBody, rechunk, throwIfAborted } from '../body.ts';
+import { checkBody, openBody, rechunk, throwIfAborted } from '../body.ts';
 import {
   AlreadyExistsError,
   InvalidArgumentError,
@@ -56,7 +56,6 @@ import {
 import { classifyDropbox, classifyResponse, toApiError } from './dropbox/errors.ts';
 import {
   type BatchItem,
-  checkBody,
   CommitBatcher,
   commitInfo,
   ContentHasher,

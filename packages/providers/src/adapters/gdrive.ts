@@ -47,7 +47,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { openBody, rechunk, throwIfAborted } from '../body.ts';
+import { checkBody, openBody, rechunk, throwIfAborted } from '../body.ts';
 import {
   AlreadyExistsError,
   InvalidArgumentError,
@@ -85,7 +85,7 @@ import { DriveChangeFeed } from './gdrive/changes.ts';
 import { settleCreate } from './gdrive/duplicates.ts';
 import { classifyGDrive, withBody } from './gdrive/errors.ts';
 import { DriveResolver } from './gdrive/resolve.ts';
-import { checkBody, etagAt, resumable, underIfMatch, upload, type WriteTarget } from './gdrive/upload.ts';
+import { etagAt, resumable, underIfMatch, upload, type WriteTarget } from './gdrive/upload.ts';
 
 export { classifyGDrive } from './gdrive/errors.ts';
 export type { GDriveProviderOptions } from './gdrive/api.ts';

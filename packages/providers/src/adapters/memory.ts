@@ -2,10 +2,9 @@
  * The reference provider: everything in memory, every feature, exact semantics.
  * Engine tests run on it; the conformance suite holds every other provider to it.
  */
-import { collect, clampRange, openBody, sha256Hex, throwIfAborted } from '../body.ts';
+import { checkBody, collect, clampRange, openBody, sha256Hex, throwIfAborted } from '../body.ts';
 import {
   AlreadyExistsError,
-  InvalidArgumentError,
   InvalidPathError,
   NotFoundError,
   PreconditionFailedError,
@@ -206,15 +205,8 @@ export class MemoryProvider implements Provider {
     // Receive everything before touching state: a failed or aborted stream changes nothing.
     const data = await collect(openBody(body), options.signal);
     throwIfAborted(options.signal);
-    if (options.size !== undefined && options.size !== data.byteLength) {
-      throw new InvalidArgumentError(
-        `${this.name}: expected ${options.size} bytes for ${p}, received ${data.byteLength}`,
-      );
-    }
     const digest = sha256Hex(data);
-    if (options.sha256 !== undefined && options.sha256.toLowerCase() !== digest) {
-      throw new InvalidArgumentError(`${this.name}: SHA-256 of the bytes received for ${p} does not match`);
-    }
+    checkBody(this.name, p, options, data.byteLength, digest);
     const existing = this.get(p);
     if (existing?.kind === 'dir') throw new AlreadyExistsError(`${this.name}: a folder exists at ${p}`);
     if (options.ifNotExists && existing) throw new AlreadyExistsError(`${this.name}: ${p} exists`);

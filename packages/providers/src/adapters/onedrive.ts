@@ -30,7 +30,7 @@ import {
   ResponseType,
 } from '@microsoft/microsoft-graph-client';
 import { z } from 'zod';
-import { openBody, rechunk, throwIfAborted } from '../body.ts';
+import { checkBody, openBody, rechunk, throwIfAborted } from '../body.ts';
 import {
   AlreadyExistsError,
   InvalidArgumentError,
@@ -69,7 +69,7 @@ import {
 } from './onedrive/api.ts';
 import { OneDriveChangeFeed } from './onedrive/changes.ts';
 import { classifyGraph } from './onedrive/errors.ts';
-import { checkBody, sessionUpload, simpleUpload } from './onedrive/upload.ts';
+import { sessionUpload, simpleUpload } from './onedrive/upload.ts';
 
 export { classifyGraph } from './onedrive/errors.ts';
 export type { OneDriveProviderOptions } from './onedrive/api.ts';

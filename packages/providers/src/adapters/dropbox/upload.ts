@@ -8,8 +8,8 @@
 import { createHash } from 'node:crypto';
 import type { Dropbox } from 'dropbox';
 import { z } from 'zod';
-import { throwIfAborted } from '../../body.ts';
-import { InvalidArgumentError, TransientError } from '../../errors.ts';
+import { checkBody, throwIfAborted } from '../../body.ts';
+import { TransientError } from '../../errors.ts';
 import type { WriteOptions } from '../../provider.ts';
 import { DROPBOX_BLOCK, type DropboxCalls } from './api.ts';
 import { classifyDropbox, DropboxApiError, flattenTags, toApiError } from './errors.ts';
@@ -113,21 +113,6 @@ export function commitInfo(dbxPath: string, options: WriteOptions): Record<strin
         }
       : {}),
   };
-}
-
-export function checkBody(
-  name: string,
-  p: string,
-  options: WriteOptions,
-  size: number,
-  shaHex: string,
-): void {
-  if (options.size !== undefined && options.size !== size) {
-    throw new InvalidArgumentError(`${name}: expected ${options.size} bytes for ${p}, received ${size}`);
-  }
-  if (options.sha256 !== undefined && options.sha256.toLowerCase() !== shaHex) {
-    throw new InvalidArgumentError(`${name}: SHA-256 of the bytes received for ${p} does not match`);
-  }
 }
 
 /** A write that fits one chunk: files/upload, or a closed session committed through the batcher. */

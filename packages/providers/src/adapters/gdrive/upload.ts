@@ -10,8 +10,8 @@
  */
 import type { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { throwIfAborted } from '../../body.ts';
-import { InvalidArgumentError, PreconditionFailedError, TransientError } from '../../errors.ts';
+import { checkBody, throwIfAborted } from '../../body.ts';
+import { PreconditionFailedError, TransientError } from '../../errors.ts';
 import { baseName } from '../../paths.ts';
 import type { WriteOptions } from '../../provider.ts';
 import { type DriveApi, type DriveFile, type DriveFileV2, FILE_FIELDS, fromV2, V2_FIELDS } from './api.ts';
@@ -21,21 +21,6 @@ import { classifyResponse } from './errors.ts';
 export type WriteTarget =
   | { readonly kind: 'create'; readonly parentId: string }
   | { readonly kind: 'update'; readonly fileId: string; readonly etag?: string };
-
-export function checkBody(
-  name: string,
-  p: string,
-  options: WriteOptions,
-  size: number,
-  shaHex: string,
-): void {
-  if (options.size !== undefined && options.size !== size) {
-    throw new InvalidArgumentError(`${name}: expected ${options.size} bytes for ${p}, received ${size}`);
-  }
-  if (options.sha256 !== undefined && options.sha256.toLowerCase() !== shaHex) {
-    throw new InvalidArgumentError(`${name}: SHA-256 of the bytes received for ${p} does not match`);
-  }
-}
 
 /** Last byte + 1 from a 308's `Range: bytes=0-N` (0 when absent). */
 function rangeEnd(header: string | null): number {

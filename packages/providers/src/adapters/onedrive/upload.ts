@@ -9,26 +9,11 @@
 import type { createHash } from 'node:crypto';
 import { GraphError } from '@microsoft/microsoft-graph-client';
 import { z } from 'zod';
-import { throwIfAborted } from '../../body.ts';
+import { checkBody, throwIfAborted } from '../../body.ts';
 import { InvalidArgumentError, TransientError } from '../../errors.ts';
 import type { WriteOptions } from '../../provider.ts';
 import { type GraphCalls, type Item, parseItem } from './api.ts';
 import { classifyGraph } from './errors.ts';
-
-export function checkBody(
-  name: string,
-  p: string,
-  options: WriteOptions,
-  size: number,
-  shaHex: string,
-): void {
-  if (options.size !== undefined && options.size !== size) {
-    throw new InvalidArgumentError(`${name}: expected ${options.size} bytes for ${p}, received ${size}`);
-  }
-  if (options.sha256 !== undefined && options.sha256.toLowerCase() !== shaHex) {
-    throw new InvalidArgumentError(`${name}: SHA-256 of the bytes received for ${p} does not match`);
-  }
-}
 
 /** A simple upload of `data` to item address `at` (provider path `p`). */
 export async function simpleUpload(
