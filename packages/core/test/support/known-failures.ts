@@ -7,14 +7,10 @@
 export const BUGS = {
   folderMoveToCopy:
     "a pushed folder move onto a name taken meanwhile (row D24) leaves the conflicted-copy folder's content only on this device",
-  missedRemoteFiles:
-    'files another device put into a folder this device deleted locally (not scanned yet) and a third device then renamed never come down here (the remote folder move is applied to a folder that is no longer on disk; no queued op, the cursor is past them)',
 } as const;
 
 export const KNOWN: Record<number, keyof typeof BUGS> = {
   2: 'folderMoveToCopy',
-  82: 'missedRemoteFiles',
-  123: 'missedRemoteFiles',
   136: 'folderMoveToCopy',
   137: 'folderMoveToCopy',
   197: 'folderMoveToCopy',

@@ -187,8 +187,11 @@ async function applyRemoteMove(ctx: SyncContext, from: string, to: string, entry
   ctx.traceDecision(to, d, { from });
   if (d.action === 'move-local') {
     if (await moveLocal(ctx, from, to, entry.revision, entry.sha256)) {
-      // Content edited there before the move (an edit we missed) is decided as usual (D8/D10).
+      // What changed there before the move and could not come down under the old name
+      // (its download found it moved already) is decided as usual now: an edit (D8/D10),
+      // a file put into the folder (D3). The feed will not repeat it.
       if (entry.kind === 'file') await applyRemoteFiles(ctx, [entry]);
+      else await fetchRemoteSubtree(ctx, to, entry);
       return;
     }
     d = decideHint('moved-blocked');
