@@ -6,6 +6,11 @@
  * screen. Screenshots of every screen go to test-artifacts/screenshots/, and axe-core
  * checks every screen. The browser signs in as a person's would: with a one-time login link
  * (the launcher page the agent writes, or agent.loginUrl()), never with the agent's secret.
+ *
+ * Over 600 lines on purpose: every test here walks the one world `beforeAll` builds (proxy,
+ * two emulators, two agents, one Chromium) and the later screens depend on what earlier ones
+ * did (enrolled, connected, shared). Split into files, each would build that world again
+ * (~20 s of CI each, issue #15's CI-time goal); the screens' helpers are the other half.
  */
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
