@@ -11,6 +11,15 @@ import { type TreeNode, foldName } from '../tree.ts';
 import { Path, type ListCursor, routeError, lookupError, badRequest } from './protocol.ts';
 import { DropboxUploads } from './uploads.ts';
 
+/** The argument of list_folder and of get_latest_cursor (the listing it would start). */
+const ListFolderArg = z
+  .object({
+    path: Path,
+    recursive: z.boolean().default(false),
+    limit: z.number().int().min(1).max(2000).optional(),
+  })
+  .passthrough();
+
 export abstract class DropboxListing extends DropboxUploads {
   private readonly snapshots = new Map<string, { entries: unknown[]; seq: number }>();
   private epoch = 1;
@@ -65,17 +74,7 @@ export abstract class DropboxListing extends DropboxUploads {
   }
 
   protected listFolder(arg: unknown): unknown {
-    const a = this.parse(
-      z
-        .object({
-          path: Path,
-          recursive: z.boolean().default(false),
-          limit: z.number().int().min(1).max(2000).optional(),
-        })
-        .passthrough(),
-      arg,
-      'files/list_folder',
-    );
+    const a = this.parse(ListFolderArg, arg, 'files/list_folder');
     const folder = this.folderFor(a.path, 'files/list_folder');
     const nodes = a.recursive ? this.tree.subtree(folder).slice(1) : this.tree.children(folder.id);
     const entries = nodes.map((n) => this.metadata(n));
@@ -155,17 +154,7 @@ export abstract class DropboxListing extends DropboxUploads {
   }
 
   protected latestCursor(arg: unknown): unknown {
-    const a = this.parse(
-      z
-        .object({
-          path: Path,
-          recursive: z.boolean().default(false),
-          limit: z.number().int().min(1).max(2000).optional(),
-        })
-        .passthrough(),
-      arg,
-      'files/list_folder/get_latest_cursor',
-    );
+    const a = this.parse(ListFolderArg, arg, 'files/list_folder/get_latest_cursor');
     const folder = this.folderFor(a.path, 'files/list_folder/get_latest_cursor');
     return {
       cursor: this.encodeCursor({

@@ -65,6 +65,45 @@ export abstract class GDriveUploads extends GDriveModel {
     return { meta, media: split(parts[1] as Buffer) };
   }
 
+  /**
+   * Open a resumable session for an initiating request (either API): its total from
+   * X-Upload-Content-Length, its `fields`; answered with the session's Location.
+   */
+  private async openSession(
+    x: Exchange,
+    s: Omit<ResumableSession, 'id' | 'chunks' | 'received' | 'total' | 'fields'>,
+  ): Promise<void> {
+    const id = randomBytes(24).toString('base64url');
+    const total = x.header('x-upload-content-length');
+    this.sessions.set(id, {
+      ...s,
+      id,
+      chunks: [],
+      received: 0,
+      total: total === undefined ? undefined : Number(total),
+      fields: x.url.searchParams.get('fields') ?? undefined,
+    });
+    const loc = new URL(x.url.pathname, this.url);
+    loc.searchParams.set('uploadType', 'resumable');
+    loc.searchParams.set('upload_id', id);
+    await x.send(200, Buffer.alloc(0), { location: loc.toString(), 'x-guploader-uploadid': id });
+  }
+
+  /** The body of a one-request upload: media alone, or multipart (metadata read by `parse`). */
+  private async simpleBody(
+    x: Exchange,
+    uploadType: string | null,
+    parse: (meta: unknown) => MetadataBody,
+  ): Promise<{ meta: MetadataBody; media: Buffer }> {
+    const body = await x.body();
+    if (uploadType === 'multipart') {
+      const parts = this.parseMultipart(x, body);
+      return { meta: parse(parts.meta), media: parts.media };
+    }
+    if (uploadType === 'media') return { meta: {}, media: body };
+    throw invalid('Invalid upload type', 'uploadType');
+  }
+
   /** POST /upload/drive/v3/files (create) or PATCH /upload/drive/v3/files/{id} (update). */
   protected async upload(x: Exchange, fileId?: string): Promise<void> {
     const uploadType = x.url.searchParams.get('uploadType');
@@ -73,36 +112,16 @@ export abstract class GDriveUploads extends GDriveModel {
     const addParents = x.url.searchParams.get('addParents');
     const removeParents = x.url.searchParams.get('removeParents');
     if (uploadType === 'resumable') {
-      const meta = this.parseMeta(await x.json());
-      const id = randomBytes(24).toString('base64url');
-      const total = x.header('x-upload-content-length');
-      this.sessions.set(id, {
-        id,
+      await this.openSession(x, {
         api: 'v3',
         fileId,
-        metadata: meta,
-        chunks: [],
-        received: 0,
-        total: total === undefined ? undefined : Number(total),
+        metadata: this.parseMeta(await x.json()),
         addParents: addParents ?? undefined,
         removeParents: removeParents ?? undefined,
-        fields: x.url.searchParams.get('fields') ?? undefined,
       });
-      const loc = new URL(x.url.pathname, this.url);
-      loc.searchParams.set('uploadType', 'resumable');
-      loc.searchParams.set('upload_id', id);
-      await x.send(200, Buffer.alloc(0), { location: loc.toString(), 'x-guploader-uploadid': id });
       return;
     }
-    const body = await x.body();
-    let meta: MetadataBody = {};
-    let media: Buffer;
-    if (uploadType === 'multipart') {
-      const parts = this.parseMultipart(x, body);
-      meta = this.parseMeta(parts.meta);
-      media = parts.media;
-    } else if (uploadType === 'media') media = body;
-    else throw invalid('Invalid upload type', 'uploadType');
+    const { meta, media } = await this.simpleBody(x, uploadType, (v) => this.parseMeta(v));
     const n = this.finishUpload(existing, meta, media, addParents, removeParents);
     await this.sendFile(x, n);
   }
@@ -143,35 +162,15 @@ export abstract class GDriveUploads extends GDriveModel {
     this.checkIfMatch(ifMatch, n);
     const uploadType = x.url.searchParams.get('uploadType');
     if (uploadType === 'resumable') {
-      const meta = this.parseMetaV2(await x.json(), x, n);
-      const session = randomBytes(24).toString('base64url');
-      const total = x.header('x-upload-content-length');
-      this.sessions.set(session, {
-        id: session,
+      await this.openSession(x, {
         api: 'v2',
         ifMatch,
         fileId: id,
-        metadata: meta,
-        chunks: [],
-        received: 0,
-        total: total === undefined ? undefined : Number(total),
-        fields: x.url.searchParams.get('fields') ?? undefined,
+        metadata: this.parseMetaV2(await x.json(), x, n),
       });
-      const loc = new URL(x.url.pathname, this.url);
-      loc.searchParams.set('uploadType', 'resumable');
-      loc.searchParams.set('upload_id', session);
-      await x.send(200, Buffer.alloc(0), { location: loc.toString(), 'x-guploader-uploadid': session });
       return;
     }
-    const body = await x.body();
-    let meta: MetadataBody = {};
-    let media: Buffer;
-    if (uploadType === 'multipart') {
-      const parts = this.parseMultipart(x, body);
-      meta = this.parseMetaV2(parts.meta, x, n);
-      media = parts.media;
-    } else if (uploadType === 'media') media = body;
-    else throw invalid('Invalid upload type', 'uploadType');
+    const { meta, media } = await this.simpleBody(x, uploadType, (v) => this.parseMetaV2(v, x, n));
     await this.sendFileV2(x, this.finishUpload(n, meta, media));
   }
 

@@ -20,21 +20,24 @@ export abstract class OneDriveUploads extends OneDriveModel {
     return { openSessions: this.sessions.size };
   }
 
+  /**
+   * Where an upload's content goes: a path under a folder (created as needed), or an
+   * existing item addressed by id (`/items/{id}/content`, a file only), whose content it replaces.
+   */
+  private uploadTarget(t: { base: string; rel: string | undefined }): { parent: TreeNode; name: string } {
+    if (t.rel !== undefined) return this.parentFor(t, true);
+    const n = this.mustResolve(t);
+    if (n.kind !== 'file' || n.parentId === null)
+      throw graphError(400, 'invalidRequest', 'Cannot upload content to a folder');
+    return { parent: this.tree.get(n.parentId) as TreeNode, name: n.name };
+  }
+
   protected async simpleUpload(x: Exchange, t: { base: string; rel: string | undefined }): Promise<void> {
     const data = await x.body();
     const max = this.opts.maxSimpleUploadBytes ?? 250 * 1000 * 1000;
     if (data.byteLength > max)
       throw graphError(413, 'requestEntityTooLarge', 'Use an upload session for files this large');
-    let parent: TreeNode;
-    let name: string;
-    if (t.rel === undefined) {
-      // PUT /items/{id}/content replaces an existing file.
-      const n = this.mustResolve(t);
-      if (n.kind !== 'file' || n.parentId === null)
-        throw graphError(400, 'invalidRequest', 'Cannot upload content to a folder');
-      parent = this.tree.get(n.parentId) as TreeNode;
-      name = n.name;
-    } else ({ parent, name } = this.parentFor(t, true));
+    const { parent, name } = this.uploadTarget(t);
     const { node, created } = this.store(parent, name, data, this.conflictParam(x, 'replace'), x);
     await x.sendJson(created ? 201 : 200, this.item(node));
   }
@@ -44,15 +47,7 @@ export abstract class OneDriveUploads extends OneDriveModel {
   protected async createSession(x: Exchange, t: { base: string; rel: string | undefined }): Promise<void> {
     const r = SessionBody.safeParse((await x.json()) ?? {});
     if (!r.success) throw graphError(400, 'invalidRequest', 'Invalid request body');
-    let parent: TreeNode;
-    let name: string;
-    if (t.rel === undefined) {
-      const n = this.mustResolve(t);
-      if (n.kind !== 'file' || n.parentId === null)
-        throw graphError(400, 'invalidRequest', 'Cannot upload content to a folder');
-      parent = this.tree.get(n.parentId) as TreeNode;
-      name = n.name;
-    } else ({ parent, name } = this.parentFor(t, true));
+    const { parent, name } = this.uploadTarget(t);
     const conflict = r.data.item?.['@microsoft.graph.conflictBehavior'] ?? 'replace';
     const existing = this.tree.childrenNamed(parent.id, name)[0];
     if (existing && conflict === 'fail')
