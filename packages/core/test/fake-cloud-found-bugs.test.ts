@@ -179,6 +179,35 @@ describe('engine bugs found by the random schedules', () => {
     }));
 
   /**
+   * folderMoveToCopy (seeds 136, 137, 197): a folder renamed offline, with a new file put
+   * in it, onto a name another device took meanwhile. The server refuses the rename; ours
+   * moves on to a conflicted-copy name (D24) — and the new file's queued put, which named
+   * the refused destination, must follow it there, or the file stays on this device only.
+   */
+  it('a folder renamed onto a name taken meanwhile keeps its new files in the copy (D24)', () =>
+    withCloud(async (cloud) => {
+      const [a, b] = await pair(cloud);
+      await a.mkdir('d');
+      await a.write('d/old.txt', 'known to both');
+      await a.sync();
+      await b.sync();
+      a.offline = true;
+      await a.write('d/b.txt', 'new in the renamed folder');
+      await a.mv('d', 'e');
+      await a.sync();
+      await b.mkdir('e');
+      await b.sync();
+      a.offline = false;
+      await a.sync();
+      await converged(cloud);
+      const t = cloud.serverTree();
+      const copy = [...t.keys()].find((p) => p.startsWith('e (conflicted copy'));
+      expect(copy).toBeDefined();
+      expect(t.get(`${copy}/b.txt`)).toBe(sha256('new in the renamed folder'));
+      expect(t.get(`${copy}/old.txt`)).toBe(sha256('known to both'));
+    }));
+
+  /**
    * lostAfterConverging (seed 173): a folder deleted here offline while another device put
    * new files into it. The pull brings them down first (nothing lost: D3); the queued folder
    * delete must then not take them from the server — only what this device knew goes.

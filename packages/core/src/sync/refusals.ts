@@ -9,6 +9,7 @@ import type { Op } from '../ops.ts';
 import type { SyncContext } from './context.ts';
 import { fetchRemoteSubtree } from './discovery/remote.ts';
 import { adoptServerCopy } from './propagate/conflict.ts';
+import { requeueMovedEdits } from './propagate/local-change.ts';
 
 /**
  * - D24: a move onto a name someone else took meanwhile keeps both: ours moves on under a
@@ -51,7 +52,8 @@ async function moveToCopy(
     const row = ctx.journal.getFile(copy);
     if (row && r.entry) ctx.journal.upsertFile({ ...row, syncedRev: r.entry.revision });
   });
-  if (!moved) ctx.markDirty([copy]);
+  if (moved) requeueMovedEdits(ctx, copy);
+  else ctx.markDirty([copy]);
   ctx.status.conflict(op.to, copy, rowId);
   await fetchRemoteSubtree(ctx, op.to);
   return true;

@@ -6,12 +6,9 @@
 /** Bugs found by the harness, not fixed yet (issue #15 report). */
 export const BUGS = {
   folderMoveToCopy:
-    "a pushed folder move onto a name taken meanwhile (row D24) leaves the conflicted-copy folder's content only on this device",
+    'a folder renamed here onto a name another device took meanwhile: the pull merges theirs into our renamed folder (their files come down into it), then the refused rename (D24) moves the merged folder to the conflicted-copy name, their files with it: those stay on this device only under the copy',
 } as const;
 
 export const KNOWN: Record<number, keyof typeof BUGS> = {
   2: 'folderMoveToCopy',
-  136: 'folderMoveToCopy',
-  137: 'folderMoveToCopy',
-  197: 'folderMoveToCopy',
 };

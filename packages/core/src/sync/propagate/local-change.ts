@@ -131,15 +131,22 @@ export async function moveLocal(
   const moved = ctx.journal.getFile(to);
   const newerThere = moved?.kind === 'file' && sha256 !== undefined && sha256 !== moved.syncedHash;
   if (moved && !newerThere) ctx.journal.upsertFile({ ...moved, syncedRev: revision });
-  // Edits made here and queued under the old name moved with their files: they go up
-  // under the new one (the put of the old path finds nothing there and is dropped). An
-  // edit not scanned yet is found by the scan of the new place.
+  requeueMovedEdits(ctx, to);
+  ctx.status.activity({ kind: 'moved', path: to, detail: from, row: decideHint('moved').id });
+  return true;
+}
+
+/**
+ * Local rows were just renamed to `to` (a rename there done here, or ours moved on to a
+ * conflicted-copy name): edits made here and queued under the old name moved with their
+ * files, so they go up under the new one (the put of the old path finds nothing there and
+ * is dropped). An edit not scanned yet is found by the scan of the new place.
+ */
+export function requeueMovedEdits(ctx: SyncContext, to: string): void {
   const edits: Op[] = [];
   for (const r of ctx.journal.filesUnder(to))
     if (r.kind === 'file' && r.hash !== null && r.hash !== r.syncedHash)
       edits.push({ kind: 'put', path: r.path, hash: r.hash, size: r.size, created: r.syncedRev === null });
   if (edits.length > 0) ctx.journal.enqueueMany(edits);
   ctx.markDirty([to]);
-  ctx.status.activity({ kind: 'moved', path: to, detail: from, row: decideHint('moved').id });
-  return true;
 }
