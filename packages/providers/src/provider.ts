@@ -108,6 +108,11 @@ export interface ChangePage {
   readonly reset: boolean;
 }
 
+/** The page that tells the caller to re-list everything and continue from `cursor`. */
+export function resetPage(cursor: string): ChangePage {
+  return { changes: [], cursor, hasMore: false, reset: true };
+}
+
 export interface Provider {
   /** Short name for logs and errors, e.g. 'fs:/data', 's3:bucket/prefix'. */
   readonly name: string;

@@ -30,17 +30,18 @@ import {
 } from '../errors.ts';
 import type { Features } from '../features.ts';
 import { caseFoldKey, isWithin, normalizeEntryPath, normalizePath } from '../paths.ts';
-import type {
-  Body,
-  Change,
-  ChangePage,
-  Entry,
-  ListOptions,
-  Provider,
-  ReadOptions,
-  RemoveOptions,
-  TransferOptions,
-  WriteOptions,
+import {
+  type Body,
+  type Change,
+  type ChangePage,
+  type Entry,
+  type ListOptions,
+  type Provider,
+  type ReadOptions,
+  type RemoveOptions,
+  resetPage,
+  type TransferOptions,
+  type WriteOptions,
 } from '../provider.ts';
 import { type AccessTokenSource, toTokenSource } from '../oauth/token-source.ts';
 import {
@@ -490,12 +491,7 @@ export class DropboxProvider implements Provider {
   }
 
   async changes(cursor: string, options: { signal?: AbortSignal; limit?: number } = {}): Promise<ChangePage> {
-    const reset = async (): Promise<ChangePage> => ({
-      changes: [],
-      cursor: await this.latestCursor(options),
-      hasMore: false,
-      reset: true,
-    });
+    const reset = async (): Promise<ChangePage> => resetPage(await this.latestCursor(options));
     if (!cursor.startsWith(CURSOR_PREFIX)) return reset();
     let page: z.infer<typeof ListResult>;
     try {

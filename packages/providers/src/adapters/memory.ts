@@ -12,17 +12,18 @@ import {
 } from '../errors.ts';
 import type { Features } from '../features.ts';
 import { ancestors, caseFoldKey, isWithin, normalizeEntryPath, normalizePath, parentPath } from '../paths.ts';
-import type {
-  Body,
-  Change,
-  ChangePage,
-  Entry,
-  ListOptions,
-  Provider,
-  ReadOptions,
-  RemoveOptions,
-  TransferOptions,
-  WriteOptions,
+import {
+  type Body,
+  type Change,
+  type ChangePage,
+  type Entry,
+  type ListOptions,
+  type Provider,
+  type ReadOptions,
+  type RemoveOptions,
+  resetPage,
+  type TransferOptions,
+  type WriteOptions,
 } from '../provider.ts';
 
 export interface MemoryProviderOptions {
@@ -336,7 +337,7 @@ export class MemoryProvider implements Provider {
     const after = parseSeqCursor(cursor, CURSOR_PREFIX);
     const oldest = this.log[0]?.seq ?? this.seq + 1;
     if (after === undefined || after > this.seq || after < oldest - 1) {
-      return { changes: [], cursor: CURSOR_PREFIX + this.seq, hasMore: false, reset: true };
+      return resetPage(CURSOR_PREFIX + this.seq);
     }
     const limit = options.limit ?? 1000;
     const start = this.log.findIndex((c) => c.seq > after);

@@ -382,6 +382,8 @@ export class OneDriveProvider implements Provider {
       } else {
         let source: AsyncIterator<Buffer>;
         let size = options.size;
+        // The body's hash: checked here when the whole body was read first, else as it goes.
+        let hasher: ReturnType<typeof createHash> | undefined;
         if (size === undefined) {
           // Graph needs the total in every Content-Range: learn it first.
           chunks.push(second.value as Buffer);
@@ -403,16 +405,6 @@ export class OneDriveProvider implements Provider {
             this.fragment,
           )[Symbol.asyncIterator]();
           checkBody(this.name, p, options, total, sha.digest('hex'));
-          item = await sessionUpload(
-            this.graph,
-            this.fetchImpl,
-            this.itemPath(p),
-            p,
-            size,
-            source,
-            undefined,
-            options,
-          );
         } else {
           const firstChunk = chunks[0] ?? Buffer.alloc(0);
           const rest = parts;
@@ -421,17 +413,18 @@ export class OneDriveProvider implements Provider {
             if (!second.done) yield second.value;
             for (let n = await rest.next(); !n.done; n = await rest.next()) yield n.value;
           })()[Symbol.asyncIterator]();
-          item = await sessionUpload(
-            this.graph,
-            this.fetchImpl,
-            this.itemPath(p),
-            p,
-            size,
-            source,
-            createHash('sha256'),
-            options,
-          );
+          hasher = createHash('sha256');
         }
+        item = await sessionUpload(
+          this.graph,
+          this.fetchImpl,
+          this.itemPath(p),
+          p,
+          size,
+          source,
+          hasher,
+          options,
+        );
       }
     } catch (e) {
       throw await this.refine(e, p, options.ifRevision);

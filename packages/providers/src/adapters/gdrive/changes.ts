@@ -7,7 +7,7 @@
  */
 import type { drive_v3 } from 'googleapis';
 import { InvalidArgumentError, NotFoundError, TransientError } from '../../errors.ts';
-import type { Change, ChangePage, Provider } from '../../provider.ts';
+import { type Change, type ChangePage, type Provider, resetPage } from '../../provider.ts';
 import { withFolderContents } from '../id-feed.ts';
 import { type DriveApi, type DriveFile, FILE_FIELDS, FOLDER_MIME, toEntry, validName } from './api.ts';
 import type { DriveResolver } from './resolve.ts';
@@ -94,12 +94,7 @@ export class DriveChangeFeed {
 
   async changes(cursor: string, options: { signal?: AbortSignal; limit?: number } = {}): Promise<ChangePage> {
     const index = this.resolver.index;
-    const reset = async (): Promise<ChangePage> => ({
-      changes: [],
-      cursor: await this.latestCursor(options),
-      hasMore: false,
-      reset: true,
-    });
+    const reset = async (): Promise<ChangePage> => resetPage(await this.latestCursor(options));
     if (!cursor.startsWith(CURSOR_PREFIX)) return reset();
     const rootId = await this.resolver.getRootId();
     let page: drive_v3.Schema$ChangeList;

@@ -8,7 +8,7 @@
  */
 import type { z } from 'zod';
 import { InvalidArgumentError, NotFoundError, TransientError } from '../../errors.ts';
-import type { Change, ChangePage, Provider } from '../../provider.ts';
+import { type Change, type ChangePage, type Provider, resetPage } from '../../provider.ts';
 import { withFolderContents } from '../id-feed.ts';
 import type { IdPathIndex } from '../id-path-index.ts';
 import { CURSOR_PREFIX, type GraphCalls, type Item, ItemPage, parseItem, toEntry, validName } from './api.ts';
@@ -90,12 +90,7 @@ export class OneDriveChangeFeed {
   }
 
   async changes(cursor: string, options: { signal?: AbortSignal; limit?: number } = {}): Promise<ChangePage> {
-    const reset = async (): Promise<ChangePage> => ({
-      changes: [],
-      cursor: await this.latestCursor(options),
-      hasMore: false,
-      reset: true,
-    });
+    const reset = async (): Promise<ChangePage> => resetPage(await this.latestCursor(options));
     if (!cursor.startsWith(CURSOR_PREFIX)) return reset();
     const rootId = await this.rootId(options.signal);
     const link = cursor.slice(CURSOR_PREFIX.length);
