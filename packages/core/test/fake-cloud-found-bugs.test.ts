@@ -208,6 +208,35 @@ describe('engine bugs found by the random schedules', () => {
     }));
 
   /**
+   * folderMoveToCopy (seed 2): the same, where the pull first merged their folder into our
+   * renamed one (their files came down into it). The refused rename moves ours on to the
+   * copy name; their files must not go with it — they stay theirs, under the taken name.
+   */
+  it('a folder renamed onto a name taken meanwhile gives back what came down into it (D24)', () =>
+    withCloud(async (cloud) => {
+      const [a, b] = await pair(cloud);
+      await a.write('e/ours.txt', 'ours');
+      await a.sync();
+      await b.sync();
+      await a.sync();
+      a.offline = true;
+      await a.mv('e', 'D');
+      await a.sync();
+      await b.write('D/theirs.txt', 'theirs');
+      await b.sync();
+      a.offline = false;
+      await a.sync();
+      await converged(cloud);
+      const t = cloud.serverTree();
+      const copy = [...t.keys()].find((p) => p.startsWith('D (conflicted copy'));
+      expect(copy).toBeDefined();
+      expect(sorted(t).filter(([p]) => p.startsWith('D/') || p.startsWith(`${copy}/`))).toEqual([
+        [`${copy}/ours.txt`, sha256('ours')],
+        ['D/theirs.txt', sha256('theirs')],
+      ]);
+    }));
+
+  /**
    * lostAfterConverging (seed 173): a folder deleted here offline while another device put
    * new files into it. The pull brings them down first (nothing lost: D3); the queued folder
    * delete must then not take them from the server — only what this device knew goes.

@@ -52,11 +52,50 @@ async function moveToCopy(
     const row = ctx.journal.getFile(copy);
     if (row && r.entry) ctx.journal.upsertFile({ ...row, syncedRev: r.entry.revision });
   });
-  if (moved) requeueMovedEdits(ctx, copy);
-  else ctx.markDirty([copy]);
+  if (moved) {
+    await giveBackTheirs(ctx, op.to, copy);
+    requeueMovedEdits(ctx, copy);
+  } else ctx.markDirty([copy]);
   ctx.status.conflict(op.to, copy, rowId);
   await fetchRemoteSubtree(ctx, op.to);
   return true;
+}
+
+/**
+ * Before our rename was refused, the pull may have merged the folder that took the name
+ * into ours (their files came down into it); our folder has just moved on to `copy` with
+ * them. What is theirs — at the same place and revision under the server's `to` — leaves
+ * the copy (to the trash: the fetch of `to` brings it down again there); theirs edited
+ * here stays in the copy and goes up as new.
+ */
+async function giveBackTheirs(ctx: SyncContext, to: string, copy: string): Promise<void> {
+  const row = ctx.journal.getFile(copy);
+  if (row?.kind !== 'dir') return;
+  const listing = await ctx.client.list(to, true).catch(() => ({ entries: [] }));
+  const theirs = new Map(listing.entries.map((e) => [e.path, e.revision]));
+  if (theirs.size === 0) return;
+  // Deepest first, so a folder is looked at after what was in it.
+  const rows = ctx.journal.filesUnder(copy).sort((a, b) => (a.path < b.path ? 1 : -1));
+  for (const r of rows) {
+    if (r.path === copy || r.syncedRev === null) continue;
+    if (theirs.get(to + r.path.slice(copy.length)) !== r.syncedRev) continue;
+    const abs = await ctx.at(r.path);
+    if (r.kind === 'dir') {
+      if (
+        await fsp.rmdir(abs).then(
+          () => true,
+          () => false,
+        )
+      )
+        ctx.journal.deleteFile(r.path);
+      else ctx.journal.upsertFile({ ...r, syncedRev: null });
+    } else if ((await ctx.localHash(r, r.path)) === r.syncedHash) {
+      await ctx.trash.keep(abs, ctx.paths.localRel(r.path));
+      ctx.journal.deleteFile(r.path);
+    } else {
+      ctx.journal.upsertFile({ ...r, syncedRev: null, syncedHash: null });
+    }
+  }
 }
 
 /** D25: everything at or under `to` goes up again as new. */
