@@ -10,7 +10,7 @@ import * as os from 'node:os';
 import * as nodePath from 'node:path';
 import { Engine, type EngineOptions, ProxyClient } from '@weft/core';
 import type { S3Endpoint } from '@weft/providers/testing';
-import { startProxyServer } from '@weft/proxy-server';
+import { type ProxyConfigInput, startProxyServer } from '@weft/proxy-server';
 
 export interface TestProxy {
   readonly url: string;
@@ -30,10 +30,13 @@ export async function startTestProxy(
   dataDir?: string,
   port = 0,
   s3Prefix = `e2e-${randomBytes(4).toString('hex')}`,
+  /** More of the proxy's configuration (quota, shares, a given admin token, …). */
+  more: ProxyConfigInput = {},
 ): Promise<TestProxy> {
   const dir = dataDir ?? (await tempDir('proxy'));
-  const adminToken = randomBytes(24).toString('hex');
+  const adminToken = more.adminToken ?? randomBytes(24).toString('hex');
   const server = await startProxyServer({
+    ...more,
     dataDir: dir,
     port,
     adminToken,

@@ -11,8 +11,7 @@ import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ProxyClient } from '@weft/core';
-import { startProxyServer } from '@weft/proxy-server';
-import { type Device, enrol, localTree, startDevice, tempDir } from '../src/harness.ts';
+import { type Device, enrol, localTree, startDevice, startTestProxy } from '../src/harness.ts';
 
 const KB = 1000;
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -21,25 +20,15 @@ afterEach(async () => {
 });
 
 async function proxyWithQuota(quotaBytes: number, dataDir?: string, port = 0) {
-  const dir = dataDir ?? (await tempDir('quota-proxy'));
-  const adminToken = randomBytes(24).toString('hex');
-  const server = await startProxyServer({
-    dataDir: dir,
-    port,
-    adminToken,
-    logLevel: 'warn',
-    gcGraceMs: 0,
-    quota: { defaultBytes: quotaBytes },
-  });
-  const proxy = { url: server.url, adminToken, dataDir: dir, s3Prefix: '', close: () => server.close() };
+  const proxy = await startTestProxy('fs', dataDir, port, '', { quota: { defaultBytes: quotaBytes } });
   let closed = false;
   const close = async (): Promise<void> => {
     if (closed) return;
     closed = true;
-    await server.close();
+    await proxy.close();
   };
   cleanups.push(close);
-  return { ...proxy, close, port: Number(new URL(server.url).port) };
+  return { ...proxy, close, port: Number(new URL(proxy.url).port) };
 }
 
 /** A device whose requests are counted by route ("GET /usage", "POST /bundles", …). */
