@@ -8,7 +8,7 @@ import { createReadStream } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
-import { Engine, type EngineOptions, ProxyClient } from '@weft/core';
+import { Engine, type EngineOptions, type FolderStatus, ProxyClient } from '@weft/core';
 import type { S3Endpoint } from '@weft/providers/testing';
 import { type ProxyConfigInput, startProxyServer } from '@weft/proxy-server';
 
@@ -19,6 +19,26 @@ export interface TestProxy {
   /** The object tier's key prefix on s3proxy (pass it back to restart on the same data). */
   readonly s3Prefix: string;
   close(): Promise<void>;
+}
+
+/**
+ * A running agent's status (`GET /api/status`, as `weft status` asks it) from its state
+ * folder's agent.json (address and the 0600 secret); undefined while there is no agent
+ * answering there yet.
+ */
+export async function agentStatus(stateDir: string): Promise<FolderStatus | undefined> {
+  try {
+    const info = JSON.parse(await fsp.readFile(nodePath.join(stateDir, 'agent.json'), 'utf8')) as {
+      statusUrl: string;
+      secret?: string;
+    };
+    const res = await fetch(new URL('/api/status', info.statusUrl), {
+      headers: info.secret ? { 'x-weft-secret': info.secret } : {},
+    });
+    return res.ok ? ((await res.json()) as FolderStatus) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export async function tempDir(prefix: string): Promise<string> {

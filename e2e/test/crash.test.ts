@@ -11,6 +11,7 @@ import { ProxyClient } from '@weft/core';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import {
   type TestProxy,
+  agentStatus,
   enrol,
   localTree,
   prng,
@@ -50,23 +51,6 @@ function startAgent(folder: string, state: string, server: string, token: string
   );
 }
 
-async function statusOf(state: string): Promise<{ state: string; pendingOperations: number } | undefined> {
-  try {
-    const info = JSON.parse(await fsp.readFile(nodePath.join(state, 'agent.json'), 'utf8')) as {
-      statusUrl: string;
-      secret: string;
-    };
-    // The status needs the agent's secret (from its 0600 agent.json), as `weft status` sends it.
-    const res = await fetch(new URL('/api/status', info.statusUrl), {
-      headers: { 'x-weft-secret': info.secret },
-    });
-    if (!res.ok) return undefined;
-    return (await res.json()) as { state: string; pendingOperations: number };
-  } catch {
-    return undefined;
-  }
-}
-
 describe.each(['fs', 's3'] as const)('crash safety (object tier: %s)', (tier) => {
   let proxy: TestProxy | undefined;
   let child: ChildProcess | undefined;
@@ -93,9 +77,10 @@ describe.each(['fs', 's3'] as const)('crash safety (object tier: %s)', (tier) =>
       await fsp.rm(nodePath.join(state, 'agent.json'), { force: true });
       child = startAgent(folder, state, proxy.url, token);
       // Wait until the agent is up and working, then kill it at a random moment.
-      for (let i = 0; i < 200 && !(await statusOf(state)); i++) await new Promise((r) => setTimeout(r, 50));
+      for (let i = 0; i < 200 && !(await agentStatus(state)); i++)
+        await new Promise((r) => setTimeout(r, 50));
       await new Promise((r) => setTimeout(r, Math.floor(rnd() * 1500)));
-      const before = await statusOf(state);
+      const before = await agentStatus(state);
       if (before && (before.state !== 'idle' || before.pendingOperations > 0)) killedMidSync += 1;
       child.kill('SIGKILL');
       await new Promise((r) => child?.once('exit', r));
@@ -121,7 +106,7 @@ describe.each(['fs', 's3'] as const)('crash safety (object tier: %s)', (tier) =>
       i++
     ) {
       await new Promise((r) => setTimeout(r, 500));
-      const s = await statusOf(state);
+      const s = await agentStatus(state);
       if (s && s.state === 'idle' && s.pendingOperations === 0) {
         converged = JSON.stringify(sorted(await remoteTree(client))) === JSON.stringify(sorted(local));
       }

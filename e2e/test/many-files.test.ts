@@ -16,6 +16,7 @@ import { Journal, ProxyClient } from '@weft/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   type TestProxy,
+  agentStatus,
   enrol,
   localTree,
   prng,
@@ -42,21 +43,6 @@ function startAgent(folder: string, state: string, server: string, token: string
     [WEFT, 'agent', '--folder', folder, '--server', server, '--state', state, '--token-file', tokenFile],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
-}
-
-async function statusOf(state: string): Promise<Status | undefined> {
-  try {
-    const info = JSON.parse(await fsp.readFile(nodePath.join(state, 'agent.json'), 'utf8')) as {
-      statusUrl: string;
-      secret: string;
-    };
-    const res = await fetch(new URL('/api/status', info.statusUrl), {
-      headers: { 'x-weft-secret': info.secret },
-    });
-    return res.ok ? ((await res.json()) as Status) : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /** FILES files of 1–16 KiB, 1,000 to a folder, two levels deep. */
@@ -105,7 +91,7 @@ describe(`a folder of ${FILES.toLocaleString('en')} small files`, () => {
     let last: Status | undefined;
     let answered = 0;
     for (;;) {
-      const s = await statusOf(state);
+      const s = await agentStatus(state);
       if (s) {
         answered += 1;
         last = s;
@@ -146,7 +132,7 @@ describe(`a folder of ${FILES.toLocaleString('en')} small files`, () => {
     let idleAfter = 0;
     for (let i = 0; i < 2_400 && idleAfter === 0; i++) {
       await new Promise((r) => setTimeout(r, 250));
-      const s = await statusOf(state);
+      const s = await agentStatus(state);
       if (s && s.state === 'idle' && s.pendingOperations === 0 && s.files === FILES)
         idleAfter = performance.now() - t0;
     }

@@ -12,9 +12,9 @@ import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as net from 'node:net';
 import * as nodePath from 'node:path';
-import { ProxyClient } from '@weft/core';
+import { type FolderStatus, ProxyClient } from '@weft/core';
 import { afterAll, describe, expect, it } from 'vitest';
-import { localTree, prng, remoteTree, sorted, tempDir } from '../src/harness.ts';
+import { agentStatus, localTree, prng, remoteTree, sorted, tempDir } from '../src/harness.ts';
 
 const WEFT = nodePath.resolve(new URL('../../packages/core/bin/weft.js', import.meta.url).pathname);
 const PROXY = nodePath.resolve(
@@ -49,27 +49,6 @@ async function startProxyProcess(config: string, url: string): Promise<ChildProc
   }
   child.kill('SIGKILL');
   throw new Error('the proxy did not start');
-}
-
-interface AgentStatus {
-  state: string;
-  pendingOperations: number;
-  transfers?: unknown[];
-}
-
-async function statusOf(state: string): Promise<AgentStatus | undefined> {
-  try {
-    const info = JSON.parse(await fsp.readFile(nodePath.join(state, 'agent.json'), 'utf8')) as {
-      statusUrl: string;
-      secret?: string;
-    };
-    const res = await fetch(new URL('/api/status', info.statusUrl), {
-      headers: info.secret ? { 'x-weft-secret': info.secret } : {},
-    });
-    return res.ok ? ((await res.json()) as AgentStatus) : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 describe('proxy killed during large uploads', () => {
@@ -130,11 +109,11 @@ describe('proxy killed during large uploads', () => {
     agent.stderr?.on('data', (c: Buffer) => (stderr = (stderr + c.toString()).slice(-20_000)));
     let exited: number | null | undefined;
     agent.once('exit', (code) => (exited = code));
-    for (let i = 0; i < 400 && !(await statusOf(state)); i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 400 && !(await agentStatus(state)); i++) await new Promise((r) => setTimeout(r, 50));
 
     const rnd = prng(14);
     let midUpload = 0;
-    const busy = (s: AgentStatus | undefined): boolean =>
+    const busy = (s: FolderStatus | undefined): boolean =>
       !!s && ((s.transfers?.length ?? 0) > 0 || s.pendingOperations > 0 || s.state === 'syncing');
     for (let k = 0; k < KILLS; k++) {
       // A person keeps working: a new large file arrives, so there is an upload to break.
@@ -142,13 +121,13 @@ describe('proxy killed during large uploads', () => {
       await fsp.writeFile(nodePath.join(folder, `new${k}.bin`), randomBytes(FILE_MIB * MiB + k));
       // Aim the kill at work in progress: poll (up to 15 s) until the agent reports the
       // upload, then kill after a short random delay so kills land at different points.
-      let s = await statusOf(state);
+      let s = await agentStatus(state);
       for (let w = 0; w < 750 && !busy(s); w++) {
         await new Promise((r) => setTimeout(r, 20));
-        s = await statusOf(state);
+        s = await agentStatus(state);
       }
       await new Promise((r) => setTimeout(r, Math.floor(rnd() * 200)));
-      if (busy(await statusOf(state))) midUpload += 1;
+      if (busy(await agentStatus(state))) midUpload += 1;
       proxy.kill('SIGKILL');
       await new Promise((r) => proxy?.once('exit', r));
       await new Promise((r) => setTimeout(r, 300 + Math.floor(rnd() * 700)));
@@ -161,7 +140,7 @@ describe('proxy killed during large uploads', () => {
     let converged = false;
     for (let i = 0; i < 600 && !converged && exited === undefined; i++) {
       await new Promise((r) => setTimeout(r, 500));
-      const s = await statusOf(state);
+      const s = await agentStatus(state);
       if (s && s.state === 'idle' && s.pendingOperations === 0)
         converged = JSON.stringify(sorted(await remoteTree(client))) === JSON.stringify(sorted(local));
     }
