@@ -30,19 +30,19 @@ import {
 } from '../errors.ts';
 import type { Features } from '../features.ts';
 import { caseFoldKey, isWithin, normalizeEntryPath, normalizePath } from '../paths.ts';
-import {
-  type Body,
-  type Change,
-  type ChangePage,
-  type Entry,
-  type ListOptions,
-  type Provider,
-  type ReadOptions,
-  type RemoveOptions,
-  resetPage,
-  type TransferOptions,
-  type WriteOptions,
+import type {
+  Body,
+  Change,
+  ChangePage,
+  Entry,
+  ListOptions,
+  Provider,
+  ReadOptions,
+  RemoveOptions,
+  TransferOptions,
+  WriteOptions,
 } from '../provider.ts';
+import { resetPage } from '../provider.ts';
 import { type AccessTokenSource, toTokenSource } from '../oauth/token-source.ts';
 import {
   API_HOSTS,

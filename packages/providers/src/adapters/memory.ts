@@ -12,19 +12,19 @@ import {
 } from '../errors.ts';
 import type { Features } from '../features.ts';
 import { ancestors, caseFoldKey, isWithin, normalizeEntryPath, normalizePath, parentPath } from '../paths.ts';
-import {
-  type Body,
-  type Change,
-  type ChangePage,
-  type Entry,
-  type ListOptions,
-  type Provider,
-  type ReadOptions,
-  type RemoveOptions,
-  resetPage,
-  type TransferOptions,
-  type WriteOptions,
+import type {
+  Body,
+  Change,
+  ChangePage,
+  Entry,
+  ListOptions,
+  Provider,
+  ReadOptions,
+  RemoveOptions,
+  TransferOptions,
+  WriteOptions,
 } from '../provider.ts';
+import { resetPage } from '../provider.ts';
 
 export interface MemoryProviderOptions {
   readonly name?: string;
