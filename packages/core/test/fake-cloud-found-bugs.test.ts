@@ -236,6 +236,23 @@ describe('engine bugs found by the random schedules', () => {
       ]);
     }));
 
+  /** The same comparison, when the renamed folder was deleted there too: nothing to fetch, no error (seed 518). */
+  it('a folder renamed there and then deleted there, pulled together, is simply gone', () =>
+    withCloud(async (cloud) => {
+      const [a, b] = await pair(cloud);
+      await a.write('D/x.txt', 'x');
+      await a.sync();
+      await b.sync();
+      await a.mv('D', 'e');
+      await a.sync();
+      await a.rm('e');
+      await a.sync();
+      await b.sync();
+      expect(b.engine.error).toBeUndefined();
+      expect(await b.exists('e')).toBe(false);
+      await converged(cloud);
+    }));
+
   /**
    * lostAfterConverging (seed 173): a folder deleted here offline while another device put
    * new files into it. The pull brings them down first (nothing lost: D3); the queued folder

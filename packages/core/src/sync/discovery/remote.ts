@@ -191,7 +191,7 @@ async function applyRemoteMove(ctx: SyncContext, from: string, to: string, entry
       // (its download found it moved already) is decided as usual now: an edit (D8/D10),
       // a file put into the folder (D3). The feed will not repeat it.
       if (entry.kind === 'file') await applyRemoteFiles(ctx, [entry]);
-      else await fetchRemoteSubtree(ctx, to, entry);
+      else await fetchRemoteSubtree(ctx, to); // (a later change may have removed it already)
       return;
     }
     d = decideHint('moved-blocked');
