@@ -20,6 +20,16 @@ import { type ChangeInput, type MetadataStore, publicEntry } from './metadata.ts
 import { lastEntry, NOOP_SEQ } from './op-results.ts';
 import type { QuotaLedger } from './quota.ts';
 
+/** Make folder `dir` (user path) at `at` in the filesystem tier: the index change that records it. */
+export async function makeDir(fs: FsProvider, at: string, dir: string): Promise<ChangeInput> {
+  await fs.mkdir(at);
+  const st = await fs.stat(at);
+  return {
+    type: 'upsert',
+    entry: { path: dir, kind: 'dir', size: 0, mtimeMs: Math.floor(st.modifiedMs), fsRevision: st.revision },
+  };
+}
+
 /** One file of a bundle for HybridStore.writeFiles. */
 export interface BatchFile {
   readonly path: string;
@@ -212,18 +222,7 @@ async function writeBatch(
         return;
       }
       try {
-        await store.fs.mkdir(store.nsPath(w.userId, dir));
-        const st = await store.fs.stat(store.nsPath(w.userId, dir));
-        dirChanges.set(dir, {
-          type: 'upsert',
-          entry: {
-            path: dir,
-            kind: 'dir',
-            size: 0,
-            mtimeMs: Math.floor(st.modifiedMs),
-            fsRevision: st.revision,
-          },
-        });
+        dirChanges.set(dir, await makeDir(store.fs, store.nsPath(w.userId, dir), dir));
       } catch (e) {
         dirErrors.set(dir, e);
       }

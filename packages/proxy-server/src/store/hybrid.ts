@@ -34,7 +34,7 @@ import { QuotaLedger } from './quota.ts';
 import { collectGarbage, type GcResult } from './gc.ts';
 import { ignoreNotFound } from './ignore-not-found.ts';
 import { reconcileNamespace } from './recovery.ts';
-import { type BatchFile, writeBatchFiles } from './batch-write.ts';
+import { type BatchFile, makeDir, writeBatchFiles } from './batch-write.ts';
 import { checkNewPath, checkUserPath } from './paths.ts';
 import { lastEntry, NOOP_SEQ } from './op-results.ts';
 import { chunkList, type Content, contentSha, contentSize } from './content.ts';
@@ -197,18 +197,7 @@ export class HybridStore {
       const e = this.meta.getEntry(userId, dir);
       if (e?.kind === 'dir') continue;
       if (e) throw new ApiError('ALREADY_EXISTS', `a file is in the way of folder ${dir}`, { path: dir });
-      await this.fs.mkdir(this.nsPath(userId, dir));
-      const st = await this.fs.stat(this.nsPath(userId, dir));
-      out.push({
-        type: 'upsert',
-        entry: {
-          path: dir,
-          kind: 'dir',
-          size: 0,
-          mtimeMs: Math.floor(st.modifiedMs),
-          fsRevision: st.revision,
-        },
-      });
+      out.push(await makeDir(this.fs, this.nsPath(userId, dir), dir));
     }
   }
 
