@@ -14,7 +14,7 @@ describe('backoffDelay', () => {
       fc.property(
         policyArb,
         fc.integer({ min: 1, max: 200 }),
-        fc.double({ min: 0, max: 0.999999 }),
+        fc.double({ min: 0, max: 0.999999, noNaN: true }),
         (p, n, r) => {
           const d = backoffDelay(p, n, { random: () => r });
           const ceiling = Math.min(p.capMs, p.baseMs * 2 ** (n - 1));
