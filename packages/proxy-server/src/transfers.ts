@@ -109,8 +109,16 @@ export class TransferService {
     }
     // Durable before acknowledged: the ack promises the client it need not resend.
     this.store.meta.addTransferRange(t.id, b.offset, b.payload.byteLength);
-    this.metrics.bytes.inc({ tier: 'client', direction: 'in' }, b.payload.byteLength);
     return blockAck(b, this.state(t).receivedBytes);
+  }
+
+  /**
+   * Count a block frame received over the /v1/stream WebSocket as client bytes in. A block
+   * sent over HTTP is counted by the server's response hook (its Content-Length), so
+   * `block` counts nothing itself: counting there too counted every HTTP block twice.
+   */
+  countStreamed(frameBytes: number): void {
+    this.metrics.bytes.inc({ tier: 'client', direction: 'in' }, frameBytes);
   }
 
   /** The staged file, once every byte has been acknowledged. */

@@ -102,6 +102,7 @@ export function registerTransferRoutes(
     if (!devices.track(a.deviceId, socket)) return;
     socket.on('message', (data: Buffer, isBinary: boolean) => {
       const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+      transfers.countStreamed(bytes.byteLength);
       const peek = isBinary ? peekTransferBlockHeader(bytes) : undefined;
       const work = isBinary
         ? transfers.block(a, bytes)
