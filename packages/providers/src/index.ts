@@ -18,4 +18,11 @@ export { PacedProvider, TokenBucket, withPacer, type PacerOptions } from './wrap
 export { ConcurrencyLimitedProvider, Semaphore, withConcurrency } from './wrappers/concurrency.ts';
 export { LoggingProvider, withLogging, type ProviderLogger } from './wrappers/logging.ts';
 export { WRAP_DEFAULTS, wrapProvider, type WrapConfig } from './wrappers/compose.ts';
+export {
+  CountingProvider,
+  withCounting,
+  LIST_PAGE,
+  type RequestClass,
+  type RequestSink,
+} from './wrappers/counting.ts';
 export { realSleep, type Sleep } from './wrappers/sleep.ts';
