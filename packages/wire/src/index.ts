@@ -9,6 +9,7 @@ export * from './merkle.ts';
 export * from './as-provider.ts';
 export * from './write-rule.ts';
 export * from './transfer-state.ts';
+export * from './cost.ts';
 export {
   conflictStamp,
   conflictedCopyPath,

@@ -166,8 +166,12 @@ export const CostConfig = z.strictObject({
       message: `a price table is one of ${Object.keys(PRICE_TABLES).join(', ')}`,
     })
     .default({}),
-  /** How often the bytes held per tier are sampled (ms). */
-  sampleIntervalMs: z.number().int().min(1000).default(300_000),
+  /** How often the bytes held per tier are sampled (ms; 0: only at start and close). */
+  sampleIntervalMs: z
+    .number()
+    .int()
+    .refine((v) => v === 0 || v >= 1000, 'sampleIntervalMs: 0 (off) or at least 1000')
+    .default(300_000),
 });
 export type CostConfig = z.infer<typeof CostConfig>;
 

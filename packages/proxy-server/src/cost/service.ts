@@ -1,0 +1,165 @@
+/**
+ * The proxy's cost accounting (docs/cost.md): counts requests and egress into the ledger,
+ * samples the bytes each tier holds, answers `GET /v1/cost`, keeps the Prometheus gauges
+ * of the bill, and logs and counts the garbage-collection decisions of the model.
+ */
+import type Database from 'better-sqlite3';
+import type { Logger } from 'pino';
+import type { RequestClass } from '@weft/providers';
+import type { CostBill, CostResponse } from '@weft/wire';
+import type { ProxyMetrics } from '../metrics.ts';
+import { CostLedger, PROXY, readStorage, type Backend } from './ledger.ts';
+import { type Bill, computeBill, type Usage } from './model.ts';
+import { gcDecision, type GcDecision, type PackGcInput } from './policy.ts';
+import { type CostConfig, type PriceTable, resolvePrices } from './prices.ts';
+import { CostMetrics } from './metrics.ts';
+
+const DAY_MS = 24 * 3600 * 1000;
+
+export class CostService {
+  readonly ledger: CostLedger;
+  readonly prices: { fs: PriceTable; objects: PriceTable };
+  private readonly metrics: CostMetrics;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly db: Database.Database,
+    private readonly config: CostConfig,
+    metrics: ProxyMetrics,
+    private readonly log: Logger,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.ledger = new CostLedger(db);
+    this.prices = resolvePrices(config);
+    this.metrics = new CostMetrics(metrics.registry);
+  }
+
+  /** The sink a CountingProvider on `backend` reports to. */
+  sink(backend: Backend): (kind: RequestClass, requests: number, bytes: number) => void {
+    return (kind, requests, bytes) => {
+      this.ledger.countRequests(backend, kind, requests, bytes);
+      if (requests > 0) this.metrics.requests.inc({ backend, kind }, requests);
+    };
+  }
+
+  countEgress(userId: string, bytes: number): void {
+    this.ledger.countEgress(userId, bytes);
+  }
+
+  /** Sample now, then every `sampleIntervalMs` (0 disables the timer; tests call `sample`). */
+  start(): void {
+    this.sample();
+    if (this.config.sampleIntervalMs > 0) {
+      this.timer = setInterval(() => this.sample(), this.config.sampleIntervalMs);
+      this.timer.unref();
+    }
+  }
+
+  /** Flush counts, sample the bytes held, refresh the bill gauges. */
+  sample(nowMs = this.now()): void {
+    try {
+      this.ledger.flush(nowMs);
+      this.ledger.sample(nowMs, readStorage(this.db));
+      this.ledger.prune(nowMs - 31 * DAY_MS);
+      this.metrics.setBill('proxy', this.bill(PROXY, nowMs));
+    } catch (e) {
+      this.log.warn({ err: e }, 'cost sample failed');
+    }
+  }
+
+  /** The month's bill of `userId` (`PROXY`: the whole proxy) at `nowMs`. */
+  bill(userId: string, nowMs = this.now()): Bill {
+    return computeBill(this.usageOf(userId, nowMs), this.prices, nowMs, this.planShare(userId, nowMs));
+  }
+
+  /**
+   * A user's usage: their own bytes held and egress; the proxy's requests apportioned by
+   * their share of the proxy's object-tier byte-time (requests are not attributed to users).
+   */
+  private usageOf(userId: string, nowMs: number): Usage {
+    const own = this.ledger.usage(userId, nowMs);
+    if (userId === PROXY) return own;
+    const all = this.ledger.usage(PROXY, nowMs);
+    const share = (t: Backend): number => {
+      const total = all.tiers[t].byteMs;
+      return total > 0 ? Math.min(1, own.tiers[t].byteMs / total) : 0;
+    };
+    const scaled = (t: Backend) => {
+      const s = share(t);
+      const r = all.tiers[t].requests;
+      return {
+        ...own.tiers[t],
+        requests: {
+          put: { requests: r.put.requests * s, bytes: r.put.bytes * s },
+          get: { requests: r.get.requests * s, bytes: r.get.bytes * s },
+          delete: { requests: r.delete.requests * s, bytes: r.delete.bytes * s },
+        },
+      };
+    };
+    return { tiers: { fs: scaled('fs'), objects: scaled('objects') }, egressBytes: own.egressBytes };
+  }
+
+  private planShare(userId: string, nowMs: number): number {
+    if (userId === PROXY) return 1;
+    const own = this.ledger.usage(userId, nowMs);
+    const all = this.ledger.usage(PROXY, nowMs);
+    const a = all.tiers.fs.bytesNow + all.tiers.objects.bytesNow;
+    return a > 0 ? (own.tiers.fs.bytesNow + own.tiers.objects.bytesNow) / a : 0;
+  }
+
+  /** The `GET /v1/cost` answer for `userId`. */
+  report(userId: string, nowMs = this.now()): CostResponse {
+    const mine = this.bill(userId, nowMs);
+    const proxy = this.bill(PROXY, nowMs);
+    return {
+      user: userId,
+      month: mine.month,
+      elapsed: mine.elapsed,
+      currency: 'USD',
+      tables: { fs: this.config.tiers.fs, objects: this.config.tiers.objects },
+      mine: this.wireBill(mine, this.usageOf(userId, nowMs)),
+      proxy: this.wireBill(proxy, this.ledger.usage(PROXY, nowMs)),
+      history: this.ledger.history(userId, nowMs - 30 * DAY_MS),
+    };
+  }
+
+  private wireBill(b: Bill, u: Usage): CostBill {
+    const r = (k: 'put' | 'get' | 'delete'): number =>
+      Math.round(u.tiers.fs.requests[k].requests + u.tiers.objects.requests[k].requests);
+    return {
+      soFar: b.soFar,
+      projected: b.projected,
+      fsBytes: u.tiers.fs.bytesNow,
+      objectsBytes: u.tiers.objects.bytesNow,
+      requests: { put: r('put'), get: r('get'), delete: r('delete') },
+      egressBytes: u.egressBytes,
+    };
+  }
+
+  /**
+   * Coral's GC rule for one pack at `nowMs` on the object tier's prices, logged with its
+   * inputs and counted in `weft_pack_gc_decisions_total`. The packer repacks when `repack`.
+   */
+  decideGc(pack: PackGcInput, nowMs = this.now()): GcDecision {
+    const d = gcDecision(this.prices.objects, pack, nowMs);
+    this.metrics.gcDecisions.inc({ decision: d.repack ? 'repack' : 'keep' });
+    if (d.repack) this.metrics.gcPredictedSaving.inc(Math.max(0, d.cStore - d.cClean));
+    this.log.info(
+      { gc: { ...pack, ...d } },
+      d.repack ? 'pack garbage costs more than cleaning: repack' : 'pack kept',
+    );
+    return d;
+  }
+
+  /** Record the outcome of a repack the policy asked for (counted in the ledger by its requests). */
+  gcDone(packId: string, outcome: { freedBytes: number; rewrittenBytes: number }): void {
+    this.metrics.gcFreedBytes.inc(outcome.freedBytes);
+    this.log.info({ gc: { packId, ...outcome } }, 'pack repacked');
+  }
+
+  close(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    this.sample();
+  }
+}
