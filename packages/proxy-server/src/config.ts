@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import * as nodePath from 'node:path';
 import * as os from 'node:os';
 import { z } from 'zod/v4';
+import { CostConfig } from './cost/prices.ts';
 import { PeerLinkConfig } from './peer-link.ts';
 
 const MiB = 1024 * 1024;
@@ -203,6 +204,8 @@ export const ProxyConfig = z.object({
   }),
   /** Per-user storage quotas (default: none). */
   quota: QuotaConfig.default({ defaultBytes: null, users: {} }),
+  /** Price tables and sampling of the cost model (docs/cost.md). */
+  cost: CostConfig.prefault({}),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Inter-proxy link (docs/formats/inter-proxy.md): this proxy's id and its peers. */
   peer: PeerLinkConfig.optional(),

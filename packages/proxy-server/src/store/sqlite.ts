@@ -107,6 +107,11 @@ export class SqliteMetadataStore implements MetadataStore {
     migrate(this.db, MIGRATIONS_DIR, 'proxy metadata');
   }
 
+  /** The connection, for the stores keeping their own tables in this database (cost ledger). */
+  get database(): Database.Database {
+    return this.db;
+  }
+
   schemaVersion(): number {
     return this.db.pragma('user_version', { simple: true }) as number;
   }
