@@ -8,6 +8,8 @@ import { migrate } from '@weft/providers/sqlite-migrations';
 import { SqliteMetadataStore } from '../src/store/sqlite.ts';
 
 const MIGRATIONS = fileURLToPath(new URL('../src/migrations/', import.meta.url));
+/** The schema version the migration files produce (numbered from 001 without gaps). */
+const LATEST = readdirSync(MIGRATIONS).filter((n) => n.endsWith('.sql')).length;
 
 describe('proxy metadata schema', () => {
   it('upgrades a version-2 database (devices without last seen, invites without expiry), rows kept', () => {
@@ -25,7 +27,7 @@ describe('proxy metadata schema', () => {
     db.close();
 
     const store = new SqliteMetadataStore(file);
-    expect(store.schemaVersion()).toBe(3);
+    expect(store.schemaVersion()).toBe(LATEST);
     expect(store.listUsers()).toEqual(['alice']);
     expect(store.lookupToken('th')).toEqual({
       state: 'active',
@@ -56,7 +58,7 @@ describe('proxy metadata schema', () => {
     db.pragma('user_version = 42');
     db.close();
     expect(() => new SqliteMetadataStore(file)).toThrow(
-      /proxy metadata schema 42 is newer than this Weft understands \(3\)/,
+      `proxy metadata schema 42 is newer than this Weft understands (${LATEST})`,
     );
     const again = new Database(file, { readonly: true });
     expect(again.pragma('user_version', { simple: true })).toBe(42);
