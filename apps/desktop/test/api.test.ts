@@ -23,6 +23,7 @@ function handlers(over: Partial<ApiHandlers> = {}): ApiHandlers {
     syncNow: async () => status(),
     resolveConflict: async () => status(),
     resolveMassDelete: async () => status(),
+    getCost: async () => ({ available: false as const, reason: 'offline' }),
     getStorage: async () => ({
       filesystemTierBytes: 1,
       filesystemTierFiles: 1,

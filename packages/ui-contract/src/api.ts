@@ -6,6 +6,7 @@
  * Pure data and zod only: nothing platform-specific may be imported here.
  */
 import { z } from 'zod';
+import { CostViewSchema } from './cost.ts';
 
 export const CHANNEL_PREFIX = 'weft:';
 /** IPC/event name for pushed status updates. */
@@ -251,6 +252,8 @@ export const api = {
     output: FolderStatusSchema,
   },
   getStorage: { input: Empty, output: StorageSplitSchema },
+  /** This month's bill of Weft storage, so far and projected, and bytes held over time. */
+  getCost: { input: Empty, output: CostViewSchema },
   getSettings: { input: Empty, output: SettingsSchema },
   setSettings: { input: SettingsSchema.partial().strict(), output: SettingsSchema },
   listAccounts: { input: Empty, output: z.object({ accounts: z.array(AccountSchema) }) },

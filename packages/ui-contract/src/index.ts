@@ -1,2 +1,3 @@
 export * from './api.ts';
 export * from './empty-status.ts';
+export * from './cost.ts';

@@ -28,6 +28,7 @@ import {
   OpsResponse,
   TransferState,
   UsageResponse,
+  CostResponse,
   WhoAmIResponse,
   decodeBundle,
   decodeDeltaContainer,
@@ -240,6 +241,11 @@ export class ProxyClient implements RemoteStore {
    */
   async usage(): Promise<UsageResponse> {
     return this.parseJson(await this.request('GET', '/usage'), UsageResponse);
+  }
+
+  /** This month's bill (`GET /v1/cost`, docs/cost.md): this user's and the proxy's, so far and projected. */
+  async cost(): Promise<CostResponse> {
+    return this.parseJson(await this.request('GET', '/cost'), CostResponse);
   }
 
   /** This user's devices (`current`: this one). */

@@ -351,6 +351,27 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       await engine().resolveMassDelete(answer);
       return status();
     },
+    getCost: async () => {
+      const s = options.session();
+      if (!s) return { available: false, reason: NO_SESSION };
+      try {
+        const c = await s.client.cost();
+        const pick = (b: typeof c.mine) => ({ soFar: b.soFar, projected: b.projected });
+        return {
+          available: true,
+          month: c.month,
+          elapsed: c.elapsed,
+          tables: c.tables,
+          mine: pick(c.mine),
+          proxy: pick(c.proxy),
+          requests: c.mine.requests,
+          egressBytes: c.mine.egressBytes,
+          history: c.history,
+        };
+      } catch (e) {
+        return { available: false, reason: e instanceof Error ? e.message : String(e) };
+      }
+    },
     getStorage: async () => {
       const list = await session().client.list('', true);
       const split = {
