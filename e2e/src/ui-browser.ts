@@ -77,3 +77,31 @@ export async function overflowsHorizontally(page: Page): Promise<boolean> {
     'document.documentElement.scrollWidth > document.documentElement.clientWidth + 1',
   )) as boolean;
 }
+
+/**
+ * The page as it is now, in light and dark at 100 % and 200 %: a screenshot of each
+ * (`<name>-<scheme>-<zoom>`) and no axe violations (`check` asserts on them), no
+ * sideways scrolling at 200 %. Leaves the page light at 100 %.
+ */
+export async function checkVariants(
+  page: Page,
+  name: string,
+  check: (what: string, violations: AxeViolation[], overflows: boolean) => void,
+): Promise<void> {
+  for (const scheme of ['light', 'dark'] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    for (const zoom of [1, 2]) {
+      await page.setViewportSize({ width: zoom === 1 ? 1100 : 1280, height: 900 });
+      await page.evaluate(`document.documentElement.style.zoom = '${zoom}'`);
+      await screenshot(page, `${name}-${scheme}-${zoom * 100}`);
+      check(
+        `${name} ${scheme} ${zoom * 100}%`,
+        await runAxe(page),
+        zoom === 2 && (await overflowsHorizontally(page)),
+      );
+    }
+  }
+  await page.evaluate(`document.documentElement.style.zoom = '1'`);
+  await page.emulateMedia({ colorScheme: 'light' });
+  await page.setViewportSize({ width: 1100, height: 900 });
+}

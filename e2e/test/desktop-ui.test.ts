@@ -25,6 +25,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Device, type TestProxy, enrol, startDevice, tempDir } from '../src/harness.ts';
 import {
+  checkVariants as checkPageVariants,
   ensureChromium,
   launchChromium,
   overflowsHorizontally,
@@ -75,24 +76,12 @@ async function allBytes(dir: string): Promise<string> {
   return out;
 }
 
-/**
- * The page as it is now, in light and dark at 100 % and 200 %: a screenshot of each and
- * no axe violations, no sideways scrolling at 200 %. Leaves the page light at 100 %.
- */
+/** The page in light and dark at 100 % and 200 %: screenshots, axe clean, reflows at 200 %. */
 async function checkVariants(page: Page, name: string): Promise<void> {
-  for (const scheme of ['light', 'dark'] as const) {
-    await page.emulateMedia({ colorScheme: scheme });
-    for (const zoom of [1, 2]) {
-      await page.setViewportSize({ width: zoom === 1 ? 1100 : 1280, height: 900 });
-      await page.evaluate(`document.documentElement.style.zoom = '${zoom}'`);
-      await screenshot(page, `${name}-${scheme}-${zoom * 100}`);
-      expect(await runAxe(page), `${name} ${scheme} ${zoom * 100}%`).toEqual([]);
-      if (zoom === 2) expect(await overflowsHorizontally(page), `${name} reflows at 200 %`).toBe(false);
-    }
-  }
-  await page.evaluate(`document.documentElement.style.zoom = '1'`);
-  await page.emulateMedia({ colorScheme: 'light' });
-  await page.setViewportSize({ width: 1100, height: 900 });
+  await checkPageVariants(page, name, (what, violations, overflows) => {
+    expect(violations, what).toEqual([]);
+    expect(overflows, `${what} reflows`).toBe(false);
+  });
 }
 
 describe('desktop UI in Chromium', () => {

@@ -1,17 +1,19 @@
-/** The renderer entry: one client (IPC or HTTP), a header with the live state, four screens. */
+/** The renderer entry: one client (IPC or HTTP), a header with the live state, five screens. */
 import type { FolderStatusDto } from '../common/api.ts';
 import { DISPLAY_LABEL, displayState, isNotEnrolled } from '../common/format.ts';
 import { Scope, h } from './dom.mts';
 import { accountsScreen } from './screens/accounts.mts';
+import { costScreen } from './screens/cost.mts';
 import { settingsScreen } from './screens/settings.mts';
 import { sharingScreen } from './screens/sharing.mts';
 import { statusScreen } from './screens/status.mts';
 import { connect } from './transport.mts';
 
-const SCREENS = ['status', 'accounts', 'sharing', 'settings'] as const;
+const SCREENS = ['status', 'cost', 'accounts', 'sharing', 'settings'] as const;
 type Screen = (typeof SCREENS)[number];
 const TITLES: Record<Screen, string> = {
   status: 'Status',
+  cost: 'Cost',
   accounts: 'Accounts',
   sharing: 'Sharing',
   settings: 'Settings',
@@ -56,7 +58,8 @@ function start(): void {
     if (screen === 'status') {
       onStatus = statusScreen(main, api, scope, report);
       if (last) onStatus(last);
-    } else if (screen === 'accounts') accountsScreen(main, api, scope, report);
+    } else if (screen === 'cost') costScreen(main, api, scope, report);
+    else if (screen === 'accounts') accountsScreen(main, api, scope, report);
     else if (screen === 'sharing') sharingScreen(main, api, scope, report);
     else settingsScreen(main, api, scope, report);
     main.dataset.screen = screen;
