@@ -10,7 +10,14 @@ import type { CostBill, CostResponse } from '@weft/wire';
 import type { ProxyMetrics } from '../metrics.ts';
 import { CostLedger, PROXY, readStorage, type Backend } from './ledger.ts';
 import { type Bill, computeBill, type Usage } from './model.ts';
-import { gcDecision, type GcDecision, type PackGcInput } from './policy.ts';
+import {
+  fsCopyDecision,
+  type FsCopyDecision,
+  gcDecision,
+  type GcDecision,
+  type PackGcInput,
+  packTargetSize,
+} from './policy.ts';
 import { type CostConfig, type PriceTable, resolvePrices } from './prices.ts';
 import { CostMetrics } from './metrics.ts';
 
@@ -149,6 +156,16 @@ export class CostService {
       d.repack ? 'pack garbage costs more than cleaning: repack' : 'pack kept',
     );
     return d;
+  }
+
+  /** The pack size this proxy's object-tier prices suggest (policy.packTargetSize). */
+  packTargetSize(): number {
+    return packTargetSize(this.prices.objects);
+  }
+
+  /** Whether a small file's filesystem-tier copy is worth keeping once its pack is flushed. */
+  keepFsCopy(size: number, readsPerMonth: number): FsCopyDecision {
+    return fsCopyDecision(this.prices.fs, this.prices.objects, { size, readsPerMonth });
   }
 
   /** Record the outcome of a repack the policy asked for (counted in the ledger by its requests). */
