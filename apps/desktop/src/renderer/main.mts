@@ -9,7 +9,7 @@ import { sharingScreen } from './screens/sharing.mts';
 import { statusScreen } from './screens/status.mts';
 import { connect } from './transport.mts';
 
-const SCREENS = ['status', 'cost', 'accounts', 'sharing', 'settings'] as const;
+const SCREENS = ['status', 'accounts', 'cost', 'sharing', 'settings'] as const;
 type Screen = (typeof SCREENS)[number];
 const TITLES: Record<Screen, string> = {
   status: 'Status',
