@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type TrayMenuItem, trayMenu, trayNotifications, trayState } from '../src/common/tray-state.ts';
-import { displayState, formatEta, plainError, usageText } from '../src/common/format.ts';
+import { displayState, formatEta, plainError, usageText, usd } from '../src/common/format.ts';
 import { status } from './fixtures.ts';
 
 const NOW = 1_700_000_000_000;
@@ -177,5 +177,39 @@ describe('Weft storage full', () => {
     expect(usageText({ usedBytes: 2_100_000_000, limitBytes: 5_000_000_000 })).toBe('2.1 GB of 5 GB used');
     expect(usageText({ usedBytes: 2_100_000_000, limitBytes: null })).toBe('2.1 GB used');
     expect(usageText({ usedBytes: 0, limitBytes: 1_000_000 })).toBe('0 B of 1 MB used');
+  });
+});
+
+describe('tray cost', () => {
+  const parts = (total: number) => ({ storage: total, requests: 0, transfer: 0, egress: 0, plan: 0, total });
+  const cost = {
+    available: true as const,
+    month: '2026-11',
+    elapsed: 0.5,
+    tables: { fs: 'efs-standard', objects: 's3-standard' },
+    mine: { soFar: parts(0.0123), projected: parts(1.5) },
+    proxy: { soFar: parts(2), projected: parts(4) },
+    requests: { put: 1, get: 2, delete: 0 },
+    egressBytes: 0,
+    history: [],
+  };
+
+  it('showsTheMonthsBillUnderTheStatusWhenTheServerAnswers', () => {
+    expect(labels(trayMenu(status(), NOW, cost)).slice(0, 3)).toEqual([
+      'Weft — Up to date',
+      'This month: $0.01 so far, $1.50 projected',
+      '—',
+    ]);
+    const without = labels(trayMenu(status(), NOW, { available: false, reason: 'offline' }));
+    expect(without.some((l) => l.startsWith('This month'))).toBe(false);
+    expect(labels(trayMenu(status(), NOW))).toEqual(without);
+  });
+
+  it('writesSmallSumsWithTwoSignificantFigures', () => {
+    expect(usd(0)).toBe('$0.00');
+    expect(usd(0.0000123)).toBe('$0.000012');
+    expect(usd(0.00099)).toBe('$0.00099');
+    expect(usd(0.0000001)).toBe('< $0.000001');
+    expect(usd(12.345)).toBe('$12.35');
   });
 });

@@ -109,3 +109,11 @@ export const CLOUD_LABEL: Record<'weft' | 'dropbox' | 'gdrive' | 'onedrive', str
   gdrive: 'Google Drive',
   onedrive: 'OneDrive',
 };
+
+/** US dollars: cents for a sum of a cent or more, two significant figures below. */
+export function usd(n: number): string {
+  if (n === 0) return '$0.00';
+  if (n >= 0.01) return `$${n.toFixed(2)}`;
+  if (n < 0.000001) return '< $0.000001';
+  return `$${Number(n.toPrecision(2)).toFixed(Math.min(8, 1 - Math.floor(Math.log10(n))))}`;
+}

@@ -2,8 +2,15 @@
  * What the tray shows: the icon for a status, the menu items, and which notifications a
  * status change deserves. Pure functions; Electron main only maps them onto Tray/Menu.
  */
-import type { FolderStatusDto } from './api.ts';
-import { DISPLAY_LABEL, type DisplayState, displayState, isNotEnrolled, pausedUntilText } from './format.ts';
+import type { CostView, FolderStatusDto } from './api.ts';
+import {
+  DISPLAY_LABEL,
+  type DisplayState,
+  displayState,
+  isNotEnrolled,
+  pausedUntilText,
+  usd,
+} from './format.ts';
 
 export type TrayIcon = 'up-to-date' | 'syncing' | 'paused' | 'offline' | 'error' | 'conflict';
 
@@ -57,10 +64,18 @@ export type TrayMenuItem =
 
 const RECENT_IN_MENU = 5;
 
-export function trayMenu(s: FolderStatusDto, now: number): TrayMenuItem[] {
+/** The month's Weft storage bill as the tray shows it (README: "status, progress and cost"). */
+export function trayCostLabel(cost: CostView | undefined): string | undefined {
+  if (!cost?.available) return undefined;
+  return `This month: ${usd(cost.mine.soFar.total)} so far, ${usd(cost.mine.projected.total)} projected`;
+}
+
+export function trayMenu(s: FolderStatusDto, now: number, cost?: CostView): TrayMenuItem[] {
   const d = displayState(s);
+  const costLabel = trayCostLabel(cost);
   const items: TrayMenuItem[] = [
     { kind: 'label', label: trayState(s, now).tooltip },
+    ...(costLabel ? [{ kind: 'label', label: costLabel } as const] : []),
     { kind: 'separator' },
     { kind: 'item', label: 'Open Weft folder', action: { type: 'openFolder' }, enabled: true },
     { kind: 'item', label: 'Open status window', action: { type: 'openStatus' }, enabled: true },

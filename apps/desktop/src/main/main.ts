@@ -20,7 +20,7 @@ import {
   shell,
   Tray,
 } from 'electron';
-import { type FolderStatusDto, STATUS_EVENT } from '../common/api.ts';
+import { type CostView, type FolderStatusDto, STATUS_EVENT } from '../common/api.ts';
 import {
   type TrayAction,
   type TrayMenuItem,
@@ -123,6 +123,17 @@ async function main(): Promise<void> {
 
   tray = new Tray(nativeImage.createEmpty());
   let prev: FolderStatusDto | undefined;
+  // The month's bill in the tray menu, read every 10 minutes (docs/cost.md).
+  let cost: CostView | undefined;
+  const readCost = (): void => {
+    handlers.getCost({}).then(
+      (c) => {
+        cost = c;
+        refresh();
+      },
+      () => undefined,
+    );
+  };
   const run = (a: TrayAction): void => {
     switch (a.type) {
       case 'openFolder':
@@ -150,13 +161,15 @@ async function main(): Promise<void> {
     const t = trayState(s, Date.now());
     tray?.setToolTip(t.tooltip);
     tray?.setImage(nativeImage.createFromPath(nodePath.join(__dirname, '..', 'icons', `tray-${t.icon}.png`)));
-    tray?.setContextMenu(Menu.buildFromTemplate(toMenu(trayMenu(s, Date.now()), run)));
+    tray?.setContextMenu(Menu.buildFromTemplate(toMenu(trayMenu(s, Date.now(), cost), run)));
     for (const n of trayNotifications(prev, s)) new Notification(n).show();
     prev = s;
     win?.webContents.send(STATUS_EVENT, s);
   };
   const sub = running.ui.onStatus(refresh);
   refresh();
+  readCost();
+  const costTimer = setInterval(readCost, 10 * 60_000);
   tray.on('click', openWindow);
 
   app.on('window-all-closed', () => {
@@ -164,6 +177,7 @@ async function main(): Promise<void> {
   });
   gracefulQuit(app, {
     beforeStop: () => {
+      clearInterval(costTimer);
       sub.dispose();
       unregister();
       tray?.destroy();

@@ -4,19 +4,11 @@
  * proxy's for comparison, and a small chart of the bytes held on each tier over 30 days.
  */
 import type { CostParts, CostView, WeftClient } from '../../common/api.ts';
-import { formatBytes } from '../../common/format.ts';
+import { formatBytes, usd } from '../../common/format.ts';
 import { Scope, h, renderInto } from '../dom.mts';
 
 const SVG = 'http://www.w3.org/2000/svg';
 const REFRESH_MS = 60_000;
-
-/** US dollars, cents for a sum of a cent or more, two significant figures below. */
-export function usd(n: number): string {
-  if (n === 0) return '$0.00';
-  if (n >= 0.01) return `$${n.toFixed(2)}`;
-  if (n < 0.000001) return '< $0.000001';
-  return `$${Number(n.toPrecision(2)).toFixed(Math.min(8, 1 - Math.floor(Math.log10(n))))}`;
-}
 
 function svg(tag: string, attrs: Record<string, string | number>): SVGElement {
   const el = document.createElementNS(SVG, tag);
