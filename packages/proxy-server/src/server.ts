@@ -8,16 +8,19 @@ import { randomBytes } from 'node:crypto';
 import * as nodePath from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
-import { FsProvider, S3Provider, type Provider } from '@weft/providers';
+import { FsProvider, S3Provider, type Provider, withCounting } from '@weft/providers';
 import type { ChangeRecord, ErrorCode } from '@weft/wire';
 import { hashSecret } from './auth.ts';
 import { BundleService } from './bundles.ts';
 import { ChangeHub } from './change-hub.ts';
 import { parseConfig, quotaLimit, type ProxyConfig, type ProxyConfigInput } from './config.ts';
+import { countFs } from './cost/count-fs.ts';
+import { CostService } from './cost/service.ts';
 import { DeltaService } from './deltas.ts';
 import { Enrolment } from './enrolment.ts';
 import { createHttpApp, routeContext } from './http/app.ts';
 import { registerChangeRoutes } from './http/changes.ts';
+import { registerCostRoutes } from './http/cost.ts';
 import { registerDeltaRoutes } from './http/deltas.ts';
 import { DeviceSessions, registerDeviceRoutes } from './http/devices.ts';
 import { registerEnrolmentRoutes } from './http/enrolment.ts';
@@ -63,6 +66,8 @@ export interface RunningProxyServer {
   gc(graceMs?: number): Promise<{ objects: number; orphans: number; transfers: number }>;
   /** Enrol a device directly (for `npm start` and tests). */
   enrol(user: string, deviceName: string): Promise<{ token: string; deviceId: string }>;
+  /** Cost accounting (docs/cost.md). */
+  readonly cost: CostService;
   /** Cross-cloud shared folders (absent when config.shares.enabled is false). */
   readonly shares?: ShareService;
   close(): Promise<void>;
@@ -111,10 +116,15 @@ export async function startProxyServer(
     : (config.adminToken ?? 'wfa_' + randomBytes(24).toString('base64url'));
   const adminTokenSha256 = config.adminTokenSha256 ?? hashSecret(adminToken ?? '');
   const metrics = new ProxyMetrics();
-  const { fs, objects, fsRoot } = await openProviders(config);
+  const tiers = await openProviders(config);
   const meta = new SqliteMetadataStore(
     config.metadataFile ?? nodePath.join(config.dataDir, 'metadata.sqlite'),
   );
+  // Every request to a tier is counted for the cost model (docs/cost.md).
+  const cost = new CostService(meta.database, config.cost, metrics, log);
+  const { fsRoot } = tiers;
+  const fs = countFs(tiers.fs, cost.sink('fs'));
+  const objects = withCounting(tiers.objects, cost.sink('objects'));
   const hub = new ChangeHub({
     meta,
     batchMs: config.shares.notifyBatchMs,
@@ -184,6 +194,7 @@ export async function startProxyServer(
   registerTransferRoutes(ctx, { transfers, devices });
   await registerDeltaRoutes(ctx, { deltas, store, maxSignatureBytes: config.maxSignatureBytes });
   registerChangeRoutes(ctx, { meta, hub, merkle, devices, metrics });
+  registerCostRoutes(ctx, cost);
 
   const shares = config.shares.enabled
     ? new ShareService({
@@ -220,6 +231,7 @@ export async function startProxyServer(
         })
       : undefined;
   if (peerRouter && shares) shares.providerRoute = peerRouter.route;
+  cost.start();
   const address = await app.listen({ host: config.host, port: config.port });
   await shares?.start();
   peerRouter?.start();
@@ -245,6 +257,7 @@ export async function startProxyServer(
     gc: (graceMs?: number) => store.gc(graceMs ?? config.gcGraceMs),
     enrol: (user: string, deviceName: string) => enrolment.enrolDevice(user, deviceName),
     ...(shares ? { shares } : {}),
+    cost,
     async close() {
       if (closed) return;
       closed = true;
@@ -257,6 +270,7 @@ export async function startProxyServer(
       await app.close();
       await fs.close();
       await objects.close?.();
+      cost.close();
       meta.close();
     },
   };

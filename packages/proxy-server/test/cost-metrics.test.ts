@@ -1,6 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { TransferState } from '@weft/wire';
-import { pseudoRandom, sha, startTestServer, streamBlocks, TestClient, transferFrames } from './helpers.ts';
+import { CostResponse, type TransferState } from '@weft/wire';
+import {
+  pseudoRandom,
+  sha,
+  startTestServer,
+  streamBlocks,
+  TestClient,
+  transferFrames,
+  uploadLarge,
+} from './helpers.ts';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
 
@@ -51,3 +59,63 @@ describe('weft_bytes_total: bytes from clients', () => {
     expect((await metric(server, 'weft_bytes_total', CLIENT_IN)) - before).toBe(sent);
   });
 });
+
+describe('GET /v1/cost', () => {
+  let server: Server;
+  beforeAll(async () => {
+    server = await startTestServer({ smallFileBytes: 1024, cost: { sampleIntervalMs: 0 } });
+  });
+  afterAll(async () => server.stop());
+
+  it('billsTheRequestsBytesAndEgressOfOneUserAndTheProxy', async () => {
+    const a = await TestClient.enrol(server, 'alice');
+    const b = await TestClient.enrol(server, 'bob');
+    const big = pseudoRandom(200_000, 3);
+    const putsBefore = await metric(server, 'weft_backend_requests_total', 'backend="objects",kind="put"');
+    expect((await uploadLarge(a, 'big.bin', big)).status).toBe('applied');
+    await b.putSmall({ 'small.txt': 'x'.repeat(100) });
+    const egress = () => server.cost.ledger.usage('alice', Date.now()).egressBytes;
+    const before = egress();
+    expect(await a.bytes('big.bin')).toEqual(big);
+    expect(await a.bytes('big.bin')).toEqual(big);
+    expect(egress() - before).toBe(2 * big.length);
+    server.cost.sample();
+
+    const r = await a.json<CostResponse>('GET', '/v1/cost');
+    expect(CostResponse.parse(r)).toEqual(r);
+    expect(r).toMatchObject({
+      user: 'alice',
+      currency: 'USD',
+      tables: { fs: 'efs-standard', objects: 's3-standard' },
+    });
+    expect(r.mine).toMatchObject({ objectsBytes: big.length, fsBytes: 0 });
+    expect(r.mine.egressBytes).toBeGreaterThan(2 * big.length);
+    expect(r.proxy).toMatchObject({ objectsBytes: big.length, fsBytes: 100 });
+    // The ledger and the Prometheus counter count the same object-tier requests (the object's
+    // PUT among them); the filesystem tier's are in the proxy's total too.
+    const objectPuts =
+      (await metric(server, 'weft_backend_requests_total', 'backend="objects",kind="put"')) - putsBefore;
+    const fsPuts = await metric(server, 'weft_backend_requests_total', 'backend="fs",kind="put"');
+    expect(objectPuts).toBeGreaterThanOrEqual(1);
+    expect(fsPuts).toBeGreaterThanOrEqual(1);
+    expect(r.proxy.requests.put).toBe(objectPuts + fsPuts);
+    expect(r.mine.soFar.total).toBeGreaterThan(0);
+    expect(r.mine.projected.total).toBeGreaterThanOrEqual(r.mine.soFar.total);
+    expect(r.proxy.soFar.egress).toBeCloseTo((r.proxy.egressBytes * 0.09) / 2 ** 30, 15);
+    expect(r.history.at(-1)).toMatchObject({ objectsBytes: big.length, fsBytes: 0 });
+    const bob = await costOf(server, b);
+    expect(bob.mine).toMatchObject({ fsBytes: 100, objectsBytes: 0 });
+    expect(bob.mine.egressBytes).toBeLessThan(10_000);
+
+    const text = await (await fetch(`${server.url}/metrics`)).text();
+    expect(text).toMatch(/weft_cost_usd\{scope="proxy",basis="projected",part="total"\} [0-9.e-]+/);
+    const doc = (await (await fetch(`${server.url}/openapi.json`)).json()) as {
+      paths: Record<string, unknown>;
+    };
+    expect(doc.paths['/v1/cost']).toBeDefined();
+  });
+});
+
+async function costOf(server: Server, c: TestClient): Promise<CostResponse> {
+  return c.json<CostResponse>('GET', '/v1/cost');
+}
