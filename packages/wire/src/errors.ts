@@ -2,7 +2,7 @@
  * Typed errors for everything @weft/wire parses. Decoders never throw anything else on
  * bad input (no RangeError, no zlib error, no InvalidPathError escaping unwrapped).
  */
-export type WireFormat = 'bundle' | 'transfer-block' | 'delta-container' | 'api';
+export type WireFormat = 'bundle' | 'transfer-block' | 'delta-container' | 'api' | 'pack';
 
 export type WireErrorCode =
   | 'BAD_MAGIC'

@@ -17,3 +17,4 @@ export {
   sanitizeDevice,
   splitExtension,
 } from './conflict.ts';
+export * from './pack.ts';

@@ -1,0 +1,104 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { coalescePackRanges, decodePack, PACK_TRAILER_SIZE, PackBuilder, unpackEntry } from '../src/pack.ts';
+import { WireFormatError } from '../src/errors.ts';
+import { FUZZ_RUNS, RUNS } from './arbitraries.ts';
+
+function concat(chunks: Uint8Array[]): Uint8Array {
+  return new Uint8Array(Buffer.concat(chunks));
+}
+
+function build(contents: Uint8Array[]): Uint8Array {
+  const b = new PackBuilder();
+  for (const c of contents) b.add(c);
+  return concat(b.finish().chunks);
+}
+
+const contents = fc.array(
+  fc.oneof(fc.uint8Array({ maxLength: 300 }), fc.constant(new Uint8Array(500).fill(7))),
+  {
+    maxLength: 20,
+  },
+);
+
+describe('pack format', () => {
+  it('round-trips: every distinct content is found by its footer entry', () => {
+    fc.assert(
+      fc.property(contents, (list) => {
+        const pack = build(list);
+        const entries = decodePack(pack);
+        const distinct = new Set(list.map((c) => Buffer.from(c).toString('hex')));
+        expect(entries).toHaveLength(distinct.size);
+        for (const e of entries) {
+          const raw = unpackEntry(pack.subarray(e.offset, e.offset + e.length), e);
+          expect(distinct.has(Buffer.from(raw).toString('hex'))).toBe(true);
+        }
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it('compresses what deflates well and stores the rest', () => {
+    const b = new PackBuilder();
+    const zeros = b.add(new Uint8Array(4096))!;
+    const random = b.add(
+      new Uint8Array(Buffer.from(Array.from({ length: 64 }, (_, i) => (i * 97 + 13) % 251))),
+    )!;
+    expect(zeros.compression).toBe(1);
+    expect(zeros.length).toBeLessThan(100);
+    expect(random.compression).toBe(0);
+  });
+
+  it('rejects any corrupted trailer or footer with a WireFormatError, never anything else', () => {
+    fc.assert(
+      fc.property(contents, fc.nat(), fc.integer({ min: 1, max: 255 }), (list, at, xor) => {
+        const pack = build(list);
+        const footerStart = pack.byteLength - PACK_TRAILER_SIZE - decodePack(pack).length * 49;
+        const i = footerStart + (at % (pack.byteLength - footerStart));
+        const bad = pack.slice();
+        bad[i]! ^= xor;
+        expect(() => decodePack(bad)).toThrow(WireFormatError);
+      }),
+      { numRuns: FUZZ_RUNS },
+    );
+  });
+
+  it('detects corrupted entry bytes by hash', () => {
+    const pack = build([new Uint8Array([1, 2, 3])]);
+    const [e] = decodePack(pack);
+    const stored = pack.slice(e!.offset, e!.offset + e!.length);
+    stored[0]! ^= 1;
+    expect(() => unpackEntry(stored, e!)).toThrow(/not/);
+  });
+
+  it('coalesces close ranges into one read and keeps far ones apart', () => {
+    const groups = coalescePackRanges(
+      [
+        { offset: 100, length: 10 },
+        { offset: 0, length: 50 },
+        { offset: 1_000_000, length: 5 },
+      ],
+      64,
+    );
+    expect(groups.map((g) => [g.offset, g.length, g.entries.length])).toEqual([
+      [0, 110, 2],
+      [1_000_000, 5, 1],
+    ]);
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ offset: fc.nat(10_000), length: fc.nat(500) })),
+        fc.nat(1000),
+        (ranges, gap) => {
+          const gs = coalescePackRanges(ranges, gap);
+          expect(gs.reduce((n, g) => n + g.entries.length, 0)).toBe(ranges.length);
+          for (const g of gs)
+            for (const r of g.entries) {
+              expect(r.offset).toBeGreaterThanOrEqual(g.offset);
+              expect(r.offset + r.length).toBeLessThanOrEqual(g.offset + g.length);
+            }
+        },
+      ),
+      { numRuns: RUNS },
+    );
+  });
+});
