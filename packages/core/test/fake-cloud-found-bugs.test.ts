@@ -281,4 +281,27 @@ describe('engine bugs found by the random schedules', () => {
       expect(t.has('D/old.txt')).toBe(false);
       expect(t.has('D/sub/old.txt')).toBe(false);
     }));
+  /**
+   * putBehindFolderMove (seeds 908, 1027, 1211, 1795): offline, a folder made with a file in
+   * it, then the folder renamed. The queue sends mkdir D, put D/f, move D→e in that order,
+   * but the put read D/f from disk, found it gone (it is at e/f now), and dropped itself as
+   * a vanished file; the journal already knew e/f, so no scan queued it again: the file
+   * stayed on this device only. The put now reads the file where the later queued moves
+   * carried it.
+   */
+  it('a file put into a folder made offline and then renamed offline goes up', () =>
+    withCloud(async (cloud) => {
+      const [a, b] = await pair(cloud);
+      a.offline = true;
+      await a.write('D/f.txt', 'made offline');
+      await a.sync();
+      await a.mv('D', 'e');
+      await a.sync();
+      a.offline = false;
+      await a.sync();
+      await b.sync();
+      expect(cloud.serverTree().get('e/f.txt')).toBe(sha256('made offline'));
+      expect(await b.read('e/f.txt')).toBe('made offline');
+      await converged(cloud);
+    }));
 });

@@ -9,7 +9,7 @@ import * as fsp from 'node:fs/promises';
 import type { Op } from '../ops.ts';
 import type { SyncContext } from './context.ts';
 import { sendOps } from './propagate/remote-ops.ts';
-import { uploadBundles } from './propagate/upload-bundle.ts';
+import { uploadBundles, whereNow } from './propagate/upload-bundle.ts';
 import { uploadLarge } from './propagate/upload-large.ts';
 import { resolveServerConflicts } from './refusals.ts';
 
@@ -52,7 +52,7 @@ export async function push(ctx: SyncContext, control: PushControl): Promise<void
     for (const q of puts) {
       if (control.stopped()) return;
       const st = await ctx
-        .at(q.op.kind === 'put' ? q.op.path : '', true)
+        .at(q.op.kind === 'put' ? whereNow(queue, q.id, q.op.path) : '', true)
         .then((abs) => fsp.lstat(abs))
         .catch(() => undefined);
       if (st && st.isFile() && st.size >= ctx.small) large.push(q);

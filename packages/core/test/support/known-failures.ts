@@ -15,13 +15,9 @@ export const BUGS: Record<string, string> = {
 };
 
 export const KNOWN: Record<number, keyof typeof BUGS> = {
-  908: 'untriaged',
-  1027: 'untriaged',
   1070: 'untriaged',
   1183: 'untriaged',
-  1211: 'untriaged',
   1437: 'untriaged',
   1453: 'untriaged',
   1632: 'untriaged',
-  1795: 'untriaged',
 };

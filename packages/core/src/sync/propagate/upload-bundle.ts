@@ -69,7 +69,10 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
     let abs: string;
     let content: Buffer;
     try {
-      abs = await ctx.at(q.op.path);
+      // The file may sit elsewhere now: a folder above it moved after the put was queued
+      // (offline: mkdir D, put D/f, move D→E). Its content goes up under the queued path,
+      // and the queued move then carries it.
+      abs = await ctx.at(whereNow(ctx.journal.pendingOps(), q.id, q.op.path));
       content = await fsp.readFile(abs);
     } catch {
       ctx.journal.completeOp(q.id, () => undefined); // gone since: the scanner queues its delete
@@ -92,6 +95,20 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
     bytes += size;
   }
   await flush();
+}
+
+/**
+ * Where the file queued at `path` by operation `id` is now on disk: the path carried through
+ * every move queued after it whose source is the path or a folder above it.
+ */
+export function whereNow(queue: readonly { id: number; op: Op }[], id: number, path: string): string {
+  let p = path;
+  for (const q of queue) {
+    if (q.id <= id || q.op.kind !== 'move') continue;
+    if (p === q.op.from) p = q.op.to;
+    else if (p.startsWith(q.op.from + '/')) p = q.op.to + p.slice(q.op.from.length);
+  }
+  return p;
 }
 
 /** Record the outcome of one file write on the server (any upload path ends here). */
