@@ -147,6 +147,18 @@ export const ProxyConfig = z.object({
     .int()
     .positive()
     .default(2 * MiB),
+  /** The packer (docs/formats/pack.md): target pack size and flush timeout; `enabled: false` keeps small files on the fs tier only. */
+  packs: z
+    .object({
+      enabled: z.boolean().default(true),
+      targetBytes: z
+        .number()
+        .int()
+        .min(64 * 1024)
+        .default(16 * MiB),
+      timeoutMs: z.number().int().positive().default(5000),
+    })
+    .prefault({}),
   relayCacheBytes: z
     .number()
     .int()

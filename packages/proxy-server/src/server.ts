@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import * as nodePath from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
-import { FsProvider, S3Provider, type Provider, withCounting } from '@weft/providers';
+import { collect, FsProvider, S3Provider, type Provider, withCounting } from '@weft/providers';
 import type { ChangeRecord, ErrorCode } from '@weft/wire';
 import { hashSecret } from './auth.ts';
 import { BundleService } from './bundles.ts';
@@ -40,6 +40,7 @@ import { OpScheduler } from './scheduler.ts';
 import { MIRROR_DEVICE_PREFIX, ShareService, type ShareServiceOptions } from './shares/service.ts';
 import { HybridStore } from './store/hybrid.ts';
 import { RelayCache } from './store/relay-cache.ts';
+import { Packer } from './store/packs.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
 import { TransferService } from './transfers.ts';
 
@@ -68,6 +69,8 @@ export interface RunningProxyServer {
   enrol(user: string, deviceName: string): Promise<{ token: string; deviceId: string }>;
   /** Cost accounting (docs/cost.md). */
   readonly cost: CostService;
+  /** The packer of small files into pack blobs (docs/formats/pack.md); absent when disabled. */
+  readonly packer?: Packer;
   /** Cross-cloud shared folders (absent when config.shares.enabled is false). */
   readonly shares?: ShareService;
   close(): Promise<void>;
@@ -144,6 +147,7 @@ export async function startProxyServer(
     },
   );
   await relay.init();
+  let packer: Packer | undefined;
   const store = new HybridStore({
     fs,
     objects,
@@ -156,6 +160,7 @@ export async function startProxyServer(
     metrics,
     onChanges: (userId: string, records: ChangeRecord[]) => {
       for (const r of records) {
+        if (r.type === 'upsert' && r.entry.tier === 'small') packer?.notify(r.entry.size);
         merkle.invalidate(userId, r.path);
         if (r.type === 'move') merkle.invalidate(userId, r.from);
       }
@@ -167,6 +172,19 @@ export async function startProxyServer(
   // Crash recovery: the filesystem tier is the truth for every namespace.
   for (const user of meta.listUsers()) await store.reconcile(user);
   meta.recomputeRefcounts(Date.now());
+  if (config.packs.enabled) {
+    packer = new Packer({
+      db: meta.database,
+      objects,
+      readSmall: async (user, path) => collect(await fs.read(store.nsPath(user, path))),
+      log,
+      targetBytes: config.packs.targetBytes,
+      timeoutMs: config.packs.timeoutMs,
+    });
+    // A pack written but not indexed before a crash, then whatever waits to be packed.
+    await packer.recoverUnindexed();
+    if (packer.pending(1).length > 0) packer.notify(0);
+  }
   const transfers = new TransferService(store, metrics, config.maxFileBytes);
   const enrolment = new Enrolment({
     meta,
@@ -258,6 +276,7 @@ export async function startProxyServer(
     enrol: (user: string, deviceName: string) => enrolment.enrolDevice(user, deviceName),
     ...(shares ? { shares } : {}),
     cost,
+    ...(packer ? { packer } : {}),
     async close() {
       if (closed) return;
       closed = true;
@@ -268,6 +287,7 @@ export async function startProxyServer(
       for (const c of app.websocketServer?.clients ?? []) c.terminate();
       slowClients.close();
       await app.close();
+      await packer?.close();
       await fs.close();
       await objects.close?.();
       cost.close();
