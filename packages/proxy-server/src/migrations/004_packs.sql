@@ -24,14 +24,5 @@ CREATE TABLE pack_entries (
 
 CREATE INDEX pack_entries_pack ON pack_entries (pack_id, offset);
 
--- Content durable on the filesystem tier and not yet in a pack (the packer's queue, kept
--- across restarts). Which users uploaded it is already in user_objects.
-CREATE TABLE pack_pending (
-  sha256 TEXT PRIMARY KEY,
-  path TEXT NOT NULL,
-  user_id TEXT NOT NULL,
-  size INTEGER NOT NULL,
-  queued_ms INTEGER NOT NULL
-) STRICT, WITHOUT ROWID;
-
+-- The packer's queue is derived: small entries whose hash has no pack_entries row.
 CREATE INDEX entries_small_sha256 ON entries (sha256) WHERE tier = 'small';
