@@ -17,7 +17,5 @@ export const BUGS: Record<string, string> = {
 export const KNOWN: Record<number, keyof typeof BUGS> = {
   1070: 'untriaged',
   1183: 'untriaged',
-  1437: 'untriaged',
-  1453: 'untriaged',
   1632: 'untriaged',
 };

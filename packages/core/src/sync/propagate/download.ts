@@ -85,6 +85,11 @@ export async function downloadLarge(ctx: SyncContext, d: Download): Promise<void
     const sig = Buffer.concat(sigChunks);
     try {
       const container = await ctx.client.downloadDelta(entry.path, local, sig);
+      // The server holds a later version than the feed entry (the container names no
+      // revision): recording it as `entry.revision` would pair that revision with other
+      // content, and a rename of that revision would then carry the wrong file. A later
+      // change in the feed brings it.
+      if (container.targetSha256 !== sha) return;
       const old = await openOldFile(abs);
       try {
         await writeDownloaded(ctx, {
