@@ -331,4 +331,27 @@ describe('engine bugs found by the random schedules', () => {
       expect(await b.read('f.txt')).toBe(big('new file under the old name '));
       await converged(cloud);
     }, 64));
+  /**
+   * folderFetchedAheadOfFeed (seed 1183): a folder renamed there (D→d), renamed back (d→D),
+   * then a file put into a new d, pulled together. The first rename brings d down as the
+   * server holds it now — with the later file in it; the second carried that file into D,
+   * where the server has none: a copy on devices only. After a folder rename here the engine
+   * now drops what the server's folder lacks (synced content only; edits are kept).
+   */
+  it('a folder renamed there and back, with a file put under the first name, comes down once', () =>
+    withCloud(async (cloud) => {
+      const [a, b] = await pair(cloud);
+      await a.write('D/old.txt', 'known to both');
+      await a.sync();
+      await b.sync();
+      await a.mv('D', 'd');
+      await a.sync();
+      await a.mv('d', 'D');
+      await a.sync();
+      await a.write('d/new.txt', 'put into a new d');
+      await a.sync();
+      await b.sync();
+      expect(await b.tree()).toEqual(await a.tree());
+      await converged(cloud);
+    }));
 });

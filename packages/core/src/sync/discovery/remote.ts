@@ -191,7 +191,10 @@ async function applyRemoteMove(ctx: SyncContext, from: string, to: string, entry
       // (its download found it moved already) is decided as usual now: an edit (D8/D10),
       // a file put into the folder (D3). The feed will not repeat it.
       if (entry.kind === 'file') await applyRemoteFiles(ctx, [entry]);
-      else await fetchRemoteSubtree(ctx, to); // (a later change may have removed it already)
+      // (a later change may have removed it already). What the rename carried here that the
+      // server's folder lacks goes: content fetched as it is now, under the old name, ahead
+      // of the feed (a D21 earlier in this page), is not in the folder the rename made there.
+      else await fetchRemoteSubtree(ctx, to, undefined, true);
       return;
     }
     d = decideHint('moved-blocked');
