@@ -121,17 +121,22 @@ async function runBoth(label: string, link: ThrottledLink | undefined): Promise<
     const started = performance.now();
     await engine.start();
     await engine.syncNow();
+    // "Stored and durable in S3": every small file in a pack on s3proxy (the packer flushes at
+    // its target size or after 5 s; the rest is flushed here rather than waiting for the timer).
+    await server.packer?.flush();
     const weftSeconds = (performance.now() - started) / 1000;
+    const packStats = server.packer?.stats() ?? [];
+    const inS3 = packStats.reduce((n, p) => n + p.entries, 0);
     if (engine.error) console.error(`weft engine stopped on: ${String(engine.error)}`);
     const listing = await client.list('', true);
     const uploaded = listing.entries.filter((e) => e.kind === 'file').length;
     rows.push([
       label,
-      'weft (bundles → proxy, s3 tier)',
+      'weft (bundles → proxy → packs on s3)',
       weftSeconds.toFixed(1),
       String(client.requests),
       String(client.bytesSent),
-      `${uploaded}/${files}`,
+      `${uploaded}/${files}; ${packStats.length} pack PUTs to S3 holding ${inS3} distinct contents`,
     ]);
     await engine.stop();
     await serverVia.close();

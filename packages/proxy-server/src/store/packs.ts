@@ -59,6 +59,8 @@ export interface PackStats {
   /** Stored bytes of entries some namespace still references. */
   readonly liveBytes: number;
   readonly liveEntries: number;
+  /** Ranged reads a repack needs for the live entries (coalescePackRanges, default gap). */
+  readonly liveRanges: number;
   /** Stored bytes of entries nothing references (or that moved to another pack). */
   readonly deadBytes: number;
   readonly createdMs: number;
@@ -355,11 +357,24 @@ export class Packer {
          ${packId ? 'WHERE k.pack_id = ?' : ''}
          GROUP BY k.pack_id ORDER BY k.pack_id`,
       )
-      .all(...(packId ? [packId] : [])) as Omit<PackStats, 'deadBytes'>[];
+      .all(...(packId ? [packId] : [])) as Omit<PackStats, 'deadBytes' | 'liveRanges'>[];
     return rows.map((r) => ({
       ...r,
+      liveRanges: r.liveEntries === 0 ? 0 : coalescePackRanges(this.liveLocations(r.packId)).length,
       deadBytes: Math.max(0, r.size - r.liveBytes - r.entries * 49 - PACK_TRAILER_SIZE),
     }));
+  }
+
+  /** The entries of a pack some namespace still references, in offset order. */
+  liveLocations(packId: string): PackLocation[] {
+    return (
+      this.o.db
+        .prepare(
+          `SELECT p.* FROM pack_entries p WHERE p.pack_id = ? AND EXISTS
+             (SELECT 1 FROM entries e WHERE e.tier = 'small' AND e.sha256 = p.sha256) ORDER BY p.offset`,
+        )
+        .all(packId) as LocationSql[]
+    ).map(toLocation);
   }
 
   /**
@@ -371,14 +386,7 @@ export class Packer {
     const [st] = this.stats(packId);
     if (!st || !shouldRepack(st)) return undefined;
     while (this.flushing) await this.flushing.catch(() => undefined);
-    const live = (
-      this.o.db
-        .prepare(
-          `SELECT p.* FROM pack_entries p WHERE p.pack_id = ? AND EXISTS
-             (SELECT 1 FROM entries e WHERE e.tier = 'small' AND e.sha256 = p.sha256) ORDER BY p.offset`,
-        )
-        .all(packId) as LocationSql[]
-    ).map(toLocation);
+    const live = this.liveLocations(packId);
     let newId = '';
     if (live.length > 0) {
       const bytes = await this.readMany(live);
