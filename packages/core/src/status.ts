@@ -26,7 +26,7 @@ export interface TransferStatus {
 
 export interface ActivityItem {
   readonly atMs: number;
-  readonly kind: 'uploaded' | 'downloaded' | 'deleted' | 'moved' | 'conflicted' | 'error';
+  readonly kind: 'added' | 'uploaded' | 'downloaded' | 'deleted' | 'moved' | 'conflicted' | 'error';
   readonly path: string;
   readonly detail?: string;
   /** The decision-table row that produced it (docs/sync-decisions.md), if one did. */

@@ -66,7 +66,7 @@ export const FolderStatusSchema = z.object({
   recent: z.array(
     z.object({
       atMs: z.number(),
-      kind: z.enum(['uploaded', 'downloaded', 'deleted', 'moved', 'conflicted', 'error']),
+      kind: z.enum(['added', 'uploaded', 'downloaded', 'deleted', 'moved', 'conflicted', 'error']),
       path: z.string(),
       detail: z.string().optional(),
     }),

@@ -15,6 +15,7 @@ import {
 import { Scope, h, renderInto, timeText } from '../dom.mts';
 
 const KIND_LABEL: Record<FolderStatusDto['recent'][number]['kind'], string> = {
+  added: 'Added',
   uploaded: 'Uploaded',
   downloaded: 'Downloaded',
   deleted: 'Deleted',

@@ -64,7 +64,9 @@ export async function sendOps(ctx: SyncContext, run: readonly { id: number; op: 
         ctx.status.activity({ kind: 'error', path: describe(q.op), detail: r.error.message });
     });
     if (r?.status === 'applied') {
-      ctx.status.activity({ kind: q.op.kind === 'delete' ? 'deleted' : 'moved', path: describe(q.op) });
+      // A folder made here is added, not moved (issue #19: a copied tree showed "Moved").
+      const kind = q.op.kind === 'delete' ? 'deleted' : q.op.kind === 'mkdir' ? 'added' : 'moved';
+      ctx.status.activity({ kind, path: describe(q.op) });
     }
     if (r?.status === 'conflict') noteServerConflict(ctx, q.op, r);
     if (r?.status === 'error') failed.push({ op: q.op, code: r.error.code });
