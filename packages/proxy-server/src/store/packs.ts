@@ -29,9 +29,11 @@ import {
 
 export const PACK_PREFIX = 'packs';
 /**
- * Default pack target: 16 MiB (restic's choice). Measured on this machine against s3proxy
- * (bench/small-files.bench.ts): a 16 MiB PUT costs one request like a 1 MiB one while 10,029
- * files (30 MB) fit in 2–3 packs; larger packs only delay durability and make repack dearer.
+ * Default pack target: 16 MiB, restic's pack size. NOT yet chosen by measurement (issue #16
+ * asks for it; bench/small-files.bench.ts prints the pack PUTs for it): one PUT per 16 MiB
+ * puts the 10,029-file corpus (30 MB) in 2–3 packs, i.e. ~4,000× fewer PUTs than one per
+ * file, while a pack still fits in memory and a repack stays cheap. CostService.packTargetSize()
+ * (docs/cost.md) gives the price-driven value an operator can set in `packs.targetBytes`.
  */
 export const DEFAULT_PACK_TARGET_BYTES = 16 * 1024 * 1024;
 /** Default flush timeout (the Packing paper's 5 s). */
