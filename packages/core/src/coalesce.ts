@@ -13,7 +13,7 @@
  *   R5  any op wholly inside p + delete p → delete p (deleting a folder absorbs its content)
  *   R6  mkdir p      + mkdir p        → mkdir p (the queued one, where it is)
  *   R7  move a→b (b was empty) + move b→c → move a→c
- *   R8  move a→b     + delete b       → delete a, then delete b
+ *   R8  move a→b     + delete b       → delete a (with b's revision), then delete b
  *   R9  delete p     + delete p       → delete p (the queued one, where it is)
  *   R10 mkdir d      + put d/…/p      → the put walks on past the mkdir (they commute:
  *       the put makes its folders), so one path never has two puts in a create window
@@ -260,7 +260,13 @@ function merge(earlier: Op, op: Op): Merge | undefined {
       }
       // R8: the moved thing ends up deleted: delete it at its origin instead.
       if (earlier.kind === 'move' && earlier.to === p && !related(earlier.from, p)) {
-        return { replaceEarlier: { kind: 'delete', path: earlier.from }, carry: op, stop: true };
+        // It keeps the revision the delete names (the moved thing's): a delete at the origin
+        // without one would remove whatever another device put there since (seed 1070).
+        const atOrigin: Op =
+          op.revision === undefined
+            ? { kind: 'delete', path: earlier.from }
+            : { kind: 'delete', path: earlier.from, revision: op.revision };
+        return { replaceEarlier: atOrigin, carry: op, stop: true };
       }
       return undefined;
     }

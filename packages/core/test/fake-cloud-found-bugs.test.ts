@@ -354,4 +354,30 @@ describe('engine bugs found by the random schedules', () => {
       expect(await b.tree()).toEqual(await a.tree());
       await converged(cloud);
     }));
+  /**
+   * moveThenDeleteDropsRevision (seed 1070): offline, a file renamed and the new name then
+   * deleted; the queue merges that into a delete at the origin (coalesce R8) — without the
+   * revision, so when it went up it removed the new file another device had put under the
+   * old name meanwhile. The delete at the origin now keeps the revision it removes.
+   */
+  it('a rename then delete made offline does not remove a new file put under the old name there', () =>
+    withCloud(async (cloud) => {
+      const [a, b] = await pair(cloud);
+      await a.write('c.txt', 'first');
+      await a.sync();
+      await b.sync();
+      b.offline = true;
+      await b.mv('c.txt', 'm.txt');
+      await b.sync();
+      await b.rm('m.txt');
+      await b.sync();
+      await a.rm('c.txt');
+      await a.sync();
+      await a.write('c.txt', 'new there');
+      await a.sync();
+      b.offline = false;
+      await b.sync();
+      await converged(cloud);
+      expect(cloud.serverTree().get('c.txt')).toBe(sha256('new there'));
+    }));
 });

@@ -15,6 +15,5 @@ export const BUGS: Record<string, string> = {
 };
 
 export const KNOWN: Record<number, keyof typeof BUGS> = {
-  1070: 'untriaged',
   1632: 'untriaged',
 };
