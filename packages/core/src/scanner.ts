@@ -373,10 +373,17 @@ export async function scan(
   }
 
   // Deletions: known rows in scope that are no longer on disk (top-most only: a folder
-  // delete covers its content).
-  const gone = [...known.values()]
-    .filter((r) => !disk.has(r.path) && !present.has(r.path) && scoped(r.path))
-    .sort((a, b) => (a.path < b.path ? -1 : 1));
+  // delete covers its content). A row the ignore rules now match (a pattern added since it
+  // synced) is forgotten instead: it stops syncing and stays where it is, here and there.
+  const missing = [...known.values()].filter(
+    (r) => !disk.has(r.path) && !present.has(r.path) && scoped(r.path),
+  );
+  const gone: FileRow[] = [];
+  for (const r of missing) {
+    if (ignore.ignores(r.path, r.kind === 'dir')) journal.deleteFile(r.path);
+    else gone.push(r);
+  }
+  gone.sort((a, b) => (a.path < b.path ? -1 : 1));
   const deletedDirs = new Set<string>();
   for (const r of gone) {
     if (properAncestorIn(r.path, deletedDirs)) continue;

@@ -87,8 +87,8 @@ export class ProxyClient implements RemoteStore {
   bytesSent = 0;
   bytesReceived = 0;
 
-  private readonly upLimit: ByteRateLimiter | undefined;
-  private readonly downLimit: ByteRateLimiter | undefined;
+  private upLimit: ByteRateLimiter | undefined;
+  private downLimit: ByteRateLimiter | undefined;
 
   constructor(private readonly options: ProxyClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
@@ -99,6 +99,27 @@ export class ProxyClient implements RemoteStore {
     this.downLimit = options.downloadBytesPerSecond
       ? new ByteRateLimiter(options.downloadBytesPerSecond)
       : undefined;
+  }
+
+  /**
+   * Change the bandwidth limits at once (bytes per second; 0: none). Transfers under way
+   * take the new limit from their next chunk on; the settings screen calls this (issue #19).
+   */
+  setLimits(limits: { uploadBytesPerSecond: number; downloadBytesPerSecond: number }): void {
+    const make = (bps: number): ByteRateLimiter | undefined =>
+      bps > 0 ? new ByteRateLimiter(bps) : undefined;
+    if (this.upLimit?.bytesPerSecond !== limits.uploadBytesPerSecond)
+      this.upLimit = make(limits.uploadBytesPerSecond);
+    if (this.downLimit?.bytesPerSecond !== limits.downloadBytesPerSecond)
+      this.downLimit = make(limits.downloadBytesPerSecond);
+  }
+
+  /** The limits in force (bytes per second; 0: none). */
+  limits(): { uploadBytesPerSecond: number; downloadBytesPerSecond: number } {
+    return {
+      uploadBytesPerSecond: this.upLimit?.bytesPerSecond ?? 0,
+      downloadBytesPerSecond: this.downLimit?.bytesPerSecond ?? 0,
+    };
   }
 
   private async parseJson<T>(res: Response, schema: Schema<T>): Promise<T> {

@@ -75,6 +75,8 @@ export interface UiServiceOptions {
   /** The proxy's share API for a session. Default: over HTTP with the device token. */
   readonly shares?: (session: UiSession) => ShareBackend;
   readonly now?: () => number;
+  /** Called after the settings were saved, so that they apply at once (no restart). */
+  readonly onSettings?: (settings: Settings) => void;
 }
 
 export interface UiService extends Disposable {
@@ -396,6 +398,7 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
     setSettings: async (patch) => {
       settings = { ...settings, ...patch };
       await writePrivate(nodePath.join(options.stateDir, SETTINGS_FILE), settings);
+      options.onSettings?.(settings);
       return settings;
     },
     listAccounts: async () => ({ accounts: accounts() }),
