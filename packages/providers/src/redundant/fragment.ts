@@ -1,0 +1,87 @@
+/**
+ * The header of a fragment object of the redundant tier (issue #17). Layout and versioning:
+ * docs/formats/fragment.md. All integers little-endian, unsigned.
+ */
+import { createHash } from 'node:crypto';
+
+export const FRAGMENT_MAGIC = 'WFTF';
+export const FRAGMENT_VERSION = 1;
+export const FRAGMENT_HEADER_BYTES = 64;
+
+export interface FragmentHeader {
+  /** Data shards per stripe (1..255). */
+  readonly k: number;
+  /** Parity shards per stripe (0..255, k + m ≤ 255). */
+  readonly m: number;
+  /** This fragment's shard index, 0..k+m−1 (< k: data, ≥ k: parity). */
+  readonly index: number;
+  /** Bytes of each shard in a stripe. */
+  readonly shardBytes: number;
+  /** Length of the whole object (before striping). */
+  readonly objectSize: number;
+  /** SHA-256 of the fragment's payload (every shard of this index, stripe after stripe), 32 bytes. */
+  readonly payloadSha256: Uint8Array;
+}
+
+export class FragmentFormatError extends Error {
+  override name = 'FragmentFormatError';
+}
+
+export function encodeFragmentHeader(h: FragmentHeader): Uint8Array {
+  check(h);
+  const out = new Uint8Array(FRAGMENT_HEADER_BYTES);
+  const v = new DataView(out.buffer);
+  out.set(new TextEncoder().encode(FRAGMENT_MAGIC), 0);
+  out[4] = FRAGMENT_VERSION;
+  out[5] = h.k;
+  out[6] = h.m;
+  out[7] = h.index;
+  v.setUint32(8, h.shardBytes, true);
+  v.setBigUint64(12, BigInt(h.objectSize), true);
+  out.set(h.payloadSha256, 20);
+  // bytes 52..59 reserved, zero
+  const check4 = createHash('sha256').update(out.subarray(0, 60)).digest();
+  out.set(check4.subarray(0, 4), 60);
+  return out;
+}
+
+export function decodeFragmentHeader(bytes: Uint8Array): FragmentHeader {
+  if (bytes.length < FRAGMENT_HEADER_BYTES)
+    throw new FragmentFormatError(`fragment header: ${bytes.length} bytes, need 64`);
+  const b = bytes.subarray(0, FRAGMENT_HEADER_BYTES);
+  if (new TextDecoder().decode(b.subarray(0, 4)) !== FRAGMENT_MAGIC)
+    throw new FragmentFormatError('fragment header: bad magic');
+  if (b[4] !== FRAGMENT_VERSION) throw new FragmentFormatError(`fragment header: unknown version ${b[4]}`);
+  const sum = createHash('sha256').update(b.subarray(0, 60)).digest();
+  for (let i = 0; i < 4; i++)
+    if (sum[i] !== b[60 + i]) throw new FragmentFormatError('fragment header: checksum mismatch');
+  for (let i = 52; i < 60; i++)
+    if (b[i] !== 0) throw new FragmentFormatError('fragment header: reserved bytes not zero');
+  const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  const objectSize = v.getBigUint64(12, true);
+  if (objectSize > BigInt(Number.MAX_SAFE_INTEGER))
+    throw new FragmentFormatError('fragment header: object size too large');
+  const h: FragmentHeader = {
+    k: b[5]!,
+    m: b[6]!,
+    index: b[7]!,
+    shardBytes: v.getUint32(8, true),
+    objectSize: Number(objectSize),
+    payloadSha256: b.slice(20, 52),
+  };
+  check(h);
+  return h;
+}
+
+function check(h: FragmentHeader): void {
+  if (!Number.isInteger(h.k) || h.k < 1 || !Number.isInteger(h.m) || h.m < 0 || h.k + h.m > 255)
+    throw new FragmentFormatError(`fragment header: bad RS(${h.k}, ${h.m})`);
+  if (!Number.isInteger(h.index) || h.index < 0 || h.index >= h.k + h.m)
+    throw new FragmentFormatError(`fragment header: index ${h.index} outside 0..${h.k + h.m - 1}`);
+  if (!Number.isInteger(h.shardBytes) || h.shardBytes < 1 || h.shardBytes > 0xffffffff)
+    throw new FragmentFormatError(`fragment header: bad shard size ${h.shardBytes}`);
+  if (!Number.isSafeInteger(h.objectSize) || h.objectSize < 0)
+    throw new FragmentFormatError('fragment header: bad object size');
+  if (h.payloadSha256.length !== 32)
+    throw new FragmentFormatError('fragment header: sha256 must be 32 bytes');
+}
