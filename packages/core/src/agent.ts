@@ -194,11 +194,13 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
     secrets,
     ...(options.oauth ? { oauth: options.oauth } : {}),
     // Bandwidth limits apply at once (command-line limits still win).
-    onSettings: (s) =>
+    onSettings: (s) => {
       session?.client.setLimits({
         uploadBytesPerSecond: options.uploadBytesPerSecond || s.uploadLimitKiBps * 1024,
         downloadBytesPerSecond: options.downloadBytesPerSecond || s.downloadLimitKiBps * 1024,
-      }),
+      });
+      session?.engine.setIgnorePatterns(s.ignorePatterns);
+    },
   });
   // The local trash (replaced and deleted files) is purged by age and size: now, hourly, and
   // after a sync pass that trashed something; the limits are read from the settings each time.

@@ -145,6 +145,17 @@ export class Engine implements Disposable {
     this.kick();
   }
 
+  /** Change the ignore patterns at once (Settings): a full local pass follows. */
+  setIgnorePatterns(patterns: readonly string[]): void {
+    this.ctx.ignore.setExtraPatterns(patterns);
+    this.markDirty(['']);
+  }
+
+  /** The ignore patterns from Settings in force. */
+  ignorePatterns(): readonly string[] {
+    return this.ctx.ignore.extraPatterns();
+  }
+
   /** Ask for a pass covering these local subtrees. */
   markDirty(scope: readonly string[]): void {
     for (const s of scope) this.pendingScope.add(s);

@@ -20,11 +20,24 @@ export const DEFAULT_IGNORES: readonly string[] = [
 export const IGNORE_FILE = '.weftignore';
 
 export class IgnoreRules {
-  private readonly root: Ignore;
+  private root: Ignore;
+  private extra: readonly string[];
   private readonly perFolder = new Map<string, Ignore>();
 
   constructor(extraPatterns: readonly string[] = []) {
+    this.extra = [...extraPatterns];
     this.root = ignore().add([...DEFAULT_IGNORES, ...extraPatterns]);
+  }
+
+  /** Replace the patterns from Settings (the defaults and `.weftignore` files stay). */
+  setExtraPatterns(patterns: readonly string[]): void {
+    this.extra = [...patterns];
+    this.root = ignore().add([...DEFAULT_IGNORES, ...patterns]);
+  }
+
+  /** The patterns from Settings in force. */
+  extraPatterns(): readonly string[] {
+    return this.extra;
   }
 
   /** Set the rules of the `.weftignore` in `folder` ('' for the root); empty text removes them. */

@@ -1,6 +1,7 @@
 /**
  * Recent activity names what happened: a folder tree copied in (issue #19: `cp -r docs
- * core-src`) is folders and files added, never "moved"; a real rename is one move.
+ * core-src`) is folders and files added, never "moved"; a real rename is one move. And ignore
+ * patterns changed in Settings apply to the running engine's next pass.
  */
 import { describe, expect, it } from 'vitest';
 import { FakeCloud } from './support/fake-cloud.ts';
@@ -25,6 +26,28 @@ describe('recent activity kinds', () => {
       const after = a.engine.getStatus().recent.filter((r) => r.kind === 'moved');
       expect(after).toHaveLength(1);
       expect(after[0]?.path).toContain('core-src/renamed');
+    } finally {
+      await cloud.close();
+    }
+  });
+});
+
+describe('ignore patterns changed while running', () => {
+  it('apply from the next pass: new matches stay local, what synced before stays on the server', async () => {
+    const cloud = new FakeCloud();
+    try {
+      const a = await cloud.addDevice('laptop');
+      await a.write('old.log', 'kept');
+      await a.sync();
+      a.engine.setIgnorePatterns(['*.log']);
+      await a.write('new.log', 'local only');
+      await a.write('note.txt', 'synced');
+      await a.sync();
+      const server = cloud.serverTree();
+      expect([...server.keys()].sort()).toEqual(['note.txt', 'old.log']);
+      a.engine.setIgnorePatterns([]);
+      await a.sync();
+      expect([...cloud.serverTree().keys()].sort()).toEqual(['new.log', 'note.txt', 'old.log']);
     } finally {
       await cloud.close();
     }

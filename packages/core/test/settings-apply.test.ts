@@ -42,6 +42,8 @@ describe('settings apply at once', () => {
       });
       await agent.ui.handlers.setSettings({ uploadLimitKiBps: 0 });
       expect(agent.client.limits()).toEqual({ uploadBytesPerSecond: 0, downloadBytesPerSecond: 131_072 });
+      await agent.ui.handlers.setSettings({ ignorePatterns: ['*.log'] });
+      expect(agent.engine.ignorePatterns()).toEqual(['*.log']);
     } finally {
       await agent.stop();
     }
