@@ -1,6 +1,7 @@
 /**
- * 10,000 small real files (npm package sources) dropped into the folder arrive in the
- * proxy's store byte-identical, in bundles, and a second device receives them all.
+ * Small real files (npm package sources: 4,703 in CI, 10,029 with WEFT_FULL=1) dropped into
+ * the folder arrive in the proxy's store byte-identical, in bundles, and a second device
+ * receives them all.
  */
 import { execFileSync } from 'node:child_process';
 import * as nodePath from 'node:path';
@@ -17,7 +18,12 @@ import {
   startTestProxy,
 } from '../src/harness.ts';
 
-const PACKAGES = ['lodash@4.17.21', 'rxjs@7.8.1', 'date-fns@4.1.0', 'ramda@0.30.1', 'lodash-es@4.17.21'];
+// CI drops date-fns (5,326 of the 10,029 files): the same kinds of file and the same
+// bundling path at half the size, about 55 s less of CI (issue #15). WEFT_FULL=1: all of it.
+const FULL = Boolean(process.env.WEFT_FULL);
+const PACKAGES = ['lodash@4.17.21', 'rxjs@7.8.1', 'ramda@0.30.1', 'lodash-es@4.17.21'];
+if (FULL) PACKAGES.push('date-fns@4.1.0');
+const MIN_FILES = FULL ? 10_000 : 4_500;
 const SCRIPT = nodePath.resolve(new URL('../../../shared/corpus/small-files.sh', import.meta.url).pathname);
 
 // On the embedded fs default only. An s3proxy variant ran here too, but every file of this
@@ -29,7 +35,8 @@ describe.each(['fs'] as const)('small-file drop (object tier: %s)', (tier) => {
   let proxy: TestProxy;
   let a: Device;
   let b: Device;
-  const corpus = nodePath.join(cacheDir(), 'small');
+  // Its own folder: bench/ fills 'small' with all five packages.
+  const corpus = nodePath.join(cacheDir(), FULL ? 'small' : 'small-ci');
 
   beforeAll(async () => {
     execFileSync('bash', [SCRIPT, corpus, ...PACKAGES], { stdio: 'ignore' });
@@ -46,7 +53,7 @@ describe.each(['fs'] as const)('small-file drop (object tier: %s)', (tier) => {
 
   it('uploads every file in bundles and a second device receives them all', async () => {
     const count = await copyTree(corpus, nodePath.join(a.folder, 'corpus'));
-    expect(count).toBeGreaterThanOrEqual(10_000);
+    expect(count).toBeGreaterThanOrEqual(MIN_FILES);
     await a.engine.syncNow();
     expect(a.engine.error, String(a.engine.error)).toBeUndefined();
     expect(a.engine.journal.pendingOps()).toHaveLength(0);
