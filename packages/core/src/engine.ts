@@ -22,6 +22,8 @@ import { DisposableStore, type Disposable, toDisposable } from './lifecycle.ts';
 import { sweepPartials } from './local-fs.ts';
 import { OfflineError, RemoteError } from './remote/proxy-client.ts';
 import { privateDir } from './private-file.ts';
+import { SelectiveSync } from './selective-sync.ts';
+import { selectiveRemote } from './selective-remote.ts';
 import { StorageWatch, isQuotaExceeded } from './storage-usage.ts';
 import { type ActivityItem, type FolderStatus, StatusModel } from './status.ts';
 import { SyncContext } from './sync/context.ts';
@@ -48,6 +50,8 @@ export class Engine implements Disposable {
   private readonly store = new DisposableStore();
   /** What discovery and the propagators share (sync/context.ts). */
   private readonly ctx: SyncContext;
+  /** Selective sync: the folders this device leaves out (selective-sync.ts). */
+  readonly selective: SelectiveSync;
   private watcher: FolderWatcher | undefined;
   /** The live feed's wake-ups (sync/discovery/feed.ts). */
   private readonly feed: FeedWake;
@@ -79,7 +83,9 @@ export class Engine implements Disposable {
         if (journal.isOpen) journal.addActivity(item);
       },
     });
-    this.ctx = SyncContext.forFolder(options, journal, this.status, {
+    // Discovery sees the server without the folders left out here (selective-remote.ts).
+    const client = selectiveRemote(options.client, (p) => this.selective.isExcluded(p));
+    this.ctx = SyncContext.forFolder({ ...options, client }, journal, this.status, {
       markDirty: (scope) => this.markDirty(scope),
       pullAgain: () => {
         this.remoteDirty = true;
@@ -88,6 +94,7 @@ export class Engine implements Disposable {
       reconcileEverything: () => this.reconcileEverything(),
     });
     this.ctx.showLocalNames();
+    this.selective = new SelectiveSync(this.ctx, options.client, options.settleMs ?? 1000);
     this.storage = new StorageWatch({
       usage: options.client.usage?.bind(options.client),
       status: this.status,
@@ -149,6 +156,17 @@ export class Engine implements Disposable {
   setIgnorePatterns(patterns: readonly string[]): void {
     this.ctx.ignore.setExtraPatterns(patterns);
     this.markDirty(['']);
+  }
+
+  /**
+   * Selective sync (Settings): leave out exactly these folders, at once. Their pending local
+   * changes are uploaded first, then their local copy goes; folders no longer left out are
+   * downloaded. Throws SelectionError for bad input (nothing changed).
+   */
+  setExcludedFolders(paths: readonly unknown[]): void {
+    const touched = this.selective.set(paths);
+    this.remoteDirty = true;
+    this.markDirty(touched);
   }
 
   /** The ignore patterns from Settings in force. */
@@ -321,6 +339,7 @@ export class Engine implements Disposable {
       this.remoteDirty = false;
       try {
         await pull(this.ctx);
+        await this.selective.afterPull();
         const now = (this.options.now ?? Date.now)();
         if (
           this.offlineSince !== undefined &&
@@ -339,6 +358,7 @@ export class Engine implements Disposable {
         offline = e;
       }
     }
+    if (this.pendingScope.size > 0) await this.selective.beforeScan([...this.pendingScope]);
     const scope = [...this.pendingScope];
     this.pendingScope.clear();
     if (scope.length > 0) {
@@ -361,6 +381,7 @@ export class Engine implements Disposable {
       stopped: () => this.stopped,
       storageFull: () => this.storage.isFull,
     });
+    await this.selective.afterPush();
     if (!this.again) await runIdleEstimates(this.ctx, () => this.again || this.stopped);
     const pending = this.journal.pendingOps().length;
     const full = this.storage.isFull;

@@ -23,6 +23,8 @@ export class IgnoreRules {
   private root: Ignore;
   private extra: readonly string[];
   private readonly perFolder = new Map<string, Ignore>();
+  /** Folders left out by selective sync (selection.ts): not synced either way, as if ignored. */
+  private excluded: (path: string) => boolean = () => false;
 
   constructor(extraPatterns: readonly string[] = []) {
     this.extra = [...extraPatterns];
@@ -33,6 +35,11 @@ export class IgnoreRules {
   setExtraPatterns(patterns: readonly string[]): void {
     this.extra = [...patterns];
     this.root = ignore().add([...DEFAULT_IGNORES, ...patterns]);
+  }
+
+  /** Treat the paths `excluded` answers true for as ignored (selective sync, selective-sync.ts). */
+  setExcluded(excluded: (path: string) => boolean): void {
+    this.excluded = excluded;
   }
 
   /** The patterns from Settings in force. */
@@ -48,6 +55,7 @@ export class IgnoreRules {
 
   /** Is `path` (a provider path) ignored? `isDir` lets folder-only patterns (`build/`) match. */
   ignores(path: string, isDir = false): boolean {
+    if (this.excluded(path)) return true;
     const test = (ig: Ignore, rel: string): boolean => ig.ignores(isDir ? rel + '/' : rel);
     if (test(this.root, path)) return true;
     // Every ancestor's .weftignore applies to what is below it; an ignored folder hides its content.
