@@ -41,82 +41,94 @@ async function preferredPort(wanted: number | undefined): Promise<number> {
   });
 }
 
-// Dropbox / Google Drive / OneDrive sign-in: the OAuth clients from the environment or
-// $WEFT_HOME/clouds.json (docs/clouds.md), for the agent and for the proxy (which refreshes
-// the tokens given to it for sharing). A malformed value stops here, naming the variable.
-let clouds: ReturnType<typeof loadCloudClients>;
-try {
-  clouds = loadCloudClients();
-} catch (e) {
-  if (!(e instanceof CloudClientSettingsError)) throw e;
-  process.stderr.write(`weft: ${e.message}\n`);
-  process.exit(2);
+// --demo-clouds: pretend Dropbox, Drive and OneDrive and a second person, to try sharing
+// without any account (scripts/demo-clouds.ts, docs/clouds.md "Trying it without accounts").
+if (process.argv.slice(2).includes('--demo-clouds')) {
+  const { runDemoFromStart } = await import('./demo-clouds.ts');
+  await runDemoFromStart({ home, folder: process.env.WEFT_FOLDER, say });
+  // The demo runs until Ctrl+C (its own signal handlers stop it).
+} else {
+  await startNormally();
 }
 
-// Owner-only whatever the umask, also when an older run left looser modes.
-await privateDir(home);
-const startFile = nodePath.join(home, 'start.json');
-const saved = await readJson<{ port?: number }>(startFile);
-const firstRun = saved === undefined;
+async function startNormally(): Promise<void> {
+  // Dropbox / Google Drive / OneDrive sign-in: the OAuth clients from the environment or
+  // $WEFT_HOME/clouds.json (docs/clouds.md), for the agent and for the proxy (which refreshes
+  // the tokens given to it for sharing). A malformed value stops here, naming the variable.
+  let clouds: ReturnType<typeof loadCloudClients>;
+  try {
+    clouds = loadCloudClients();
+  } catch (e) {
+    if (!(e instanceof CloudClientSettingsError)) throw e;
+    process.stderr.write(`weft: ${e.message}\n`);
+    process.exit(2);
+  }
 
-// The embedded proxy's admin token is needed only to enrol this computer (the first run, or
-// after its enrolment was lost), so it lives for one run, in memory: the proxy is given only
-// its hash, and nothing of it is written down. start.json keeps the port alone; one from an
-// older version that still holds a plaintext token is rewritten without it (that token is
-// then refused: devices enrolled with it keep their own tokens).
-const adminToken = 'wfa_' + randomBytes(24).toString('base64url');
-const proxy = await startProxyServer({
-  dataDir: nodePath.join(home, 'proxy'),
-  adminTokenSha256: createHash('sha256').update(adminToken).digest('hex'),
-  port: await preferredPort(saved?.port),
-  logLevel: 'warn',
-  shares: { oauth: clouds.proxy },
-});
-const port = Number(new URL(proxy.url).port);
-await writePrivateFile(startFile, JSON.stringify({ port }));
+  // Owner-only whatever the umask, also when an older run left looser modes.
+  await privateDir(home);
+  const startFile = nodePath.join(home, 'start.json');
+  const saved = await readJson<{ port?: number }>(startFile);
+  const firstRun = saved === undefined;
 
-const noOpen = process.env.WEFT_NO_OPEN === '1' || process.env.WEFT_NO_OPEN === 'true';
-const ui = await openDesktopUi({
-  open: noOpen ? 'none' : 'auto',
-  folder,
-  server: proxy.url,
-  stateDir: nodePath.join(home, 'agent'),
-  user:
-    os
-      .userInfo()
-      .username.toLowerCase()
-      .replace(/[^a-z0-9_.-]/g, '') || 'me',
-  deviceName:
-    os
-      .hostname()
-      .replace(/[/\\()]/g, '-')
-      .slice(0, 60) || 'this computer',
-  adminToken,
-  oauth: clouds.oauth,
-});
+  // The embedded proxy's admin token is needed only to enrol this computer (the first run, or
+  // after its enrolment was lost), so it lives for one run, in memory: the proxy is given only
+  // its hash, and nothing of it is written down. start.json keeps the port alone; one from an
+  // older version that still holds a plaintext token is rewritten without it (that token is
+  // then refused: devices enrolled with it keep their own tokens).
+  const adminToken = 'wfa_' + randomBytes(24).toString('base64url');
+  const proxy = await startProxyServer({
+    dataDir: nodePath.join(home, 'proxy'),
+    adminTokenSha256: createHash('sha256').update(adminToken).digest('hex'),
+    port: await preferredPort(saved?.port),
+    logLevel: 'warn',
+    shares: { oauth: clouds.proxy },
+  });
+  const port = Number(new URL(proxy.url).port);
+  await writePrivateFile(startFile, JSON.stringify({ port }));
 
-if (firstRun) say('Welcome to Weft. Files you put in the folder below are synced to your Weft storage.');
-say(`Weft folder:  ${folder}`);
-if (ui.openedWith === 'electron') say('Weft window:  the desktop app (in the tray)');
-else if (ui.openedWith === 'browser' || !ui.agent) say(`Weft window:  ${ui.url} (opened in your browser)`);
-else {
-  // Nothing opened: a link for the person at this terminal, valid once (the browser that
-  // uses it signs in) and for ten minutes.
-  say(`Weft window:  ${ui.agent.loginUrl(MAX_LOGIN_TTL_MS)}`);
-  say('              (a one-time sign-in link, valid for 10 minutes; another: npx weft open --print)');
+  const noOpen = process.env.WEFT_NO_OPEN === '1' || process.env.WEFT_NO_OPEN === 'true';
+  const ui = await openDesktopUi({
+    open: noOpen ? 'none' : 'auto',
+    folder,
+    server: proxy.url,
+    stateDir: nodePath.join(home, 'agent'),
+    user:
+      os
+        .userInfo()
+        .username.toLowerCase()
+        .replace(/[^a-z0-9_.-]/g, '') || 'me',
+    deviceName:
+      os
+        .hostname()
+        .replace(/[/\\()]/g, '-')
+        .slice(0, 60) || 'this computer',
+    adminToken,
+    oauth: clouds.oauth,
+  });
+
+  if (firstRun) say('Welcome to Weft. Files you put in the folder below are synced to your Weft storage.');
+  say(`Weft folder:  ${folder}`);
+  if (ui.openedWith === 'electron') say('Weft window:  the desktop app (in the tray)');
+  else if (ui.openedWith === 'browser' || !ui.agent) say(`Weft window:  ${ui.url} (opened in your browser)`);
+  else {
+    // Nothing opened: a link for the person at this terminal, valid once (the browser that
+    // uses it signs in) and for ten minutes.
+    say(`Weft window:  ${ui.agent.loginUrl(MAX_LOGIN_TTL_MS)}`);
+    say('              (a one-time sign-in link, valid for 10 minutes; another: npx weft open --print)');
+  }
+  say(`Proxy server: ${proxy.url} (data in ${home})`);
+  const signIns = Object.keys(clouds.oauth);
+  if (signIns.length) say(`Cloud sign-in: ${signIns.join(', ')}`);
+  say('Press Ctrl+C to stop.');
+
+  let stopping = false;
+  const stop = async (): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    await ui.stop();
+    await proxy.close();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop());
+  process.on('SIGTERM', () => void stop());
 }
-say(`Proxy server: ${proxy.url} (data in ${home})`);
-const signIns = Object.keys(clouds.oauth);
-if (signIns.length) say(`Cloud sign-in: ${signIns.join(', ')}`);
-say('Press Ctrl+C to stop.');
-
-let stopping = false;
-const stop = async (): Promise<void> => {
-  if (stopping) return;
-  stopping = true;
-  await ui.stop();
-  await proxy.close();
-  process.exit(0);
-};
-process.on('SIGINT', () => void stop());
-process.on('SIGTERM', () => void stop());

@@ -1,0 +1,155 @@
+/**
+ * `npm start -- --demo-clouds` (issue #19, "try it without accounts"): startDemo — the very
+ * function scripts/start.ts runs for that flag — starts the pretend Dropbox, Drive and
+ * OneDrive, a proxy whose share mirror reaches them, and two people (you and Bob) with their
+ * own agents and folders. In Chromium, as a newcomer would: you connect "Dropbox" on the
+ * Accounts screen (the emulator's sign-in page opens in a new tab and sends you back), share
+ * the `Team plans` folder that waits there, and copy the invitation; in Bob's window Bob
+ * connects "Google Drive" and accepts it into his Drive. The welcome file crosses to Bob's
+ * Drive, and a file Bob adds in his Drive crosses back to your Dropbox. Screenshots under
+ * test-artifacts/screenshots/demo-clouds-*.
+ */
+import * as nodePath from 'node:path';
+import { buildRenderer } from '@weft/desktop/build';
+import { DropboxProvider, GDriveProvider, type Provider, collect } from '@weft/providers';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  DEMO_SHARED_FOLDER,
+  DEMO_WELCOME_FILE,
+  type RunningDemo,
+  startDemo,
+} from '../../scripts/demo-clouds.ts';
+import { tempDir } from '../src/harness.ts';
+import { ensureChromium, launchChromium, screenshot } from '../src/ui-browser.ts';
+
+const POLL = { timeout: 120_000, interval: 250 };
+
+async function readText(p: Provider, path: string): Promise<string | undefined> {
+  try {
+    return Buffer.from(await collect(await p.read(path))).toString('utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+describe('npm start --demo-clouds: connect a pretend Dropbox, share with Bob on a pretend Drive', () => {
+  let root: string;
+  let demo: RunningDemo;
+  let context: BrowserContext;
+
+  beforeAll(async () => {
+    ensureChromium();
+    root = await tempDir('demo-clouds');
+    process.env.WEFT_SECRET_KEY_FILE = nodePath.join(root, 'config', 'secret.key');
+    const uiDir = await buildRenderer(nodePath.join(root, 'renderer'));
+    demo = await startDemo({
+      home: nodePath.join(root, 'home'),
+      folder: nodePath.join(root, 'Weft-demo'),
+      bobFolder: nodePath.join(root, 'Weft-demo-bob'),
+      user: 'alice',
+      deviceName: 'laptop',
+      open: 'none',
+      uiDir,
+      openBrowser: () => undefined,
+      settleMs: 50,
+    });
+    context = await launchChromium(nodePath.join(root, 'chromium-profile'));
+  });
+
+  afterAll(async () => {
+    await context?.close();
+    await demo?.stop();
+    delete process.env.WEFT_SECRET_KEY_FILE;
+  });
+
+  /** Connect a cloud on the Accounts screen: its sign-in page opens in a tab and approves. */
+  const connect = async (page: Page, cloud: 'dropbox' | 'gdrive', name: string): Promise<void> => {
+    await page.goto(`${new URL(page.url()).origin}/#accounts`);
+    const tab = context.waitForEvent('page');
+    await page.getByRole('button', { name: `Connect ${name}` }).click();
+    const signIn = await tab;
+    await signIn.waitForLoadState();
+    await expect.poll(() => page.locator(`#state-${cloud}`).textContent(), POLL).toMatch(/^Connected/);
+    await signIn.close();
+  };
+
+  it('shares the pretend Dropbox folder with Bob, who keeps it in his pretend Drive; files cross both ways', async () => {
+    const you = demo.you.agent;
+    const bob = demo.bob.agent;
+    if (!you || !bob) throw new Error('the demo serves both windows from this process');
+    // Both people are on the demo's proxy, each with a device of their own.
+    expect(you.engine.getStatus().folder).toBe(nodePath.join(root, 'Weft-demo'));
+    expect(bob.engine.getStatus().folder).toBe(nodePath.join(root, 'Weft-demo-bob'));
+    expect(Object.keys(demo.clouds.oauth).sort()).toEqual(['dropbox', 'gdrive', 'onedrive']);
+
+    const mine = await context.newPage();
+    await mine.goto(you.loginUrl());
+    await connect(mine, 'dropbox', 'Dropbox');
+
+    await mine.goto(`${new URL(mine.url()).origin}/#sharing`);
+    await mine.locator('#share-cloud option[value="dropbox"]').waitFor({ state: 'attached' });
+    await mine.fill('#share-name', DEMO_SHARED_FOLDER);
+    await mine.selectOption('#share-cloud', 'dropbox');
+    await mine.fill('#share-folder', DEMO_SHARED_FOLDER);
+    await mine.getByRole('button', { name: 'Share and create invitation' }).click();
+    await expect.poll(() => mine.locator('#invite-link').inputValue(), POLL).toMatch(/^weft:\/\/share\//);
+    const invite = await mine.locator('#invite-link').inputValue();
+    await screenshot(mine, 'demo-clouds-you-shared');
+
+    const bobs = await context.newPage();
+    await bobs.goto(bob.loginUrl());
+    await connect(bobs, 'gdrive', 'Google Drive');
+    await bobs.goto(`${new URL(bobs.url()).origin}/#sharing`);
+    await bobs.locator('#accept-cloud option[value="gdrive"]').waitFor({ state: 'attached' });
+    await bobs.fill('#accept-invite', invite);
+    await expect
+      .poll(() => bobs.locator('#invite-preview').textContent(), POLL)
+      .toContain(`“${DEMO_SHARED_FOLDER}”, shared by alice`);
+    await bobs.selectOption('#accept-cloud', 'gdrive');
+    await bobs.fill('#accept-folder', DEMO_SHARED_FOLDER);
+    await bobs.getByRole('button', { name: 'Accept invitation' }).click();
+    await expect.poll(() => bobs.locator('#shares-list').textContent(), POLL).toContain('Google Drive');
+    expect(await bobs.locator('#shares-list').textContent()).toContain('alice');
+    await screenshot(bobs, 'demo-clouds-bob-accepted');
+
+    // The files themselves, as each person would see them in their cloud's own app.
+    const { dropbox, gdrive } = demo.emulators;
+    const yourDropbox = new DropboxProvider({ token: dropbox.accessToken, baseUrl: dropbox.url });
+    const bobsDrive = new GDriveProvider({ token: gdrive.accessToken, rootUrl: gdrive.url });
+    const welcome = await readText(yourDropbox, `${DEMO_SHARED_FOLDER}/${DEMO_WELCOME_FILE}`);
+    expect(welcome).toContain('pretend Dropbox');
+    await expect
+      .poll(() => readText(bobsDrive, `${DEMO_SHARED_FOLDER}/${DEMO_WELCOME_FILE}`), POLL)
+      .toBe(welcome);
+    await bobsDrive.write(`${DEMO_SHARED_FOLDER}/from-bob.txt`, Buffer.from('Hello from Bob’s Drive\n'));
+    await expect
+      .poll(() => readText(yourDropbox, `${DEMO_SHARED_FOLDER}/from-bob.txt`), POLL)
+      .toBe('Hello from Bob’s Drive\n');
+
+    // Your window lists Bob as a member on Google Drive.
+    await mine.reload();
+    await expect.poll(() => mine.locator('#shares-list').textContent(), POLL).toContain('bob');
+    expect(await mine.locator('#shares-list').textContent()).toContain('Google Drive');
+    await screenshot(mine, 'demo-clouds-you-members');
+  });
+
+  it('refuses to clear a demo folder it did not make', async () => {
+    const other = await tempDir('demo-clouds-foreign');
+    const { mkdir, writeFile, readFile } = await import('node:fs/promises');
+    await mkdir(nodePath.join(other, 'demo'), { recursive: true });
+    await writeFile(nodePath.join(other, 'demo', 'precious.txt'), 'mine');
+    await expect(
+      startDemo({
+        home: other,
+        folder: nodePath.join(other, 'a'),
+        bobFolder: nodePath.join(other, 'b'),
+        user: 'alice',
+        deviceName: 'laptop',
+        open: 'none',
+        openBrowser: () => undefined,
+      }),
+    ).rejects.toThrow(/was not made by the Weft demo/);
+    expect(await readFile(nodePath.join(other, 'demo', 'precious.txt'), 'utf8')).toBe('mine');
+  });
+});
