@@ -3,11 +3,16 @@
  *
  * - Block size (HyCloud Eq. 1): a probability vector over candidate block sizes, updated
  *   after each measured transfer with the normalised elimination ratios,
- *   P_new = λ·P_pre + (1 − λ)·P_loc, λ = n/(n+1); the arg-max is used next time.
+ *   P_new = λ·P_pre + (1 − λ)·P_loc, λ = n/(n+1); the arg-max is used next time. Before
+ *   the first measurement the block size comes from the file's size (about √size, as rsync
+ *   chooses), not from the uniform prior (whose arg-max would be the smallest candidate).
  * - Delta or whole upload (HyCloud Eq. 2): the delta path wins when
- *   r_u < r_c·r_t·γ_max / (2·r_c + r_t).
+ *   r_u < r_c·r_t·γ_max / (2·r_c + r_t). It is asked before any delta is computed: first
+ *   with γ = 1 (can a delta pay at all on this link?), then with γ and r_c estimated from a
+ *   sample of the file (delta-estimate.ts).
  * - Compression level (CoCloud Eq. 3–4): compress only while the compressor keeps up with
- *   the link; pick the strongest level β whose effective rate r_c ≥ r_t.
+ *   the link; pick the strongest level β whose effective rate r_c ≥ r_t; with a hysteresis
+ *   band, so that a stable link gives a stable choice.
  */
 
 export const CANDIDATE_BLOCK_SIZES: readonly number[] = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536];
@@ -33,11 +38,34 @@ export function updateHistory(h: BlockSizeHistory, ratios: readonly number[]): B
   return { probs: h.probs.map((p, i) => p * lambda + (local[i] ?? 0) * (1 - lambda)), n };
 }
 
-/** The block size to use next: the candidate with the highest probability. */
-export function chooseBlockSize(
-  h: BlockSizeHistory,
+/**
+ * The first block size for a file of `size` bytes, with no history: the candidate nearest
+ * √size on a log scale (rsync's rule of thumb; Syncthing also sizes blocks from the file).
+ * Signature bytes grow as size/block and delta bytes as (edits × block), so √size keeps
+ * both small: 512 B below 0.5 MB, 4 KiB at 22 MB, 8 KiB at 61 MB, 64 KiB from 2 GB.
+ */
+export function initialBlockSize(
+  size: number,
   candidates: readonly number[] = CANDIDATE_BLOCK_SIZES,
 ): number {
+  if (!Number.isFinite(size) || size < 0) throw new RangeError(`bad file size ${size}`);
+  const target = Math.log2(Math.max(1, Math.sqrt(size)));
+  let best = candidates[0] ?? 4096;
+  for (const c of candidates)
+    if (Math.abs(Math.log2(c) - target) < Math.abs(Math.log2(best) - target)) best = c;
+  return best;
+}
+
+/**
+ * The block size to use next: the candidate with the highest probability once the history
+ * holds a measurement; before that (n = 0), the one `initialBlockSize` picks for `size`.
+ */
+export function chooseBlockSize(
+  h: BlockSizeHistory,
+  size: number,
+  candidates: readonly number[] = CANDIDATE_BLOCK_SIZES,
+): number {
+  if (h.n === 0) return initialBlockSize(size, candidates);
   let best = 0;
   for (let i = 1; i < h.probs.length; i++) if ((h.probs[i] ?? 0) > (h.probs[best] ?? 0)) best = i;
   return candidates[best] ?? 4096;
@@ -56,6 +84,39 @@ export function deltaPays(
 ): boolean {
   if (gammaMax <= 0) return false;
   return uploadRate < (computeRate * transferRate * gammaMax) / (2 * computeRate + transferRate);
+}
+
+/** What Eq. 2 decided before a delta was computed, and on which inputs (traced as `delta-plan`). */
+export interface DeltaPlan {
+  readonly use: 'delta' | 'whole';
+  /** `bound`: even a perfect delta (γ = 1) loses on this link; `estimate`: decided on γ̂. */
+  readonly stage: 'bound' | 'estimate';
+  readonly uploadRate: number;
+  readonly computeRate: number;
+  readonly transferRate: number;
+  readonly gamma: number;
+}
+
+/**
+ * Eq. 2 asked before the delta exists. With `gammaEstimate` undefined it is the bound
+ * (γ = 1): `whole` means no delta can pay on this link, so neither the server's signature
+ * nor a sample of the delta is worth its cost. With an estimate it is the decision.
+ */
+export function planDelta(
+  uploadRate: number,
+  computeRate: number,
+  transferRate: number,
+  gammaEstimate?: number,
+): DeltaPlan {
+  const gamma = gammaEstimate ?? 1;
+  return {
+    use: deltaPays(uploadRate, computeRate, transferRate, gamma) ? 'delta' : 'whole',
+    stage: gammaEstimate === undefined ? 'bound' : 'estimate',
+    uploadRate,
+    computeRate,
+    transferRate,
+    gamma,
+  };
 }
 
 export interface CompressionLevel {
@@ -104,6 +165,11 @@ export class RateEstimator {
     if (this.samples.length > this.k) this.samples.shift();
   }
 
+  /** Samples held (0: `rate` is the fallback). */
+  get count(): number {
+    return this.samples.length;
+  }
+
   get rate(): number {
     if (this.samples.length === 0) return this.fallback;
     return this.samples.length / this.samples.reduce((s, r) => s + 1 / r, 0);
@@ -114,13 +180,30 @@ export class RateEstimator {
  * Decides per bundle whether deflate pays (CoCloud Eq. 3–4 with the one level the bundle
  * format offers): it deflates a sample of the batch, keeps running estimates of the ratio
  * β and the compressor rate r_a, and compresses when r_c ≥ r_t for the measured link rate.
+ *
+ * Hysteresis: the choice changes only when r_c/r_t leaves a band around 1 — to start
+ * compressing, r_c ≥ (1 + band)·r_t; to stop, r_c < (1 − band)·r_t. Timing one 256 KiB
+ * deflate is noisy (a busy core halves it), and on a link near the compressor's speed a
+ * choice without the band flips from one bundle to the next.
  */
 export class CompressionAdvisor {
   private ratio = 2;
   private rate = 50 * 1024 * 1024;
   private samples = 0;
+  private compressing: boolean | undefined;
 
-  constructor(private readonly measure: (sample: Uint8Array) => { outBytes: number; seconds: number }) {}
+  constructor(
+    private readonly measure: (sample: Uint8Array) => { outBytes: number; seconds: number },
+    /** Half-width of the band, as a share of the link rate (0 ≤ band < 1). */
+    private readonly band = 0.3,
+  ) {
+    if (!(band >= 0 && band < 1)) throw new RangeError(`hysteresis band ${band} is not in [0, 1)`);
+  }
+
+  /** The last choice (undefined before the first). */
+  get choice(): boolean | undefined {
+    return this.compressing;
+  }
 
   /** Look at (up to 256 KiB of) the data about to be sent and decide. */
   shouldCompress(data: readonly Uint8Array[], linkBytesPerSecond: number, gamma = 0): boolean {
@@ -135,10 +218,13 @@ export class CompressionAdvisor {
       this.rate = this.samples === 0 ? rate : this.rate * lambda + rate * (1 - lambda);
       this.samples = Math.min(this.samples + 1, 20);
     }
-    return (
-      chooseCompression([{ level: 6, ratio: this.ratio, rate: this.rate }], linkBytesPerSecond, gamma) !==
-      undefined
-    );
+    const level = [{ level: 6, ratio: this.ratio, rate: this.rate }];
+    const at = (factor: number): boolean =>
+      chooseCompression(level, linkBytesPerSecond * factor, gamma) !== undefined;
+    if (this.compressing === undefined) this.compressing = at(1);
+    else if (this.compressing) this.compressing = at(1 - this.band);
+    else this.compressing = at(1 + this.band);
+    return this.compressing;
   }
 }
 

@@ -75,6 +75,33 @@ describe('large files in the harness', () => {
     expect(await a.read('doc.bin')).toBe(v3);
   });
 
+  it('Eq. 2 is asked before the delta: where no delta can pay, none is computed and no signature fetched', async () => {
+    // r_t = 1 byte/s between the server's tiers: the bound r_c·r_t/(2·r_c + r_t) < r_t/2 is
+    // below any uplink, whatever this machine's rsync speed — a link "too fast for deltas".
+    const plans: Record<string, unknown>[] = [];
+    const trace = (event: string, detail: unknown): void => {
+      if (event === 'delta-plan') plans.push(detail as Record<string, unknown>);
+    };
+    cloud = new FakeCloud({ smallFileBytes: SMALL });
+    const a = await cloud.addDevice('laptop', { smallFileBytes: SMALL, serverTierRate: 1, trace });
+    const b = await cloud.addDevice('desktop', { smallFileBytes: SMALL, serverTierRate: 1, trace });
+    const v1 = text(200_000, 'v1');
+    await a.write('doc.bin', v1);
+    await a.sync();
+    await b.sync();
+    const v2 = v1.slice(0, 100_000) + 'EDITED' + v1.slice(100_006);
+    await b.write('doc.bin', v2);
+    await b.sync();
+    expect(b.engine.lastUpload).toMatchObject({ path: 'doc.bin', mode: 'whole' });
+    expect(b.remote.calls.get('signature') ?? 0).toBe(0);
+    expect(plans).toEqual([
+      expect.objectContaining({ path: 'doc.bin', use: 'whole', stage: 'bound', gamma: 1 }),
+    ]);
+    expect(cloud.serverTree().get('doc.bin')).toBe(sha256(v2));
+    await a.sync();
+    expect(await a.read('doc.bin')).toBe(v2);
+  });
+
   it('a large upload cut off mid-way resumes from the acknowledged blocks', async () => {
     cloud = new FakeCloud({ smallFileBytes: SMALL });
     const a = await cloud.addDevice('laptop', { smallFileBytes: SMALL, blocksInFlight: 1 });

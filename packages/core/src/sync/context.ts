@@ -79,6 +79,8 @@ export class SyncContext {
   readonly now: () => number;
   readonly control: PassControl;
   readonly uploadRate = new RateEstimator();
+  /** r_c of Eq. 2: the rsync-wasm engine's rate here, calibrated before the first delta and
+   * fed by every sampled estimate and full delta since (the fallback is never used for a decision). */
   readonly deltaRate = new RateEstimator(5, 50 * 1024 * 1024);
   readonly compression = new CompressionAdvisor((sample) => {
     const t = performance.now();

@@ -74,8 +74,10 @@ export async function downloadLarge(ctx: SyncContext, d: Download): Promise<void
   const abs = await ctx.at(entry.path);
   const sha = entry.sha256 ?? '';
   if (local !== undefined && sha !== '') {
-    // Delta download (HyCloud §III-B): send our old version's signature, patch locally.
-    const blockSize = chooseBlockSize(ctx.history(entry.path));
+    // Delta download (HyCloud §III-B): send our old version's signature, patch locally. Its
+    // block size comes from the file's history, or (none yet) from its size: about √size,
+    // so the signature stays a small share of what travels (adaptive.ts initialBlockSize).
+    const blockSize = chooseBlockSize(ctx.history(entry.path), (await fsp.stat(abs)).size);
     const sigChunks: Uint8Array[] = [];
     for await (const c of rsyncSignature(createReadStream(abs) as AsyncIterable<Uint8Array>, {
       blockSize,

@@ -6,10 +6,11 @@
  */
 import { createReadStream } from 'node:fs';
 import * as fsp from 'node:fs/promises';
-import { delta as rsyncDelta, signature as rsyncSignature } from '@weft/rsync-wasm';
+import { parseSignature, delta as rsyncDelta, signature as rsyncSignature } from '@weft/rsync-wasm';
 import { MAX_BLOCK_PAYLOAD, encodeDeltaContainer, encodeTransferBlock } from '@weft/wire';
-import { chooseBlockSize, deltaPays } from '../../adaptive.ts';
+import { chooseBlockSize, planDelta } from '../../adaptive.ts';
 import { BoundedTasks } from '../../bounded-tasks.ts';
+import { calibrateDeltaRate, estimateDelta } from '../../delta-estimate.ts';
 import { sha256File } from '../../local-fs.ts';
 import type { Op } from '../../ops.ts';
 import { RemoteError } from '../../remote/proxy-client.ts';
@@ -34,32 +35,51 @@ export async function uploadLarge(
   const sha = await sha256File(abs);
   const row = ctx.journal.getFile(op.path);
   const mtimeMs = Number(st.mtimeMs);
-  const blockSize = chooseBlockSize(ctx.history(op.path));
-  // Modified large file with a known base: rsync delta when Eq. 2 says it beats the whole file.
+  const blockSize = chooseBlockSize(ctx.history(op.path), size);
+  // Modified large file with a known base: rsync delta when Eq. 2 says it beats the whole
+  // file — asked before the delta is computed (adaptive.ts planDelta): first whether any
+  // delta could pay on this link (γ = 1), then on γ̂ and r_c measured on a sample of the file.
   // The base's signature is ours from the last upload, or else (the base came down from
   // another device) the one the server keeps beside the object, if it is of that base.
+  if (row?.syncedRev && row.syncedHash && ctx.deltaRate.count === 0) {
+    const c = await calibrateDeltaRate(); // r_c measured here, not assumed
+    ctx.deltaRate.add(c.bytes, c.seconds);
+  }
+  const bound = planDelta(ctx.uploadRate.rate, ctx.deltaRate.rate, ctx.serverTierRate);
+  if (row?.syncedRev && row.syncedHash && bound.use === 'whole')
+    ctx.trace('delta-plan', { path: op.path, ...bound });
   let signature = row?.signature ?? null;
-  if (row?.syncedRev && row.syncedHash && !signature) {
+  if (row?.syncedRev && row.syncedHash && !signature && bound.use === 'delta') {
     const served = await ctx.client.signature(op.path).catch((e: unknown) => {
       if (e instanceof RemoteError) return undefined;
       throw e;
     });
     if (served && served.sha256 === row.syncedHash) signature = Buffer.from(served.bytes);
   }
-  if (row?.syncedRev && signature && row.syncedHash) {
-    const started = performance.now();
-    const parts: Uint8Array[] = [];
-    for await (const c of rsyncDelta(signature, createReadStream(abs) as AsyncIterable<Uint8Array>))
-      parts.push(c);
-    const deltaBytes = Buffer.concat(parts);
-    ctx.deltaRate.add(size, (performance.now() - started) / 1000);
-    const container = encodeDeltaContainer(
-      { baseSha256: row.syncedHash, targetSha256: sha, targetSize: size, delta: deltaBytes },
-      { compress: true },
-    );
-    // γ measured on this very edit; Eq. 2 weighs it against the uplink and the server's tier link.
-    const gamma = size > 0 ? Math.max(0, 1 - container.byteLength / size) : 0;
-    if (deltaPays(ctx.uploadRate.rate, ctx.deltaRate.rate, ctx.serverTierRate, gamma)) {
+  if (row?.syncedRev && signature && row.syncedHash && bound.use === 'delta') {
+    const parsed = parseSignature(signature);
+    const est = await estimateDelta(parsed, abs, size);
+    ctx.deltaRate.add(est.sampledBytes, est.seconds);
+    const plan = planDelta(ctx.uploadRate.rate, ctx.deltaRate.rate, ctx.serverTierRate, est.gamma);
+    ctx.trace('delta-plan', { path: op.path, ...plan, sampledBytes: est.sampledBytes });
+    let deltaBytes: Uint8Array | undefined = est.wholeDelta;
+    if (plan.use === 'delta' && !deltaBytes) {
+      const started = performance.now();
+      const parts: Uint8Array[] = [];
+      for await (const c of rsyncDelta(parsed, createReadStream(abs) as AsyncIterable<Uint8Array>))
+        parts.push(c);
+      deltaBytes = Buffer.concat(parts);
+      ctx.deltaRate.add(size, (performance.now() - started) / 1000);
+    }
+    const container =
+      plan.use === 'delta' && deltaBytes
+        ? encodeDeltaContainer(
+            { baseSha256: row.syncedHash, targetSha256: sha, targetSize: size, delta: deltaBytes },
+            { compress: true },
+          )
+        : undefined;
+    // Once made, the delta goes unless it turned out no smaller than the file.
+    if (container && container.byteLength < size) {
       try {
         ctx.journal.markSent([{ path: op.path, sha256: sha }]);
         const r = await ctx.client.uploadDelta(op.path, row.syncedRev, mtimeMs, container);
