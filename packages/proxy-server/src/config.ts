@@ -157,6 +157,22 @@ export const ProxyConfig = z.object({
         .min(64 * 1024)
         .default(16 * MiB),
       timeoutMs: z.number().int().positive().default(5000),
+      /**
+       * How often the pack collector asks the cost model about packs holding dead bytes
+       * (docs/cost.md); 0 turns the timer off. Default 1 h: Coral's crossover for a 16 MiB
+       * S3 pack is days to months away, an hour late costs next to nothing.
+       */
+      gcIntervalMs: z
+        .number()
+        .int()
+        .min(0)
+        .default(3600 * 1000),
+      /**
+       * A small file's filesystem-tier copy once its pack is flushed: 'keep' it (default),
+       * 'drop' it (reads come from the pack), or let the cost model decide per file ('cost':
+       * policy.fsCopyDecision on the two tiers' prices).
+       */
+      fsCopy: z.enum(['keep', 'drop', 'cost']).default('keep'),
     })
     .prefault({}),
   relayCacheBytes: z

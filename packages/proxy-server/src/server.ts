@@ -40,6 +40,7 @@ import { OpScheduler } from './scheduler.ts';
 import { MIRROR_DEVICE_PREFIX, ShareService, type ShareServiceOptions } from './shares/service.ts';
 import { HybridStore } from './store/hybrid.ts';
 import { RelayCache } from './store/relay-cache.ts';
+import { PackCollector, type PackGcPass } from './store/pack-gc.ts';
 import { Packer } from './store/packs.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
 import { TransferService } from './transfers.ts';
@@ -71,6 +72,8 @@ export interface RunningProxyServer {
   readonly cost: CostService;
   /** The packer of small files into pack blobs (docs/formats/pack.md); absent when disabled. */
   readonly packer?: Packer;
+  /** One pass of the cost-driven pack collector now (docs/cost.md); absent when packs are disabled. */
+  packGc?(): Promise<PackGcPass>;
   /** Cross-cloud shared folders (absent when config.shares.enabled is false). */
   readonly shares?: ShareService;
   close(): Promise<void>;
@@ -107,7 +110,12 @@ async function openProviders(
 /** Start a proxy server. Defaults: 127.0.0.1, a free port, everything under config.dataDir. */
 export async function startProxyServer(
   input: ProxyConfigInput = {},
-  options: { logger?: Logger; shares?: Pick<ShareServiceOptions, 'wrap'> } = {},
+  options: {
+    logger?: Logger;
+    shares?: Pick<ShareServiceOptions, 'wrap'>;
+    /** The clock of the cost model, the packer and the pack collector (tests replay months). */
+    now?: () => number;
+  } = {},
 ): Promise<RunningProxyServer> {
   const config = parseConfig(input);
   const log = options.logger ?? pino({ level: config.logLevel, name: 'weft-proxy' });
@@ -124,7 +132,7 @@ export async function startProxyServer(
     config.metadataFile ?? nodePath.join(config.dataDir, 'metadata.sqlite'),
   );
   // Every request to a tier is counted for the cost model (docs/cost.md).
-  const cost = new CostService(meta.database, config.cost, metrics, log);
+  const cost = new CostService(meta.database, config.cost, metrics, log, options.now);
   const { fsRoot } = tiers;
   const fs = countFs(tiers.fs, cost.sink('fs'));
   const objects = withCounting(tiers.objects, cost.sink('objects'));
@@ -148,6 +156,7 @@ export async function startProxyServer(
   );
   await relay.init();
   let packer: Packer | undefined;
+  let packGc: PackCollector | undefined;
   const store = new HybridStore({
     fs,
     objects,
@@ -161,6 +170,8 @@ export async function startProxyServer(
     onChanges: (userId: string, records: ChangeRecord[]) => {
       for (const r of records) {
         if (r.type === 'upsert' && r.entry.tier === 'small') packer?.notify(r.entry.size);
+        // A delete or an overwrite may leave packed content unreferenced: date it soon.
+        if (r.type === 'delete' || (r.type === 'upsert' && r.entry.kind === 'file')) packGc?.markSoon();
         merkle.invalidate(userId, r.path);
         if (r.type === 'move') merkle.invalidate(userId, r.from);
       }
@@ -180,6 +191,14 @@ export async function startProxyServer(
       log,
       targetBytes: config.packs.targetBytes,
       timeoutMs: config.packs.timeoutMs,
+      ...(options.now ? { now: options.now } : {}),
+    });
+    packGc = new PackCollector({
+      packer,
+      cost,
+      log,
+      intervalMs: config.packs.gcIntervalMs,
+      ...(options.now ? { now: options.now } : {}),
     });
     // A pack written but not indexed before a crash, then whatever waits to be packed.
     await packer.recoverUnindexed();
@@ -250,6 +269,7 @@ export async function startProxyServer(
       : undefined;
   if (peerRouter && shares) shares.providerRoute = peerRouter.route;
   cost.start();
+  packGc?.start();
   const address = await app.listen({ host: config.host, port: config.port });
   await shares?.start();
   peerRouter?.start();
@@ -277,6 +297,7 @@ export async function startProxyServer(
     ...(shares ? { shares } : {}),
     cost,
     ...(packer ? { packer } : {}),
+    ...(packGc ? { packGc: () => packGc.run() } : {}),
     async close() {
       if (closed) return;
       closed = true;
@@ -287,6 +308,7 @@ export async function startProxyServer(
       for (const c of app.websocketServer?.clients ?? []) c.terminate();
       slowClients.close();
       await app.close();
+      await packGc?.close();
       await packer?.close();
       await fs.close();
       await objects.close?.();

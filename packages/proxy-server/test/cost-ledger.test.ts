@@ -17,7 +17,7 @@ const HOUR = 3600 * 1000;
 function schema(): Database.Database {
   const db = new Database(':memory:');
   for (const f of fs.readdirSync(MIGRATIONS).sort()) {
-    if (/^00[1-3]_|^005_/.test(f)) db.exec(fs.readFileSync(nodePath.join(MIGRATIONS, f), 'utf8'));
+    db.exec(fs.readFileSync(nodePath.join(MIGRATIONS, f), 'utf8'));
   }
   return db;
 }

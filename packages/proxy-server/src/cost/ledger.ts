@@ -219,9 +219,20 @@ export function readStorage(db: Database.Database): StorageReading[] {
   for (const [userId, u] of users) {
     out.push({ userId, tier: 'fs', bytes: u.fs }, { userId, tier: 'objects', bytes: u.objects });
   }
-  const objects = db.prepare('SELECT COALESCE(SUM(size), 0) AS bytes FROM objects').get() as {
-    bytes: number;
-  };
+  // The object tier holds the large objects and the packs (whole, dead entries included);
+  // the filesystem tier no longer holds a small file whose copy was dropped for its pack.
+  const objects = db
+    .prepare(
+      `SELECT (SELECT COALESCE(SUM(size), 0) FROM objects) + (SELECT COALESCE(SUM(size), 0) FROM packs) AS bytes`,
+    )
+    .get() as { bytes: number };
+  const dropped = db
+    .prepare(
+      `SELECT COALESCE(SUM(size), 0) AS bytes FROM entries
+       WHERE kind = 'file' AND tier = 'small' AND sha256 IN (SELECT sha256 FROM fs_dropped)`,
+    )
+    .get() as { bytes: number };
+  fsTotal -= dropped.bytes;
   out.push(
     { userId: PROXY, tier: 'fs', bytes: fsTotal },
     { userId: PROXY, tier: 'objects', bytes: objects.bytes },

@@ -8,6 +8,9 @@ export class CostMetrics {
   readonly gcDecisions: Counter<'decision'>;
   readonly gcPredictedSaving: Counter;
   readonly gcFreedBytes: Counter;
+  readonly gcRewrittenBytes: Counter;
+  readonly gcRepacks: Counter;
+  readonly gcDeadBytes: Gauge;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -37,6 +40,21 @@ export class CostMetrics {
     this.gcFreedBytes = new Counter({
       name: 'weft_pack_gc_freed_bytes_total',
       help: 'Dead bytes removed from the object tier by repacking',
+      registers,
+    });
+    this.gcRewrittenBytes = new Counter({
+      name: 'weft_pack_gc_rewritten_bytes_total',
+      help: 'Live bytes read and written again by repacking',
+      registers,
+    });
+    this.gcRepacks = new Counter({
+      name: 'weft_pack_gc_repacks_total',
+      help: 'Packs repacked because the cost model said so',
+      registers,
+    });
+    this.gcDeadBytes = new Gauge({
+      name: 'weft_pack_gc_dead_bytes',
+      help: 'Bytes of dead entries the packs hold (at the last collector pass)',
       registers,
     });
   }

@@ -169,9 +169,19 @@ export class CostService {
   }
 
   /** Record the outcome of a repack the policy asked for (counted in the ledger by its requests). */
-  gcDone(packId: string, outcome: { freedBytes: number; rewrittenBytes: number }): void {
-    this.metrics.gcFreedBytes.inc(outcome.freedBytes);
+  gcDone(
+    packId: string,
+    outcome: { freedBytes: number; rewrittenBytes: number; into?: string; predictedCleanUsd?: number },
+  ): void {
+    this.metrics.gcFreedBytes.inc(Math.max(0, outcome.freedBytes));
+    this.metrics.gcRewrittenBytes.inc(outcome.rewrittenBytes);
+    this.metrics.gcRepacks.inc();
     this.log.info({ gc: { packId, ...outcome } }, 'pack repacked');
+  }
+
+  /** Dead bytes the packs hold now (the collector's last pass): `weft_pack_gc_dead_bytes`. */
+  setPackDeadBytes(bytes: number): void {
+    this.metrics.gcDeadBytes.set(bytes);
   }
 
   close(): void {

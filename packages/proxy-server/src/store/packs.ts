@@ -70,6 +70,25 @@ export interface PackStats {
   readonly createdMs: number;
 }
 
+/** What the cost model needs to decide on one pack (cost/policy.ts PackGcInput, and its size). */
+export interface PackGcCandidate {
+  readonly packId: string;
+  readonly size: number;
+  readonly liveBytes: number;
+  readonly liveRanges: number;
+  readonly deadBytes: number;
+  readonly deadByteSinceMs: number;
+}
+
+/** What a repack did: the old pack's size, the new one's ('' and 0 when nothing was live). */
+export interface RepackOutcome {
+  readonly packId: string;
+  readonly into: string;
+  readonly oldSize: number;
+  readonly newSize: number;
+  readonly liveBytes: number;
+}
+
 /** A small file waiting for the packer. */
 export interface PendingContent {
   readonly userId: string;
@@ -246,7 +265,7 @@ export class Packer {
     const db = this.o.db;
     const insert = db.prepare(
       `INSERT INTO pack_entries (sha256, pack_id, offset, length, raw_length, compression)
-       VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (sha256) DO ${move ? 'UPDATE SET pack_id = excluded.pack_id, offset = excluded.offset, length = excluded.length, raw_length = excluded.raw_length, compression = excluded.compression' : 'NOTHING'}`,
+       VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (sha256) DO ${move ? 'UPDATE SET pack_id = excluded.pack_id, offset = excluded.offset, length = excluded.length, raw_length = excluded.raw_length, compression = excluded.compression, dead_since_ms = NULL' : 'NOTHING'}`,
     );
     db.transaction(() => {
       db.prepare(
@@ -382,6 +401,68 @@ export class Packer {
   }
 
   /**
+   * Mark the pack entries no small file references any more as dead since `nowMs` (and the
+   * ones referenced again as live), and keep each pack's Σ s_j and Σ s_j·t_j (migration 006).
+   * A death is dated when first seen, so C_store is never over-estimated: the collector may
+   * repack late by the marking delay, never early.
+   */
+  markDead(nowMs = this.now()): { died: number; revived: number } {
+    const db = this.o.db;
+    const referenced = `EXISTS (SELECT 1 FROM entries e WHERE e.tier = 'small' AND e.sha256 = pack_entries.sha256)`;
+    return db.transaction(() => {
+      const died = db
+        .prepare(
+          `UPDATE pack_entries SET dead_since_ms = ? WHERE dead_since_ms IS NULL AND NOT ${referenced}`,
+        )
+        .run(nowMs).changes;
+      const revived = db
+        .prepare(
+          `UPDATE pack_entries SET dead_since_ms = NULL WHERE dead_since_ms IS NOT NULL AND ${referenced}`,
+        )
+        .run().changes;
+      if (died + revived > 0) this.tallyDead();
+      return { died, revived };
+    })();
+  }
+
+  /** Recompute every pack's dead-byte sums from its entries (TOTAL: Σ s·t exceeds 2^63). */
+  private tallyDead(): void {
+    this.o.db
+      .prepare(
+        `UPDATE packs SET
+           dead_bytes = (SELECT COALESCE(SUM(length), 0) FROM pack_entries p
+                         WHERE p.pack_id = packs.pack_id AND p.dead_since_ms IS NOT NULL),
+           dead_byte_since_ms = (SELECT TOTAL(CAST(length AS REAL) * dead_since_ms) FROM pack_entries p
+                                 WHERE p.pack_id = packs.pack_id AND p.dead_since_ms IS NOT NULL)`,
+      )
+      .run();
+  }
+
+  /**
+   * The cost model's inputs for every pack holding dead entries (after markDead): live bytes
+   * and the ranged reads a repack needs, Σ s_j and Σ s_j·t_j of the dead ones.
+   */
+  gcCandidates(): PackGcCandidate[] {
+    const rows = this.o.db
+      .prepare(
+        `SELECT pack_id AS packId, dead_bytes AS deadBytes, dead_byte_since_ms AS deadByteSinceMs
+         FROM packs WHERE dead_bytes > 0 ORDER BY pack_id`,
+      )
+      .all() as { packId: string; deadBytes: number; deadByteSinceMs: number }[];
+    const out: PackGcCandidate[] = [];
+    for (const r of rows) {
+      const [st] = this.stats(r.packId);
+      if (st) out.push({ ...r, liveBytes: st.liveBytes, liveRanges: st.liveRanges, size: st.size });
+    }
+    return out;
+  }
+
+  /** Note that the cost model was asked about a pack at `nowMs`. */
+  gcChecked(packId: string, nowMs = this.now()): void {
+    this.o.db.prepare('UPDATE packs SET gc_checked_ms = ? WHERE pack_id = ?').run(nowMs, packId);
+  }
+
+  /**
    * Repack one pack if `shouldRepack(stats)` says so: its live entries are copied (ranged reads)
    * into a new pack, the index moves to it in one transaction, then the old pack is deleted.
    * Returns the new pack's id ('' when nothing was live), or undefined when not repacked.
@@ -389,28 +470,50 @@ export class Packer {
   async repack(packId: string, shouldRepack: (stats: PackStats) => boolean): Promise<string | undefined> {
     const [st] = this.stats(packId);
     if (!st || !shouldRepack(st)) return undefined;
+    return (await this.rewrite(st)).into;
+  }
+
+  /** Repack one pack now (the collector, once the cost model said so); undefined if gone. */
+  async repackNow(packId: string): Promise<RepackOutcome | undefined> {
+    const [st] = this.stats(packId);
+    return st ? this.rewrite(st) : undefined;
+  }
+
+  private async rewrite(st: PackStats): Promise<RepackOutcome> {
+    const packId = st.packId;
     while (this.flushing) await this.flushing.catch(() => undefined);
     const live = this.liveLocations(packId);
     let newId = '';
+    let newSize = 0;
+    let liveBytes = 0;
     if (live.length > 0) {
       const bytes = await this.readMany(live);
       const b = new PackBuilder();
-      for (const l of live) b.add(bytes.get(l.sha256)!, l.sha256);
+      for (const l of live) {
+        b.add(bytes.get(l.sha256)!, l.sha256);
+        liveBytes += l.length;
+      }
       newId = `${this.now().toString(36)}-${randomBytes(8).toString('hex')}`;
       const { chunks, entries, size } = b.finish();
       await this.o.objects.write(packKey(newId), () => toIterable(chunks), { size });
       this.index(newId, size, entries, true);
+      newSize = size;
     }
     const db = this.o.db;
     db.transaction(() => {
+      // Contents dropped from the index leave the fs_dropped set: their reads go to the fs tier.
+      db.prepare(
+        `DELETE FROM fs_dropped WHERE sha256 IN (SELECT sha256 FROM pack_entries WHERE pack_id = ?)`,
+      ).run(packId);
       db.prepare('DELETE FROM pack_entries WHERE pack_id = ?').run(packId);
       db.prepare('DELETE FROM packs WHERE pack_id = ?').run(packId);
     })();
     await this.o.objects.remove(packKey(packId)).catch((e) => {
       if (!(e instanceof NotFoundError)) throw e;
     });
-    this.o.log.info({ pack: packId, into: newId, stats: st }, 'pack repacked');
-    return newId;
+    const outcome: RepackOutcome = { packId, into: newId, oldSize: st.size, newSize, liveBytes };
+    this.o.log.info({ pack: packId, into: newId, stats: st, outcome }, 'pack repacked');
+    return outcome;
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,126 @@
+/**
+ * The pack collector (docs/cost.md "Garbage collection of packs"): a periodic pass that
+ * dates the dead entries of every pack (Packer.markDead), asks the cost model about each
+ * pack holding dead bytes (CostService.decideGc: Coral's C_store ≥ C_clean) and repacks the
+ * ones it says to. Every decision is logged with its inputs, every repack with its outcome,
+ * and both are counted in the weft_pack_gc_* metrics.
+ *
+ * A repack is crash-safe on its own (Packer.repack: new pack durable and indexed before the
+ * old one is deleted), so a pass killed at any point loses nothing; its dead entries are
+ * found again at the next pass.
+ */
+import type { Logger } from 'pino';
+import type { CostService } from '../cost/service.ts';
+import type { Packer } from './packs.ts';
+
+export interface PackGcPass {
+  /** Entries first seen dead (and seen referenced again) in this pass. */
+  readonly died: number;
+  readonly revived: number;
+  /** Packs the model was asked about, and the ones it said to repack. */
+  readonly checked: number;
+  readonly repacked: { packId: string; into: string; freedBytes: number; rewrittenBytes: number }[];
+}
+
+export interface PackCollectorOptions {
+  readonly packer: Packer;
+  readonly cost: CostService;
+  readonly log: Logger;
+  /** Between passes (ms); 0: no timer (tests and `RunningProxyServer.packGc()` call run()). */
+  readonly intervalMs: number;
+  readonly now?: () => number;
+}
+
+/** Delay before dating deaths after a delete or an overwrite (ms): one marking per burst. */
+export const MARK_DELAY_MS = 1000;
+
+export class PackCollector {
+  private timer: NodeJS.Timeout | undefined;
+  private markTimer: NodeJS.Timeout | undefined;
+  private running: Promise<PackGcPass> | undefined;
+  private readonly now: () => number;
+  private closed = false;
+
+  constructor(private readonly o: PackCollectorOptions) {
+    this.now = o.now ?? Date.now;
+  }
+
+  start(): void {
+    if (this.o.intervalMs <= 0 || this.timer) return;
+    this.timer = setInterval(() => {
+      void this.run().catch((err: unknown) => this.o.log.error({ err }, 'pack collection failed'));
+    }, this.o.intervalMs);
+    this.timer.unref();
+  }
+
+  /**
+   * Date the deaths a delete or an overwrite caused, MARK_DELAY_MS from now (a burst of
+   * changes is marked once). The pass marks too; this keeps t_j close to the real death.
+   */
+  markSoon(): void {
+    if (this.markTimer || this.closed) return;
+    this.markTimer = setTimeout(() => {
+      this.markTimer = undefined;
+      try {
+        this.o.packer.markDead(this.now());
+      } catch (err) {
+        this.o.log.warn({ err }, 'dating dead pack entries failed; the next pass does it');
+      }
+    }, MARK_DELAY_MS);
+    this.markTimer.unref();
+  }
+
+  /** One pass now (a pass already running is awaited, then another runs). */
+  async run(): Promise<PackGcPass> {
+    while (this.running) await this.running.catch(() => undefined);
+    this.running = this.pass();
+    try {
+      return await this.running;
+    } finally {
+      this.running = undefined;
+    }
+  }
+
+  private async pass(): Promise<PackGcPass> {
+    const { packer, cost, log } = this.o;
+    const nowMs = this.now();
+    const { died, revived } = packer.markDead(nowMs);
+    const candidates = packer.gcCandidates();
+    cost.setPackDeadBytes(candidates.reduce((n, c) => n + c.deadBytes, 0));
+    const repacked: PackGcPass['repacked'][number][] = [];
+    for (const c of candidates) {
+      const d = cost.decideGc(c, nowMs);
+      packer.gcChecked(c.packId, nowMs);
+      if (!d.repack) continue;
+      const out = await packer.repackNow(c.packId);
+      if (!out) continue; // gone meanwhile
+      const outcome = {
+        freedBytes: out.oldSize - out.newSize,
+        rewrittenBytes: out.liveBytes,
+        into: out.into,
+        predictedCleanUsd: d.cClean,
+      };
+      cost.gcDone(c.packId, outcome);
+      repacked.push({ packId: c.packId, ...outcome });
+    }
+    if (repacked.length > 0) {
+      packer.markDead(this.now());
+      cost.setPackDeadBytes(packer.gcCandidates().reduce((n, c) => n + c.deadBytes, 0));
+    }
+    if (died + revived + repacked.length > 0)
+      log.info(
+        { gc: { died, revived, checked: candidates.length, repacked: repacked.length } },
+        'pack gc pass',
+      );
+    return { died, revived, checked: candidates.length, repacked };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    if (this.markTimer) clearTimeout(this.markTimer);
+    this.timer = undefined;
+    this.markTimer = undefined;
+    while (this.running) await this.running.catch(() => undefined);
+  }
+}
