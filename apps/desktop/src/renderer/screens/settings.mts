@@ -137,7 +137,7 @@ export function settingsScreen(
       })
       .then(() => {
         saved.textContent =
-          'Saved. Bandwidth limits, ignore patterns and the delete safety limits take effect the next time Weft starts; the trash limits at its next clean-up (within the hour).';
+          'Saved. Bandwidth limits and ignore patterns apply now; the delete safety limits the next time Weft starts; the trash limits at its next clean-up (within the hour).';
       }, fail);
   });
   Promise.all([api.getSettings({}), api.getStatus({})]).then(([s, st]) => draw(s, st.folder), fail);
