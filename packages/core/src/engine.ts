@@ -34,7 +34,7 @@ import {
   probeCaseInsensitive,
   restoreMassDelete,
 } from './sync/discovery/local.ts';
-import { pull, runConsistencyCheck } from './sync/discovery/remote.ts';
+import { pull, releaseHeld, runConsistencyCheck } from './sync/discovery/remote.ts';
 import { runIdleEstimates } from './sync/idle-estimates.ts';
 import { push } from './sync/push.ts';
 import { FolderWatcher } from './watcher.ts';
@@ -382,6 +382,8 @@ export class Engine implements Disposable {
       storageFull: () => this.storage.isFull,
     });
     await this.selective.afterPush();
+    // Remote changes held while a move of ours waited (sync/discovery/held.ts).
+    await releaseHeld(this.ctx);
     if (!this.again) await runIdleEstimates(this.ctx, () => this.again || this.stopped);
     const pending = this.journal.pendingOps().length;
     const full = this.storage.isFull;

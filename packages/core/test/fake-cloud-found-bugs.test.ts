@@ -380,4 +380,71 @@ describe('engine bugs found by the random schedules', () => {
       await converged(cloud);
       expect(cloud.serverTree().get('c.txt')).toBe(sha256('new there'));
     }));
+
+  /**
+   * moveToCopyWithoutBase (seed 1632): a file renamed offline onto a name another device
+   * then took, while the source there was deleted and a new file put under its name. The
+   * refused rename went on to a conflicted-copy name (D24) by a server move, which applies
+   * whatever its base: it carried the new file from the source to the copy, while here our
+   * file was renamed to the copy — the copy held other content here than there. The
+   * pull, before that, had also taken the file put at the destination for an edit of ours
+   * (D8) and the delete of the source as applying to us. Now the pull holds changes at a
+   * queued move's ends until the push (sync/discovery/held.ts), and D24 moves there only
+   * what ours was synced from; otherwise ours goes up as new under the copy name.
+   */
+  it('a rename onto a name taken meanwhile, whose source was replaced there, keeps one copy everywhere (D24)', () =>
+    withCloud(async (cloud) => {
+      const [a, b] = await pair(cloud);
+      await a.write('A.txt', 'ours');
+      await a.sync();
+      await b.sync();
+      a.offline = true;
+      await a.mv('A.txt', 'A.moved');
+      await a.sync();
+      await b.rm('A.txt');
+      await b.sync();
+      await b.write('A.txt', 'new there');
+      await b.write('A.moved', 'taken there');
+      await b.sync();
+      a.offline = false;
+      await a.sync();
+      await converged(cloud);
+      const t = cloud.serverTree();
+      expect(t.get('A.txt')).toBe(sha256('new there'));
+      expect(t.get('A.moved')).toBe(sha256('taken there'));
+      const copies = [...t.keys()].filter((p) => p.includes('conflicted copy'));
+      expect(copies).toHaveLength(1);
+      expect(t.get(copies[0] ?? '')).toBe(sha256('ours'));
+    }));
+
+  /**
+   * untriaged → folderEmptiedThere (seed 1262): a folder renamed offline here (a new file
+   * put into it first) while another device deleted it with its files. Our put recreates
+   * the folder there, our rename moves that; the echo of the rename (D21: we hold the
+   * destination already) fetched the folder without dropping what the server's lacks, so
+   * the files deleted there stayed here, synced, for good.
+   */
+  it('a folder renamed offline while deleted there keeps only what the server has (D21)', () =>
+    withCloud(async (cloud) => {
+      const [a, b] = await pair(cloud);
+      await a.write('D/a.txt', 'a');
+      await a.write('D/c.txt', 'c');
+      await a.sync();
+      await b.sync();
+      b.offline = true;
+      await b.write('D/b.txt', 'new here');
+      await b.sync();
+      await b.mv('D', 'e');
+      await b.write('e/a.txt', 'edited here');
+      await b.sync();
+      await a.rm('D');
+      await a.sync();
+      b.offline = false;
+      await b.sync();
+      await converged(cloud);
+      const t = cloud.serverTree();
+      expect(t.get('e/b.txt')).toBe(sha256('new here'));
+      expect(t.get('e/a.txt')).toBe(sha256('edited here'));
+      expect(t.has('e/c.txt')).toBe(false);
+    }));
 });

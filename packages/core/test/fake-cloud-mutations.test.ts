@@ -67,7 +67,6 @@ const UNCHECKABLE: Record<string, string> = {
   D6: 'reached only when the revision moved but the content did not; any action ends in the same state',
   D13: 'deleted on both sides: the file is gone here already and the row left behind goes at the next scan, whatever the action',
   D16: 'a non-"nothing" echo falls through to decide(), which answers D6: the same outcome',
-  D24: 'its scenario fails today (KNOWN_BUG_SCENARIOS "move onto a taken name"); the random schedules alone do not catch it',
   D26: 'no scenario yet reaches a refusal other than D24/D25 that converges (a file edited here that became a folder there never converges: reported)',
 };
 

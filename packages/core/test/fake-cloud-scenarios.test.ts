@@ -12,8 +12,11 @@ describe('engine scenarios on the harness', () => {
   });
 });
 
-describe('engine bugs found by the harness, not fixed yet (expected to fail)', () => {
-  it.fails.each(Object.entries(KNOWN_BUG_SCENARIOS))('%s', async (_name, { scenario }) => {
-    await scenario();
+// Only when there are any (none today): an empty table is no test at all.
+const knownBugs = Object.entries(KNOWN_BUG_SCENARIOS);
+if (knownBugs.length > 0)
+  describe('engine bugs found by the harness, not fixed yet (expected to fail)', () => {
+    it.fails.each(knownBugs)('%s', async (_name, { scenario }) => {
+      await scenario();
+    });
   });
-});

@@ -5,6 +5,7 @@
 import * as fsp from 'node:fs/promises';
 import { conflictCopyPath } from '../conflict-name.ts';
 import { decideHint } from '../decisions.ts';
+import type { OpResult } from '@weft/wire';
 import type { Op } from '../ops.ts';
 import type { SyncContext } from './context.ts';
 import { fetchRemoteSubtree } from './discovery/remote.ts';
@@ -34,25 +35,41 @@ export async function repairFailedOp(ctx: SyncContext, op: Op, code: string): Pr
   if (d.action === 'reconcile') ctx.control.reconcileEverything();
 }
 
-/** D24: move ours on to a conflicted-copy name (there and here), then fetch theirs. */
+/**
+ * D24: move ours on to a conflicted-copy name (there and here), then fetch theirs. The
+ * server applies a move whatever its base (docs/formats/api.md), so the move there is sent
+ * only when the server's source is still the entry ours was synced from; otherwise (edited,
+ * replaced or gone there) ours goes up as new content under the copy name and the source
+ * is left to the pull — a move there would carry another entry to the copy than the one
+ * renamed here.
+ */
 async function moveToCopy(
   ctx: SyncContext,
   op: Extract<Op, { kind: 'move' }>,
   rowId: string,
 ): Promise<boolean> {
   const copy = conflictCopyPath(op.to, ctx.deviceName, new Date(ctx.now()), ctx.taken);
-  const [r] = await ctx.client.ops([{ op: 'move', from: op.from, to: copy }]);
-  if (r?.status !== 'applied') return false;
+  const ours = ctx.journal.getFile(op.to);
+  const source = await ctx.client.stat(op.from);
+  const same = ours !== undefined && source?.kind === ours.kind && source.revision === ours.syncedRev;
+  let r: OpResult | undefined;
+  if (same) {
+    [r] = await ctx.client.ops([{ op: 'move', from: op.from, to: copy }]);
+    if (r?.status !== 'applied') return false;
+  }
   const moved = await Promise.all([ctx.at(op.to), ctx.at(copy)])
     .then(([a, b]) => fsp.rename(a, b))
     .then(() => true)
     .catch(() => false);
+  if (!same && !moved) return false;
+  const entry = r?.status === 'applied' ? r.entry : undefined;
   ctx.journal.transaction(() => {
     if (moved) ctx.journal.moveFiles(op.to, copy);
     const row = ctx.journal.getFile(copy);
-    if (row && r.entry) ctx.journal.upsertFile({ ...row, syncedRev: r.entry.revision });
+    if (row && entry) ctx.journal.upsertFile({ ...row, syncedRev: entry.revision });
   });
-  if (moved) {
+  if (!same) reupload(ctx, copy);
+  else if (moved) {
     await giveBackTheirs(ctx, op.to, copy);
     requeueMovedEdits(ctx, copy);
   } else ctx.markDirty([copy]);

@@ -20,6 +20,7 @@ import {
   recordSynced,
 } from '../propagate/download.ts';
 import { deleteLocal, moveLocal } from '../propagate/local-change.ts';
+import { holdForQueuedMoves, releasable, released } from './held.ts';
 
 /** Pull the feed from the saved cursor (or list everything) and apply what it says. */
 export async function pull(ctx: SyncContext): Promise<void> {
@@ -50,15 +51,17 @@ async function fullReconcile(ctx: SyncContext): Promise<void> {
   const listing = await ctx.client.list('', true);
   ctx.status.update({ state: 'syncing' });
   const remote = new Map(listing.entries.map((e) => [e.path, e]));
-  const dirs = listing.entries.filter((e) => e.kind === 'dir').sort((a, b) => (a.path < b.path ? -1 : 1));
+  const held = holdForQueuedMoves(ctx);
+  const entries = listing.entries.filter((e) => !held(e.path));
+  const dirs = entries.filter((e) => e.kind === 'dir').sort((a, b) => (a.path < b.path ? -1 : 1));
   for (const d of dirs) await ctx.guarded(d.path, () => makeLocalDir(ctx, d));
   await applyRemoteFiles(
     ctx,
-    listing.entries.filter((e) => e.kind === 'file'),
+    entries.filter((e) => e.kind === 'file'),
   );
   // Rows the server no longer has (and we had synced): deleted remotely.
   for (const row of ctx.journal.allFiles()) {
-    if (row.syncedRev !== null && !remote.has(row.path))
+    if (row.syncedRev !== null && !remote.has(row.path) && !held(row.path))
       await ctx.guarded(row.path, () => deleteLocal(ctx, row.path));
   }
   ctx.journal.setMeta('cursor', String(listing.seq));
@@ -70,6 +73,7 @@ async function fullReconcile(ctx: SyncContext): Promise<void> {
  * deletes, moves and folder changes keep their place in the order.
  */
 async function applyRemoteBatch(ctx: SyncContext, changes: readonly ChangeRecord[]): Promise<void> {
+  const held = holdForQueuedMoves(ctx);
   let run = new Map<string, { entry: EntryInfo; device: string | undefined }>();
   const flush = async (): Promise<void> => {
     if (run.size === 0) return;
@@ -83,6 +87,10 @@ async function applyRemoteBatch(ctx: SyncContext, changes: readonly ChangeRecord
     for (const [device, entries] of byDevice) await applyRemoteFiles(ctx, entries, device);
   };
   for (const c of changes) {
+    if (held(...(c.type === 'move' ? [c.from, c.path] : [c.path]))) {
+      run.delete(c.path); // an earlier version of it is not applied either
+      continue;
+    }
     if (c.type === 'upsert' && c.entry.kind === 'file' && !ctx.ignore.ignores(c.path, false)) {
       run.delete(c.path); // a later version of the same path replaces the earlier one
       run.set(c.path, { entry: c.entry, device: c.deviceName });
@@ -202,7 +210,10 @@ async function applyRemoteMove(ctx: SyncContext, from: string, to: string, entry
   }
   if (d.action !== 'download') return;
   // We did not have it (or something is in the way): fetch the destination as new content.
-  if (entry.kind === 'dir') await fetchRemoteSubtree(ctx, to);
+  // Synced entries under it that the server's folder lacks were deleted there: they go
+  // (edits kept) — say our own rename of a folder another device emptied meanwhile, whose
+  // echo this is (seed 1262).
+  if (entry.kind === 'dir') await fetchRemoteSubtree(ctx, to, undefined, true);
   else await applyRemoteFiles(ctx, [entry]);
   if (row) await deleteLocal(ctx, from);
 }
@@ -237,6 +248,18 @@ export async function fetchRemoteSubtree(
       ctx,
       listing.entries.filter((e) => e.kind === 'file'),
     );
+  }
+}
+
+/**
+ * After the push: each path held while a move of ours waited (held.ts) and no longer
+ * touched by one is made to match the server as it is now.
+ */
+export async function releaseHeld(ctx: SyncContext): Promise<void> {
+  for (const p of releasable(ctx)) {
+    ctx.trace('release', { path: p });
+    await ctx.guarded(p, () => repairPath(ctx, p));
+    released(ctx, p);
   }
 }
 
