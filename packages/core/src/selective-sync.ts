@@ -22,6 +22,7 @@ import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { PARTIAL_PREFIX } from './local-fs.ts';
 import { UnsafeLocalPathError } from './local-path.ts';
+import { OfflineError } from './remote/proxy-client.ts';
 import type { RemoteStore } from './remote/remote-store.ts';
 import { Selection, type SelectionState, planSelection } from './selection.ts';
 import type { SyncContext } from './sync/context.ts';
@@ -139,7 +140,7 @@ export class SelectiveSync {
       const r = await this.rawClient.list(parent, false);
       paths = r.entries.filter((e) => e.kind === 'dir').map((e) => e.path);
     } catch (e) {
-      if ((e as Error).name !== 'OfflineError') throw e;
+      if (!(e instanceof OfflineError)) throw e;
       offline = true;
       const depth = parent === '' ? 0 : parent.split('/').length;
       const known = this.ctx.journal

@@ -231,6 +231,33 @@ export const DevicesSchema = z.object({
 });
 export type Devices = z.infer<typeof DevicesSchema>;
 
+/**
+ * Selective sync: one folder of the Weft storage as Settings lists it. `selected`: kept on
+ * this device. `state` (only for a folder chosen by its own entry): `leaving` — its pending
+ * changes upload, then its local copy goes; `excluded` — not on this device; `including` —
+ * being downloaded again.
+ */
+export const SelectiveFolderSchema = z.object({
+  path: z.string(),
+  name: z.string(),
+  selected: z.boolean(),
+  state: z.enum(['leaving', 'excluded', 'including']).optional(),
+});
+export type SelectiveFolder = z.infer<typeof SelectiveFolderSchema>;
+export const SelectiveSyncSchema = z.object({
+  /** False before this computer is connected to Weft storage. */
+  available: z.boolean(),
+  reason: z.string().optional(),
+  /** The folder whose subfolders `folders` lists ('' = the top). */
+  parent: z.string(),
+  folders: z.array(SelectiveFolderSchema),
+  /** Every folder left out of this device (with its state), wherever it is. */
+  excluded: z.array(z.object({ path: z.string(), state: z.enum(['leaving', 'excluded', 'including']) })),
+  /** The server could not be reached: `folders` comes from what this device knows. */
+  offline: z.boolean(),
+});
+export type SelectiveSync = z.infer<typeof SelectiveSyncSchema>;
+
 const Empty = z.object({}).strict();
 
 /** Method name → input and output schemas. Adding a method here types both sides. */
@@ -256,6 +283,25 @@ export const api = {
   getCost: { input: Empty, output: CostViewSchema },
   getSettings: { input: Empty, output: SettingsSchema },
   setSettings: { input: SettingsSchema.partial().strict(), output: SettingsSchema },
+  /** Selective sync: the server's folders under `parent` and which of them this device keeps. */
+  getSelectiveSync: {
+    input: z.object({ parent: z.string().max(4096).optional() }).strict(),
+    output: SelectiveSyncSchema,
+  },
+  /**
+   * Leave out exactly these folders (the whole list; [] keeps everything). Applies at once:
+   * a folder left out uploads its pending changes, then its local copy goes (nothing is
+   * deleted from Weft storage); a folder taken back is downloaded.
+   */
+  setSelectiveSync: {
+    input: z
+      .object({
+        excluded: z.array(z.string().min(1).max(4096)).max(10_000),
+        parent: z.string().max(4096).optional(),
+      })
+      .strict(),
+    output: SelectiveSyncSchema,
+  },
   listAccounts: { input: Empty, output: z.object({ accounts: z.array(AccountSchema) }) },
   /** Starts OAuth (PKCE, loopback redirect); the UI opens authorizeUrl in the browser. */
   connectCloud: {

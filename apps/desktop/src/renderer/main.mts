@@ -5,6 +5,7 @@ import { Scope, h } from './dom.mts';
 import { accountsScreen } from './screens/accounts.mts';
 import { costScreen } from './screens/cost.mts';
 import { settingsScreen } from './screens/settings.mts';
+import { selectiveSyncSection } from './screens/selective-sync.mts';
 import { sharingScreen } from './screens/sharing.mts';
 import { statusScreen } from './screens/status.mts';
 import { connect } from './transport.mts';
@@ -61,7 +62,10 @@ function start(): void {
     } else if (screen === 'cost') costScreen(main, api, scope, report);
     else if (screen === 'accounts') accountsScreen(main, api, scope, report);
     else if (screen === 'sharing') sharingScreen(main, api, scope, report);
-    else settingsScreen(main, api, scope, report);
+    else {
+      settingsScreen(main, api, scope, report);
+      selectiveSyncSection(main, api, scope, report);
+    }
     main.dataset.screen = screen;
   };
 

@@ -29,6 +29,7 @@ import { Emitter, type Disposable } from '../lifecycle.ts';
 import { OfflineError, type ProxyClient, RemoteError } from '../remote/proxy-client.ts';
 import { type SecretStore, secretTokenStore } from '../secret-store.ts';
 import type { FolderStatus } from '../status.ts';
+import { applySelection, selectiveView } from './selective-view.ts';
 import { type ShareBackend, ShareApiError, httpShareBackend } from './share-client.ts';
 import { toShare } from './share-words.ts';
 
@@ -401,6 +402,10 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       options.onSettings?.(settings);
       return settings;
     },
+    getSelectiveSync: async ({ parent }) =>
+      selectiveView(options.session()?.engine, parent ?? '', NO_SESSION),
+    setSelectiveSync: async ({ excluded, parent }) =>
+      applySelection(options.session()?.engine, excluded, parent ?? '', NO_SESSION),
     listAccounts: async () => ({ accounts: accounts() }),
     connectWeft: async ({ server, user, deviceName, enrolment }) => {
       const current = options.session();
