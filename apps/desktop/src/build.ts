@@ -12,7 +12,7 @@ const here = import.meta.dirname;
 export const DESKTOP_ROOT = nodePath.resolve(here, '..');
 export const DEFAULT_RENDERER_DIR = nodePath.join(DESKTOP_ROOT, 'dist', 'renderer');
 
-/** Bundle the renderer into `outDir` (index.html, app.js, app.css); returns outDir. */
+/** Bundle the renderer into `outDir` (index.html, app.js, app.css; tray.html, tray.js, tray.css); returns outDir. */
 export async function buildRenderer(outDir = DEFAULT_RENDERER_DIR): Promise<string> {
   await fsp.mkdir(outDir, { recursive: true });
   await build({
@@ -26,8 +26,20 @@ export async function buildRenderer(outDir = DEFAULT_RENDERER_DIR): Promise<stri
     minify: false,
     logLevel: 'silent',
   });
-  await fsp.copyFile(nodePath.join(here, 'renderer', 'index.html'), nodePath.join(outDir, 'index.html'));
-  await fsp.copyFile(nodePath.join(here, 'renderer', 'app.css'), nodePath.join(outDir, 'app.css'));
+  // The tray popover page (renderer/tray.html): its own small bundle.
+  await build({
+    entryPoints: [nodePath.join(here, 'renderer', 'tray.mts')],
+    outfile: nodePath.join(outDir, 'tray.js'),
+    bundle: true,
+    format: 'esm',
+    platform: 'browser',
+    target: ['chrome120'],
+    sourcemap: true,
+    minify: false,
+    logLevel: 'silent',
+  });
+  for (const f of ['index.html', 'app.css', 'tray.html', 'tray.css'])
+    await fsp.copyFile(nodePath.join(here, 'renderer', f), nodePath.join(outDir, f));
   return outDir;
 }
 

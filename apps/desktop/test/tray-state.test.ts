@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { type TrayMenuItem, trayMenu, trayNotifications, trayState } from '../src/common/tray-state.ts';
+import {
+  type TrayMenuItem,
+  trayMenu,
+  trayNotifications,
+  trayPopover,
+  trayState,
+} from '../src/common/tray-state.ts';
 import { displayState, formatEta, plainError, usageText, usd } from '../src/common/format.ts';
 import { status } from './fixtures.ts';
 
@@ -59,13 +65,13 @@ describe('tray icon', () => {
 });
 
 describe('tray menu', () => {
-  it('offers pause for 1 h or until restart, recent files, quit', () => {
+  it('offers pause for 1 h or until restart, the last changes (one per file), quit', () => {
     const s = status({
       recent: [
         { atMs: NOW, kind: 'uploaded', path: 'a.txt' },
         { atMs: NOW, kind: 'deleted', path: 'gone.txt' },
         { atMs: NOW, kind: 'downloaded', path: 'a.txt' },
-        { atMs: NOW, kind: 'downloaded', path: 'b.txt' },
+        { atMs: NOW, kind: 'downloaded', path: 'docs/b.txt' },
       ],
     });
     expect(labels(trayMenu(s, NOW))).toEqual([
@@ -76,15 +82,19 @@ describe('tray menu', () => {
       'Pause syncing >',
       '  For 1 hour',
       '  Until restart',
-      'Recent files >',
-      '  a.txt',
-      '  b.txt',
+      'Recent changes >',
+      '  Uploaded a.txt',
+      '  Deleted gone.txt',
+      '  Downloaded docs/b.txt',
       '—',
       'Quit Weft',
     ]);
+    // A deleted file is named, not offered to open.
+    const sub = trayMenu(s, NOW).find((i) => i.kind === 'submenu' && i.label === 'Recent changes');
+    expect(sub?.kind === 'submenu' ? sub.items.map((i) => i.kind) : []).toEqual(['item', 'label', 'item']);
   });
 
-  it('offers resume while paused, and at most five recent files', () => {
+  it('offers resume while paused, and at most five recent changes', () => {
     const recent = Array.from({ length: 9 }, (_, i) => ({
       atMs: NOW,
       kind: 'uploaded' as const,
@@ -92,8 +102,114 @@ describe('tray menu', () => {
     }));
     const items = trayMenu(status({ state: 'paused', recent }), NOW);
     expect(items.some((i) => i.kind === 'item' && i.action.type === 'resume')).toBe(true);
-    const sub = items.find((i) => i.kind === 'submenu' && i.label === 'Recent files');
+    const sub = items.find((i) => i.kind === 'submenu' && i.label === 'Recent changes');
     expect(sub?.kind === 'submenu' ? sub.items.length : 0).toBe(5);
+  });
+
+  it('lists the transfers under way, as the popover does', () => {
+    const t = (path: string, bytesDone: number) => ({
+      path,
+      direction: 'up' as const,
+      bytesDone,
+      bytesTotal: 1000,
+      rate: 100,
+      etaSeconds: 5,
+    });
+    const s = status({
+      state: 'syncing',
+      pendingOperations: 6,
+      transfers: [t('a/one.bin', 450), t('two.bin', 0), t('3', 1000), t('4', 10), t('5', 20), t('6', 30)],
+    });
+    expect(labels(trayMenu(s, NOW)).slice(0, 7)).toEqual([
+      'Weft — Syncing (6 waiting)',
+      'Uploading one.bin, 45 %',
+      'Uploading two.bin, 0 %',
+      'Uploading 3, 100 %',
+      'Uploading 4, 1 %',
+      'and 2 more',
+      '—',
+    ]);
+  });
+});
+
+describe('tray popover model', () => {
+  it('gives the state line, files and storage, transfers with progress and the last changes', () => {
+    const p = trayPopover(
+      status({
+        state: 'syncing',
+        pendingOperations: 1,
+        storage: { usedBytes: 2_100_000_000, limitBytes: 5_000_000_000, checkedAtMs: NOW },
+        transfers: [
+          {
+            path: 'docs/big.iso',
+            direction: 'down',
+            bytesDone: 1_200_000,
+            bytesTotal: 3_000_000,
+            rate: 200_000,
+          },
+        ],
+        recent: [
+          { atMs: NOW - 1000, kind: 'added', path: 'new/folder' },
+          { atMs: NOW - 2000, kind: 'error', path: 'locked.db', detail: 'EBUSY' },
+        ],
+      }),
+      NOW,
+    );
+    expect(p).toMatchObject({
+      icon: 'syncing',
+      stateLine: 'Syncing (1 waiting)',
+      detail: '3 files · 2.1 GB of 5 GB used',
+      cost: undefined,
+      moreTransfers: 0,
+      pause: { kind: 'pause' },
+    });
+    expect(p.transfers).toEqual([
+      {
+        path: 'docs/big.iso',
+        name: 'big.iso',
+        direction: 'down',
+        fraction: 0.4,
+        label: 'Downloading big.iso, 40 %',
+        detail: '1.2 MB of 3.0 MB · 200 KB/s · time left unknown',
+      },
+    ]);
+    expect(p.changes.map((c) => [c.verb, c.name, c.openable])).toEqual([
+      ['Added', 'folder', true],
+      ['Failed', 'locked.db', false],
+    ]);
+  });
+
+  it('explains a problem instead of counting files, and offers to connect before enrolment', () => {
+    expect(trayPopover(status({ state: 'offline', error: 'fetch failed' }), NOW).detail).toMatch(
+      /^Weft cannot reach the storage server\. Check your internet connection/,
+    );
+    const p = trayPopover(
+      status({ state: 'offline', error: 'This computer is not connected to Weft storage yet.' }),
+      NOW,
+    );
+    expect(p.pause).toEqual({
+      kind: 'connect',
+      label: 'Connect Weft storage…',
+      action: { type: 'openStatus' },
+    });
+    expect(trayPopover(status({ state: 'paused', pausedUntilMs: NOW + 3_600_000 }), NOW)).toMatchObject({
+      stateLine: 'Paused for 60 more min',
+      pause: { kind: 'resume', label: 'Resume syncing', action: { type: 'resume' } },
+    });
+  });
+
+  it('a transfer of unknown size shows 0 %, never more than 100 %', () => {
+    const t = { path: 'x', direction: 'up' as const, rate: 0 };
+    const p = trayPopover(
+      status({
+        transfers: [
+          { ...t, bytesDone: 5, bytesTotal: 0 },
+          { ...t, bytesDone: 20, bytesTotal: 10 },
+        ],
+      }),
+      NOW,
+    );
+    expect(p.transfers.map((x) => x.fraction)).toEqual([0, 1]);
   });
 });
 

@@ -1,14 +1,21 @@
 /**
- * What the tray shows: the icon for a status, the menu items, and which notifications a
- * status change deserves. Pure functions; Electron main only maps them onto Tray/Menu.
+ * What the tray shows: the icon for a status, the compact popover's model (state line,
+ * transfers with progress, last changes, pause), the menu items built from that same model,
+ * and which notifications a status change deserves. Pure functions; Electron main only maps
+ * them onto Tray/Menu, and the popover page (renderer/tray.mts) draws the same model.
  */
 import type { CostView, FolderStatusDto } from './api.ts';
 import {
   DISPLAY_LABEL,
   type DisplayState,
   displayState,
+  formatBytes,
+  formatEta,
+  formatRate,
   isNotEnrolled,
   pausedUntilText,
+  plainError,
+  usageText,
   usd,
 } from './format.ts';
 
@@ -31,6 +38,17 @@ const ICON: Record<DisplayState, TrayIcon> = {
   full: 'error',
 };
 
+/** The one line saying how the folder is, e.g. "Up to date", "Paused for 30 more min". */
+export function stateLine(s: FolderStatusDto, now: number): string {
+  const d = displayState(s);
+  if (isNotEnrolled(s.error)) return 'not connected to Weft storage yet';
+  if (d === 'conflict') return `${s.conflicts.length} conflict${s.conflicts.length === 1 ? '' : 's'}`;
+  let line: string = DISPLAY_LABEL[d];
+  if (d === 'syncing') line += ` (${s.pendingOperations} waiting)`;
+  if (d === 'paused' && !s.massDeletePending) line += ` ${pausedUntilText(s, now)}`;
+  return line;
+}
+
 export function trayState(s: FolderStatusDto, now: number): TrayState {
   const d = displayState(s);
   let progress: number | undefined;
@@ -39,13 +57,7 @@ export function trayState(s: FolderStatusDto, now: number): TrayState {
     const done = s.transfers.reduce((a, t) => a + t.bytesDone, 0);
     progress = total > 0 ? Math.min(1, done / total) : 0;
   }
-  let tooltip = `Weft — ${DISPLAY_LABEL[d]}`;
-  if (d === 'syncing') tooltip += ` (${s.pendingOperations} waiting)`;
-  if (d === 'paused' && !s.massDeletePending) tooltip += ` ${pausedUntilText(s, now)}`;
-  if (d === 'conflict')
-    tooltip = `Weft — ${s.conflicts.length} conflict${s.conflicts.length === 1 ? '' : 's'}`;
-  if (isNotEnrolled(s.error)) tooltip = 'Weft — not connected to Weft storage yet';
-  return { icon: ICON[d], progress, tooltip };
+  return { icon: ICON[d], progress, tooltip: `Weft — ${stateLine(s, now)}` };
 }
 
 export type TrayAction =
@@ -62,61 +74,172 @@ export type TrayMenuItem =
   | { readonly kind: 'submenu'; readonly label: string; readonly items: readonly TrayMenuItem[] }
   | { readonly kind: 'separator' };
 
-const RECENT_IN_MENU = 5;
-
 /** The month's Weft storage bill as the tray shows it (README: "status, progress and cost"). */
 export function trayCostLabel(cost: CostView | undefined): string | undefined {
   if (!cost?.available) return undefined;
   return `This month: ${usd(cost.mine.soFar.total)} so far, ${usd(cost.mine.projected.total)} projected`;
 }
 
-export function trayMenu(s: FolderStatusDto, now: number, cost?: CostView): TrayMenuItem[] {
+/** How many transfers and changes the popover and the menu list. */
+export const TRAY_TRANSFERS = 4;
+export const TRAY_CHANGES = 5;
+
+type RecentKind = FolderStatusDto['recent'][number]['kind'];
+const VERB: Record<RecentKind, string> = {
+  added: 'Added',
+  uploaded: 'Uploaded',
+  downloaded: 'Downloaded',
+  deleted: 'Deleted',
+  moved: 'Moved',
+  conflicted: 'Conflict',
+  error: 'Failed',
+};
+
+export interface TrayTransferView {
+  readonly path: string;
+  /** The last part of the path, what the popover shows first. */
+  readonly name: string;
+  readonly direction: 'up' | 'down';
+  /** 0..1 */
+  readonly fraction: number;
+  /** "Uploading a.txt, 45 %" — the progress bar's accessible name and the menu's label. */
+  readonly label: string;
+  /** "1.2 MB of 3 MB · 200 KB/s · 9 s left" */
+  readonly detail: string;
+}
+
+export interface TrayChangeView {
+  readonly kind: RecentKind;
+  readonly path: string;
+  readonly name: string;
+  readonly verb: string;
+  readonly atMs: number;
+  /** The file is there to open (not deleted, not failed). */
+  readonly openable: boolean;
+}
+
+export type TrayPauseChoice =
+  | { readonly kind: 'pause'; readonly choices: readonly { label: string; action: TrayAction }[] }
+  | { readonly kind: 'resume'; readonly label: string; readonly action: TrayAction }
+  | { readonly kind: 'connect'; readonly label: string; readonly action: TrayAction };
+
+/** The compact popover (and the tray menu, built from it): Dropbox's and Nextcloud's shape. */
+export interface TrayPopover {
+  readonly icon: TrayIcon;
+  readonly display: DisplayState;
+  /** "Up to date", "Syncing (3 waiting)", "Paused for 30 more min", … */
+  readonly stateLine: string;
+  /** Under it: files and storage used, or what went wrong and what to do. */
+  readonly detail: string;
+  /** The month's Weft storage bill, when the server told. */
+  readonly cost: string | undefined;
+  readonly transfers: readonly TrayTransferView[];
+  /** Transfers under way beyond those listed. */
+  readonly moreTransfers: number;
+  readonly changes: readonly TrayChangeView[];
+  readonly pause: TrayPauseChoice;
+}
+
+const baseName = (path: string): string => path.slice(path.lastIndexOf('/') + 1) || path;
+
+export function trayPopover(s: FolderStatusDto, now: number, cost?: CostView): TrayPopover {
   const d = displayState(s);
-  const costLabel = trayCostLabel(cost);
+  const notEnrolled = isNotEnrolled(s.error);
+  const line = stateLine(s, now);
+  let detail: string;
+  if (notEnrolled || d === 'error' || d === 'offline') {
+    const e = plainError(s.error);
+    detail = `${e.cause} ${e.advice}`;
+  } else {
+    detail = `${s.files} file${s.files === 1 ? '' : 's'}`;
+    if (s.storage) detail += ` · ${usageText(s.storage)}`;
+  }
+  const transfers = s.transfers.slice(0, TRAY_TRANSFERS).map((t): TrayTransferView => {
+    const fraction = t.bytesTotal > 0 ? Math.min(1, t.bytesDone / t.bytesTotal) : 0;
+    const name = baseName(t.path);
+    return {
+      path: t.path,
+      name,
+      direction: t.direction,
+      fraction,
+      label: `${t.direction === 'up' ? 'Uploading' : 'Downloading'} ${name}, ${Math.floor(fraction * 100)} %`,
+      detail: `${formatBytes(t.bytesDone)} of ${formatBytes(t.bytesTotal)} · ${formatRate(t.rate)} · ${formatEta(t.etaSeconds)}`,
+    };
+  });
+  const seen = new Set<string>();
+  const changes: TrayChangeView[] = [];
+  for (const a of s.recent) {
+    if (changes.length >= TRAY_CHANGES) break;
+    if (seen.has(a.path)) continue;
+    seen.add(a.path);
+    changes.push({
+      kind: a.kind,
+      path: a.path,
+      name: baseName(a.path),
+      verb: VERB[a.kind],
+      atMs: a.atMs,
+      openable: a.kind !== 'deleted' && a.kind !== 'error',
+    });
+  }
+  const pause: TrayPauseChoice = notEnrolled
+    ? { kind: 'connect', label: 'Connect Weft storage…', action: { type: 'openStatus' } }
+    : d === 'paused' && !s.massDeletePending
+      ? { kind: 'resume', label: 'Resume syncing', action: { type: 'resume' } }
+      : {
+          kind: 'pause',
+          choices: [
+            { label: 'For 1 hour', action: { type: 'pause', duration: '1h' } },
+            { label: 'Until restart', action: { type: 'pause', duration: 'untilRestart' } },
+          ],
+        };
+  return {
+    icon: ICON[d],
+    display: d,
+    stateLine: line,
+    detail,
+    cost: trayCostLabel(cost),
+    transfers,
+    moreTransfers: Math.max(0, s.transfers.length - transfers.length),
+    changes,
+    pause,
+  };
+}
+
+/** The tray's menu: the popover's model as menu items (labels for what cannot be clicked). */
+export function trayMenu(s: FolderStatusDto, now: number, cost?: CostView): TrayMenuItem[] {
+  const p = trayPopover(s, now, cost);
   const items: TrayMenuItem[] = [
-    { kind: 'label', label: trayState(s, now).tooltip },
-    ...(costLabel ? [{ kind: 'label', label: costLabel } as const] : []),
+    { kind: 'label', label: `Weft — ${p.stateLine}` },
+    ...(p.cost ? [{ kind: 'label', label: p.cost } as const] : []),
+    ...p.transfers.map((t) => ({ kind: 'label', label: t.label }) as const),
+    ...(p.moreTransfers > 0 ? [{ kind: 'label', label: `and ${p.moreTransfers} more` } as const] : []),
     { kind: 'separator' },
     { kind: 'item', label: 'Open Weft folder', action: { type: 'openFolder' }, enabled: true },
     { kind: 'item', label: 'Open status window', action: { type: 'openStatus' }, enabled: true },
   ];
-  if (isNotEnrolled(s.error)) {
-    items.push({
-      kind: 'item',
-      label: 'Connect Weft storage…',
-      action: { type: 'openStatus' },
-      enabled: true,
-    });
-  } else if (d === 'paused' && !s.massDeletePending) {
-    items.push({ kind: 'item', label: 'Resume syncing', action: { type: 'resume' }, enabled: true });
-  } else {
+  if (p.pause.kind === 'pause')
     items.push({
       kind: 'submenu',
       label: 'Pause syncing',
-      items: [
-        { kind: 'item', label: 'For 1 hour', action: { type: 'pause', duration: '1h' }, enabled: true },
-        {
-          kind: 'item',
-          label: 'Until restart',
-          action: { type: 'pause', duration: 'untilRestart' },
-          enabled: true,
-        },
-      ],
+      items: p.pause.choices.map((c) => ({ kind: 'item', label: c.label, action: c.action, enabled: true })),
     });
-  }
-  const seen = new Set<string>();
-  const recent: TrayMenuItem[] = [];
-  for (const a of s.recent) {
-    if (recent.length >= RECENT_IN_MENU) break;
-    if (a.kind !== 'uploaded' && a.kind !== 'downloaded') continue;
-    if (seen.has(a.path)) continue;
-    seen.add(a.path);
-    recent.push({ kind: 'item', label: a.path, action: { type: 'openFile', path: a.path }, enabled: true });
-  }
+  else items.push({ kind: 'item', label: p.pause.label, action: p.pause.action, enabled: true });
   items.push({
     kind: 'submenu',
-    label: 'Recent files',
-    items: recent.length > 0 ? recent : [{ kind: 'label', label: 'Nothing yet' }],
+    label: 'Recent changes',
+    items:
+      p.changes.length > 0
+        ? p.changes.map((c): TrayMenuItem =>
+            c.openable
+              ? {
+                  kind: 'item',
+                  label: `${c.verb} ${c.path}`,
+                  action: { type: 'openFile', path: c.path },
+                  enabled: true,
+                }
+              : { kind: 'label', label: `${c.verb} ${c.path}` },
+          )
+        : [{ kind: 'label', label: 'Nothing yet' }],
   });
   items.push(
     { kind: 'separator' },
