@@ -191,6 +191,12 @@ export const ProxyConfig = z.object({
     .int()
     .min(0)
     .default(3600 * 1000),
+  /**
+   * Versions and deleted files (docs/proxy-server.md): a file overwritten with other content
+   * or deleted stays restorable for `retentionDays` (Dropbox Basic's 30 days by default);
+   * 0 keeps nothing (an overwrite or a delete is final at once, as before).
+   */
+  versions: z.object({ retentionDays: z.number().min(0).max(3650).default(30) }).prefault({}),
   /** Unrelated operations applied at once. */
   concurrency: z.number().int().positive().default(8),
   /** Waiting operations above which writes get 503 SLOW_DOWN (back-pressure). */
@@ -268,6 +274,7 @@ export const ENV_OVERRIDES: Record<string, (c: Record<string, unknown>, v: strin
   WEFT_PROXY_CONCURRENCY: (c, v) => (c.concurrency = Number(v)),
   WEFT_PROXY_RELAY_CACHE_BYTES: (c, v) => (c.relayCacheBytes = Number(v)),
   WEFT_PROXY_GC_GRACE_MS: (c, v) => (c.gcGraceMs = Number(v)),
+  WEFT_PROXY_VERSION_RETENTION_DAYS: (c, v) => (c.versions = { retentionDays: Number(v) }),
   WEFT_PROXY_MAX_FILE_BYTES: (c, v) => (c.maxFileBytes = Number(v)),
   WEFT_PROXY_IDLE_TIMEOUT_MS: (c, v) => (c.timeouts = { ...(c.timeouts as object), idleMs: Number(v) }),
   WEFT_PROXY_QUOTA_BYTES: (c, v) =>

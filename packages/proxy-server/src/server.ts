@@ -30,6 +30,7 @@ import type { RouteDoc } from './http/route.ts';
 import { registerShareRoutes } from './http/shares.ts';
 import { registerSystemRoutes } from './http/system.ts';
 import { registerTransferRoutes } from './http/transfers.ts';
+import { registerVersionRoutes } from './http/versions.ts';
 import { MerkleIndex } from './merkle.ts';
 import { ProxyMetrics } from './metrics.ts';
 import { OpService } from './ops.ts';
@@ -44,6 +45,7 @@ import { PackCollector, type PackGcPass } from './store/pack-gc.ts';
 import { Packer } from './store/packs.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
 import { TransferService } from './transfers.ts';
+import { VersionService } from './versions.ts';
 
 export { SERVER_VERSION } from './version.ts';
 export { parseRange } from './http/files.ts';
@@ -65,7 +67,7 @@ export interface RunningProxyServer {
   /** Bandwidth probes and write routing between proxies (when the peer link is configured). */
   readonly peerRouter?: PeerRouter;
   /** Run garbage collection now (grace period from the config unless given). */
-  gc(graceMs?: number): Promise<{ objects: number; orphans: number; transfers: number }>;
+  gc(graceMs?: number): Promise<{ objects: number; orphans: number; transfers: number; versions: number }>;
   /** Enrol a device directly (for `npm start` and tests). */
   enrol(user: string, deviceName: string): Promise<{ token: string; deviceId: string }>;
   /** Cost accounting (docs/cost.md). */
@@ -165,6 +167,7 @@ export async function startProxyServer(
     stagingDir: nodePath.join(fsRoot, 'staging'),
     smallFileBytes: config.smallFileBytes,
     quotaLimit: (userId) => quotaLimit(config.quota, userId),
+    versionRetentionMs: config.versions.retentionDays * 24 * 3600 * 1000,
     log,
     metrics,
     onChanges: (userId: string, records: ChangeRecord[]) => {
@@ -232,6 +235,10 @@ export async function startProxyServer(
   await registerDeltaRoutes(ctx, { deltas, store, maxSignatureBytes: config.maxSignatureBytes });
   registerChangeRoutes(ctx, { meta, hub, merkle, devices, metrics });
   registerCostRoutes(ctx, cost);
+  registerVersionRoutes(
+    ctx,
+    new VersionService({ store, scheduler, retentionDays: config.versions.retentionDays }),
+  );
 
   const shares = config.shares.enabled
     ? new ShareService({

@@ -93,6 +93,8 @@ describe('crash safety', () => {
           adminToken: ADMIN,
           logLevel: 'silent',
           gcIntervalMs: 0,
+          // Every object not named by a file must be an orphan after GC: no kept versions.
+          versions: { retentionDays: 0 },
         }),
       );
       const sent = new Map<string, Sent>();
@@ -110,7 +112,11 @@ describe('crash safety', () => {
         await exited;
 
         // Restart in-process on the same data and check every invariant.
-        const server = await startTestServer({ dataDir: nodePath.join(dataDir, 'data'), adminToken: ADMIN });
+        const server = await startTestServer({
+          dataDir: nodePath.join(dataDir, 'data'),
+          adminToken: ADMIN,
+          versions: { retentionDays: 0 },
+        });
         const check = await TestClient.enrol(server, 'crash', `check${round}`);
         const list = await check.json<ListResponse>('GET', '/v1/list?path=&recursive=1');
         const files = list.entries.filter((e) => e.kind === 'file');

@@ -27,7 +27,9 @@ let server: Awaited<ReturnType<typeof startTestServer>>;
 let c: TestClient;
 
 beforeAll(async () => {
-  server = await startTestServer();
+  // No kept versions: these tests watch objects freed as soon as nothing references them
+  // (versions.test.ts covers objects kept by versions).
+  server = await startTestServer({ versions: { retentionDays: 0 } });
   c = await TestClient.enrol(server, 'big', 'desk');
 });
 afterAll(async () => server.stop());

@@ -56,6 +56,8 @@ let server: Awaited<ReturnType<typeof startTestServer>>;
 
 beforeAll(async () => {
   server = await startTestServer({
+    // Kept versions (versions.test.ts) are left out: usage here is the live files only.
+    versions: { retentionDays: 0 },
     quota: { defaultBytes: LIMIT, users: { roomy: null, small: 2 * MiB } },
   });
 });

@@ -167,6 +167,11 @@ export const UsageResponse = z
     user: UserId,
     usedBytes: Size,
     limitBytes: Size.nullable(),
+    /**
+     * Bytes of the replaced and deleted versions kept for the retention period (absent when
+     * the server keeps none). Held and billed (docs/cost.md), not counted against `limitBytes`.
+     */
+    versionsBytes: Size.optional(),
   })
   .meta({ id: 'Usage' });
 export type UsageResponse = z.infer<typeof UsageResponse>;

@@ -1,6 +1,7 @@
 export * from './errors.ts';
 export * from './api.ts';
 export * from './shares.ts';
+export * from './versions.ts';
 export * from './bundle.ts';
 export * from './bundle-scan.ts';
 export * from './transfer-block.ts';

@@ -216,6 +216,23 @@ export function readStorage(db: Database.Database): StorageReading[] {
     } else u.objects += r.bytes;
     users.set(r.user_id, u);
   }
+  // Kept versions (migration 007) are held for their users too: small ones on the filesystem
+  // tier (each content once for the proxy), large ones as objects (already in `objects`).
+  const kept = db
+    .prepare('SELECT user_id, tier, COALESCE(SUM(size), 0) AS bytes FROM versions GROUP BY user_id, tier')
+    .all() as { user_id: string; tier: 'small' | 'large'; bytes: number }[];
+  for (const r of kept) {
+    const u = users.get(r.user_id) ?? { fs: 0, objects: 0 };
+    if (r.tier === 'small') u.fs += r.bytes;
+    else u.objects += r.bytes;
+    users.set(r.user_id, u);
+  }
+  const keptSmall = db
+    .prepare(
+      `SELECT COALESCE(SUM(size), 0) AS bytes FROM (SELECT DISTINCT sha256, size FROM versions WHERE tier = 'small')`,
+    )
+    .get() as { bytes: number };
+  fsTotal += keptSmall.bytes;
   for (const [userId, u] of users) {
     out.push({ userId, tier: 'fs', bytes: u.fs }, { userId, tier: 'objects', bytes: u.objects });
   }

@@ -92,7 +92,10 @@ export function registerEnrolmentRoutes(
     },
     async (req) => {
       const a = auth(req);
-      return { user: a.userId, ...store.quota.usage(a.userId) };
+      const usage = { user: a.userId, ...store.quota.usage(a.userId) };
+      if (!store.keepsVersions) return usage;
+      const kept = store.meta.versions.bytes(a.userId);
+      return { ...usage, versionsBytes: kept.small + kept.large };
     },
   );
 }

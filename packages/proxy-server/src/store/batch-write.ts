@@ -8,7 +8,7 @@
  */
 import type { Logger } from 'pino';
 import { ancestors, type FsProvider, sha256Hex } from '@weft/providers';
-import type { ChangeRecord, ConflictReport, OpResult } from '@weft/wire';
+import type { ChangeRecord, ConflictReport, EntryInfo, OpResult } from '@weft/wire';
 import { conflictReport, decideWrite } from '@weft/wire';
 import { ApiError, toApiError } from '../errors.ts';
 import type { ProxyMetrics } from '../metrics.ts';
@@ -55,6 +55,8 @@ export interface BatchWriteDeps {
   record(userId: string, changes: ChangeInput[], w: Writer): ChangeRecord[];
   /** A conflicted-copy name free in the index and not taken by `taken`. */
   conflictPathFor(w: Writer, path: string, taken: (p: string) => boolean): string;
+  /** Put aside the bytes of files about to be replaced (kept versions); returns the unpin. */
+  keepContent(userId: string, rows: readonly EntryInfo[]): Promise<() => void>;
   /** A single write of content whose SHA-256 is already checked. */
   writeFile(
     w: Writer,
@@ -238,40 +240,53 @@ async function writeBatch(
     fail(j.i, dirErrors.get(d));
     return false;
   });
-  const written = await store.fs.writeMany(
-    writable.map((j) => ({
-      path: store.nsPath(w.userId, j.path),
-      bytes: j.item.bytes,
-      modifiedMs: j.item.mtimeMs,
-    })),
-    { concurrency: WRITE_CONCURRENCY },
+  // The versions these files replace stay restorable: their bytes are put aside first.
+  const unkeep = await store.keepContent(
+    w.userId,
+    writable.flatMap((j) => {
+      const cur = store.meta.getEntry(w.userId, j.path);
+      return cur && cur.sha256 !== j.item.sha256 ? [cur] : [];
+    }),
   );
+  let records: ChangeRecord[];
   const recorded: { job: (typeof jobs)[number]; change: number }[] = [];
-  for (const [k, j] of writable.entries()) {
-    const e = written[k]!;
-    if (e instanceof Error) {
-      fail(j.i, e);
-      continue;
+  try {
+    const written = await store.fs.writeMany(
+      writable.map((j) => ({
+        path: store.nsPath(w.userId, j.path),
+        bytes: j.item.bytes,
+        modifiedMs: j.item.mtimeMs,
+      })),
+      { concurrency: WRITE_CONCURRENCY },
+    );
+    for (const [k, j] of writable.entries()) {
+      const e = written[k]!;
+      if (e instanceof Error) {
+        fail(j.i, e);
+        continue;
+      }
+      store.metrics.bytes.inc({ tier: 'fs', direction: 'in' }, j.item.bytes.byteLength);
+      if (j.replacesLarge)
+        await store.fs.remove(store.nsPath(w.userId, j.path) + LINK_EXTENSION).catch(ignoreNotFound);
+      recorded.push({ job: j, change: changes.length });
+      changes.push({
+        type: 'upsert',
+        entry: {
+          path: j.path,
+          kind: 'file',
+          size: j.item.bytes.byteLength,
+          mtimeMs: j.item.mtimeMs,
+          sha256: j.item.sha256,
+          tier: 'small',
+          fsRevision: e.revision,
+        },
+      });
     }
-    store.metrics.bytes.inc({ tier: 'fs', direction: 'in' }, j.item.bytes.byteLength);
-    if (j.replacesLarge)
-      await store.fs.remove(store.nsPath(w.userId, j.path) + LINK_EXTENSION).catch(ignoreNotFound);
-    recorded.push({ job: j, change: changes.length });
-    changes.push({
-      type: 'upsert',
-      entry: {
-        path: j.path,
-        kind: 'file',
-        size: j.item.bytes.byteLength,
-        mtimeMs: j.item.mtimeMs,
-        sha256: j.item.sha256,
-        tier: 'small',
-        fsRevision: e.revision,
-      },
-    });
+    // One transaction for the whole batch.
+    records = store.record(w.userId, changes, w);
+  } finally {
+    unkeep();
   }
-  // One transaction for the whole batch.
-  const records = store.record(w.userId, changes, w);
   quota.smallRecorded();
   for (const { job, change } of recorded) {
     const { entry, seq } = lastEntry(records.slice(change, change + 1));

@@ -39,6 +39,8 @@ import { checkNewPath, checkUserPath } from './paths.ts';
 import { lastEntry, NOOP_SEQ } from './op-results.ts';
 import { chunkList, type Content, contentSha, contentSize } from './content.ts';
 import { putSignature, signatureOf, type SignatureDeps } from './signatures.ts';
+import { versionContentKey, type VersionRow } from './version-index.ts';
+import { collectVersions } from './version-gc.ts';
 
 export type { BatchFile } from './batch-write.ts';
 export { checkNewPath, checkUserPath } from './paths.ts';
@@ -66,6 +68,8 @@ export interface HybridStoreOptions {
   readonly now?: () => number;
   /** The user's storage quota in bytes, undefined for none (default: none for anyone). */
   readonly quotaLimit?: (userId: string) => number | undefined;
+  /** How long replaced and deleted file versions are kept (version-gc.ts); 0 or absent: none. */
+  readonly versionRetentionMs?: number;
 }
 
 export class HybridStore {
@@ -98,9 +102,70 @@ export class HybridStore {
     return path === '' ? `ns/${userId}` : `ns/${userId}/${path}`;
   }
 
+  /** Whether replaced and deleted versions are kept (config `versions.retentionDays` > 0). */
+  get keepsVersions(): boolean {
+    return (this.o.versionRetentionMs ?? 0) > 0;
+  }
+
+  /**
+   * Put aside the bytes of the small files among `rows` that are about to be overwritten or
+   * deleted, so that they stay restorable (version-index.ts): each content once, under
+   * `versions/<aa>/<sha256>` on the filesystem tier. Large files need nothing (their object
+   * stays, referenced by the version row). Returns the release of the pins that keep the
+   * content from the sweep until the versions are recorded.
+   */
+  async keepContent(userId: string, rows: readonly (EntryRow | EntryInfo)[]): Promise<() => void> {
+    const unpins: (() => void)[] = [];
+    const release = (): void => {
+      for (const u of unpins.splice(0)) u();
+    };
+    if (!this.keepsVersions) return release;
+    try {
+      for (const r of rows) {
+        if (r.kind !== 'file' || r.tier !== 'small' || !r.sha256) continue;
+        unpins.push(this.pin(r.sha256));
+        const key = versionContentKey(r.sha256);
+        try {
+          await this.fs.stat(key);
+          continue;
+        } catch (e) {
+          if (!(e instanceof NotFoundError)) throw e;
+        }
+        const bytes = await this.readAll(userId, r);
+        await this.fs.write(key, bytes, { size: bytes.byteLength, sha256: r.sha256 });
+      }
+    } catch (e) {
+      release();
+      throw e;
+    }
+    return release;
+  }
+
+  /** The bytes of a kept version: a stream, or a local file (large) to pass on as content. */
+  async versionContent(v: VersionRow): Promise<{ content: Content; release: () => void }> {
+    if (v.tier === 'large') {
+      const { file, release } = await this.stageObject(v.sha256, v.size);
+      return { content: { file, size: v.size }, release };
+    }
+    try {
+      const bytes = await collect(await this.fs.read(versionContentKey(v.sha256)));
+      return { content: { bytes }, release: () => undefined };
+    } catch (e) {
+      if (e instanceof NotFoundError)
+        throw new ApiError('NOT_FOUND', 'the content of this version is no longer kept');
+      throw e;
+    }
+  }
+
   private record(userId: string, changes: ChangeInput[], w: Writer | undefined): ChangeRecord[] {
     if (changes.length === 0) return [];
-    const records = this.meta.applyChanges(userId, changes, w?.deviceId, this.now());
+    const records = this.meta.applyChanges(
+      userId,
+      changes,
+      w?.deviceId,
+      this.now(),
+      w !== undefined && this.keepsVersions,
+    );
     this.o.onChanges(userId, records);
     return records;
   }
@@ -302,6 +367,7 @@ export class HybridStore {
         nsPath: (u, p) => this.nsPath(u, p),
         record: (u, changes, writer) => this.record(u, changes, writer),
         conflictPathFor: (writer, p, taken) => this.conflictPathFor(writer, p, taken),
+        keepContent: (u, rows) => this.keepContent(u, rows),
         writeFile: (writer, p, content, sha, mtimeMs, base) =>
           this.writeFile(writer, p, content, sha, mtimeMs, base, true),
       },
@@ -345,9 +411,26 @@ export class HybridStore {
   ): Promise<{ entry?: EntryInfo; seq: number }> {
     const changes: ChangeInput[] = [];
     await this.ensureParents(w.userId, path, changes);
+    const before = this.meta.getEntry(w.userId, path);
+    const unkeep = before && before.sha256 !== sha256 ? await this.keepContent(w.userId, [before]) : () => {};
+    try {
+      return await this.storeNew(w, path, content, sha256, mtimeMs, changes, before);
+    } finally {
+      unkeep();
+    }
+  }
+
+  private async storeNew(
+    w: Writer,
+    path: string,
+    content: Content,
+    sha256: string,
+    mtimeMs: number,
+    changes: ChangeInput[],
+    before: EntryRow | undefined,
+  ): Promise<{ entry?: EntryInfo; seq: number }> {
     const size = contentSize(content);
     const ns = this.nsPath(w.userId, path);
-    const before = this.meta.getEntry(w.userId, path);
     let entryRow: Omit<EntryRow, 'revision'>;
     if (size < this.o.smallFileBytes) {
       const body =
@@ -452,9 +535,17 @@ export class HybridStore {
     if (!cur) return { status: 'applied', seq: NOOP_SEQ }; // already gone: idempotent
     const conflict = deleteConflict(path, cur, base);
     if (conflict) return { status: 'conflict', conflict, entry: publicEntry(cur), seq: NOOP_SEQ };
-    await this.fs.remove(this.tierPath(w.userId, cur)).catch(ignoreNotFound);
-    const records = this.record(w.userId, [{ type: 'delete', path }], w);
-    return { status: 'applied', seq: records.at(-1)?.seq ?? NOOP_SEQ };
+    const unkeep = await this.keepContent(w.userId, [
+      cur,
+      ...(cur.kind === 'dir' ? this.meta.listEntries(w.userId, path, true) : []),
+    ]);
+    try {
+      await this.fs.remove(this.tierPath(w.userId, cur)).catch(ignoreNotFound);
+      const records = this.record(w.userId, [{ type: 'delete', path }], w);
+      return { status: 'applied', seq: records.at(-1)?.seq ?? NOOP_SEQ };
+    } finally {
+      unkeep();
+    }
   }
 
   async move(w: Writer, from: string, to: string): Promise<OpResult> {
@@ -535,9 +626,22 @@ export class HybridStore {
     );
   }
 
-  /** Garbage collection (gc.ts) with a grace period of `graceMs`. */
-  gc(graceMs: number): Promise<GcResult> {
-    return collectGarbage(
+  /**
+   * Garbage collection with a grace period of `graceMs`: versions past their retention first
+   * (version-gc.ts), then objects, orphans and transfers (gc.ts).
+   */
+  async gc(graceMs: number): Promise<GcResult & { versions: number }> {
+    const versions = await collectVersions(
+      {
+        fs: this.fs,
+        versions: this.meta.versions,
+        isPinned: (sha) => this.pinned.has(sha),
+        now: this.now,
+      },
+      this.o.versionRetentionMs ?? 0,
+      graceMs,
+    );
+    const r = await collectGarbage(
       {
         objects: this.objects,
         meta: this.meta,
@@ -548,6 +652,7 @@ export class HybridStore {
       },
       graceMs,
     );
+    return { ...r, versions };
   }
 
   async stagingFile(id: string): Promise<string> {

@@ -5,6 +5,7 @@
  * implementation will sit behind the same calls made async at that point.
  */
 import type { EntryInfo, ChangeRecord } from '@weft/wire';
+import type { VersionIndex } from './version-index.ts';
 
 export interface EntryRow extends EntryInfo {
   readonly fsRevision: string;
@@ -104,12 +105,20 @@ export interface MetadataStore {
     changes: ChangeInput[],
     device: string | undefined,
     nowMs: number,
+    /**
+     * Keep every file version these changes replace with other content or delete (the caller
+     * has put small versions' bytes aside first: HybridStore.keepContent).
+     */
+    keepVersions?: boolean,
   ): ChangeRecord[];
   /** Record a new tier revision for an entry without a change (a rename changed its ctime). */
   setFsRevision(userId: string, path: string, fsRevision: string): void;
   changesSince(userId: string, cursor: number, limit: number): ChangeRecord[];
   /** Logical bytes the namespace holds: the sum of its files' sizes (quota usage). */
   usedBytes(userId: string): number;
+
+  /** Kept versions and deleted files (version-index.ts). */
+  readonly versions: VersionIndex;
 
   // objects
   /**

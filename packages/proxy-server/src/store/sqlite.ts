@@ -21,6 +21,7 @@ import {
   type TokenLookup,
   type TransferRow,
 } from './metadata.ts';
+import { VersionIndex } from './version-index.ts';
 
 const MIGRATIONS_DIR = nodePath.resolve(fileURLToPath(import.meta.url), '../../migrations');
 
@@ -33,6 +34,8 @@ interface EntrySql {
   sha256: string | null;
   tier: 'small' | 'large' | null;
   fs_revision: string;
+  written_ms?: number | null;
+  device?: string | null;
 }
 
 interface ChangeSql {
@@ -89,7 +92,11 @@ export class SqliteMetadataStore implements MetadataStore {
     this.db.pragma('foreign_keys = ON');
     this.db.pragma('busy_timeout = 5000');
     this.migrate();
+    this.versions = new VersionIndex(this.db);
   }
+
+  /** Kept versions and deleted files (migration 007, version-index.ts). */
+  readonly versions: VersionIndex;
 
   /** Prepared statements, compiled once: preparing costs more than running these small queries. */
   private readonly statements = new Map<string, Database.Statement>();
@@ -252,9 +259,36 @@ export class SqliteMetadataStore implements MetadataStore {
     ).run(delta, delta, nowMs, sha256);
   }
 
-  private putRow(userId: string, e: EntryRow, nowMs: number): void {
+  /** Keep a file row that stops being current as a version (when versions are kept). */
+  private keepVersion(
+    userId: string,
+    r: EntrySql,
+    deleted: boolean,
+    device: string | undefined,
+    nowMs: number,
+  ): void {
+    if (r.kind !== 'file' || r.sha256 === null || r.tier === null) return;
+    this.versions.keep(
+      userId,
+      {
+        path: r.path,
+        size: r.size,
+        sha256: r.sha256,
+        tier: r.tier,
+        mtimeMs: r.mtime_ms,
+        writtenMs: r.written_ms ?? null,
+        device: r.device ?? null,
+      },
+      deleted,
+      device,
+      nowMs,
+    );
+  }
+
+  private putRow(userId: string, e: EntryRow, nowMs: number, device?: string, keep = false): void {
     const old = this.stmt('SELECT * FROM entries WHERE user_id = ? AND path = ?').get(userId, e.path) as
       EntrySql | undefined;
+    if (keep && old && old.sha256 !== (e.sha256 ?? null)) this.keepVersion(userId, old, false, device, nowMs);
     if (old?.tier === 'large' && old.sha256) this.adjustRef(old.sha256, old.size, -1, nowMs);
     if (e.tier === 'large' && e.sha256) {
       this.adjustRef(e.sha256, e.size, +1, nowMs);
@@ -265,8 +299,8 @@ export class SqliteMetadataStore implements MetadataStore {
       );
     }
     this.stmt(
-      `INSERT OR REPLACE INTO entries (user_id, path, kind, size, mtime_ms, revision, sha256, tier, fs_revision)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT OR REPLACE INTO entries (user_id, path, kind, size, mtime_ms, revision, sha256, tier, fs_revision, written_ms, device)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ).run(
       userId,
       e.path,
@@ -277,12 +311,15 @@ export class SqliteMetadataStore implements MetadataStore {
       e.sha256 ?? null,
       e.tier ?? null,
       e.fsRevision,
+      nowMs,
+      device ?? null,
     );
   }
 
-  private removeRows(userId: string, rows: EntrySql[], nowMs: number): void {
+  private removeRows(userId: string, rows: EntrySql[], nowMs: number, device?: string, keep = false): void {
     const del = this.stmt('DELETE FROM entries WHERE user_id = ? AND path = ?');
     for (const r of rows) {
+      if (keep) this.keepVersion(userId, r, true, device, nowMs);
       if (r.tier === 'large' && r.sha256) this.adjustRef(r.sha256, r.size, -1, nowMs);
       del.run(userId, r.path);
     }
@@ -293,6 +330,7 @@ export class SqliteMetadataStore implements MetadataStore {
     changes: ChangeInput[],
     device: string | undefined,
     nowMs: number,
+    keepVersions = false,
   ): ChangeRecord[] {
     return this.db.transaction(() => {
       let seq = this.currentSeq(userId);
@@ -304,25 +342,25 @@ export class SqliteMetadataStore implements MetadataStore {
         seq += 1;
         if (c.type === 'upsert') {
           const row: EntryRow = { ...c.entry, revision: c.entry.revision ?? `r${seq}` };
-          this.putRow(userId, row, nowMs);
+          this.putRow(userId, row, nowMs, device, keepVersions);
           const entry = publicEntry(row);
           insert.run(userId, seq, 'upsert', row.path, null, JSON.stringify(entry), device ?? null);
           out.push({ seq, type: 'upsert', path: row.path, entry, ...(device ? { device } : {}) });
         } else if (c.type === 'delete') {
-          this.removeRows(userId, this.subtree(userId, c.path), nowMs);
+          this.removeRows(userId, this.subtree(userId, c.path), nowMs, device, keepVersions);
           insert.run(userId, seq, 'delete', c.path, null, null, device ?? null);
           out.push({ seq, type: 'delete', path: c.path, ...(device ? { device } : {}) });
         } else {
           const rows = this.subtree(userId, c.from);
           const del = this.stmt('DELETE FROM entries WHERE user_id = ? AND path = ?');
           for (const r of rows) del.run(userId, r.path);
-          this.removeRows(userId, this.subtree(userId, c.path), nowMs);
+          this.removeRows(userId, this.subtree(userId, c.path), nowMs, device, keepVersions);
           let root: EntryRow | undefined;
           for (const r of rows) {
             const moved = toEntry({ ...r, path: c.path + r.path.slice(c.from.length) });
             this.stmt(
-              `INSERT INTO entries (user_id, path, kind, size, mtime_ms, revision, sha256, tier, fs_revision)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+              `INSERT INTO entries (user_id, path, kind, size, mtime_ms, revision, sha256, tier, fs_revision, written_ms, device)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
             ).run(
               userId,
               moved.path,
@@ -333,6 +371,8 @@ export class SqliteMetadataStore implements MetadataStore {
               moved.sha256 ?? null,
               moved.tier ?? null,
               moved.fsRevision,
+              r.written_ms ?? null,
+              r.device ?? null,
             );
             if (r.path === c.from) root = moved;
           }
@@ -424,8 +464,14 @@ export class SqliteMetadataStore implements MetadataStore {
         `INSERT OR IGNORE INTO objects (sha256, size, refcount, unreferenced_since_ms, created_ms)
            SELECT sha256, size, 0, NULL, ? FROM entries WHERE tier = 'large' AND sha256 IS NOT NULL`,
       ).run(nowMs);
+      // Kept versions hold references too (version-index.ts).
+      this.stmt(
+        `INSERT OR IGNORE INTO objects (sha256, size, refcount, unreferenced_since_ms, created_ms)
+           SELECT sha256, size, 0, NULL, ? FROM versions WHERE tier = 'large'`,
+      ).run(nowMs);
       this.db.exec(
-        `UPDATE objects SET refcount = (SELECT COUNT(*) FROM entries e WHERE e.tier = 'large' AND e.sha256 = objects.sha256)`,
+        `UPDATE objects SET refcount = (SELECT COUNT(*) FROM entries e WHERE e.tier = 'large' AND e.sha256 = objects.sha256)
+           + (SELECT COUNT(*) FROM versions v WHERE v.tier = 'large' AND v.sha256 = objects.sha256)`,
       );
       this.stmt(
         'UPDATE objects SET unreferenced_since_ms = COALESCE(unreferenced_since_ms, ?) WHERE refcount = 0',
