@@ -1,4 +1,5 @@
 export { FaultInjectingProvider, failFirst, type FaultPlan } from './faults.ts';
+export { OutageProvider } from './outage.ts';
 export {
   startS3Proxy,
   ensureS3ProxyJar,

@@ -1,0 +1,32 @@
+/** The redundant object tier (issue #17). docs/redundancy.md. */
+import { enableReplay } from './maintenance.ts';
+import { RedundantProvider, type RedundantOptions } from './redundant-provider.ts';
+
+export {
+  RedundantProvider,
+  BLOB_DIR,
+  blobKey,
+  type BackendConfig,
+  type BackendHealth,
+  type RedundantMetrics,
+  type RedundantOptions,
+} from './redundant-provider.ts';
+export {
+  enableReplay,
+  replaceBackend,
+  replayOutageLog,
+  scrub,
+  type ReplaceProgress,
+  type ScrubOptions,
+  type ScrubReport,
+} from './maintenance.ts';
+export { PlacementStore } from './store.ts';
+export * from './planner.ts';
+export * from './fragment.ts';
+
+/** A redundant tier whose backends have their outage log replayed when a probe finds them up. */
+export function openRedundantProvider(options: RedundantOptions): RedundantProvider {
+  const tier = new RedundantProvider(options);
+  enableReplay(tier);
+  return tier;
+}

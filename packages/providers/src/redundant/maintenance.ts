@@ -1,0 +1,275 @@
+/**
+ * Keeping the redundant tier whole (issue #17): replaying the outage log of a backend that
+ * came back, scrubbing (reading every blob's checksum and repairing what is missing or
+ * corrupt), and replacing a backend that is gone for good by rebuilding its replicas and
+ * fragments onto a new one. Rebuilding reads the other replicas, or k other fragments
+ * stripe by stripe (bounded memory), and writes the blob again under the same key.
+ */
+import { createHash } from 'node:crypto';
+import { collect, rechunk, sha256Hex } from '../body.ts';
+import { NotFoundError } from '../errors.ts';
+import type { Body, Provider } from '../provider.ts';
+import { FRAGMENT_HEADER_BYTES } from './fragment.ts';
+import { type BackendConfig, blobKey, type RedundantProvider } from './redundant-provider.ts';
+import type { LocationRow, ObjectRow } from './store.ts';
+import { fragmentSources, stripeHooks } from './reading.ts';
+import { completeStripe, expectedHeader, readStripes, stripeCount } from './striping.ts';
+
+/** Wire replay into a tier: a backend found up again has its outage log replayed. */
+export function enableReplay(tier: RedundantProvider): void {
+  tier.onBackendUp = async (id) => {
+    await replayOutageLog(tier, id);
+  };
+}
+
+/**
+ * Replay what `backend` missed, oldest first. Stops (the backend marked down again) at the
+ * first failure; what is left stays in the log. Returns how many entries were applied.
+ */
+export async function replayOutageLog(tier: RedundantProvider, backend: string): Promise<number> {
+  const p = tier.backend(backend);
+  if (!p) return 0;
+  let applied = 0;
+  for (;;) {
+    const batch = tier.store.logPending(backend, 100);
+    if (batch.length === 0) return applied;
+    for (const row of batch) {
+      try {
+        if (row.op === 'delete') {
+          await p.remove(row.blob_key).catch((e: unknown) => {
+            if (!(e instanceof NotFoundError)) throw e;
+          });
+        } else {
+          const obj = tier.store.object(row.object_id);
+          const loc = obj && tier.store.locations(obj.id).find((l) => l.slot === row.slot);
+          // Skipped when the object was deleted since (its delete follows in the log) or moved on.
+          if (obj && loc && loc.backend === backend) {
+            await p.write(row.blob_key, await rebuildBody(tier, obj, loc), blobWriteOptions(obj, loc));
+            tier.store.setLocation(obj.id, loc.slot, { state: 'ok' });
+          }
+        }
+      } catch {
+        tier.markDown(backend);
+        return applied;
+      }
+      tier.store.logDone(row.seq);
+      tier.metrics.replayed += 1;
+      applied += 1;
+    }
+  }
+}
+
+function blobWriteOptions(obj: ObjectRow, loc: LocationRow): { size: number; sha256?: string } {
+  if (obj.layout === 'replicated') return { size: obj.size, sha256: loc.blob_sha256 };
+  return { size: FRAGMENT_HEADER_BYTES + stripeCount(obj.size, obj.k, obj.shard_bytes) * obj.shard_bytes };
+}
+
+/**
+ * The content slot `loc.slot` of `obj` should hold, rebuilt from the other holders: a replica
+ * (verified), or a fragment as a re-sendable stream (header, then each stripe's shard,
+ * reconstructed from k other fragments and checked against its recorded checksum).
+ */
+export async function rebuildBody(tier: RedundantProvider, obj: ObjectRow, loc: LocationRow): Promise<Body> {
+  const locs = tier.store.locations(obj.id);
+  if (obj.layout === 'replicated') {
+    for (const other of locs) {
+      if (other.slot === loc.slot || other.state !== 'ok' || !tier.isUp(other.backend)) continue;
+      try {
+        const data = await collect(await tier.backend(other.backend)!.read(blobKey(obj, other.slot)));
+        if (sha256Hex(data) === obj.sha256) return data;
+      } catch {
+        /* try the next replica */
+      }
+    }
+    throw new Error(`no good replica of object ${obj.id} to rebuild from`);
+  }
+  const striped = {
+    k: obj.k,
+    m: obj.m,
+    shardBytes: obj.shard_bytes,
+    size: obj.size,
+    shardSha: obj.shard_sha!,
+  };
+  const stripes = stripeCount(obj.size, obj.k, obj.shard_bytes);
+  const sources = fragmentSources(tier, obj, locs, stripes * obj.shard_bytes, loc.slot);
+  if (sources.length < obj.k)
+    throw new Error(`object ${obj.id}: ${sources.length} of ${obj.k} fragments available to rebuild from`);
+  const rs = await tier.codec(obj.k, obj.m);
+  const header = expectedHeader(striped, loc.slot, loc.blob_sha256);
+  const hooks = stripeHooks(tier, obj);
+  return async function* () {
+    yield header;
+    for await (const slots of readStripes(striped, sources, 0, stripes - 1, {
+      hedgeAfterMs: tier.hedgeAfterMs,
+      hooks,
+    }))
+      yield Buffer.from(completeStripe(rs, slots)[loc.slot]!);
+  };
+}
+
+export interface ScrubOptions {
+  /** Read at most this many bytes per second (default: unlimited). */
+  readonly bytesPerSecond?: number;
+  /** Repair what is missing or corrupt (default true). */
+  readonly repair?: boolean;
+  readonly sleep?: (ms: number) => Promise<void>;
+}
+
+export interface ScrubReport {
+  objects: number;
+  blobsChecked: number;
+  bytesRead: number;
+  missing: number;
+  corrupt: number;
+  repaired: number;
+  /** Blobs on down backends, not checked this time. */
+  skipped: number;
+  /** Blobs found bad that could not be rebuilt (too few good holders). */
+  unrepairable: number;
+}
+
+/**
+ * Read every blob of every object on the backends that are up, compare with the recorded
+ * checksums (a fragment's header, every shard, its payload SHA-256), and rebuild what is
+ * missing or corrupt. Outage logs of backends that are up are replayed first.
+ */
+export async function scrub(tier: RedundantProvider, options: ScrubOptions = {}): Promise<ScrubReport> {
+  const report: ScrubReport = {
+    objects: 0,
+    blobsChecked: 0,
+    bytesRead: 0,
+    missing: 0,
+    corrupt: 0,
+    repaired: 0,
+    skipped: 0,
+    unrepairable: 0,
+  };
+  for (const id of tier.backendIds()) if (tier.isUp(id)) await replayOutageLog(tier, id);
+  await tier.release(tier.store.unreferenced());
+  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const started = Date.now();
+  for (const id of tier.store.objectIds()) {
+    const obj = tier.store.object(id);
+    if (!obj) continue;
+    report.objects += 1;
+    for (const loc of tier.store.locations(id)) {
+      const p = tier.backend(loc.backend);
+      if (!p || !tier.isUp(loc.backend) || loc.state === 'owed') {
+        report.skipped += 1;
+        continue;
+      }
+      const verdict = await checkBlob(p, obj, loc, report);
+      report.blobsChecked += 1;
+      if (verdict === 'missing') report.missing += 1;
+      if (verdict === 'corrupt') report.corrupt += 1;
+      if (verdict !== 'ok') tier.store.setLocation(id, loc.slot, { state: 'bad' });
+      if (verdict !== 'ok' && options.repair !== false) {
+        try {
+          await p.write(
+            blobKey(obj, loc.slot),
+            await rebuildBody(tier, obj, loc),
+            blobWriteOptions(obj, loc),
+          );
+          tier.store.setLocation(id, loc.slot, { state: 'ok' });
+          report.repaired += 1;
+        } catch {
+          report.unrepairable += 1;
+        }
+      }
+      if (options.bytesPerSecond) {
+        const due = (report.bytesRead / options.bytesPerSecond) * 1000 - (Date.now() - started);
+        if (due > 0) await sleep(due);
+      }
+    }
+  }
+  return report;
+}
+
+async function checkBlob(
+  p: Provider,
+  obj: ObjectRow,
+  loc: LocationRow,
+  report: ScrubReport,
+): Promise<'ok' | 'missing' | 'corrupt'> {
+  const key = blobKey(obj, loc.slot);
+  try {
+    if (obj.layout === 'replicated') {
+      const data = await collect(await p.read(key));
+      report.bytesRead += data.byteLength;
+      return sha256Hex(data) === loc.blob_sha256 ? 'ok' : 'corrupt';
+    }
+    const striped = {
+      k: obj.k,
+      m: obj.m,
+      shardBytes: obj.shard_bytes,
+      size: obj.size,
+      shardSha: obj.shard_sha!,
+    };
+    const stripes = stripeCount(obj.size, obj.k, obj.shard_bytes);
+    const st = await p.stat(key);
+    if (st.size !== FRAGMENT_HEADER_BYTES + stripes * obj.shard_bytes) return 'corrupt';
+    const head = await collect(await p.read(key, { offset: 0, length: FRAGMENT_HEADER_BYTES }));
+    if (!head.equals(Buffer.from(expectedHeader(striped, loc.slot, loc.blob_sha256)))) return 'corrupt';
+    const whole = createHash('sha256');
+    let s = 0;
+    const n = obj.k + obj.m;
+    for await (const shard of rechunk(
+      await p.read(key, { offset: FRAGMENT_HEADER_BYTES }),
+      obj.shard_bytes,
+    )) {
+      report.bytesRead += shard.byteLength;
+      whole.update(shard);
+      const want = obj.shard_sha!.subarray((s * n + loc.slot) * 32, (s * n + loc.slot + 1) * 32);
+      if (!createHash('sha256').update(shard).digest().equals(want)) return 'corrupt';
+      s += 1;
+    }
+    return s === stripes && whole.digest('hex') === loc.blob_sha256 ? 'ok' : 'corrupt';
+  } catch (e) {
+    if (e instanceof NotFoundError) return 'missing';
+    throw e;
+  }
+}
+
+export interface ReplaceProgress {
+  readonly done: number;
+  readonly total: number;
+  readonly bytes: number;
+}
+
+/**
+ * Replace backend `oldId` (gone for good) by `next`: every replica and fragment it held is
+ * rebuilt from the others onto `next` and re-pointed there; its outage log is dropped (the
+ * rebuild covers it); then `oldId` leaves the set. Resumable: a second run skips what was
+ * already moved. Returns the number of blobs rebuilt.
+ */
+export async function replaceBackend(
+  tier: RedundantProvider,
+  oldId: string,
+  next: BackendConfig,
+  onProgress?: (p: ReplaceProgress) => void,
+): Promise<number> {
+  if (!tier.backendIds().includes(next.id)) tier.addBackend(next);
+  const ids = tier.store.objectIds(oldId);
+  let done = 0;
+  let bytes = 0;
+  for (const id of ids) {
+    const obj = tier.store.object(id);
+    if (!obj) continue;
+    for (const loc of tier.store.locations(id)) {
+      if (loc.backend !== oldId) continue;
+      const opts = blobWriteOptions(obj, loc);
+      // Mark it bad first: it must not serve as a source for its own rebuild.
+      tier.store.setLocation(id, loc.slot, { state: 'bad' });
+      await next.provider.write(blobKey(obj, loc.slot), await rebuildBody(tier, obj, loc), opts);
+      tier.store.setLocation(id, loc.slot, { state: 'ok', backend: next.id });
+      bytes += opts.size;
+    }
+    done += 1;
+    onProgress?.({ done, total: ids.length, bytes });
+  }
+  tier.store.atomically(() => {
+    for (const row of tier.store.logPending(oldId, Number.MAX_SAFE_INTEGER)) tier.store.logDone(row.seq);
+  });
+  await tier.dropBackend(oldId);
+  return done;
+}

@@ -1,0 +1,600 @@
+/**
+ * The redundant object tier (issue #17, HyRD): one Provider over a set of backend Providers.
+ * Objects below `thresholdBytes` are replicated r ways on performance-class backends; larger
+ * ones are striped RS(k, m) with @weft/reed-solomon-wasm, one fragment object per backend
+ * (docs/formats/fragment.md). The namespace and the placement live in a SQLite placement
+ * store (store.ts); backends hold only immutable blobs under `.weft-redundant/`.
+ *
+ * Reads take a replica from the fastest available backend, or the k fastest fragments in
+ * parallel, hedged (striping.ts). A backend that fails is marked down; writes go on, and
+ * what it missed goes into the outage log, replayed in order when a probe finds it up again
+ * (maintenance.ts, which also holds scrub and replacement). docs/redundancy.md for operators.
+ */
+import { randomBytes } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import { finished } from 'node:stream/promises';
+import { ReedSolomon } from '@weft/reed-solomon-wasm';
+import { checkBody, clampRange, openBody, sha256Hex, throwIfAborted } from '../body.ts';
+import { NotFoundError, TransientError, isProviderError } from '../errors.ts';
+import type { Features } from '../features.ts';
+import { normalizeEntryPath, normalizePath } from '../paths.ts';
+import type {
+  Body,
+  Entry,
+  ListOptions,
+  Provider,
+  ReadOptions,
+  RemoveOptions,
+  TransferOptions,
+  WriteOptions,
+} from '../provider.ts';
+import { type BackendStats, place } from './planner.ts';
+import { type LocationRow, type ObjectRow, PlacementStore } from './store.ts';
+import { encodeToSpool, fragmentBody, shardBytesFor, stripeCount } from './striping.ts';
+import { readReplica, readStriped } from './reading.ts';
+
+export const BLOB_DIR = '.weft-redundant';
+const PROBE_KEY = `${BLOB_DIR}/probe`;
+const SAMPLES = 16;
+
+export interface BackendConfig {
+  /** Stable id, recorded in the placement store (e.g. 's3-eu', 'dropbox'). */
+  readonly id: string;
+  readonly provider: Provider;
+  /** Storage price per GB-month (from config or the cost model); ties in classification. */
+  readonly pricePerGbMonth?: number;
+}
+
+export interface RedundantOptions {
+  readonly backends: readonly BackendConfig[];
+  /** Folder of the placement store (placement.sqlite) and the write spool. */
+  readonly dir: string;
+  /** Objects smaller than this are replicated; the rest striped. Default 1 MiB. */
+  readonly thresholdBytes?: number;
+  /** Replicas of a small object. Default 2. */
+  readonly replicas?: number;
+  /** RS(k, m). Default k = 3, m = 2 with five or more backends, else k = n − 1, m = 1. */
+  readonly k?: number;
+  readonly m?: number;
+  /** Largest shard (bytes of one fragment per stripe). Default 1 MiB. */
+  readonly maxShardBytes?: number;
+  /** Start a spare fragment when a stripe is not in after this long. Default 2000 ms. */
+  readonly hedgeAfterMs?: number;
+  /** Probe down backends this often (and replay their logs when they answer). 0: never. Default 30 s. */
+  readonly probeIntervalMs?: number;
+  readonly name?: string;
+}
+
+export interface BackendHealth {
+  readonly id: string;
+  readonly name: string;
+  readonly state: 'available' | 'down';
+  readonly downSince?: number;
+  /** Outage-log entries waiting for this backend. */
+  readonly owed: number;
+}
+
+export interface RedundantMetrics {
+  hedgedReads: number;
+  degradedReads: number;
+  failedFragmentReads: number;
+  corruptFragmentReads: number;
+  loggedWrites: number;
+  replayed: number;
+}
+
+interface Live {
+  readonly id: string;
+  provider: Provider;
+  readonly price: number;
+  downSince: number | undefined;
+  readonly latencyMs: number[];
+  readonly throughputBps: number[];
+}
+
+export class RedundantProvider implements Provider {
+  readonly name: string;
+  readonly features: Features = {
+    move: 'files-and-folders',
+    copy: 'files-and-folders',
+    changeFeed: false,
+    conditionalWrite: true,
+    rangeRead: true,
+    caseSensitive: true,
+    setModTime: true,
+    maxSingleUploadBytes: Number.MAX_SAFE_INTEGER,
+    hashAlgorithm: 'sha256',
+    hashInListing: true,
+    folders: 'real',
+    notes: { changeFeed: 'not built yet in the redundant tier' },
+  };
+  readonly metrics: RedundantMetrics = {
+    hedgedReads: 0,
+    degradedReads: 0,
+    failedFragmentReads: 0,
+    corruptFragmentReads: 0,
+    loggedWrites: 0,
+    replayed: 0,
+  };
+  readonly store: PlacementStore;
+  readonly thresholdBytes: number;
+  readonly replicas: number;
+  readonly k: number;
+  readonly m: number;
+  readonly maxShardBytes: number;
+  readonly hedgeAfterMs: number;
+  private readonly live = new Map<string, Live>();
+  private readonly codecs = new Map<string, Promise<ReedSolomon>>();
+  private readonly spoolDir: string;
+  private timer: NodeJS.Timeout | undefined;
+  /** Set by maintenance.ts: replays a backend's outage log after it came back. */
+  onBackendUp: ((id: string) => Promise<void>) | undefined;
+
+  constructor(options: RedundantOptions) {
+    const n = options.backends.length;
+    this.thresholdBytes = options.thresholdBytes ?? 1 << 20;
+    this.replicas = options.replicas ?? 2;
+    this.k = options.k ?? (n >= 5 ? 3 : n - 1);
+    this.m = options.m ?? (n >= 5 ? 2 : 1);
+    this.maxShardBytes = options.maxShardBytes ?? 1 << 20;
+    this.hedgeAfterMs = options.hedgeAfterMs ?? 2000;
+    const ids = new Set(options.backends.map((b) => b.id));
+    if (ids.size !== n) throw new RangeError('redundant: backend ids must be distinct');
+    if (!Number.isInteger(this.k) || !Number.isInteger(this.m) || this.k < 2 || this.m < 1)
+      throw new RangeError(`redundant: RS(${this.k}, ${this.m}) needs k ≥ 2 and m ≥ 1`);
+    if (this.k + this.m > n)
+      throw new RangeError(
+        `redundant: RS(${this.k}, ${this.m}) needs ${this.k + this.m} backends, have ${n}`,
+      );
+    if (!Number.isInteger(this.replicas) || this.replicas < 1 || this.replicas > n)
+      throw new RangeError(`redundant: ${this.replicas} replicas need as many backends (have ${n})`);
+    if (!Number.isInteger(this.thresholdBytes) || this.thresholdBytes < 1)
+      throw new RangeError('redundant: thresholdBytes must be a positive integer');
+    if (!Number.isInteger(this.maxShardBytes) || this.maxShardBytes < 1 || this.maxShardBytes > 0xffffffff)
+      throw new RangeError('redundant: maxShardBytes must be 1..2^32−1');
+    this.name = options.name ?? `redundant:${options.backends.map((b) => b.id).join('+')}`;
+    this.store = PlacementStore.open(options.dir);
+    this.spoolDir = nodePath.join(options.dir, 'spool');
+    for (const b of options.backends) this.addBackend(b);
+    const every = options.probeIntervalMs ?? 30_000;
+    if (every > 0) {
+      this.timer = setInterval(() => void this.probe().catch(() => undefined), every);
+      this.timer.unref();
+    }
+  }
+
+  // ---- backends ----------------------------------------------------------------------
+
+  addBackend(b: BackendConfig): void {
+    if (this.live.has(b.id)) throw new RangeError(`redundant: backend ${b.id} is already in the set`);
+    this.live.set(b.id, {
+      id: b.id,
+      provider: b.provider,
+      price: b.pricePerGbMonth ?? 0,
+      downSince: this.store.downSince(b.id),
+      latencyMs: [],
+      throughputBps: [],
+    });
+  }
+
+  /** Take a backend out of the set (after its fragments were rebuilt elsewhere). */
+  async dropBackend(id: string): Promise<void> {
+    const b = this.live.get(id);
+    this.live.delete(id);
+    this.store.setUp(id);
+    await b?.provider.close?.();
+  }
+
+  backendIds(): string[] {
+    return [...this.live.keys()];
+  }
+
+  backend(id: string): Provider | undefined {
+    return this.live.get(id)?.provider;
+  }
+
+  isUp(id: string): boolean {
+    const b = this.live.get(id);
+    return b !== undefined && b.downSince === undefined;
+  }
+
+  health(): BackendHealth[] {
+    return [...this.live.values()].map((b) => ({
+      id: b.id,
+      name: b.provider.name,
+      state: b.downSince === undefined ? 'available' : 'down',
+      ...(b.downSince === undefined ? {} : { downSince: b.downSince }),
+      owed: this.store.logCount(b.id),
+    }));
+  }
+
+  /** Note a backend failure: it counts as down until a probe finds it answering. */
+  markDown(id: string): void {
+    const b = this.live.get(id);
+    if (!b || b.downSince !== undefined) return;
+    b.downSince = Date.now();
+    this.store.setDown(id, b.downSince);
+  }
+
+  /** Ask every backend (or one) whether it answers; a backend that comes back has its log replayed. */
+  async probe(only?: string): Promise<void> {
+    for (const b of [...this.live.values()]) {
+      if (only !== undefined && b.id !== only) continue;
+      const started = Date.now();
+      try {
+        await b.provider.stat(PROBE_KEY).catch((e: unknown) => {
+          if (!(e instanceof NotFoundError)) throw e;
+        });
+      } catch {
+        this.markDown(b.id);
+        continue;
+      }
+      sample(b.latencyMs, Date.now() - started);
+      const wasDown = b.downSince !== undefined;
+      b.downSince = undefined;
+      this.store.setUp(b.id);
+      if ((wasDown || this.store.logCount(b.id) > 0) && this.onBackendUp) await this.onBackendUp(b.id);
+    }
+  }
+
+  stats(ids: readonly string[]): BackendStats[] {
+    return ids.map((id) => {
+      const b = this.live.get(id);
+      return {
+        id,
+        available: b !== undefined && b.downSince === undefined,
+        latencyMs: b?.latencyMs ?? [],
+        // Until measured, every backend is assumed to move 10 MB/s.
+        throughputBps: b?.throughputBps.length ? b.throughputBps : [10e6],
+        pricePerGbMonth: b?.price ?? 0,
+      };
+    });
+  }
+
+  recordTransfer(id: string, bytes: number, ms: number): void {
+    const b = this.live.get(id);
+    if (!b) return;
+    if (bytes >= 64 * 1024 && ms > 0) sample(b.throughputBps, (bytes * 1000) / ms);
+    else sample(b.latencyMs, ms);
+  }
+
+  codec(k: number, m: number): Promise<ReedSolomon> {
+    const key = `${k},${m}`;
+    let c = this.codecs.get(key);
+    if (!c) {
+      c = ReedSolomon.create(k + m, k);
+      this.codecs.set(key, c);
+    }
+    return c;
+  }
+
+  // ---- namespace -----------------------------------------------------------------------
+
+  async *list(dir: string, options?: ListOptions): AsyncIterable<Entry> {
+    const d = normalizePath(dir);
+    throwIfAborted(options?.signal);
+    for (const e of this.store.list(d, options?.recursive ?? false)) yield e;
+  }
+
+  async stat(path: string, options?: { signal?: AbortSignal }): Promise<Entry> {
+    const p = normalizeEntryPath(path);
+    throwIfAborted(options?.signal);
+    const e = this.store.entry(p);
+    if (!e) throw new NotFoundError(`${this.name}: nothing at ${p}`);
+    return e;
+  }
+
+  async mkdir(path: string, options?: { signal?: AbortSignal }): Promise<void> {
+    const p = normalizeEntryPath(path);
+    throwIfAborted(options?.signal);
+    this.store.mkdirs(p, Date.now());
+  }
+
+  async remove(path: string, options?: RemoveOptions): Promise<void> {
+    const p = normalizeEntryPath(path);
+    throwIfAborted(options?.signal);
+    await this.release(this.store.remove(p, options?.ifRevision));
+  }
+
+  async move(from: string, to: string, options?: TransferOptions): Promise<Entry> {
+    return this.transfer(from, to, options, 'move');
+  }
+
+  async copy(from: string, to: string, options?: TransferOptions): Promise<Entry> {
+    return this.transfer(from, to, options, 'copy');
+  }
+
+  private async transfer(
+    from: string,
+    to: string,
+    options: TransferOptions | undefined,
+    mode: 'move' | 'copy',
+  ): Promise<Entry> {
+    const f = normalizeEntryPath(from);
+    const t = normalizeEntryPath(to);
+    throwIfAborted(options?.signal);
+    const { entry, released } = this.store.transfer(f, t, options?.overwrite ?? false, mode);
+    await this.release(released);
+    return entry;
+  }
+
+  /** Delete the blobs of objects no entry references; a down backend gets a logged delete. */
+  async release(objects: readonly ObjectRow[]): Promise<void> {
+    for (const o of objects) {
+      for (const loc of this.store.locations(o.id)) {
+        const key = blobKey(o, loc.slot);
+        const b = this.live.get(loc.backend);
+        if (b && b.downSince === undefined && loc.state !== 'owed') {
+          try {
+            await b.provider.remove(key);
+            continue;
+          } catch (e) {
+            if (e instanceof NotFoundError) continue;
+            this.markDown(loc.backend);
+          }
+        }
+        this.store.logAppend(loc.backend, 'delete', o.id, loc.slot, key);
+      }
+      this.store.forgetObject(o.id);
+    }
+  }
+
+  // ---- write ---------------------------------------------------------------------------
+
+  async write(path: string, body: Body, options: WriteOptions = {}): Promise<Entry> {
+    const p = normalizeEntryPath(path);
+    throwIfAborted(options.signal);
+    const cond = { ifNotExists: options.ifNotExists, ifRevision: options.ifRevision };
+    this.store.checkPut(p, cond);
+    const it = openBody(body)[Symbol.asyncIterator]();
+    const head: Buffer[] = [];
+    let headBytes = 0;
+    let ended = false;
+    while (headBytes < this.thresholdBytes) {
+      const r = await it.next();
+      throwIfAborted(options.signal);
+      if (r.done) {
+        ended = true;
+        break;
+      }
+      head.push(Buffer.from(r.value));
+      headBytes += r.value.byteLength;
+    }
+    const id = randomBytes(16).toString('hex');
+    const modifiedMs = options.modifiedMs ?? Date.now();
+    if (ended) {
+      const data = Buffer.concat(head, headBytes);
+      checkBody(this.name, p, options, data.byteLength, sha256Hex(data));
+      const stored = await this.putReplicated(id, data, options.signal);
+      return this.commit(p, stored, cond, modifiedMs);
+    }
+    await fsp.mkdir(this.spoolDir, { recursive: true });
+    const spool = await fsp.mkdtemp(nodePath.join(this.spoolDir, 'w-'));
+    try {
+      let source: AsyncIterable<Uint8Array> = chain(head, it);
+      let size = options.size;
+      if (size === undefined) {
+        // Unknown length: spool the input first, so the shard size fits the object.
+        const input = nodePath.join(spool, 'input');
+        const out = createWriteStream(input);
+        size = 0;
+        for await (const chunk of source) {
+          throwIfAborted(options.signal);
+          size += chunk.byteLength;
+          if (!out.write(chunk)) await new Promise<void>((r) => out.once('drain', () => r()));
+        }
+        out.end();
+        await finished(out);
+        source = createReadStream(input, { highWaterMark: 1 << 20 });
+      }
+      const rs = await this.codec(this.k, this.m);
+      const enc = await encodeToSpool(
+        rs,
+        source,
+        shardBytesFor(size, this.k, this.maxShardBytes),
+        spool,
+        options.signal,
+      );
+      checkBody(this.name, p, options, enc.size, enc.sha256);
+      const stored = await this.putStriped(id, enc, options.signal);
+      return await this.commit(p, stored, cond, modifiedMs);
+    } finally {
+      await fsp.rm(spool, { recursive: true, force: true });
+    }
+  }
+
+  private async commit(
+    path: string,
+    stored: { row: Omit<ObjectRow, 'refs'>; locations: Omit<LocationRow, 'object_id'>[] },
+    cond: { ifNotExists?: boolean; ifRevision?: string },
+    modifiedMs: number,
+  ): Promise<Entry> {
+    let result: ReturnType<PlacementStore['commitFile']>;
+    try {
+      result = this.store.atomically(() => {
+        const r = this.store.commitFile(path, stored, cond, modifiedMs);
+        for (const l of stored.locations)
+          if (l.state === 'owed')
+            this.store.logAppend(l.backend, 'put', stored.row.id, l.slot, blobKey(stored.row, l.slot));
+        return r;
+      });
+    } catch (e) {
+      await this.discard(stored);
+      throw e;
+    }
+    this.metrics.loggedWrites += stored.locations.filter((l) => l.state === 'owed').length;
+    await this.release(result.released);
+    return result.entry;
+  }
+
+  /** Remove blobs of an object that was never committed (best effort: unreferenced anyway). */
+  private async discard(stored: {
+    row: Omit<ObjectRow, 'refs'>;
+    locations: Omit<LocationRow, 'object_id'>[];
+  }) {
+    await Promise.all(
+      stored.locations
+        .filter((l) => l.state === 'ok')
+        .map((l) =>
+          this.live
+            .get(l.backend)
+            ?.provider.remove(blobKey(stored.row, l.slot))
+            .catch(() => undefined),
+        ),
+    );
+  }
+
+  private placementFor(size: number): string[] {
+    const ids = this.backendIds();
+    return [
+      ...place(size, this.stats(ids), {
+        thresholdBytes: this.thresholdBytes,
+        replicas: this.replicas,
+        k: this.k,
+        m: this.m,
+      }).backends,
+    ];
+  }
+
+  private async putReplicated(id: string, data: Buffer, signal?: AbortSignal) {
+    const sha = sha256Hex(data);
+    const row = {
+      id,
+      size: data.byteLength,
+      sha256: sha,
+      layout: 'replicated' as const,
+      k: 1,
+      m: 0,
+      shard_bytes: 0,
+      shard_sha: null,
+    };
+    const targets = this.placementFor(data.byteLength);
+    const locations = await Promise.all(
+      targets.map(async (backend, slot) => {
+        const ok = await this.putBlob(backend, blobKey(row, slot), data, data.byteLength, sha, signal);
+        return { slot, backend, blob_sha256: sha, state: ok ? ('ok' as const) : ('owed' as const) };
+      }),
+    );
+    await this.settle({ row, locations }, 1, signal);
+    return { row, locations };
+  }
+
+  private async putStriped(id: string, enc: Awaited<ReturnType<typeof encodeToSpool>>, signal?: AbortSignal) {
+    const row = {
+      id,
+      size: enc.size,
+      sha256: enc.sha256,
+      layout: 'striped' as const,
+      k: enc.k,
+      m: enc.m,
+      shard_bytes: enc.shardBytes,
+      shard_sha: enc.shardSha,
+    };
+    const targets = this.placementFor(enc.size);
+    const bytes = 64 + stripeCount(enc.size, enc.k, enc.shardBytes) * enc.shardBytes;
+    const locations = await Promise.all(
+      targets.map(async (backend, slot) => {
+        const f = enc.fragments[slot]!;
+        const ok = await this.putBlob(
+          backend,
+          blobKey(row, slot),
+          fragmentBody(f.header, f.file),
+          bytes,
+          undefined,
+          signal,
+        );
+        return { slot, backend, blob_sha256: f.sha256, state: ok ? ('ok' as const) : ('owed' as const) };
+      }),
+    );
+    await this.settle({ row, locations }, enc.k, signal);
+    return { row, locations };
+  }
+
+  /** A write needs `need` blobs stored (1 replica, k fragments); else it fails, leaving nothing. */
+  private async settle(
+    stored: { row: Omit<ObjectRow, 'refs'>; locations: Omit<LocationRow, 'object_id'>[] },
+    need: number,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    const ok = stored.locations.filter((l) => l.state === 'ok').length;
+    if (ok >= need && !signal?.aborted) return;
+    await this.discard(stored);
+    throwIfAborted(signal);
+    throw new TransientError(`${this.name}: only ${ok} of the ${need} blobs needed could be stored`);
+  }
+
+  /** Store one blob; false (and the backend marked down) when it could not. Aborts propagate as false too. */
+  async putBlob(
+    backend: string,
+    key: string,
+    body: Body,
+    size: number,
+    sha256: string | undefined,
+    signal?: AbortSignal,
+  ): Promise<boolean> {
+    const b = this.live.get(backend);
+    if (!b || b.downSince !== undefined) return false;
+    const started = Date.now();
+    try {
+      await b.provider.write(key, body, { size, sha256, signal });
+      this.recordTransfer(backend, size, Date.now() - started);
+      return true;
+    } catch (e) {
+      if (signal?.aborted) return false;
+      if (!isProviderError(e) || e.code !== 'InvalidArgument') this.markDown(backend);
+      return false;
+    }
+  }
+
+  // ---- read ----------------------------------------------------------------------------
+
+  async read(path: string, options: ReadOptions = {}): Promise<AsyncIterable<Uint8Array>> {
+    const p = normalizeEntryPath(path);
+    throwIfAborted(options.signal);
+    const id = this.store.objectOf(p);
+    const obj = id === undefined ? undefined : this.store.object(id);
+    if (!obj) throw new NotFoundError(`${this.name}: no file at ${p}`);
+    const { start, end } = clampRange(obj.size, options.offset, options.length);
+    const locs = this.store.locations(obj.id).filter((l) => l.state === 'ok');
+    if (obj.layout === 'replicated') {
+      const data = await readReplica(this, obj, locs, options.signal);
+      return once(data.subarray(start, end));
+    }
+    if (start >= end) return once(Buffer.alloc(0));
+    return readStriped(this, obj, locs, start, end, options.signal);
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    for (const b of this.live.values()) await b.provider.close?.();
+    this.store.close();
+  }
+}
+
+/** Where slot `slot` of an object lives on its backend. */
+export function blobKey(o: { id: string; layout: 'replicated' | 'striped' }, slot: number): string {
+  return `${BLOB_DIR}/${o.id.slice(0, 2)}/${o.id}.${o.layout === 'replicated' ? 'r' : 'f'}${slot}`;
+}
+
+function sample(list: number[], v: number): void {
+  list.push(v);
+  if (list.length > SAMPLES) list.shift();
+}
+
+async function* once(bytes: Uint8Array): AsyncIterable<Uint8Array> {
+  if (bytes.byteLength > 0) yield bytes;
+}
+
+async function* chain(
+  head: readonly Uint8Array[],
+  rest: AsyncIterator<Uint8Array>,
+): AsyncIterable<Uint8Array> {
+  for (const h of head) yield h;
+  for (;;) {
+    const r = await rest.next();
+    if (r.done) return;
+    yield r.value;
+  }
+}
