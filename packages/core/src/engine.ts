@@ -84,7 +84,11 @@ export class Engine implements Disposable {
       },
     });
     // Discovery sees the server without the folders left out here (selective-remote.ts).
-    const client = selectiveRemote(options.client, (p) => this.selective.isExcluded(p));
+    const client = selectiveRemote(
+      options.client,
+      (p) => this.selective.isExcluded(p),
+      () => this.selective.current.inState('excluded'),
+    );
     this.ctx = SyncContext.forFolder({ ...options, client }, journal, this.status, {
       markDirty: (scope) => this.markDirty(scope),
       pullAgain: () => {

@@ -7,14 +7,30 @@
  * The feed: a change under a left-out folder is dropped; a move out of one reads as the
  * destination appearing (the engine fetches it, D21); a move into one reads as the source's
  * delete here — its local copy goes to the trash, nothing is sent to the server.
+ * The consistency check's Merkle nodes are recomputed without the left-out folders, so that
+ * a folder this device does not hold is not a difference to repair.
  * Writes (ops, uploads) pass through: local discovery never produces one under a left-out
  * folder (the scanner treats it as ignored).
  */
-import type { ChangeRecord, ChangesResponse, EntryInfo, ListResponse } from '@weft/wire';
+import {
+  type ChangeRecord,
+  type ChangesResponse,
+  type EntryInfo,
+  type ListResponse,
+  type MerkleNode,
+  dirHash,
+} from '@weft/wire';
 import type { RemoteStore } from './remote/remote-store.ts';
 
-/** `client` seen without the paths `excluded` answers true for (checked on every call). */
-export function selectiveRemote(client: RemoteStore, excluded: (path: string) => boolean): RemoteStore {
+/**
+ * `client` seen without the paths `excluded` answers true for (checked on every call);
+ * `roots()`: the left-out folders themselves (for the Merkle view).
+ */
+export function selectiveRemote(
+  client: RemoteStore,
+  excluded: (path: string) => boolean,
+  roots: () => readonly string[] = () => [],
+): RemoteStore {
   const view: RemoteStore = {
     list: async (path = '', recursive = true): Promise<ListResponse> => {
       const r = await client.list(path, recursive);
@@ -37,7 +53,7 @@ export function selectiveRemote(client: RemoteStore, excluded: (path: string) =>
     uploadDelta: (...a) => client.uploadDelta(...a),
     downloadDelta: (...a) => client.downloadDelta(...a),
     signature: (...a) => client.signature(...a),
-    merkle: (...a) => client.merkle(...a),
+    merkle: async (paths) => merkleWithout(client, paths, excluded, roots()),
     openFeed: (...a) => client.openFeed(...a),
   };
   if (client.usage) view.usage = () => (client.usage as NonNullable<RemoteStore['usage']>).call(client);
@@ -66,5 +82,48 @@ export function filterChanges(
       out.push(del);
     }
   }
+  return out;
+}
+
+/**
+ * The server's Merkle nodes for `paths` as if the left-out folders were not there: a node
+ * inside one is absent; a folder above one gets its children and hash recomputed without it
+ * (asking the server for the folders on the way down, one request per level).
+ */
+export async function merkleWithout(
+  client: Pick<RemoteStore, 'merkle'>,
+  paths: readonly string[],
+  excluded: (path: string) => boolean,
+  roots: readonly string[],
+): Promise<MerkleNode[]> {
+  const nodes = await client.merkle(paths);
+  if (roots.length === 0) return nodes;
+  const holds = (p: string): boolean => roots.some((x) => p === '' || x.startsWith(p + '/'));
+  const known = new Map<string, MerkleNode>();
+  const view = async (n: MerkleNode): Promise<MerkleNode> => {
+    if (n.path !== '' && excluded(n.path)) return { path: n.path };
+    if (n.kind !== 'dir' || !holds(n.path)) return n;
+    const at = (name: string): string => (n.path === '' ? name : `${n.path}/${name}`);
+    const children = (n.children ?? []).filter((c) => !excluded(at(c.name)));
+    const deeper = children.filter((c) => c.kind === 'dir' && holds(at(c.name))).map((c) => at(c.name));
+    const missing = deeper.filter((p) => !known.has(p));
+    if (missing.length > 0) for (const m of await client.merkle(missing)) known.set(m.path, m);
+    const kept = [];
+    for (const c of children) {
+      const below = known.get(at(c.name));
+      kept.push(
+        deeper.includes(at(c.name)) && below ? { ...c, hash: (await view(below)).hash ?? c.hash } : c,
+      );
+    }
+    const hash = Buffer.from(
+      dirHash(
+        n.path,
+        kept.map((c) => ({ name: c.name, kind: c.kind, hash: Buffer.from(c.hash, 'hex') })),
+      ),
+    ).toString('hex');
+    return { ...n, hash, children: kept };
+  };
+  const out: MerkleNode[] = [];
+  for (const n of nodes) out.push(await view(n));
   return out;
 }

@@ -48,6 +48,8 @@ interface Snapshot {
 
 export class SelectiveSync {
   private selection: Selection;
+  /** Folders renamed away by a removal a crash interrupted were looked for (once a run). */
+  private sweptHeld = false;
 
   constructor(
     private readonly ctx: SyncContext,
@@ -118,6 +120,7 @@ export class SelectiveSync {
 
   /** After the push: a `leaving` folder with nothing left to upload goes from this disk. */
   async afterPush(): Promise<void> {
+    if (!this.sweptHeld) await this.sweepHeld();
     const leaving = this.selection.inState('leaving');
     if (leaving.length === 0) return;
     const busy = this.ctx.journal
@@ -182,6 +185,29 @@ export class SelectiveSync {
     if (state === undefined) next.delete(p);
     else next.set(p, state);
     this.selection = new Selection(next);
+  }
+
+  /**
+   * A removal interrupted by a crash after its rename leaves a hidden
+   * `.weft-partial-evict-*` folder beside the left-out one: it goes to the local trash
+   * (a change made in the instant before the crash is kept there, not lost).
+   */
+  private async sweepHeld(): Promise<void> {
+    this.sweptHeld = true;
+    const parents = new Set<string>();
+    for (const x of this.selection.inState('excluded'))
+      parents.add(x.includes('/') ? x.slice(0, x.lastIndexOf('/')) : '');
+    for (const parent of parents) {
+      const abs = await this.ctx.at(parent, true).catch(() => undefined);
+      if (abs === undefined) continue;
+      for (const name of await fsp.readdir(abs).catch(() => [] as string[])) {
+        if (!name.startsWith(`${PARTIAL_PREFIX}evict-`)) continue;
+        // Named without the hidden prefix in the trash, where the person may look for it.
+        const shown = name.slice(PARTIAL_PREFIX.length);
+        const rel = parent === '' ? shown : `${this.ctx.paths.localRel(parent)}/${shown}`;
+        await this.ctx.trash.keep(nodePath.join(abs, name), rel);
+      }
+    }
   }
 
   /** Try again later (a file not scanned yet, or still being written). */
