@@ -1,9 +1,17 @@
-// Delta benchmark: @weft/rsync-wasm beside rsync (bytes on the wire) and rdiff (throughput)
-// on real version pairs and a synthetic 100 MB file with 200 small edits.
+// Delta benchmark. Headline: what the agent actually sends for an edit of a large file, end
+// to end — a running agent (its own block-size choice, its own deflate, its own Eq. 2
+// decision, the signature included) through a shaped link to a running proxy — beside
+// `rsync -I -z --no-W` pushing the same version pair through a loopback rsync daemon over
+// an identical link; both counted by the link (bench/delta-e2e.ts). Then, as a labelled
+// reference only: @weft/rsync-wasm alone at the best block size chosen after the fact
+// (an oracle the agent cannot be), and throughput beside rdiff.
 //
 //   npx tsx bench/delta.bench.ts            (from the repository root)
 //
-// Needs `rsync` and `rdiff` (Debian packages rsync, rdiff). When they are missing and we
+// WEFT_BENCH_MBIT (default 50) and WEFT_BENCH_RTT_MS (default 40) shape the link;
+// WEFT_DELTA_EXTRA="next:15.0.2,15.0.3" adds another package's chain;
+// WEFT_BENCH_REFERENCE=0 skips the reference tables.
+// Needs `rsync` (and `rdiff` for the reference throughput). When they are missing and we
 // run as root with apt-get, they are installed; otherwise their columns print "skip".
 // Corpus: ../shared/corpus/npm-versions.sh (override with WEFT_CORPUS_SCRIPT), cached in
 // .cache/corpus. Figures are printed, never asserted.
@@ -17,6 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { brotliCompressSync, deflateSync } from 'node:zlib';
 import { collect, delta, patch, signature, suggestStrongLength } from '@weft/rsync-wasm';
 import { openOldFile } from '@weft/rsync-wasm/node';
+import { type E2eRow, runAgentChain } from './delta-e2e.ts';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const CACHE = join(ROOT, '.cache');
@@ -39,23 +48,30 @@ function ensureTools(): { rsync: boolean; rdiff: boolean } {
   return { rsync: has('rsync'), rdiff: has('rdiff') };
 }
 
-function corpusPairs(): Array<[string, string, string]> {
+/** Versions of an npm package as uncompressed tarballs (downloaded once, cached). */
+function corpusFiles(pkg: string, versions: readonly string[]): string[] | undefined {
   const script = process.env.WEFT_CORPUS_SCRIPT ?? resolve(ROOT, '../shared/corpus/npm-versions.sh');
   const dir = join(CACHE, 'corpus');
-  const files = VERSIONS.map((v) => join(dir, `typescript-${v}.tar`));
+  const files = versions.map((v) => join(dir, `${pkg.replace(/\//g, '_')}-${v}.tar`));
   if (!files.every((f) => existsSync(f))) {
     if (!existsSync(script)) {
-      console.error(`corpus script ${script} not found: skipping the typescript pairs`);
-      return [];
+      console.error(`corpus script ${script} not found: skipping ${pkg}`);
+      return undefined;
     }
-    const run = spawnSync('bash', [script, dir, 'typescript', ...VERSIONS], {
+    const run = spawnSync('bash', [script, dir, pkg, ...versions], {
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     if (run.status !== 0) {
-      console.error('corpus download failed: skipping the typescript pairs');
-      return [];
+      console.error(`corpus download failed: skipping ${pkg}`);
+      return undefined;
     }
   }
+  return files;
+}
+
+function corpusPairs(): Array<[string, string, string]> {
+  const files = corpusFiles('typescript', VERSIONS);
+  if (!files) return [];
   return VERSIONS.slice(1).map((v, i) => [`ts ${VERSIONS[i]}→${v}`, files[i] ?? '', files[i + 1] ?? '']);
 }
 
@@ -204,11 +220,56 @@ async function wire(oldPath: string, newPath: string, blockSize: number): Promis
   };
 }
 
+/** The headline: agent → shaped link → proxy, beside rsync over the same link. */
+async function headline(): Promise<void> {
+  const link = {
+    bitsPerSecond: Number(process.env.WEFT_BENCH_MBIT ?? 50) * 1e6,
+    latencyMs: Number(process.env.WEFT_BENCH_RTT_MS ?? 40) / 2,
+  };
+  const chains: { name: string; pkg: string; versions: string[] }[] = [
+    { name: 'typescript', pkg: 'typescript', versions: VERSIONS },
+  ];
+  for (const spec of (process.env.WEFT_DELTA_EXTRA ?? '').split(';').filter(Boolean)) {
+    const [pkg = '', list = ''] = spec.split(':');
+    chains.push({ name: pkg.replace(/\//g, '_'), pkg, versions: list.split(',') });
+  }
+  const rows: E2eRow[] = [];
+  const notes: string[] = [];
+  for (const c of chains) {
+    const files = corpusFiles(c.pkg, c.versions);
+    if (!files) continue;
+    console.error(`… agent chain ${c.pkg} ${c.versions.join(' → ')}`);
+    const r = await runAgentChain(
+      c.name,
+      c.versions.map((v, i) => ({ label: v, file: files[i] ?? '' })),
+      link,
+    );
+    rows.push(...r.rows);
+    notes.push(...r.notes);
+  }
+  if (rows.length === 0) return;
+  printTable(
+    `HEADLINE — what the agent sends for an edit, end to end (agent → ` +
+      `${link.bitsPerSecond / 1e6} Mbit/s, ${2 * link.latencyMs} ms RTT link → proxy), beside ` +
+      '`rsync -I -z --no-W` of the same pair through a loopback rsync daemon over an identical link. ' +
+      'B = bytes counted by the link, both directions, whole sync pass (requests, responses, ' +
+      'signature, delta). A edits a version it uploaded (own signature); then B and A edit versions ' +
+      'that came down to them (the server signature travels first). "weft down" is the other ' +
+      "device's delta download (its signature up, the delta down). block = signature block size " +
+      '(up: the signature used; down: the one sent). γ̂ = Eq. 2 estimate before the delta.',
+    rows as unknown as Row[],
+  );
+  for (const n of notes) console.log(`  ${n}`);
+}
+
 async function main(): Promise<void> {
   mkdirSync(WORK, { recursive: true });
   const tools = ensureTools();
   if (!tools.rsync) console.error('rsync not installed: rsync columns skipped (apt-get install rsync)');
   if (!tools.rdiff) console.error('rdiff not installed: rdiff columns skipped (apt-get install rdiff)');
+  if (tools.rsync) await headline();
+  else console.error('rsync not installed: the headline (agent beside rsync) is skipped');
+  if (process.env.WEFT_BENCH_REFERENCE === '0') return;
   const pairs = [...corpusPairs(), syntheticPair()];
   const rows: Row[] = [];
   for (const [name, oldPath, newPath] of pairs) {
@@ -285,7 +346,9 @@ async function main(): Promise<void> {
     });
   }
   printTable(
-    `rsync-wasm vs rsync ${tools.rsync ? '' : '(skipped) '}and rdiff ${tools.rdiff ? '' : '(skipped) '}` +
+    'REFERENCE ONLY (not what the agent sends: an oracle picks the best block size after the fact, ' +
+      'brotli is not on the wire) — ' +
+      `rsync-wasm vs rsync ${tools.rsync ? '' : '(skipped) '}and rdiff ${tools.rdiff ? '' : '(skipped) '}` +
       '— bytes on the wire (K = KiB; br = brotli, defl = deflate level 6 as in rsync -z; strong hash ' +
       'as rsync sizes it; best over blocks 512 B–64 KiB) and throughput (MB of input per CPU-second, block ' +
       `${FIXED_BLOCK} B, strong hash ${STRONG} B for both tools, best of ${REPEAT} alternating runs)`,

@@ -97,8 +97,15 @@ export class ThrottledLink {
       this.pipe(upstream, client, this.down, (n) => (this.stats.bytesDown += n), end);
       client.on('error', end);
       upstream.on('error', end);
-      client.on('close', end);
-      upstream.on('close', end);
+      // A socket closed in good order ends the other side only once the bytes still on the
+      // wire (the one-way delay) have arrived: the pipe ends it after its queue drains. (Ending
+      // it at once lost a peer's last bytes — rsync's final exchange, for one.)
+      const closed = (s: net.Socket) => (hadError: boolean) => {
+        if (hadError) end();
+        else this.sockets.delete(s);
+      };
+      client.on('close', closed(client));
+      upstream.on('close', closed(upstream));
     });
     this.servers.add(server);
     await new Promise<void>((resolve, reject) => {

@@ -7,7 +7,12 @@
  */
 import { createReadStream } from 'node:fs';
 import * as fsp from 'node:fs/promises';
-import { patch as rsyncPatch, signature as rsyncSignature } from '@weft/rsync-wasm';
+import {
+  RsyncFormatError,
+  patch as rsyncPatch,
+  signature as rsyncSignature,
+  suggestStrongLength,
+} from '@weft/rsync-wasm';
 import { openOldFile } from '@weft/rsync-wasm/node';
 import { type EntryInfo, MAX_BUNDLE_BYTES } from '@weft/wire';
 import { chooseBlockSize } from '../../adaptive.ts';
@@ -77,10 +82,17 @@ export async function downloadLarge(ctx: SyncContext, d: Download): Promise<void
     // Delta download (HyCloud §III-B): send our old version's signature, patch locally. Its
     // block size comes from the file's history, or (none yet) from its size: about √size,
     // so the signature stays a small share of what travels (adaptive.ts initialBlockSize).
-    const blockSize = chooseBlockSize(ctx.history(entry.path), (await fsp.stat(abs)).size);
+    const oldSize = (await fsp.stat(abs)).size;
+    const blockSize = chooseBlockSize(ctx.history(entry.path), oldSize);
+    // The strong hash as long as rsync sizes it for this file and block, plus a byte (a false
+    // block match ~2⁻¹⁸ per file, not rsync's 2⁻¹⁰), capped at the default 8: 4 + 3..8
+    // bytes a block instead of 4 + 8. A false match fails the delta's whole-file checksum,
+    // and the file then comes whole (below).
+    const strongLength = Math.min(8, suggestStrongLength(Math.max(oldSize, entry.size), blockSize) + 1);
     const sigChunks: Uint8Array[] = [];
     for await (const c of rsyncSignature(createReadStream(abs) as AsyncIterable<Uint8Array>, {
       blockSize,
+      strongLength,
     })) {
       sigChunks.push(c);
     }
@@ -112,8 +124,10 @@ export async function downloadLarge(ctx: SyncContext, d: Download): Promise<void
       );
       return;
     } catch (e) {
-      if (!(e instanceof RemoteError)) throw e;
-      // The server cannot build a delta (base unknown): fall back to the whole file.
+      // The server cannot build a delta (base unknown), or the patched result failed the
+      // delta's checksum (a false block match): fall back to the whole file.
+      const falseMatch = e instanceof RsyncFormatError && e.code === 'CHECKSUM_MISMATCH';
+      if (!(e instanceof RemoteError) && !falseMatch) throw e;
     }
   }
   const dl = await ctx.client.download(entry.path).catch(unlessGone);
