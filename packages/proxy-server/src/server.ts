@@ -42,7 +42,8 @@ import { MIRROR_DEVICE_PREFIX, ShareService, type ShareServiceOptions } from './
 import { HybridStore } from './store/hybrid.ts';
 import { RelayCache } from './store/relay-cache.ts';
 import { PackCollector, type PackGcPass } from './store/pack-gc.ts';
-import { Packer } from './store/packs.ts';
+import { decodeStub, dropFsCopy, loadStubKey } from './store/pack-stub.ts';
+import { markFsDropped, Packer } from './store/packs.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
 import { TransferService } from './transfers.ts';
 import { VersionService } from './versions.ts';
@@ -159,11 +160,20 @@ export async function startProxyServer(
   await relay.init();
   let packer: Packer | undefined;
   let packGc: PackCollector | undefined;
+  const clock = options.now ?? Date.now;
+  const stubKey = await loadStubKey(config.dataDir);
   const store = new HybridStore({
     fs,
     objects,
     meta,
     relay,
+    // A small file whose filesystem-tier copy was dropped is read from its pack (pack-stub.ts).
+    readPacked: async (sha256, range) => packer?.readDropped(sha256, range),
+    packedStub: (bytes) => {
+      const stub = decodeStub(stubKey, bytes);
+      if (stub) markFsDropped(meta.database, stub.sha256, clock());
+      return stub;
+    },
     stagingDir: nodePath.join(fsRoot, 'staging'),
     smallFileBytes: config.smallFileBytes,
     quotaLimit: (userId) => quotaLimit(config.quota, userId),
@@ -191,6 +201,22 @@ export async function startProxyServer(
       db: meta.database,
       objects,
       readSmall: async (user, path) => collect(await fs.read(store.nsPath(user, path))),
+      ...(config.packs.fsCopy === 'keep'
+        ? {}
+        : {
+            dropSmall: async (f) => {
+              await dropFsCopy(
+                { fs, db: meta.database, key: stubKey, nsPath: (u, p) => store.nsPath(u, p) },
+                f,
+              );
+            },
+            // 'cost': keep while a month on the fs tier costs less than serving the file's
+            // reads from the pack; a file just written has no reads yet (docs/cost.md).
+            fsCopyPolicy:
+              config.packs.fsCopy === 'drop'
+                ? () => 'drop' as const
+                : (f) => (cost.keepFsCopy(f.size, 0).keep ? 'keep' : 'drop'),
+          }),
       log,
       targetBytes: config.packs.targetBytes,
       timeoutMs: config.packs.timeoutMs,

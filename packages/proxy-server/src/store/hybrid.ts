@@ -68,6 +68,16 @@ export interface HybridStoreOptions {
   readonly now?: () => number;
   /** The user's storage quota in bytes, undefined for none (default: none for anyone). */
   readonly quotaLimit?: (userId: string) => number | undefined;
+  /**
+   * A small file's bytes (or range) from its pack when its filesystem-tier copy may have been
+   * dropped (packs.ts readDropped); undefined: read the filesystem tier.
+   */
+  readonly readPacked?: (
+    sha256: string,
+    range: { start: number; end: number } | undefined,
+  ) => Promise<Uint8Array | undefined>;
+  /** Recovery: the stub of a dropped copy, or undefined (pack-stub.ts decodeStub). */
+  readonly packedStub?: (bytes: Uint8Array) => { sha256: string; size: number; mtimeMs: number } | undefined;
   /** How long replaced and deleted file versions are kept (version-gc.ts); 0 or absent: none. */
   readonly versionRetentionMs?: number;
 }
@@ -213,6 +223,8 @@ export class HybridStore {
       stream.once('close', release);
       return { stream, release };
     }
+    const packed = entry.sha256 ? await this.o.readPacked?.(entry.sha256, range) : undefined;
+    if (packed) return { stream: oneChunk(packed), release: () => undefined };
     const stream = await this.fs.read(
       this.nsPath(userId, entry.path),
       range ? { offset: range.start, length: range.end - range.start + 1 } : {},
@@ -621,6 +633,7 @@ export class HybridStore {
         nsPath: (u, p) => this.nsPath(u, p),
         ensureNamespace: (u) => this.ensureNamespace(u),
         record: (u, changes) => void this.record(u, changes, undefined),
+        ...(this.o.packedStub ? { packedStub: this.o.packedStub } : {}),
       },
       userId,
     );
@@ -670,4 +683,8 @@ export class HybridStore {
       if (n.startsWith('tmp-')) await fsp.rm(nodePath.join(this.o.stagingDir, n), { force: true });
     }
   }
+}
+
+async function* oneChunk(bytes: Uint8Array): AsyncIterable<Uint8Array> {
+  yield bytes;
 }

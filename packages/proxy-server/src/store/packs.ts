@@ -95,17 +95,24 @@ export interface PendingContent {
   readonly path: string;
   readonly sha256: string;
   readonly size: number;
+  /** The namespace file's revision and mtime when it was queued (for dropping its copy). */
+  readonly fsRevision?: string;
+  readonly mtimeMs?: number;
 }
 
 /** After a flush: keep the filesystem-tier copy of a packed small file, or drop it. */
 export type FsCopyPolicy = (file: PendingContent & { packId: string }) => 'keep' | 'drop';
 
 /**
- * Default: keep. The filesystem tier is the truth for the namespace tree (startup
- * reconciliation rebuilds the index from it), so a dropped file must leave a stub there;
- * until the stub exists every copy is kept and the pack is the object tier's durable copy.
+ * Default: keep (config `packs.fsCopy`). A dropped copy leaves a stub in the namespace tree
+ * (pack-stub.ts), the filesystem tier staying the truth for the tree.
  */
 export const keepFsCopy: FsCopyPolicy = () => 'keep';
+
+/** Reads of this content go to its pack (a stub found by recovery, or a copy being dropped). */
+export function markFsDropped(db: Database.Database, sha256: string, nowMs: number): void {
+  db.prepare('INSERT OR IGNORE INTO fs_dropped (sha256, dropped_ms) VALUES (?, ?)').run(sha256, nowMs);
+}
 
 export interface PackerOptions {
   readonly db: Database.Database;
@@ -171,7 +178,8 @@ export class Packer {
   pending(limit = 100_000): PendingContent[] {
     return this.o.db
       .prepare(
-        `SELECT user_id AS userId, path, sha256, size FROM entries e
+        `SELECT user_id AS userId, path, sha256, size, fs_revision AS fsRevision, mtime_ms AS mtimeMs
+         FROM entries e
          WHERE tier = 'small' AND sha256 IS NOT NULL
            AND NOT EXISTS (SELECT 1 FROM pack_entries p WHERE p.sha256 = e.sha256)
          LIMIT ?`,
@@ -254,9 +262,16 @@ export class Packer {
     this.index(packId, size, entries);
     this.o.onFlush?.(packId, entries.length, size);
     const policy = this.o.fsCopyPolicy ?? keepFsCopy;
-    if (this.o.dropSmall)
-      for (const m of members)
-        if (policy({ ...m, packId }) === 'drop') await this.o.dropSmall(m).catch((e) => this.failed(e));
+    if (this.o.dropSmall) {
+      const drop = members.filter((m) => policy({ ...m, packId }) === 'drop');
+      // Reads of these contents go to the pack from now on (pack-stub.ts, step 3), before
+      // any copy is replaced by its stub.
+      const mark = this.o.db.prepare('INSERT OR IGNORE INTO fs_dropped (sha256, dropped_ms) VALUES (?, ?)');
+      this.o.db.transaction(() => {
+        for (const m of drop) mark.run(m.sha256, this.now());
+      })();
+      for (const m of drop) await this.o.dropSmall(m).catch((e) => this.failed(e));
+    }
     return packId;
   }
 
@@ -343,6 +358,19 @@ export class Packer {
       await this.o.objects.read(packKey(loc.packId), { offset: loc.offset, length: loc.length }),
     );
     return unpackEntry(stored, loc);
+  }
+
+  /**
+   * A small file's bytes (or the inclusive range of them) from its pack, when its
+   * filesystem-tier copy may have been dropped; undefined when it must be read from the
+   * filesystem tier. One ranged read of the entry, checked against its hash.
+   */
+  async readDropped(sha256: string, range?: { start: number; end: number }): Promise<Uint8Array | undefined> {
+    const dropped = this.o.db.prepare('SELECT 1 FROM fs_dropped WHERE sha256 = ?').get(sha256);
+    const loc = dropped ? this.locate(sha256) : undefined;
+    if (!loc) return undefined;
+    const bytes = await this.read(loc);
+    return range ? bytes.subarray(range.start, range.end + 1) : bytes;
   }
 
   /**

@@ -10,6 +10,7 @@ import { collect, type Entry, type FsProvider } from '@weft/providers';
 import { ignoreNotFound } from './ignore-not-found.ts';
 import { decodeLinkFile, isLinkName, LINK_EXTENSION, type LinkFile } from './link-file.ts';
 import type { ChangeInput, MetadataStore } from './metadata.ts';
+import { MAX_STUB_BYTES } from './pack-stub.ts';
 
 export interface RecoveryDeps {
   readonly fs: FsProvider;
@@ -20,6 +21,8 @@ export interface RecoveryDeps {
   ensureNamespace(userId: string): Promise<void>;
   /** Record changes in one transaction (no device: a repair). */
   record(userId: string, changes: ChangeInput[]): void;
+  /** The stub a small file's dropped copy left (pack-stub.ts), or undefined: not a stub. */
+  packedStub?(bytes: Uint8Array): { sha256: string; size: number; mtimeMs: number } | undefined;
 }
 
 /**
@@ -88,6 +91,26 @@ export async function reconcileNamespace(d: RecoveryDeps, userId: string): Promi
       });
     } else {
       const st = await d.fs.stat(e.path);
+      // A small file whose copy was dropped for its pack: its stub names the content.
+      const stub =
+        d.packedStub && st.size <= MAX_STUB_BYTES
+          ? d.packedStub(await collect(await d.fs.read(e.path)))
+          : undefined;
+      if (stub) {
+        changes.push({
+          type: 'upsert',
+          entry: {
+            path: rel,
+            kind: 'file',
+            size: stub.size,
+            mtimeMs: stub.mtimeMs,
+            sha256: stub.sha256,
+            tier: 'small',
+            fsRevision: st.revision,
+          },
+        });
+        continue;
+      }
       changes.push({
         type: 'upsert',
         entry: {

@@ -1,0 +1,111 @@
+/**
+ * Pack stubs (docs/formats/pack.md "Dropping the filesystem-tier copy"): once a small file's
+ * pack is durable and indexed, the packer may replace the file's bytes on the filesystem tier
+ * with a stub naming its content, so the namespace tree stays where it is (moves, copies and
+ * deletes of the path work unchanged) while its bytes live only in the pack.
+ *
+ * A stub is `WEFTPACKED1\n` and one line of JSON: { sha256, size, mtimeMs, mac }, where `mac`
+ * is an HMAC-SHA-256 under the proxy's stub key (a private file in the data directory) of the
+ * other three. Recovery (recovery.ts) honours a stub only when its MAC verifies, so a client
+ * cannot upload bytes that look like a stub and, after a crash, be handed someone else's content.
+ *
+ * Order, so that `kill -9` at any point loses nothing: (1) the pack is durable in the object
+ * tier and (2) indexed (one SQLite transaction), (3) the content is recorded in `fs_dropped`
+ * (reads of it go to the pack from here on), (4) the stub replaces the file atomically
+ * (temp + fsync + rename, only if the file is still the revision that was packed), (5) the
+ * index takes the stub's filesystem revision. A crash before (4) leaves the full copy (read
+ * from the pack anyway); between (4) and (5) reconcile finds the stub and records it.
+ */
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import type Database from 'better-sqlite3';
+import { type FsProvider, PreconditionFailedError, NotFoundError } from '@weft/providers';
+import type { PendingContent } from './packs.ts';
+
+const MAGIC = 'WEFTPACKED1\n';
+/** A stub is far smaller than this; larger files are never read as stubs. */
+export const MAX_STUB_BYTES = 512;
+
+export interface StubInfo {
+  readonly sha256: string;
+  readonly size: number;
+  readonly mtimeMs: number;
+}
+
+/** The proxy's stub key: 32 random bytes in `<dataDir>/pack-stub.key`, made once (mode 0600). */
+export async function loadStubKey(dataDir: string): Promise<Buffer> {
+  const file = nodePath.join(dataDir, 'pack-stub.key');
+  try {
+    const key = await fsp.readFile(file);
+    if (key.byteLength === 32) return key;
+    throw new Error(`${file}: not a 32-byte key`);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+  const key = randomBytes(32);
+  await fsp.writeFile(file, key, { mode: 0o600, flag: 'wx' }).catch(async (e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EEXIST') throw e;
+  });
+  return fsp.readFile(file);
+}
+
+function mac(key: Buffer, s: StubInfo): string {
+  return createHmac('sha256', key).update(`${s.sha256}\n${s.size}\n${s.mtimeMs}`).digest('hex');
+}
+
+export function encodeStub(key: Buffer, s: StubInfo): Uint8Array {
+  const body = { sha256: s.sha256, size: s.size, mtimeMs: s.mtimeMs, mac: mac(key, s) };
+  return new TextEncoder().encode(MAGIC + JSON.stringify(body) + '\n');
+}
+
+/** The stub's content, or undefined when `bytes` is not a stub made with `key`. */
+export function decodeStub(key: Buffer, bytes: Uint8Array): StubInfo | undefined {
+  if (bytes.byteLength > MAX_STUB_BYTES) return undefined;
+  const text = Buffer.from(bytes).toString('utf8');
+  if (!text.startsWith(MAGIC)) return undefined;
+  let j: unknown;
+  try {
+    j = JSON.parse(text.slice(MAGIC.length));
+  } catch {
+    return undefined;
+  }
+  const o = j as Partial<StubInfo & { mac: string }>;
+  if (
+    typeof o.sha256 !== 'string' ||
+    !/^[0-9a-f]{64}$/.test(o.sha256) ||
+    !Number.isSafeInteger(o.size) ||
+    !Number.isSafeInteger(o.mtimeMs) ||
+    typeof o.mac !== 'string'
+  )
+    return undefined;
+  const s: StubInfo = { sha256: o.sha256, size: o.size!, mtimeMs: o.mtimeMs! };
+  const want = Buffer.from(mac(key, s), 'hex');
+  const got = Buffer.from(o.mac, 'hex');
+  return got.byteLength === want.byteLength && timingSafeEqual(got, want) ? s : undefined;
+}
+
+/** Steps (4) and (5): replace a packed small file with its stub, if it is still that file. */
+export async function dropFsCopy(
+  d: { fs: FsProvider; db: Database.Database; key: Buffer; nsPath: (user: string, path: string) => string },
+  f: PendingContent,
+): Promise<boolean> {
+  if (f.fsRevision === undefined || f.mtimeMs === undefined) return false;
+  const stub = encodeStub(d.key, { sha256: f.sha256, size: f.size, mtimeMs: f.mtimeMs });
+  let written;
+  try {
+    written = await d.fs.write(d.nsPath(f.userId, f.path), stub, {
+      size: stub.byteLength,
+      ifRevision: f.fsRevision,
+      modifiedMs: f.mtimeMs,
+    });
+  } catch (e) {
+    // Changed or removed since it was packed: its new content is not this pack's business.
+    if (e instanceof PreconditionFailedError || e instanceof NotFoundError) return false;
+    throw e;
+  }
+  d.db
+    .prepare('UPDATE entries SET fs_revision = ? WHERE user_id = ? AND path = ? AND fs_revision = ?')
+    .run(written.revision, f.userId, f.path, f.fsRevision);
+  return true;
+}
