@@ -5,7 +5,8 @@
  * - after the pull: folders selected again (`including`) are downloaded;
  * - before the local scan: something made here at the place of an `excluded` folder is
  *   renamed "<name> (selective sync conflict)" and synced under that name (as Dropbox
- *   does) — never merged into the server's folder, never left unsynced;
+ *   does) — never merged into the server's folder, never left unsynced; a `leaving` folder
+ *   deleted here by hand is `excluded` at once (its absence is not a delete for the server);
  * - after the push: a `leaving` folder whose local changes are all uploaded loses its local
  *   copy (freeing the space) and becomes `excluded`. Nothing is deleted on the server.
  *
@@ -114,6 +115,14 @@ export class SelectiveSync {
       if ((await fsp.lstat(abs).catch(() => undefined)) === undefined) continue;
       const renamed = await this.conflictRename(x, abs);
       if (renamed !== undefined) out.push(renamed);
+    }
+    // A folder being left out that is gone from this disk (the person deleted it to free the
+    // space sooner) is left out now: its absence is not a delete to send to the server.
+    for (const x of this.selection.inState('leaving')) {
+      if (!related(x)) continue;
+      const abs = await this.ctx.at(x).catch(() => undefined);
+      if (abs !== undefined && (await fsp.lstat(abs).catch(() => undefined)) !== undefined) continue;
+      await this.evict(x);
     }
     return out;
   }

@@ -114,6 +114,20 @@ describe('selective sync', () => {
     expect(await a.read('Photos/2019/new-on-b.jpg')).toBe('fresh');
   });
 
+  it('a folder being left out and then deleted here by hand is not deleted on the server', async () => {
+    const { cloud, a, b } = await twoDevices();
+    b.offline = true;
+    b.engine.setExcludedFolders(['Photos']);
+    await b.sync().catch(() => undefined);
+    expect(b.engine.selective.current.state('Photos')).toBe('leaving');
+    await b.rm('Photos');
+    b.offline = false;
+    await cloud.settle();
+    expect(b.engine.selective.current.state('Photos')).toBe('excluded');
+    expect(cloud.serverTree().get('Photos/2019/beach.jpg')).toBe(sha256('sand'));
+    expect(await a.read('Photos/2020/snow.jpg')).toBe('ice');
+  });
+
   it('ignored files in a left-out folder go to the local trash, not away', async () => {
     const { cloud, b } = await twoDevices();
     await b.write('Photos/.DS_Store', 'finder');
