@@ -2,9 +2,10 @@
  * Selective sync in Chromium (Settings → Choose folders; docs/desktop.md): an agent syncs
  * two folders to a real proxy; clearing one in the tree and applying removes it from this
  * computer — after the edit made there just before has reached Weft storage — while Weft
- * storage keeps every file; its subfolders are still listed, cleared. Ticking it again
- * downloads it. Axe-clean in light and dark at 100 % and 200 % (screenshots under
- * test-artifacts/screenshots/selective-sync-*).
+ * storage keeps every file; its subfolders are still listed, cleared; a file saved into its
+ * place is kept as a selective-sync conflict. Ticking it again downloads it. Axe-clean in
+ * light and dark at 100 % and 200 % (screenshots under test-artifacts/screenshots/
+ * selective-sync-*).
  */
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
@@ -125,6 +126,15 @@ describe('Settings → Choose folders (selective sync) in Chromium', () => {
       expect(violations, what).toEqual([]);
       expect(overflows, `${what} reflows`).toBe(false);
     });
+
+    // A file saved here into the cleared folder's place: kept as a selective-sync conflict
+    // and synced under that name, never merged into the Photos this computer does not hold.
+    await write('Photos/made-here.txt', 'made here');
+    await expect
+      .poll(() => serverSha('Photos (selective sync conflict)/made-here.txt'), POLL)
+      .toBe(await sha('made here'));
+    expect(await here('Photos')).toBe(false);
+    expect(await serverSha('Photos/made-here.txt')).toBeUndefined();
 
     // A change elsewhere in the cleared folder is not downloaded here.
     await probe.ops([{ op: 'mkdir', path: 'Photos/2021' }]);
