@@ -227,6 +227,43 @@ describe('redundant tier, degraded', () => {
     outage[Number(first.backend.slice(1))]!.restore();
   });
 
+  it('fetches only the stripes a range read covers, from k fragments', async () => {
+    const dir = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-redundant-range-'));
+    const seen: { backend: number; offset?: number; length?: number }[] = [];
+    const backends = [0, 1, 2, 3, 4].map((i) => {
+      const p = new MemoryProvider();
+      const spy: Provider = {
+        ...unclosable(p),
+        read: (q, o) => {
+          seen.push({ backend: i, offset: o?.offset, length: o?.length });
+          return p.read(q, o);
+        },
+      };
+      return { id: `b${i}`, provider: spy };
+    });
+    const tier = openRedundantProvider({
+      backends,
+      dir,
+      thresholdBytes: 64 * KiB,
+      maxShardBytes: 16 * KiB,
+      hedgeAfterMs: 60_000,
+      probeIntervalMs: 0,
+    });
+    open.push(tier);
+    const data = randomBytes(10 * 48 * KiB); // ten stripes of 3 × 16 KiB
+    await tier.write('r.bin', data);
+    seen.length = 0;
+    const stripe = 48 * KiB;
+    const part = await readAll(tier, 'r.bin', 4 * stripe + 100, 2000);
+    expect(part.equals(data.subarray(4 * stripe + 100, 4 * stripe + 2100))).toBe(true);
+    expect(seen).toHaveLength(3);
+    expect(new Set(seen.map((x) => x.backend)).size).toBe(3);
+    for (const r of seen) expect(r).toMatchObject({ offset: 64 + 4 * 16 * KiB, length: 16 * KiB });
+    seen.length = 0;
+    await readAll(tier, 'r.bin', 2 * stripe - 10, stripe + 20); // stripes 1, 2 and 3
+    for (const r of seen) expect(r).toMatchObject({ offset: 64 + 16 * KiB, length: 3 * 16 * KiB });
+  });
+
   it('refuses bad configuration and bad writes without changing anything', async () => {
     const dir = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-redundant-bad-'));
     const mem = (): { id: string; provider: Provider }[] =>

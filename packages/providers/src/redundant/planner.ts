@@ -3,7 +3,7 @@
  * HyCloud §III-D Eq. 3–5 source choice). Pure functions: no I/O, so they are
  * property-tested on their own (test/redundant-planner.test.ts).
  *
- * Not yet wired into a Provider: this is the core the tier is to be built on.
+ * Used by RedundantProvider (redundant-provider.ts) for placement and source choice.
  */
 
 /** What the tier knows about one backend. */
