@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { api } from '../src/common/api.ts';
-import { type IpcMainLike, isRendererPage, registerIpc } from '../src/main/ipc.ts';
+import { type IpcMainLike, isRendererPage, registerIpc, registerTrayActions } from '../src/main/ipc.ts';
 import { createBridge, type IpcRendererLike } from '../src/preload/bridge.ts';
 
 function fakeIpc() {
@@ -44,11 +44,57 @@ describe('preload bridge (window.weft)', () => {
   });
 });
 
+describe('tray popover actions', () => {
+  it('sends only openFolder and openStatus, on their own channel', async () => {
+    const { ipc, invoked } = fakeIpc();
+    const bridge = createBridge(ipc);
+    await bridge.trayAction('openFolder');
+    await bridge.trayAction('openStatus');
+    for (const bad of ['quit', 'openFile', '', 'constructor'])
+      await expect(bridge.trayAction(bad as 'openFolder')).rejects.toThrow(/unknown tray action/);
+    await expect(bridge.trayAction({ type: 'openFolder' } as unknown as 'openFolder')).rejects.toThrow(
+      /unknown tray action/,
+    );
+    expect(invoked).toEqual([
+      { channel: 'weft:tray-action', args: ['openFolder'] },
+      { channel: 'weft:tray-action', args: ['openStatus'] },
+    ]);
+  });
+
+  it('main runs them for the renderer pages only, and only the known ones', async () => {
+    const registered = new Map<
+      string,
+      (e: { senderFrame: { url: string } | null }, i: unknown) => Promise<unknown>
+    >();
+    const ipc: IpcMainLike = {
+      handle: (c, l) => void registered.set(c, l),
+      removeHandler: (c) => void registered.delete(c),
+    };
+    const page = isRendererPage('file:///opt/Weft/resources/renderer/tray.html');
+    const ran: string[] = [];
+    const off = registerTrayActions(ipc, page, (a) => ran.push(a));
+    const handle = registered.get('weft:tray-action');
+    const tray = { senderFrame: { url: 'file:///opt/Weft/resources/renderer/tray.html' } };
+    expect(await handle?.(tray, 'openFolder')).toEqual({ ok: true, value: null });
+    expect(await handle?.(tray, 'quit')).toMatchObject({
+      ok: false,
+      error: { message: 'unknown tray action' },
+    });
+    expect(
+      await handle?.({ senderFrame: { url: 'http://127.0.0.1:4000/tray.html' } }, 'openStatus'),
+    ).toMatchObject({ ok: false, error: { message: 'untrusted sender' } });
+    expect(await handle?.({ senderFrame: null }, 'openStatus')).toMatchObject({ ok: false });
+    expect(ran).toEqual(['openFolder']);
+    off();
+    expect(registered.size).toBe(0);
+  });
+});
+
 describe('the desktop window needs no secret', () => {
   it('the bridge carries method calls and status only: no secret, no other channel', async () => {
     const { ipc, invoked } = fakeIpc();
     const bridge = createBridge(ipc);
-    expect(Object.keys(bridge).sort()).toEqual(['call', 'onStatus']);
+    expect(Object.keys(bridge).sort()).toEqual(['call', 'onStatus', 'trayAction']);
     await bridge.call('getStatus', {});
     // What crosses IPC is the channel and the input: nothing the page could use elsewhere.
     expect(invoked).toEqual([{ channel: 'weft:getStatus', args: [{}] }]);

@@ -68,6 +68,17 @@ export type TrayAction =
   | { readonly type: 'openFile'; readonly path: string }
   | { readonly type: 'quit' };
 
+/**
+ * What the popover page asks the desktop app's shell for (the rest goes through the API):
+ * on their own IPC channel, checked in main (main/ipc.ts registerTrayActions).
+ */
+export const TRAY_ACTION_CHANNEL = 'weft:tray-action';
+export const TRAY_SHELL_ACTIONS = ['openFolder', 'openStatus'] as const;
+export type TrayShellAction = (typeof TRAY_SHELL_ACTIONS)[number];
+export function isTrayShellAction(a: unknown): a is TrayShellAction {
+  return typeof a === 'string' && (TRAY_SHELL_ACTIONS as readonly string[]).includes(a);
+}
+
 export type TrayMenuItem =
   | { readonly kind: 'item'; readonly label: string; readonly action: TrayAction; readonly enabled: boolean }
   | { readonly kind: 'label'; readonly label: string }

@@ -4,6 +4,7 @@
  * Electron is passed in, so this module is testable without the binary.
  */
 import { type ApiHandlers, type ApiMethod, api, channelOf, dispatch } from '../common/api.ts';
+import { TRAY_ACTION_CHANNEL, type TrayShellAction, isTrayShellAction } from '../common/tray-state.ts';
 
 export interface IpcMainLike {
   handle(
@@ -57,4 +58,24 @@ export function registerIpc(
   return () => {
     for (const m of methods) ipc.removeHandler(channelOf(m));
   };
+}
+
+/**
+ * The tray popover's shell actions (open the folder, open the window): one channel, the
+ * same sender check, and only the two known values; returns a remover.
+ */
+export function registerTrayActions(
+  ipc: IpcMainLike,
+  isTrustedUrl: (url: string) => boolean,
+  run: (action: TrayShellAction) => void,
+): () => void {
+  ipc.handle(TRAY_ACTION_CHANNEL, async (event, action) => {
+    const url = event.senderFrame?.url ?? '';
+    if (!isTrustedUrl(url)) return { ok: false, error: { code: 'bad-request', message: 'untrusted sender' } };
+    if (!isTrayShellAction(action))
+      return { ok: false, error: { code: 'bad-request', message: 'unknown tray action' } };
+    run(action);
+    return { ok: true, value: null };
+  });
+  return () => ipc.removeHandler(TRAY_ACTION_CHANNEL);
 }

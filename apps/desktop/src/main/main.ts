@@ -1,6 +1,7 @@
 /**
  * Electron main: thin. Single-instance lock, the agent (engine + local UI server) in this
- * process, the tray (state from ../common/tray-state.ts), the status window loading the
+ * process, the tray (state from ../common/tray-state.ts: its menu, and a click opens the
+ * compact popover, renderer/tray.html, drawing the same model), the status window loading the
  * renderer build with the preload, start-at-login, and a shutdown that lets the engine
  * finish its current write.
  */
@@ -29,7 +30,7 @@ import {
   trayState,
 } from '../common/tray-state.ts';
 import { applyStartAtLogin, gracefulQuit, singleInstance, withStartAtLogin } from './app-lifecycle.ts';
-import { isRendererPage, registerIpc } from './ipc.ts';
+import { isRendererPage, registerIpc, registerTrayActions } from './ipc.ts';
 import { safeSecretStore } from './safe-secret-store.ts';
 
 const rendererDir = nodePath.join(__dirname, '..', 'renderer');
@@ -44,6 +45,7 @@ const server = process.env.WEFT_SERVER || undefined;
 let agent: RunningAgent | undefined;
 let tray: Tray | undefined;
 let win: BrowserWindow | undefined;
+let popover: BrowserWindow | undefined;
 
 function toMenu(items: readonly TrayMenuItem[], run: (a: TrayAction) => void): MenuItemConstructorOptions[] {
   return items.map((i): MenuItemConstructorOptions => {
@@ -79,12 +81,53 @@ function openWindow(): void {
   });
   win.webContents.setWindowOpenHandler(({ url }) => {
     if (/^https?:/.test(url)) void shell.openExternal(url);
+    // The header's "Compact view" link: the tray popover.
+    else if (isRendererPage(pathToFileURL(nodePath.join(rendererDir, 'tray.html')).href)(url))
+      togglePopover();
     return { action: 'deny' };
   });
   // The window shows the packaged renderer only (screens change by #hash, not navigation).
   win.webContents.on('will-navigate', (event) => event.preventDefault());
   win.on('closed', () => (win = undefined));
   void win.loadFile(nodePath.join(rendererDir, 'index.html'));
+}
+
+/** The compact popover by the tray icon (tray.html); a click elsewhere hides it. */
+function togglePopover(): void {
+  if (popover?.isVisible()) return popover.hide();
+  if (!popover) {
+    popover = new BrowserWindow({
+      width: 380,
+      height: 520,
+      show: false,
+      frame: false,
+      resizable: false,
+      skipTaskbar: true,
+      alwaysOnTop: true,
+      title: 'Weft',
+      webPreferences: {
+        preload: nodePath.join(__dirname, 'preload.cjs'),
+        contextIsolation: true,
+        sandbox: true,
+        nodeIntegration: false,
+      },
+    });
+    popover.webContents.setWindowOpenHandler(() => ({ action: 'deny' }));
+    popover.webContents.on('will-navigate', (event) => event.preventDefault());
+    popover.on('blur', () => popover?.hide());
+    popover.on('closed', () => (popover = undefined));
+    void popover.loadFile(nodePath.join(rendererDir, 'tray.html'));
+  }
+  // Under (or, with the taskbar at the bottom, above) the tray icon.
+  const icon = tray?.getBounds();
+  if (icon && icon.width > 0) {
+    const [w, h] = popover.getSize() as [number, number];
+    const x = Math.round(icon.x + icon.width / 2 - w / 2);
+    const y = icon.y > h ? icon.y - h : icon.y + icon.height;
+    popover.setPosition(Math.max(0, x), Math.max(0, y));
+  }
+  popover.show();
+  popover.focus();
 }
 
 async function main(): Promise<void> {
@@ -111,13 +154,17 @@ async function main(): Promise<void> {
   });
   const running = agent;
   // IPC answers the packaged renderer page only; it needs no secret (see main/ipc.ts).
-  const trusted = isRendererPage(pathToFileURL(nodePath.join(rendererDir, 'index.html')).href);
+  const isWindow = isRendererPage(pathToFileURL(nodePath.join(rendererDir, 'index.html')).href);
+  const isPopover = isRendererPage(pathToFileURL(nodePath.join(rendererDir, 'tray.html')).href);
+  const trusted = (url: string): boolean => isWindow(url) || isPopover(url);
   // Start at login is applied here as well as saved (only Electron can do it).
   const handlers = {
     ...running.ui.handlers,
     setSettings: withStartAtLogin(app, running.ui.handlers.setSettings),
   };
   const unregister = registerIpc(ipcMain, handlers, trusted);
+  // The popover's "Open folder" and "Open Weft window" (run below, as the menu's are).
+  const unregisterTray = registerTrayActions(ipcMain, trusted, (type) => run({ type }));
   const settings = await handlers.getSettings({});
   applyStartAtLogin(app, settings.startAtLogin);
 
@@ -165,12 +212,13 @@ async function main(): Promise<void> {
     for (const n of trayNotifications(prev, s)) new Notification(n).show();
     prev = s;
     win?.webContents.send(STATUS_EVENT, s);
+    popover?.webContents.send(STATUS_EVENT, s);
   };
   const sub = running.ui.onStatus(refresh);
   refresh();
   readCost();
   const costTimer = setInterval(readCost, 10 * 60_000);
-  tray.on('click', openWindow);
+  tray.on('click', togglePopover);
 
   app.on('window-all-closed', () => {
     /* stay in the tray */
@@ -180,6 +228,8 @@ async function main(): Promise<void> {
       clearInterval(costTimer);
       sub.dispose();
       unregister();
+      unregisterTray();
+      popover?.destroy();
       tray?.destroy();
     },
     // The engine finishes its current write before stop() resolves.

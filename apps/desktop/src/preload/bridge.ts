@@ -1,9 +1,11 @@
 /**
  * The object the preload exposes as `window.weft`: frozen, and only prefixed channels of
- * known methods pass (the renderer never sees ipcRenderer). Electron's ipcRenderer is
- * passed in, so this is unit-tested without the binary.
+ * known methods pass (the renderer never sees ipcRenderer), plus the two things only the
+ * shell can do for the tray popover (open the folder, open the window). Electron's
+ * ipcRenderer is passed in, so this is unit-tested without the binary.
  */
 import { type ApiMethod, STATUS_EVENT, channelOf, isApiMethod } from '../common/api.ts';
+import { TRAY_ACTION_CHANNEL, type TrayShellAction, isTrayShellAction } from '../common/tray-state.ts';
 
 export interface IpcRendererLike {
   invoke(channel: string, ...args: unknown[]): Promise<unknown>;
@@ -14,6 +16,7 @@ export interface IpcRendererLike {
 export interface WeftBridge {
   call(method: ApiMethod, input: unknown): Promise<unknown>;
   onStatus(listener: (raw: unknown) => void): () => void;
+  trayAction(action: TrayShellAction): Promise<unknown>;
 }
 
 export function createBridge(ipc: IpcRendererLike): Readonly<WeftBridge> {
@@ -29,6 +32,11 @@ export function createBridge(ipc: IpcRendererLike): Readonly<WeftBridge> {
       return () => {
         ipc.removeListener(STATUS_EVENT, wrapped);
       };
+    },
+    trayAction(action: TrayShellAction): Promise<unknown> {
+      if (!isTrayShellAction(action))
+        return Promise.reject(new Error(`unknown tray action ${String(action)}`));
+      return ipc.invoke(TRAY_ACTION_CHANNEL, action);
     },
   });
 }

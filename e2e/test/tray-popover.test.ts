@@ -1,0 +1,167 @@
+/**
+ * The compact tray popover (issue #19) in Chromium, as the browser fallback serves it
+ * (`/tray.html`, opened from the full window's "Compact view" link): the state line with
+ * files and storage, the transfers under way with progress bars, the last changes, pause and
+ * resume, "Open Weft window" and "Open folder". What it shows is the model the Electron
+ * tray menu is built from (trayMenu over the same status). Axe-clean in light and dark at
+ * 100 % and 200 %, during a transfer; screenshots test-artifacts/screenshots/tray-popover-*.
+ */
+import { randomBytes } from 'node:crypto';
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import type { RunningAgent } from '@weft/core';
+import { openDesktopUi } from '@weft/desktop';
+import { buildRenderer } from '@weft/desktop/build';
+import { type TrayMenuItem, trayMenu } from '@weft/desktop/common';
+import { type RunningProxyServer, startProxyServer } from '@weft/proxy-server';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tempDir } from '../src/harness.ts';
+import { checkVariants, ensureChromium, launchChromium, screenshot } from '../src/ui-browser.ts';
+
+const POLL = { timeout: 60_000 };
+/**
+ * A large upload reports its progress as its 4 MiB blocks complete (four in flight): big
+ * enough, and slowed down enough, to still be under way when the first ones are done.
+ */
+const BIG = 48 * 1024 * 1024;
+
+/** The menu's labels for one submenu, or the top level's plain labels. */
+function submenu(items: readonly TrayMenuItem[], label: string): string[] {
+  const sub = items.find((i) => i.kind === 'submenu' && i.label === label);
+  return sub?.kind === 'submenu' ? sub.items.map((i) => (i.kind === 'separator' ? '—' : i.label)) : [];
+}
+
+describe('tray popover in Chromium (the browser fallback)', () => {
+  let root: string;
+  let folder: string;
+  let server: RunningProxyServer;
+  let agent: RunningAgent;
+  let context: BrowserContext;
+  let window: Page;
+  let popover: Page;
+
+  beforeAll(async () => {
+    ensureChromium();
+    root = await tempDir('tray-popover');
+    folder = nodePath.join(root, 'Weft');
+    process.env.WEFT_SECRET_KEY_FILE = nodePath.join(root, 'config', 'secret.key');
+    const uiDir = await buildRenderer(nodePath.join(root, 'renderer'));
+    server = await startProxyServer({
+      dataDir: await tempDir('proxy'),
+      port: 0,
+      adminToken: randomBytes(24).toString('hex'),
+      logLevel: 'warn',
+      objectTier: { type: 'fs' },
+      shares: { enabled: false },
+    });
+    const ui = await openDesktopUi({
+      open: 'none',
+      folder,
+      server: server.url,
+      stateDir: nodePath.join(root, 'state'),
+      deviceName: 'laptop',
+      user: 'alice',
+      adminToken: server.adminToken,
+      settleMs: 50,
+      uiDir,
+      openBrowser: () => undefined,
+    });
+    if (!ui.agent) throw new Error('openDesktopUi with open: none serves the UI from this process');
+    agent = ui.agent;
+    context = await launchChromium(nodePath.join(root, 'chromium-profile'));
+    window = await context.newPage();
+    await window.goto(agent.loginUrl());
+  });
+
+  afterAll(async () => {
+    await context?.close();
+    await agent?.stop();
+    await server?.close();
+    delete process.env.WEFT_SECRET_KEY_FILE;
+  });
+
+  const stateText = (): Promise<string | null> => popover.locator('#tray-state').textContent();
+  const changeTexts = async (): Promise<string[]> =>
+    popover
+      .locator('#tray-change-list li')
+      .evaluateAll((lis) =>
+        lis.map((li) => (li.firstChild?.textContent ?? '') + (li.children[0]?.textContent ?? '')),
+      );
+
+  it('opens from the full window and shows the state, the files and the last changes', async () => {
+    await fsp.mkdir(nodePath.join(folder, 'notes'), { recursive: true });
+    await fsp.writeFile(nodePath.join(folder, 'a.txt'), 'first\n');
+    await fsp.writeFile(nodePath.join(folder, 'notes', 'b.txt'), 'second\n');
+    await expect.poll(() => agent.engine.getStatus().files, POLL).toBe(2);
+    await expect.poll(() => agent.engine.getStatus().state, POLL).toBe('idle');
+
+    const opened = context.waitForEvent('page');
+    await window.getByRole('link', { name: 'Compact view' }).click();
+    popover = await opened;
+    expect(new URL(popover.url()).pathname).toBe('/tray.html');
+    await expect.poll(stateText, POLL).toBe('Up to date');
+    expect(await popover.locator('#tray-detail').textContent()).toMatch(/^2 files/);
+    expect(await popover.locator('#tray-transfers').textContent()).toContain('Nothing being transferred.');
+    // The last changes are the tray menu's "Recent changes", in the same order.
+    await expect.poll(changeTexts, POLL).toContain('Uploaded notes/b.txt');
+    const menu = trayMenu(agent.ui.status(), Date.now());
+    expect(await changeTexts()).toEqual(submenu(menu, 'Recent changes'));
+    expect(menu[0]).toEqual({ kind: 'label', label: 'Weft — Up to date' });
+    await screenshot(popover, 'tray-popover-idle');
+  });
+
+  it('shows a transfer under way with its progress bar, axe clean in every variant', async () => {
+    // Slow uploads down (Settings apply at once) so the transfer is there to be seen.
+    await agent.ui.handlers.setSettings({ uploadLimitKiBps: 512 });
+    await fsp.writeFile(nodePath.join(folder, 'big.bin'), randomBytes(BIG));
+    const bar = popover.locator('#tray-transfer-list progress').first();
+    await bar.waitFor({ timeout: 180_000 });
+    expect(await bar.getAttribute('aria-label')).toMatch(/^Uploading big\.bin, \d{1,3} %$/);
+    const value = Number(await bar.getAttribute('value'));
+    expect(value).toBeGreaterThanOrEqual(0);
+    expect(value).toBeLessThanOrEqual(1);
+    expect(await popover.locator('#tray-transfer-list').textContent()).toMatch(/of 50\.3 MB/);
+    expect(await stateText()).toMatch(/^Syncing/);
+    await checkVariants(popover, 'tray-popover', (what, violations, overflows) => {
+      expect(violations, what).toEqual([]);
+      expect(overflows, `${what} reflows`).toBe(false);
+    });
+    await agent.ui.handlers.setSettings({ uploadLimitKiBps: 0 });
+    await expect
+      .poll(() => popover.locator('#tray-transfers').textContent(), POLL)
+      .toContain('Nothing being');
+    await expect.poll(stateText, POLL).toBe('Up to date');
+    await expect.poll(changeTexts, POLL).toContain('Uploaded big.bin');
+  });
+
+  it('pauses and resumes; the menu says the same', async () => {
+    await popover.getByRole('button', { name: 'Pause for 1 hour' }).click();
+    await expect.poll(stateText, POLL).toBe('Paused for 60 more min');
+    expect(agent.engine.getStatus().state).toBe('paused');
+    const menu = trayMenu(agent.ui.status(), Date.now());
+    expect(menu[0]).toEqual({ kind: 'label', label: 'Weft — Paused for 60 more min' });
+    expect(menu).toContainEqual({
+      kind: 'item',
+      label: 'Resume syncing',
+      action: { type: 'resume' },
+      enabled: true,
+    });
+    await screenshot(popover, 'tray-popover-paused');
+    await popover.getByRole('button', { name: 'Resume syncing' }).click();
+    await expect.poll(stateText, POLL).toBe('Up to date');
+    expect(agent.engine.getStatus().state).not.toBe('paused');
+    await popover.getByRole('button', { name: 'Pause for 1 hour' }).waitFor();
+  });
+
+  it('opens the full window, and in a browser gives the folder’s path', async () => {
+    const opened = context.waitForEvent('page');
+    await popover.getByRole('button', { name: 'Open Weft window' }).click();
+    const full = await opened;
+    await full.waitForLoadState();
+    expect(new URL(full.url()).hash).toBe('#status');
+    await full.locator('#nav').waitFor(POLL);
+    await popover.getByRole('button', { name: 'Open folder' }).click();
+    await expect.poll(() => popover.locator('#tray-said').textContent(), POLL).toContain(folder);
+  });
+});
