@@ -7,6 +7,7 @@
 import {
   type BundleDeferred,
   type BundleEntry,
+  type EntryInfo,
   BundleRoom,
   decodeBundle,
   encodeBundle,
@@ -21,7 +22,17 @@ import type { OpScheduler } from './scheduler.ts';
 import { checkNewPath, type HybridStore } from './store/hybrid.ts';
 
 export class BundleService {
-  constructor(private readonly o: { store: HybridStore; scheduler: OpScheduler }) {}
+  constructor(
+    private readonly o: {
+      store: HybridStore;
+      scheduler: OpScheduler;
+      /**
+       * The bytes of those contents that are read from their packs (filesystem-tier copy
+       * dropped), ranges of one pack close together fetched in one request (Packer.readDroppedMany).
+       */
+      readPackedMany?: (sha256s: readonly string[]) => Promise<Map<string, Uint8Array>>;
+    },
+  ) {}
 
   /**
    * Apply an uploaded bundle. `admit(n)` is the back-pressure check for n more operations.
@@ -88,21 +99,28 @@ export class BundleService {
     // (In the body: a list of thousands of paths once outgrew the clients' 16 KiB header limit.)
     const deferred: BundleDeferred[] = [];
     const room = new BundleRoom(paths.length);
+    // First what goes in (room spent as planned), then the packed contents in one batch of
+    // coalesced ranged reads, then every file read and checked.
+    const planned: { index: number; path: string; entry: EntryInfo & { sha256: string } }[] = [];
     for (const [index, p] of paths.entries()) {
       const place = room.place(p, store.stat(userId, p));
       if ('reason' in place) {
         deferred.push({ index, reason: place.reason });
         continue;
       }
-      const e = place.entry;
-      const content = await store.readAll(userId, e);
+      room.take(place.cost);
+      planned.push({ index, path: p, entry: place.entry });
+    }
+    const packed = (await this.o.readPackedMany?.(planned.map((f) => f.entry.sha256))) ?? new Map();
+    for (const { index, path: p, entry: e } of planned) {
+      const content = packed.get(e.sha256) ?? (await store.readAll(userId, e));
       if (content.byteLength !== e.size || sha256Hex(content) !== e.sha256) {
         deferred.push({ index, reason: 'changed' }); // changed while reading: fetch again
         continue;
       }
-      room.take(place.cost);
       entries.push({ path: p, rev: e.revision, mtimeMs: e.mtimeMs, sha256: e.sha256, content });
     }
+    deferred.sort((a, b) => a.index - b.index);
     let out = encodeBundle(entries, { deferred });
     if (compress && entries.length > 0) {
       const packed = encodeBundle(entries, { compress: true, deferred });

@@ -242,7 +242,11 @@ export async function startProxyServer(
     failuresPerMinute: config.enrolFailuresPerMinute,
   });
   const ops = new OpService({ store, scheduler, transfers, metrics, log });
-  const bundles = new BundleService({ store, scheduler });
+  const bundles = new BundleService({
+    store,
+    scheduler,
+    readPackedMany: async (sha256s) => packer?.readDroppedMany(sha256s) ?? new Map<string, Uint8Array>(),
+  });
   const deltas = new DeltaService({
     store,
     scheduler,

@@ -4,11 +4,13 @@
  * namespace file becomes a stub, reads (whole and ranged) come from the pack with one object
  * GET each, the tree (listing, move, delete) is unchanged, and recovery finds a stub the index
  * does not know; a forged stub (no valid MAC) stays the client's own bytes. With 'keep' the
- * copy stays whole and reads never touch the object tier.
+ * copy stays whole and reads never touch the object tier. A batch download (POST
+ * /v1/bundles/download) of dropped files reads adjacent ranges of one pack in one request.
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import { decodeBundle } from '@weft/wire';
 import type { ProxyConfigInput } from '../src/config.ts';
 import { pseudoRandom, sha, startTestServer, tempDir, TestClient } from './helpers.ts';
 
@@ -132,6 +134,35 @@ describe.each(tiers())('dropping packed fs copies on $name', ({ objectTier }) =>
     const forged = await stat(alice2, 'd/forged.txt');
     expect(forged.size).toBe(FORGED.length);
     expect(forged.sha256).not.toBe('a'.repeat(64));
+  });
+
+  it('batchDownloadReadsAdjacentRangesOfOnePackInOneRequest', async () => {
+    const { server, alice, files } = await setup(objectTier, 'drop');
+    // A second pack of 20 more files.
+    const more: Record<string, Buffer> = {};
+    for (let i = 0; i < 20; i++) more[`e/g${i}.bin`] = pseudoRandom(3000 + i, 500 + i);
+    for (const r of await alice.putSmall(more)) expect(r.result.status).toBe('applied');
+    expect(await server.packer!.flush()).toBe(1);
+    const download = async (paths: string[]): Promise<ReturnType<typeof decodeBundle>> => {
+      const res = await alice.req('POST', '/v1/bundles/download', { paths, compress: false });
+      expect(res.status).toBe(200);
+      return decodeBundle(new Uint8Array(await res.arrayBuffer()));
+    };
+    // All of the first pack's files: one ranged GET, not one per file.
+    let before = await objectGets(server);
+    let got = await download([...Object.keys(files), 'nope.bin']);
+    expect(await objectGets(server)).toBe(before + 1);
+    expect(got.entries).toHaveLength(Object.keys(files).length);
+    for (const e of got.entries) expect(Buffer.from(e.content).equals(files[e.path]!)).toBe(true);
+    expect(got.deferred).toEqual([{ index: Object.keys(files).length, reason: 'absent' }]);
+    // Files of both packs, interleaved: one request per pack.
+    const all = { ...files, ...more };
+    const paths = Object.keys(all).sort((a, b) => (a.split('/')[1]! < b.split('/')[1]! ? -1 : 1));
+    before = await objectGets(server);
+    got = await download(paths);
+    expect(await objectGets(server)).toBe(before + 2);
+    expect(got.entries.map((e) => e.path)).toEqual(paths);
+    for (const e of got.entries) expect(Buffer.from(e.content).equals(all[e.path]!)).toBe(true);
   });
 
   it('keepsTheCopyWhenThePolicySaysKeep', async () => {

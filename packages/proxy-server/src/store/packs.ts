@@ -374,6 +374,22 @@ export class Packer {
   }
 
   /**
+   * The contents among `sha256s` whose filesystem-tier copy may have been dropped, read from
+   * their packs with readMany (adjacent ranges of one pack in one request).
+   */
+  async readDroppedMany(sha256s: readonly string[]): Promise<Map<string, Uint8Array>> {
+    const q = this.o.db.prepare(
+      'SELECT p.* FROM pack_entries p JOIN fs_dropped d ON d.sha256 = p.sha256 WHERE p.sha256 = ?',
+    );
+    const locs: PackLocation[] = [];
+    for (const h of new Set(sha256s)) {
+      const r = q.get(h) as LocationSql | undefined;
+      if (r) locs.push(toLocation(r));
+    }
+    return locs.length > 0 ? this.readMany(locs) : new Map();
+  }
+
+  /**
    * Many packed contents: ranges of one pack closer than `maxGap` are fetched in one read.
    * Returns hash → bytes for every location given.
    */
