@@ -84,11 +84,7 @@ export class Engine implements Disposable {
       },
     });
     // Discovery sees the server without the folders left out here (selective-remote.ts).
-    const client = selectiveRemote(
-      options.client,
-      (p) => this.selective.isExcluded(p),
-      () => this.selective.current.inState('excluded'),
-    );
+    const client = selectiveRemote(options.client, () => this.selective);
     this.ctx = SyncContext.forFolder({ ...options, client }, journal, this.status, {
       markDirty: (scope) => this.markDirty(scope),
       pullAgain: () => {

@@ -6,7 +6,8 @@
  *
  * The feed: a change under a left-out folder is dropped; a move out of one reads as the
  * destination appearing (the engine fetches it, D21); a move into one reads as the source's
- * delete here — its local copy goes to the trash, nothing is sent to the server.
+ * delete here — its local copy goes to the trash, nothing is sent to the server; a folder
+ * left out moves with its parent (and a left-out folder renamed stays left out).
  * The consistency check's Merkle nodes are recomputed without the left-out folders, so that
  * a folder this device does not hold is not a difference to repair.
  * Writes (ops, uploads) pass through: local discovery never produces one under a left-out
@@ -22,15 +23,19 @@ import {
 } from '@weft/wire';
 import type { RemoteStore } from './remote/remote-store.ts';
 
-/**
- * `client` seen without the paths `excluded` answers true for (checked on every call);
- * `roots()`: the left-out folders themselves (for the Merkle view).
- */
-export function selectiveRemote(
-  client: RemoteStore,
-  excluded: (path: string) => boolean,
-  roots: () => readonly string[] = () => [],
-): RemoteStore {
+/** What the view asks of the selection (selective-sync.ts implements it). */
+export interface SelectionView {
+  /** Not on this device: under a left-out folder whose local copy is gone. */
+  isExcluded(path: string): boolean;
+  /** Those left-out folders themselves (for the Merkle view). */
+  excludedRoots(): readonly string[];
+  /** A folder moved on the server (or here): the choices inside it follow it. */
+  followMove(from: string, to: string): void;
+}
+
+/** `client` seen without the folders `selection()` leaves out (asked on every call). */
+export function selectiveRemote(client: RemoteStore, selection: () => SelectionView): RemoteStore {
+  const excluded = (p: string): boolean => selection().isExcluded(p);
   const view: RemoteStore = {
     list: async (path = '', recursive = true): Promise<ListResponse> => {
       const r = await client.list(path, recursive);
@@ -41,7 +46,8 @@ export function selectiveRemote(
       excluded(path) ? undefined : client.stat(path),
     changes: async (cursor: number, limit?: number): Promise<ChangesResponse> => {
       const r = await client.changes(cursor, limit);
-      return { ...r, changes: filterChanges(r.changes, excluded) };
+      const s = selection();
+      return { ...r, changes: filterChanges(r.changes, excluded, (from, to) => s.followMove(from, to)) };
     },
     download: (...a) => client.download(...a),
     ops: (...a) => client.ops(...a),
@@ -53,17 +59,22 @@ export function selectiveRemote(
     uploadDelta: (...a) => client.uploadDelta(...a),
     downloadDelta: (...a) => client.downloadDelta(...a),
     signature: (...a) => client.signature(...a),
-    merkle: async (paths) => merkleWithout(client, paths, excluded, roots()),
+    merkle: async (paths) => merkleWithout(client, paths, excluded, selection().excludedRoots()),
     openFeed: (...a) => client.openFeed(...a),
   };
   if (client.usage) view.usage = () => (client.usage as NonNullable<RemoteStore['usage']>).call(client);
   return view;
 }
 
-/** The feed as seen without the left-out paths (see the module comment). */
+/**
+ * The feed as seen without the left-out paths (see the module comment). A move is first
+ * told to `onMove` (the choices inside the moved folder follow it: a left-out folder whose
+ * parent was renamed stays left out), then filtered with the choices as they are after it.
+ */
 export function filterChanges(
   changes: readonly ChangeRecord[],
   excluded: (path: string) => boolean,
+  onMove: (from: string, to: string) => void = () => undefined,
 ): ChangeRecord[] {
   const out: ChangeRecord[] = [];
   for (const c of changes) {
@@ -71,6 +82,7 @@ export function filterChanges(
       if (!excluded(c.path)) out.push(c);
       continue;
     }
+    onMove(c.from, c.path);
     const fromOut = excluded(c.from);
     const toOut = excluded(c.path);
     if (!toOut)

@@ -25,7 +25,8 @@ import { PARTIAL_PREFIX } from './local-fs.ts';
 import { UnsafeLocalPathError } from './local-path.ts';
 import { OfflineError } from './remote/proxy-client.ts';
 import type { RemoteStore } from './remote/remote-store.ts';
-import { Selection, type SelectionState, planSelection } from './selection.ts';
+import type { SelectionView } from './selective-remote.ts';
+import { Selection, type SelectionState, planSelection, selfOrAncestor } from './selection.ts';
 import type { SyncContext } from './sync/context.ts';
 import { fetchRemoteSubtree } from './sync/discovery/remote.ts';
 
@@ -47,7 +48,7 @@ interface Snapshot {
   ino: bigint;
 }
 
-export class SelectiveSync {
+export class SelectiveSync implements SelectionView {
   private selection: Selection;
   /** Folders renamed away by a removal a crash interrupted were looked for (once a run). */
   private sweptHeld = false;
@@ -71,6 +72,30 @@ export class SelectiveSync {
     return this.selection;
   }
 
+  excludedRoots(): readonly string[] {
+    return this.selection.inState('excluded');
+  }
+
+  /**
+   * `from` was moved to `to` (on the server, or here and echoed by the feed): the choices at
+   * or inside it follow. One that lands inside another left-out folder is dropped (that one
+   * covers it). Persisted at once.
+   */
+  followMove(from: string, to: string): void {
+    const entries = this.selection.entries();
+    const within = (p: string, q: string): boolean => p === q || p.startsWith(q + '/');
+    if (from === to || !entries.some(([p]) => within(p, from))) return;
+    const moved = new Map<string, SelectionState>();
+    for (const [p, s] of entries) moved.set(within(p, from) ? to + p.slice(from.length) : p, s);
+    const out = (s: SelectionState | undefined): boolean => s === 'leaving' || s === 'excluded';
+    for (const p of [...moved.keys()]) {
+      const parent = p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : '';
+      const cover = parent === '' ? undefined : selfOrAncestor(parent, (q) => out(moved.get(q)));
+      if (cover !== undefined) moved.delete(p);
+    }
+    this.replaceAll(moved);
+  }
+
   /**
    * Leave out exactly `requested` (folder paths; throws SelectionError for bad input, nothing
    * changed). Persisted at once. Returns the folders whose local state must be looked at again.
@@ -78,12 +103,7 @@ export class SelectiveSync {
   set(requested: readonly unknown[]): string[] {
     const before = new Map(this.selection.entries());
     const next = planSelection(before, requested as readonly string[]);
-    this.ctx.journal.transaction(() => {
-      this.ctx.journal.db.prepare('DELETE FROM selection').run();
-      const put = this.ctx.journal.db.prepare('INSERT INTO selection (path, state) VALUES (?, ?)');
-      for (const [p, s] of next) put.run(p, s);
-    });
-    this.selection = new Selection(next);
+    this.replaceAll(next);
     const touched = new Set<string>();
     for (const [p, s] of next) if (before.get(p) !== s) touched.add(p);
     for (const p of before.keys()) if (!next.has(p)) touched.add(p);
@@ -184,6 +204,15 @@ export class SelectiveSync {
       state: SelectionState;
     }[];
     return rows.map((r) => [r.path, r.state]);
+  }
+
+  private replaceAll(next: ReadonlyMap<string, SelectionState>): void {
+    this.ctx.journal.transaction(() => {
+      this.ctx.journal.db.prepare('DELETE FROM selection').run();
+      const put = this.ctx.journal.db.prepare('INSERT INTO selection (path, state) VALUES (?, ?)');
+      for (const [p, s] of next) put.run(p, s);
+    });
+    this.selection = new Selection(next);
   }
 
   private setState(p: string, state: SelectionState | undefined): void {

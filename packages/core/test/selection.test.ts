@@ -132,11 +132,13 @@ describe('selection: the feed seen without left-out folders', () => {
       { seq: 5, type: 'move', from: 'Out/c', path: 'In/c', entry: entry('In/c') },
       { seq: 6, type: 'move', from: 'Out/c', path: 'Out/d', entry: entry('Out/d') },
     ];
-    expect(filterChanges(changes, out)).toEqual([
+    const moves: string[] = [];
+    expect(filterChanges(changes, out, (from, to) => moves.push(`${from}>${to}`))).toEqual([
       changes[2],
       { seq: 4, type: 'delete', path: 'In/a', deviceName: 'x' },
       changes[4],
     ]);
+    expect(moves).toEqual(['In/a>Out/a', 'Out/c>In/c', 'Out/c>Out/d']);
   });
 });
 

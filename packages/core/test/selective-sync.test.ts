@@ -114,6 +114,31 @@ describe('selective sync', () => {
     expect(await a.read('Photos/2019/new-on-b.jpg')).toBe('fresh');
   });
 
+  it('a left-out folder stays left out when it or its parent is renamed elsewhere', async () => {
+    const { cloud, a, b } = await twoDevices();
+    b.engine.setExcludedFolders(['Photos/2019']);
+    await b.sync();
+    await a.mv('Photos', 'Pictures');
+    await cloud.settle();
+    expect(b.engine.selective.current.entries()).toEqual([['Pictures/2019', 'excluded']]);
+    expect(await b.read('Pictures/2020/snow.jpg')).toBe('ice');
+    expect(await b.exists('Pictures/2019')).toBe(false);
+    await a.mv('Pictures/2019', 'Pictures/Old');
+    await a.write('Pictures/Old/more.jpg', 'more');
+    await cloud.settle();
+    expect(b.engine.selective.current.entries()).toEqual([['Pictures/Old', 'excluded']]);
+    expect(await b.exists('Pictures/Old')).toBe(false);
+    expect(cloud.serverTree().get('Pictures/Old/beach.jpg')).toBe(sha256('sand'));
+    expect((await b.engine.checkConsistency()).paths).toEqual([]);
+    // Renamed here (the parent): the feed's echo of our own move carries the choice along.
+    await b.mv('Pictures', 'Images');
+    await cloud.settle();
+    expect(b.engine.selective.current.entries()).toEqual([['Images/Old', 'excluded']]);
+    expect(cloud.serverTree().get('Images/Old/more.jpg')).toBe(sha256('more'));
+    expect(await b.exists('Images/Old')).toBe(false);
+    expect(await a.read('Images/Old/more.jpg')).toBe('more');
+  });
+
   it('a folder being left out and then deleted here by hand is not deleted on the server', async () => {
     const { cloud, a, b } = await twoDevices();
     b.offline = true;

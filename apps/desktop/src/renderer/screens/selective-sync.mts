@@ -30,7 +30,7 @@ export function selectiveSyncSection(
   const tree = h('div', { id: 'selective-tree' });
   const note = h('p', { id: 'selective-note', role: 'status' });
   const saved = h('p', { id: 'selective-saved', role: 'status' });
-  const apply = h('button', { type: 'button', id: 'selective-apply' }, 'Apply folder choice');
+  const apply = h('button', { type: 'button', id: 'selective-apply', hidden: true }, 'Apply folder choice');
   const section = h(
     'section',
     { id: 'selective-sync', 'aria-labelledby': 'h-selective' },
@@ -63,9 +63,12 @@ export function selectiveSyncSection(
   };
   const leftOut = (p: string): string | undefined => [...excluded].find((q) => within(p, q));
 
+  /** Known once the first answer came: folders can be chosen (this computer is enrolled). */
+  let available: boolean | undefined;
   const take = (v: SelectiveSync): void => {
+    available = v.available;
     if (!v.available) {
-      note.textContent = v.reason ?? 'Folders can be chosen once this computer is connected to Weft storage.';
+      note.textContent = v.reason ?? 'Connect Weft storage first (Accounts).';
       return;
     }
     children.set(v.parent, v.folders);
@@ -150,7 +153,8 @@ export function selectiveSyncSection(
 
   const draw = (): void => {
     const key = JSON.stringify([[...children], [...expanded], [...states], [...excluded].sort(), edited]);
-    renderInto(tree, key, () => list(''));
+    renderInto(tree, available ? key : '', () => (available ? list('') : []));
+    apply.hidden = available !== true;
     apply.disabled = !edited;
   };
 
