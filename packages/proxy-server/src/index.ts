@@ -16,5 +16,6 @@ export {
   objectKey,
   signatureBlockSize,
   signatureKey,
+  signatureStrongLength,
   type LinkFile,
 } from './store/link-file.ts';

@@ -11,7 +11,13 @@ import {
   type OpResult,
   type TransferState,
 } from '@weft/wire';
-import { decodeLinkFile, objectKey, signatureBlockSize, signatureKey } from '../src/index.ts';
+import {
+  decodeLinkFile,
+  objectKey,
+  signatureBlockSize,
+  signatureKey,
+  signatureStrongLength,
+} from '../src/index.ts';
 import {
   pseudoRandom,
   sha,
@@ -239,7 +245,10 @@ describe('large files', () => {
     const blockSize = signatureBlockSize(v1.length);
     expect(link.signature).toEqual({ object: signatureKey(sha(v1), blockSize), blockSize });
     const stored = readFileSync(nodePath.join(server.dir, 'objects', link.signature!.object));
-    expect(sha(stored)).toBe(sha(await collect(signature(v1, { blockSize }))));
+    // Strong hash sized as rsync would, plus a byte: 3 bytes a block here, not the default 8.
+    const strongLength = signatureStrongLength(v1.length, blockSize);
+    expect(strongLength).toBe(3);
+    expect(sha(stored)).toBe(sha(await collect(signature(v1, { blockSize, strongLength }))));
     // A client holding only its edited copy fetches the signature and sends a delta.
     const res = await c.req('GET', '/v1/signature?path=sig%2Fdata.bin');
     expect(res.status).toBe(200);
@@ -265,7 +274,14 @@ describe('large files', () => {
     expect((await c.req('GET', '/v1/signature?path=sig%2Fsmall.txt')).status).toBe(404);
     const again = await c.req('GET', '/v1/signature?path=sig%2Fdata.bin');
     expect(sha(new Uint8Array(await again.arrayBuffer()))).toBe(
-      sha(await collect(signature(v2, { blockSize: signatureBlockSize(v2.length) }))),
+      sha(
+        await collect(
+          signature(v2, {
+            blockSize: signatureBlockSize(v2.length),
+            strongLength: signatureStrongLength(v2.length, signatureBlockSize(v2.length)),
+          }),
+        ),
+      ),
     );
     const cur = decodeLinkFile(
       readFileSync(nodePath.join(server.dir, 'fs', 'ns', 'big', 'sig', 'data.bin.weftlink')),
@@ -289,8 +305,9 @@ describe('large files', () => {
     const res = await c.req('GET', '/v1/signature?path=old%2Flegacy.bin');
     expect(res.status).toBe(200);
     const blockSize = signatureBlockSize(v1.length);
+    const strongLength = signatureStrongLength(v1.length, blockSize);
     expect(sha(new Uint8Array(await res.arrayBuffer()))).toBe(
-      sha(await collect(signature(v1, { blockSize }))),
+      sha(await collect(signature(v1, { blockSize, strongLength }))),
     );
     expect(existsSync(nodePath.join(server.dir, 'objects', signatureKey(sha(v1), blockSize)))).toBe(true);
   });

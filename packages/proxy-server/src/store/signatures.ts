@@ -18,6 +18,7 @@ import {
   type LinkFile,
   signatureBlockSize,
   signatureKey,
+  signatureStrongLength,
 } from './link-file.ts';
 
 export interface SignatureDeps {
@@ -53,7 +54,8 @@ export async function putSignature(
       if (!(e instanceof NotFoundError)) throw e;
     }
     const source = 'bytes' in c ? c.bytes : (createReadStream(c.file) as AsyncIterable<Uint8Array>);
-    const bytes = await collect(rsyncSignature(source, { blockSize }));
+    const strongLength = signatureStrongLength(contentSize(c), blockSize);
+    const bytes = await collect(rsyncSignature(source, { blockSize, strongLength }));
     await d.objects.write(ref.object, bytes, { size: bytes.byteLength });
     d.metrics.bytes.inc({ tier: 'object', direction: 'in' }, bytes.byteLength);
     return { ref, bytes };
@@ -92,7 +94,10 @@ export async function signatureOf(
     let bytes = made?.bytes;
     if (!bytes && made) bytes = await collect(await d.objects.read(made.ref.object));
     bytes ??= await collect(
-      rsyncSignature(createReadStream(file) as AsyncIterable<Uint8Array>, { blockSize }),
+      rsyncSignature(createReadStream(file) as AsyncIterable<Uint8Array>, {
+        blockSize,
+        strongLength: signatureStrongLength(link.size, blockSize),
+      }),
     );
     return { bytes, blockSize, sha256: link.sha256 };
   } finally {
