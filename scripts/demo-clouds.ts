@@ -207,8 +207,6 @@ export async function startDemo(o: DemoOptions): Promise<RunningDemo> {
 /** What `npm start -- --demo-clouds` does: start the demo, say where everything is, stop on Ctrl+C. */
 export async function runDemoFromStart(o: {
   readonly home: string;
-  /** WEFT_FOLDER, if set: your folder; default ~/Weft-demo (your own ~/Weft is left alone). */
-  readonly folder: string | undefined;
   readonly say: (line: string) => void;
 }): Promise<RunningDemo> {
   const me =
@@ -219,7 +217,9 @@ export async function runDemoFromStart(o: {
   const noOpen = process.env.WEFT_NO_OPEN === '1' || process.env.WEFT_NO_OPEN === 'true';
   const demo = await startDemo({
     home: o.home,
-    folder: o.folder ?? nodePath.join(os.homedir(), 'Weft-demo'),
+    // Folders of their own (WEFT_FOLDER, your real one, is not used: it would be synced to
+    // the demo's throwaway server).
+    folder: process.env.WEFT_DEMO_FOLDER ?? nodePath.join(os.homedir(), 'Weft-demo'),
     bobFolder: process.env.WEFT_DEMO_BOB_FOLDER ?? nodePath.join(os.homedir(), 'Weft-demo-bob'),
     user: me,
     deviceName: 'this computer',

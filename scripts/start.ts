@@ -8,6 +8,9 @@
  * restart. WEFT_HOME (default ~/.weft) holds the data; WEFT_FOLDER (default ~/Weft) is the
  * synced folder; WEFT_NO_OPEN=1 serves the UI without opening anything (headless, tests) and
  * prints a one-time sign-in link instead (`npx weft open --print` gives another).
+ *
+ * `npm start -- --demo-clouds`: pretend Dropbox, Google Drive and OneDrive and a second
+ * person to share with, no accounts needed (scripts/demo-clouds.ts, docs/clouds.md).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
@@ -45,7 +48,7 @@ async function preferredPort(wanted: number | undefined): Promise<number> {
 // without any account (scripts/demo-clouds.ts, docs/clouds.md "Trying it without accounts").
 if (process.argv.slice(2).includes('--demo-clouds')) {
   const { runDemoFromStart } = await import('./demo-clouds.ts');
-  await runDemoFromStart({ home, folder: process.env.WEFT_FOLDER, say });
+  await runDemoFromStart({ home, say });
   // The demo runs until Ctrl+C (its own signal handlers stop it).
 } else {
   await startNormally();
