@@ -9,6 +9,8 @@
  * Drive, and a file Bob adds in his Drive crosses back to your Dropbox. Screenshots under
  * test-artifacts/screenshots/demo-clouds-*.
  */
+import { spawn } from 'node:child_process';
+import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { buildRenderer } from '@weft/desktop/build';
 import { DropboxProvider, GDriveProvider, type Provider, collect } from '@weft/providers';
@@ -134,11 +136,52 @@ describe('npm start --demo-clouds: connect a pretend Dropbox, share with Bob on 
     await screenshot(mine, 'demo-clouds-you-members');
   });
 
+  it('`npm start -- --demo-clouds` itself starts it, says where everything is, and stops cleanly', async () => {
+    const home = await tempDir('demo-clouds-cli');
+    const env: NodeJS.ProcessEnv = {};
+    for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('WEFT_')) env[k] = v;
+    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts', '--demo-clouds'], {
+      cwd: nodePath.resolve(import.meta.dirname, '..', '..'),
+      env: {
+        ...env,
+        WEFT_HOME: nodePath.join(home, 'home'),
+        // Set, and not used by the demo: your real folder is never synced to its server.
+        WEFT_FOLDER: nodePath.join(home, 'real-Weft'),
+        WEFT_DEMO_FOLDER: nodePath.join(home, 'you'),
+        WEFT_DEMO_BOB_FOLDER: nodePath.join(home, 'bob'),
+        WEFT_NO_OPEN: '1',
+        WEFT_SECRET_KEY_FILE: nodePath.join(home, 'secret.key'),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString('utf8')));
+    const exited = new Promise<number | null>((r) => child.once('exit', r));
+    try {
+      await expect.poll(() => out, { timeout: 240_000, interval: 200 }).toContain('Press Ctrl+C to stop.');
+      expect(out).toContain(`Your folder:   ${nodePath.join(home, 'you')}`);
+      expect(out).toContain(`Bob's folder:  ${nodePath.join(home, 'bob')}`);
+      expect(out).not.toContain('real-Weft');
+      const links = [...out.matchAll(/window: +(http:\/\/127\.0\.0\.1:\d+\/login\?token=\S+)/g)].map(
+        (m) => m[1],
+      );
+      expect(links).toHaveLength(2);
+      // Each link signs a browser in to its own person's agent.
+      for (const link of links) expect((await fetch(link ?? '', { redirect: 'manual' })).status).toBe(303);
+      expect(out).toMatch(/Pretend clouds: Dropbox http:\/\/127\.0\.0\.1:\d+, Google Drive http:/);
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+    await expect(fsp.stat(nodePath.join(home, 'real-Weft'))).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
   it('refuses to clear a demo folder it did not make', async () => {
     const other = await tempDir('demo-clouds-foreign');
-    const { mkdir, writeFile, readFile } = await import('node:fs/promises');
-    await mkdir(nodePath.join(other, 'demo'), { recursive: true });
-    await writeFile(nodePath.join(other, 'demo', 'precious.txt'), 'mine');
+    await fsp.mkdir(nodePath.join(other, 'demo'), { recursive: true });
+    await fsp.writeFile(nodePath.join(other, 'demo', 'precious.txt'), 'mine');
     await expect(
       startDemo({
         home: other,
@@ -150,6 +193,6 @@ describe('npm start --demo-clouds: connect a pretend Dropbox, share with Bob on 
         openBrowser: () => undefined,
       }),
     ).rejects.toThrow(/was not made by the Weft demo/);
-    expect(await readFile(nodePath.join(other, 'demo', 'precious.txt'), 'utf8')).toBe('mine');
+    expect(await fsp.readFile(nodePath.join(other, 'demo', 'precious.txt'), 'utf8')).toBe('mine');
   });
 });
