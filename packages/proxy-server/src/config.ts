@@ -8,6 +8,7 @@ import * as os from 'node:os';
 import { z } from 'zod/v4';
 import { CostConfig } from './cost/prices.ts';
 import { PeerLinkConfig } from './peer-link.ts';
+import { RedundantTierConfig } from './redundant-tier.ts';
 
 const MiB = 1024 * 1024;
 
@@ -27,6 +28,8 @@ export const ObjectTierConfig = z.discriminatedUnion('type', [
     accessKeyId: z.string().optional(),
     secretAccessKey: z.string().optional(),
   }),
+  /** Several backends, small objects replicated and large ones erasure-coded (docs/redundancy.md). */
+  RedundantTierConfig,
 ]);
 
 const OAuthClient = z.object({ clientId: z.string().min(1), clientSecret: z.string().optional() });

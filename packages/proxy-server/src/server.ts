@@ -45,6 +45,7 @@ import { PackCollector, type PackGcPass } from './store/pack-gc.ts';
 import { decodeStub, dropFsCopy, loadStubKey } from './store/pack-stub.ts';
 import { markFsDropped, Packer } from './store/packs.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
+import { openRedundantTier } from './redundant-tier.ts';
 import { TransferService } from './transfers.ts';
 import { VersionService } from './versions.ts';
 
@@ -90,23 +91,25 @@ async function openProviders(
   const fs = await FsProvider.open({ root: fsRoot, portable: false, maxJournal: 2000, private: true });
   const ot = config.objectTier;
   const objects: Provider =
-    ot.type === 'fs'
-      ? await FsProvider.open({
-          root: ot.dir ?? nodePath.join(config.dataDir, 'objects'),
-          portable: false,
-          maxJournal: 2000,
-          private: true,
-        })
-      : new S3Provider({
-          bucket: ot.bucket,
-          prefix: ot.prefix,
-          ...(ot.endpoint ? { endpoint: ot.endpoint } : {}),
-          region: ot.region,
-          forcePathStyle: ot.forcePathStyle,
-          ...(ot.accessKeyId && ot.secretAccessKey
-            ? { credentials: { accessKeyId: ot.accessKeyId, secretAccessKey: ot.secretAccessKey } }
-            : {}),
-        });
+    ot.type === 'redundant'
+      ? await openRedundantTier(ot, config.dataDir)
+      : ot.type === 'fs'
+        ? await FsProvider.open({
+            root: ot.dir ?? nodePath.join(config.dataDir, 'objects'),
+            portable: false,
+            maxJournal: 2000,
+            private: true,
+          })
+        : new S3Provider({
+            bucket: ot.bucket,
+            prefix: ot.prefix,
+            ...(ot.endpoint ? { endpoint: ot.endpoint } : {}),
+            region: ot.region,
+            forcePathStyle: ot.forcePathStyle,
+            ...(ot.accessKeyId && ot.secretAccessKey
+              ? { credentials: { accessKeyId: ot.accessKeyId, secretAccessKey: ot.secretAccessKey } }
+              : {}),
+          });
   return { fs, objects, fsRoot };
 }
 

@@ -1,0 +1,90 @@
+/**
+ * The proxy's object tier as a redundant set of backends (issue #17, docs/redundancy.md):
+ * config schema and opener. Backends are directories or S3 buckets for now; the tier
+ * itself (placement, degraded reads, outage log, scrub) is `@weft/providers/redundant`.
+ */
+import * as nodePath from 'node:path';
+import { z } from 'zod/v4';
+import { FsProvider, S3Provider, type Provider } from '@weft/providers';
+import { openRedundantProvider, type RedundantProvider } from '@weft/providers/redundant';
+
+const Common = {
+  /** Stable id, recorded in the placement store; never reuse one for another store. */
+  id: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/),
+  /** Storage price per GB-month (breaks classification ties; cost model input). */
+  pricePerGbMonth: z.number().min(0).optional(),
+};
+
+export const RedundantBackendConfig = z.discriminatedUnion('type', [
+  z.object({ ...Common, type: z.literal('fs'), dir: z.string().min(1) }),
+  z.object({
+    ...Common,
+    type: z.literal('s3'),
+    bucket: z.string().min(1),
+    prefix: z.string().default(''),
+    endpoint: z.string().optional(),
+    region: z.string().default('us-east-1'),
+    forcePathStyle: z.boolean().default(false),
+    accessKeyId: z.string().optional(),
+    secretAccessKey: z.string().optional(),
+  }),
+]);
+export type RedundantBackendConfig = z.infer<typeof RedundantBackendConfig>;
+
+export const RedundantTierConfig = z
+  .object({
+    type: z.literal('redundant'),
+    /** Placement store and write spool. Default: <dataDir>/redundant. */
+    dir: z.string().optional(),
+    backends: z.array(RedundantBackendConfig).min(2),
+    /** Below: replicated; at or above: striped. Default 1 MiB. */
+    thresholdBytes: z.number().int().min(1).optional(),
+    replicas: z.number().int().min(1).optional(),
+    k: z.number().int().min(2).optional(),
+    m: z.number().int().min(1).optional(),
+    maxShardBytes: z.number().int().min(1).max(0xffffffff).optional(),
+    hedgeAfterMs: z.number().int().min(1).optional(),
+    probeIntervalMs: z.number().int().min(0).optional(),
+  })
+  .refine((c) => new Set(c.backends.map((b) => b.id)).size === c.backends.length, {
+    message: 'redundant object tier: backend ids must be distinct',
+  });
+export type RedundantTierConfig = z.infer<typeof RedundantTierConfig>;
+
+async function openBackend(b: RedundantBackendConfig): Promise<Provider> {
+  if (b.type === 'fs')
+    return FsProvider.open({ root: b.dir, portable: false, maxJournal: 2000, private: true });
+  return new S3Provider({
+    bucket: b.bucket,
+    prefix: b.prefix,
+    ...(b.endpoint ? { endpoint: b.endpoint } : {}),
+    region: b.region,
+    forcePathStyle: b.forcePathStyle,
+    ...(b.accessKeyId && b.secretAccessKey
+      ? { credentials: { accessKeyId: b.accessKeyId, secretAccessKey: b.secretAccessKey } }
+      : {}),
+  });
+}
+
+/** Open the configured backends and the tier over them (outage log replayed when one comes back). */
+export async function openRedundantTier(c: RedundantTierConfig, dataDir: string): Promise<RedundantProvider> {
+  const backends = await Promise.all(
+    c.backends.map(async (b) => ({
+      id: b.id,
+      provider: await openBackend(b),
+      ...(b.pricePerGbMonth === undefined ? {} : { pricePerGbMonth: b.pricePerGbMonth }),
+    })),
+  );
+  return openRedundantProvider({
+    backends,
+    dir: c.dir ?? nodePath.join(dataDir, 'redundant'),
+    name: 'objects:redundant',
+    ...(c.thresholdBytes === undefined ? {} : { thresholdBytes: c.thresholdBytes }),
+    ...(c.replicas === undefined ? {} : { replicas: c.replicas }),
+    ...(c.k === undefined ? {} : { k: c.k }),
+    ...(c.m === undefined ? {} : { m: c.m }),
+    ...(c.maxShardBytes === undefined ? {} : { maxShardBytes: c.maxShardBytes }),
+    ...(c.hedgeAfterMs === undefined ? {} : { hedgeAfterMs: c.hedgeAfterMs }),
+    ...(c.probeIntervalMs === undefined ? {} : { probeIntervalMs: c.probeIntervalMs }),
+  });
+}
