@@ -4,5 +4,8 @@ export default defineProject({
   test: {
     name: 'core',
     include: ['test/**/*.test.ts'],
+    // The root's testTimeout does not reach a project: vitest's 5 s default then failed tests
+    // on a busy machine (two workers share two cores).
+    testTimeout: 60_000,
   },
 });

@@ -4,7 +4,8 @@
  * once, raw requests through the auth client (resumable uploads), and the Drive item
  * helpers (listing a folder, the owner of a name among duplicates, the item as an Entry).
  */
-import { google, type drive_v2, type drive_v3 } from 'googleapis';
+import { createRequire } from 'node:module';
+import type { drive_v2, drive_v3, google as Google } from 'googleapis';
 import { throwIfAborted } from '../../body.ts';
 import { normalizePath } from '../../paths.ts';
 import type { Entry } from '../../provider.ts';
@@ -54,6 +55,25 @@ export function fromV2(f: DriveFileV2): DriveFile {
     modifiedTime: f.modifiedDate,
     createdTime: f.createdDate,
   };
+}
+
+/**
+ * googleapis, loaded on first use: importing it takes about a second (every Google API's
+ * client), which every process and test file importing @weft/providers paid at start while
+ * only a Drive provider needs it. `require` where there is one (the desktop app's CommonJS
+ * bundle, where esbuild bundles it), else a require made for this ES module.
+ */
+let googleModule: typeof Google | undefined;
+function google(): typeof Google {
+  if (!googleModule) {
+    // A literal require('googleapis') call, so that esbuild sees and bundles it.
+    let mod: unknown;
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    if (typeof require === 'function') mod = require('googleapis');
+    else mod = createRequire(import.meta.url)('googleapis');
+    googleModule = (mod as { google: typeof Google }).google;
+  }
+  return googleModule;
 }
 
 function escapeQ(s: string): string {
@@ -110,7 +130,7 @@ export class DriveApi {
   /** Drive v2, for what only it has: etags and If-Match (conditional writes). */
   readonly driveV2: drive_v2.Drive;
   readonly rootUrl: string;
-  private readonly auth: InstanceType<typeof google.auth.OAuth2>;
+  private readonly auth: InstanceType<typeof Google.auth.OAuth2>;
   private readonly tokens: AccessTokenSource;
 
   constructor(
@@ -120,14 +140,15 @@ export class DriveApi {
   ) {
     this.tokens = toTokenSource(options.token);
     this.rootUrl = (options.rootUrl ?? 'https://www.googleapis.com/').replace(/\/?$/, '/');
-    this.auth = new google.auth.OAuth2();
-    this.drive = google.drive({
+    const g = google();
+    this.auth = new g.auth.OAuth2();
+    this.drive = g.drive({
       version: 'v3',
       auth: this.auth,
       rootUrl: this.rootUrl,
       retry: false,
     } as drive_v3.Options);
-    this.driveV2 = google.drive({
+    this.driveV2 = g.drive({
       version: 'v2',
       auth: this.auth,
       rootUrl: this.rootUrl,
