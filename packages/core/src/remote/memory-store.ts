@@ -34,6 +34,7 @@ import {
   loadSignature,
   patch as rsyncPatch,
   signature as rsyncSignature,
+  suggestStrongLength,
 } from '@weft/rsync-wasm';
 import {
   type BlockAck,
@@ -451,7 +452,10 @@ export class MemoryRemoteStore implements RemoteStore {
     if (e.kind !== 'file' || e.tier !== 'large' || !e.sha256)
       fail('NOT_FOUND', 'only large files have a signature');
     const content = n.content.get(path) ?? new Uint8Array();
-    const bytes = await collect(rsyncSignature(content, { blockSize: signatureBlockSize(e.size) }));
+    const blockSize = signatureBlockSize(e.size);
+    // Strong hash sized as the proxy sizes it (proxy-server store/link-file.ts signatureStrongLength).
+    const strongLength = Math.min(8, suggestStrongLength(Math.max(1, e.size), blockSize) + 1);
+    const bytes = await collect(rsyncSignature(content, { blockSize, strongLength }));
     return { bytes, sha256: e.sha256, revision: e.revision };
   }
 
