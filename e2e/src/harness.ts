@@ -3,8 +3,9 @@
  * s3proxy), real agents (in-process engines, or `weft agent` child processes for crash
  * tests), and tree comparisons by content hash.
  */
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { createReadStream, writeFileSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
@@ -39,6 +40,30 @@ export async function agentStatus(stateDir: string): Promise<FolderStatus | unde
   } catch {
     return undefined;
   }
+}
+
+/** The `weft` command (packages/core/bin/weft.js). */
+export const WEFT_BIN = nodePath.resolve(
+  new URL('../../packages/core/bin/weft.js', import.meta.url).pathname,
+);
+
+/**
+ * A `weft agent` process on `folder` with its state in `state`, as a person starts it. The
+ * token travels in a 0600 file beside the state folder, never on the command line (where
+ * `ps` shows it). Its stderr is a pipe for the test to read; more arguments (`--device`)
+ * go after the rest.
+ */
+export function spawnAgent(
+  folder: string,
+  state: string,
+  server: string,
+  token: string,
+  more: readonly string[] = [],
+): ChildProcess {
+  const tokenFile = `${state}.token`;
+  writeFileSync(tokenFile, token, { mode: 0o600 });
+  const args = ['agent', '--folder', folder, '--server', server, '--state', state, '--token-file', tokenFile];
+  return spawn(process.execPath, [WEFT_BIN, ...args, ...more], { stdio: ['ignore', 'ignore', 'pipe'] });
 }
 
 export async function tempDir(prefix: string): Promise<string> {

@@ -14,9 +14,8 @@ import * as net from 'node:net';
 import * as nodePath from 'node:path';
 import { type FolderStatus, ProxyClient } from '@weft/core';
 import { afterAll, describe, expect, it } from 'vitest';
-import { agentStatus, localTree, prng, remoteTree, sorted, tempDir } from '../src/harness.ts';
+import { agentStatus, localTree, prng, remoteTree, sorted, spawnAgent, tempDir } from '../src/harness.ts';
 
-const WEFT = nodePath.resolve(new URL('../../packages/core/bin/weft.js', import.meta.url).pathname);
 const PROXY = nodePath.resolve(
   new URL('../../packages/proxy-server/bin/weft-proxy.mjs', import.meta.url).pathname,
 );
@@ -84,27 +83,7 @@ describe('proxy killed during large uploads', () => {
     await fsp.mkdir(folder, { recursive: true });
     for (let i = 0; i < 3; i++)
       await fsp.writeFile(nodePath.join(folder, `big${i}.bin`), randomBytes(FILE_MIB * MiB + i));
-    // The token travels in a 0600 file, never on the command line (where `ps` shows it).
-    const tokenFile = nodePath.join(base, 'device.token');
-    await fsp.writeFile(tokenFile, token, { mode: 0o600 });
-    agent = spawn(
-      process.execPath,
-      [
-        WEFT,
-        'agent',
-        '--folder',
-        folder,
-        '--server',
-        url,
-        '--state',
-        state,
-        '--token-file',
-        tokenFile,
-        '--device',
-        'uploader',
-      ],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
+    agent = spawnAgent(folder, state, url, token, ['--device', 'uploader']);
     let stderr = '';
     agent.stderr?.on('data', (c: Buffer) => (stderr = (stderr + c.toString()).slice(-20_000)));
     let exited: number | null | undefined;
