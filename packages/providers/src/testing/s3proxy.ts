@@ -67,6 +67,10 @@ export interface StartS3ProxyOptions {
   /** Keep objects in this folder (jclouds filesystem backend); default: in memory (transient). */
   readonly dataDir?: string;
   readonly bucket?: string;
+  /** Listen on this port (default: a free one), e.g. to come back where a stopped one was. */
+  readonly port?: number;
+  /** The secret to accept (default: a random one), e.g. to come back with the same one. */
+  readonly secretAccessKey?: string;
 }
 
 /** Start s3proxy on 127.0.0.1 with a free port and create the bucket. */
@@ -74,9 +78,9 @@ export async function startS3Proxy(options: StartS3ProxyOptions = {}): Promise<R
   const jar = await ensureS3ProxyJar();
   const work = await fsp.mkdtemp(nodePath.join(cacheDir(), 's3proxy-run-'));
   const accessKeyId = 'weft-test';
-  const secretAccessKey = randomBytes(16).toString('hex');
+  const secretAccessKey = options.secretAccessKey ?? randomBytes(16).toString('hex');
   const props = [
-    's3proxy.endpoint=http://127.0.0.1:0',
+    `s3proxy.endpoint=http://127.0.0.1:${options.port ?? 0}`,
     's3proxy.authorization=aws-v2-or-v4',
     `s3proxy.identity=${accessKeyId}`,
     `s3proxy.credential=${secretAccessKey}`,
