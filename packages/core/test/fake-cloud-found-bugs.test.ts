@@ -6,31 +6,8 @@
 import * as nodePath from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Journal } from '../src/journal/journal.ts';
-import { FakeCloud, type FakeDevice, sha256, sorted } from './support/fake-cloud.ts';
-
-async function withCloud(body: (cloud: FakeCloud) => Promise<void>, small?: number): Promise<void> {
-  const cloud = new FakeCloud(small ? { smallFileBytes: small } : {});
-  try {
-    await body(cloud);
-  } finally {
-    await cloud.close();
-  }
-}
-
-/** Settle, then every device holds what the server holds, none stopped, no queue left. */
-async function converged(cloud: FakeCloud): Promise<void> {
-  await cloud.settle();
-  const server = sorted(cloud.serverTree());
-  for (const d of cloud.devices) {
-    expect(d.engine.error, `${d.name} stopped`).toBeUndefined();
-    expect(d.engine.journal.pendingOps(), `${d.name} queue`).toEqual([]);
-    expect(sorted(await d.tree()), `${d.name} equals the server`).toEqual(server);
-  }
-}
-
-async function pair(cloud: FakeCloud): Promise<[FakeDevice, FakeDevice]> {
-  return [await cloud.addDevice('laptop'), await cloud.addDevice('desktop')];
-}
+import { converged, onCloud as withCloud, pair } from './support/cloud-run.ts';
+import { sha256, sorted } from './support/fake-cloud.ts';
 
 describe('engine bugs found by the random schedules', () => {
   /**

@@ -9,35 +9,19 @@ import * as nodePath from 'node:path';
 import { expect } from 'vitest';
 import { Journal } from '../../src/journal/journal.ts';
 import { OfflineError } from '../../src/remote/proxy-client.ts';
-import { FakeCloud, type FakeDevice, localTree, sha256, sorted } from './fake-cloud.ts';
+import { onCloud, pair, sameTrees as converged } from './cloud-run.ts';
+import { type FakeCloud, type FakeDevice, localTree, sha256, sorted } from './fake-cloud.ts';
 
 type Scenario = () => Promise<void>;
 
 /** Run `body` on a fresh cloud, closed afterwards whatever happens. */
-function withCloud(body: (cloud: FakeCloud) => Promise<void>, small?: number): Scenario {
-  return async () => {
-    const cloud = new FakeCloud(small ? { smallFileBytes: small } : {});
-    try {
-      await body(cloud);
-    } finally {
-      await cloud.close();
-    }
-  };
-}
-
-async function converged(cloud: FakeCloud): Promise<void> {
-  await cloud.settle();
-  const server = sorted(cloud.serverTree());
-  for (const d of cloud.devices)
-    expect(sorted(await d.tree()), `${d.name} equals the server`).toEqual(server);
-}
+const withCloud =
+  (body: (cloud: FakeCloud) => Promise<void>, small?: number): Scenario =>
+  () =>
+    onCloud(body, small);
 
 const copies = (tree: Map<string, string>): string[] =>
   [...tree.keys()].filter((p) => p.includes('conflicted copy'));
-
-async function pair(cloud: FakeCloud): Promise<[FakeDevice, FakeDevice]> {
-  return [await cloud.addDevice('laptop'), await cloud.addDevice('desktop')];
-}
 
 export const SCENARIOS: Record<string, Scenario> = {
   /** D3, D8, D16: a file made there comes down, an edit there comes down, our echo is nothing. */
