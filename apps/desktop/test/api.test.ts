@@ -52,6 +52,10 @@ function handlers(over: Partial<ApiHandlers> = {}): ApiHandlers {
     previewInvite: fail,
     acceptInvite: fail,
     leaveShare: fail,
+    fileHistory: async () => ({ available: false as const, reason: 'later' }),
+    deletedFiles: async () => ({ available: false as const, reason: 'later' }),
+    restoreVersion: fail,
+    downloadVersion: fail,
   };
   return { ...base, ...over };
 }

@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { CostViewSchema } from './cost.ts';
+import { versionMethods } from './versions.ts';
 
 export const CHANNEL_PREFIX = 'weft:';
 /** IPC/event name for pushed status updates. */
@@ -367,6 +368,7 @@ export const api = {
     output: SharingSchema,
   },
   leaveShare: { input: z.object({ id: z.string().min(1).max(200) }).strict(), output: SharingSchema },
+  ...versionMethods,
 } as const;
 
 export type ApiMethod = keyof typeof api;

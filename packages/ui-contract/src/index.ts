@@ -1,3 +1,4 @@
 export * from './api.ts';
 export * from './empty-status.ts';
 export * from './cost.ts';
+export * from './versions.ts';

@@ -4,16 +4,18 @@ import { DISPLAY_LABEL, displayState, isNotEnrolled } from '../common/format.ts'
 import { Scope, h } from './dom.mts';
 import { accountsScreen } from './screens/accounts.mts';
 import { costScreen } from './screens/cost.mts';
+import { historyScreen } from './screens/history.mts';
 import { settingsScreen } from './screens/settings.mts';
 import { selectiveSyncSection } from './screens/selective-sync.mts';
 import { sharingScreen } from './screens/sharing.mts';
 import { statusScreen } from './screens/status.mts';
 import { connect } from './transport.mts';
 
-const SCREENS = ['status', 'accounts', 'cost', 'sharing', 'settings'] as const;
+const SCREENS = ['status', 'history', 'accounts', 'cost', 'sharing', 'settings'] as const;
 type Screen = (typeof SCREENS)[number];
 const TITLES: Record<Screen, string> = {
   status: 'Status',
+  history: 'History',
   cost: 'Cost',
   accounts: 'Accounts',
   sharing: 'Sharing',
@@ -44,7 +46,8 @@ function start(): void {
   nav.replaceChildren(...SCREENS.map((s) => h('a', { href: `#${s}`, id: `nav-${s}` }, TITLES[s])));
 
   const show = (): void => {
-    const wanted = location.hash.slice(1);
+    // '#history?path=…' carries its own parameters (screens/history.mts).
+    const wanted = location.hash.slice(1).split('?')[0] ?? '';
     const screen: Screen = (SCREENS as readonly string[]).includes(wanted) ? (wanted as Screen) : 'status';
     scope.dispose();
     scope = new Scope();
@@ -60,6 +63,7 @@ function start(): void {
       onStatus = statusScreen(main, api, scope, report);
       if (last) onStatus(last);
     } else if (screen === 'cost') costScreen(main, api, scope, report);
+    else if (screen === 'history') historyScreen(main, api, scope, report);
     else if (screen === 'accounts') accountsScreen(main, api, scope, report);
     else if (screen === 'sharing') sharingScreen(main, api, scope, report);
     else {

@@ -30,6 +30,8 @@ import {
   UsageResponse,
   CostResponse,
   WhoAmIResponse,
+  DeletedResponse,
+  VersionsResponse,
   decodeBundle,
   decodeDeltaContainer,
   type DecodedBundle,
@@ -282,6 +284,42 @@ export class ProxyClient implements RemoteStore {
     const res = await this.request('DELETE', `/devices/${encodeURIComponent(deviceId)}`);
     await ensureOk(res);
     await res.body?.cancel();
+  }
+
+  /** A file's versions, the current one first (`GET /v1/versions`); NOT_FOUND when it has none. */
+  async versions(path: string): Promise<VersionsResponse> {
+    return this.parseJson(await this.request('GET', '/versions', { query: { path } }), VersionsResponse);
+  }
+
+  /** Files deleted below `dir` ('' = everywhere) that can still be restored (`GET /v1/deleted`). */
+  async deletedFiles(dir: string, limit?: number): Promise<DeletedResponse> {
+    return this.parseJson(
+      await this.request('GET', '/deleted', { query: { path: dir, limit } }),
+      DeletedResponse,
+    );
+  }
+
+  /** Make a kept version current again: a write the feed brings to every device. */
+  async restoreVersion(path: string, version: number): Promise<OpResult> {
+    return this.parseJson(
+      await this.request('POST', '/versions/restore', { json: { path, version } }),
+      OpResult,
+    );
+  }
+
+  /** A kept version's bytes (streaming). */
+  async downloadVersion(
+    path: string,
+    version: number,
+  ): Promise<{ body: AsyncIterable<Uint8Array>; size: number; sha256: string; mtimeMs: number }> {
+    const res = await this.request('GET', '/versions/content', { query: { path, version } });
+    await ensureOk(res);
+    return {
+      body: this.limitDown(res.body as unknown as AsyncIterable<Uint8Array> | null),
+      size: Number(res.headers.get('content-length') ?? 0),
+      sha256: res.headers.get('x-weft-sha256') ?? '',
+      mtimeMs: Number(res.headers.get('x-weft-mtime') ?? 0),
+    };
   }
 
   async list(path = '', recursive = true): Promise<ListResponse> {

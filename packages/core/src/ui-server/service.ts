@@ -32,6 +32,7 @@ import type { FolderStatus } from '../status.ts';
 import { applySelection, selectiveView } from './selective-view.ts';
 import { type ShareBackend, ShareApiError, httpShareBackend } from './share-client.ts';
 import { toShare } from './share-words.ts';
+import { versionHandlers } from './versions-view.ts';
 
 export { availabilityText, toShare } from './share-words.ts';
 
@@ -78,6 +79,8 @@ export interface UiServiceOptions {
   readonly now?: () => number;
   /** Called after the settings were saved, so that they apply at once (no restart). */
   readonly onSettings?: (settings: Settings) => void;
+  /** Where "download this version" saves copies (default: ~/Downloads; versions-view.ts). */
+  readonly downloadsDir?: string;
 }
 
 export interface UiService extends Disposable {
@@ -316,6 +319,10 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
   };
 
   const handlers: ApiHandlers = {
+    ...versionHandlers({
+      session: options.session,
+      ...(options.downloadsDir ? { downloadsDir: options.downloadsDir } : {}),
+    }),
     getStatus: async () => status(),
     pause: async ({ duration }) => {
       engine().pause(duration === '1h' ? now() + 3_600_000 : undefined);

@@ -13,6 +13,7 @@ import {
   usageText,
 } from '../../common/format.ts';
 import { Scope, h, renderInto, timeText } from '../dom.mts';
+import { historyHash, historyLink } from './history.mts';
 
 const KIND_LABEL: Record<FolderStatusDto['recent'][number]['kind'], string> = {
   added: 'Added',
@@ -101,6 +102,7 @@ export function statusScreen(
       h('label', { for: 'activity-search' }, 'Search recent activity'),
       search,
       activity,
+      h('p', {}, h('a', { href: historyHash({ folder: '' }), id: 'deleted-files-link' }, 'Deleted files')),
     ),
     h(
       'section',
@@ -149,6 +151,8 @@ export function statusScreen(
                     { class: 'path' },
                     a.path,
                     a.detail && a.kind !== 'conflicted' ? ` — ${a.detail}` : '',
+                    ' ',
+                    historyLink(a.path, a.kind),
                   ),
                 ),
               ),
