@@ -139,6 +139,36 @@ describe('selective sync', () => {
     expect(await a.read('Images/Old/more.jpg')).toBe('more');
   });
 
+  it('a leaving folder whose changes could not go up (storage full, say) is not removed', async () => {
+    const { cloud, b } = await twoDevices();
+    await b.write('Photos/2019/beach.jpg', 'edited, not uploaded');
+    await b.write('Photos/new.jpg', 'new, not uploaded');
+    b.offline = true;
+    b.engine.setExcludedFolders(['Photos']);
+    await b.sync().catch(() => undefined); // scanned and queued; the push cannot run
+    // The step that removes a folder, run as after a push that left uploads waiting.
+    await b.engine.selective.afterPush();
+    expect(await b.read('Photos/2019/beach.jpg')).toBe('edited, not uploaded');
+    expect(await b.read('Photos/new.jpg')).toBe('new, not uploaded');
+    expect(b.engine.selective.current.state('Photos')).toBe('leaving');
+    // An edit made after the scan, with nothing queued for it, is caught by its content hash.
+    b.offline = false;
+    await b.sync();
+    expect(cloud.serverTree().get('Photos/new.jpg')).toBe(sha256('new, not uploaded'));
+    b.engine.setExcludedFolders([]);
+    await b.sync();
+    await b.write('Photos/2020/snow.jpg', 'edited after the scan');
+    b.offline = true;
+    b.engine.setExcludedFolders(['Photos']);
+    await b.engine.selective.afterPush();
+    expect(await b.read('Photos/2020/snow.jpg')).toBe('edited after the scan');
+    expect(b.engine.selective.current.state('Photos')).toBe('leaving');
+    b.offline = false;
+    await b.sync();
+    expect(await b.exists('Photos')).toBe(false);
+    expect(cloud.serverTree().get('Photos/2020/snow.jpg')).toBe(sha256('edited after the scan'));
+  });
+
   it('a folder being left out and then deleted here by hand is not deleted on the server', async () => {
     const { cloud, a, b } = await twoDevices();
     b.offline = true;
