@@ -1,7 +1,10 @@
 // The 10,000-file drop: Weft (agent → proxy, object tier on s3proxy) beside `rclone copy`
 // of the same folder to the same kind of target (s3proxy), in the same run.
-// Prints wall time, requests sent and bytes sent for each, on loopback and across a shaped
-// wide-area link. Figures are printed, never asserted.
+// Prints, for each, on loopback and across a shaped wide-area link: wall time until every file
+// is stored and durable in S3, requests sent by the client, requests that reached S3 (PUT
+// class / GET class), bytes written to S3, and the modelled ingest price (S3 Standard request
+// prices, docs/cost.md; for Weft also the fs-tier write-back at EFS Standard's write price).
+// Every row says what ran: tool, tier and transport. Figures are printed, never asserted.
 //
 //   npx tsx bench/small-files.bench.ts          (from the repository root)
 //
@@ -21,6 +24,15 @@ import { startS3Proxy } from '@weft/providers/testing';
 import { startProxyServer } from '@weft/proxy-server';
 // The same user-space WAN link the inter-proxy bench uses (token bucket + one-way delay).
 import { ThrottledLink } from '../packages/mirror/src/interproxy/throttle.ts';
+import { GIB, PRICE_TABLES } from '../packages/proxy-server/src/cost/prices.ts';
+
+const S3 = PRICE_TABLES['s3-standard'];
+const EFS = PRICE_TABLES['efs-standard'];
+/** USD of the requests (and, for a write-back tier, bytes written) an ingest made. */
+function ingestUsd(puts: number, gets: number, deletes = 0): number {
+  return (puts * S3.putPer1000 + gets * S3.getPer1000 + deletes * S3.deletePer1000) / 1000;
+}
+const usd = (x: number): string => `$${x.toPrecision(3)}`;
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const SCRIPT = process.env.WEFT_CORPUS_SMALL ?? resolve(ROOT, '../shared/corpus/small-files.sh');
@@ -52,18 +64,36 @@ if (!has('rclone')) {
 }
 
 /** Requests and request-body bytes from rclone's `--dump headers` log (requests only, not responses). */
-function countDumpedRequests(log: string): { requests: number; bodyBytes: number } {
+function countDumpedRequests(log: string): {
+  requests: number;
+  bodyBytes: number;
+  puts: number;
+  gets: number;
+  deletes: number;
+} {
   let requests = 0;
   let bodyBytes = 0;
+  // S3 billing classes: PUT, POST, COPY and LIST (a GET of the bucket with a list query)
+  // are 'put'; GET and HEAD of an object 'get'; DELETE free.
+  let puts = 0;
+  let gets = 0;
+  let deletes = 0;
   // Each request: "HTTP REQUEST (req 0x…)", then the request line and headers, up to the
   // ">>>>>>" separator line.
   for (const block of log.split(/DEBUG : HTTP REQUEST \(req [^)]*\)\n/).slice(1)) {
     requests += 1;
     const head = block.slice(0, Math.max(0, block.indexOf('DEBUG : >>>>')));
+    // The request line follows the log prefix: "… DEBUG : PUT /bucket/key HTTP/1.1".
+    const line = /DEBUG : (GET|HEAD|PUT|POST|DELETE) (\S+) HTTP\//.exec(head);
+    const method = line?.[1] ?? 'GET';
+    if (method === 'DELETE') deletes += 1;
+    else if (method === 'PUT' || method === 'POST' || /[?&]list-type=|[?&]delimiter=/.test(line?.[2] ?? ''))
+      puts += 1;
+    else gets += 1;
     const m = /^Content-Length: (\d+)/im.exec(head);
     if (m?.[1]) bodyBytes += Number(m[1]);
   }
-  return { requests, bodyBytes };
+  return { requests, bodyBytes, puts, gets, deletes };
 }
 
 /** A target reached through `link` when given (Weft's proxy and s3proxy alike), else directly. */
@@ -130,13 +160,21 @@ async function runBoth(label: string, link: ThrottledLink | undefined): Promise<
     if (engine.error) console.error(`weft engine stopped on: ${String(engine.error)}`);
     const listing = await client.list('', true);
     const uploaded = listing.entries.filter((e) => e.kind === 'file').length;
+    // What reached S3 and the fs tier, as the proxy's cost ledger counted it (docs/cost.md).
+    const usage = server.cost.ledger.usage('', Date.now());
+    const o = usage.tiers.objects.requests;
+    const fsWritten = usage.tiers.fs.requests.put.bytes;
+    const s3Usd = ingestUsd(o.put.requests, o.get.requests, o.delete.requests);
+    const efsUsd = (fsWritten * EFS.writePerGb) / GIB;
     rows.push([
       label,
-      'weft (bundles → proxy → packs on s3)',
+      `weft agent → proxy (HTTP bundles; fs write-back tier → ${packStats.length} packs on s3proxy)`,
       weftSeconds.toFixed(1),
       String(client.requests),
-      String(client.bytesSent),
-      `${uploaded}/${files}; ${packStats.length} pack PUTs to S3 holding ${inS3} distinct contents`,
+      `${o.put.requests}/${o.get.requests}`,
+      String(o.put.bytes),
+      `${usd(s3Usd)} S3 + ${usd(efsUsd)} EFS writes`,
+      `${uploaded}/${files}; ${inS3} distinct contents in packs; client sent ${client.bytesSent} B`,
     ]);
     await engine.stop();
     await serverVia.close();
@@ -186,14 +224,16 @@ async function runBoth(label: string, link: ThrottledLink | undefined): Promise<
       const copied = out.status === 0 ? (log.match(/INFO {2}: .*: Copied \(new\)/g) ?? []).length : 0;
       rows.push([
         label,
-        `rclone copy (${version ?? '?'}, s3proxy)`,
+        `rclone copy ${version ?? '?'} → s3proxy (HTTP S3 API, one object per file)`,
         rcloneSeconds.toFixed(1),
         String(counted.requests),
+        `${counted.puts}/${counted.gets}`,
         String(counted.bodyBytes),
+        `${usd(ingestUsd(counted.puts, counted.gets, counted.deletes))} S3`,
         out.status === 0 ? `${copied}/${files}` : `exit ${out.status}`,
       ]);
     } else {
-      rows.push([label, 'rclone copy', 'skip', 'skip', 'skip', 'rclone not installed']);
+      rows.push([label, 'rclone copy', 'skip', 'skip', 'skip', 'skip', 'skip', 'rclone not installed']);
     }
   } finally {
     await s3Via.close();
@@ -211,7 +251,16 @@ if (process.env.WEFT_BENCH_WAN !== '0') {
 }
 
 console.log(`\n10,000-file drop: ${files} files, ${bytes} bytes of real npm package sources\n`);
-const header = ['link', 'tool', 'wall s', 'requests', 'bytes sent', 'files'];
+const header = [
+  'link',
+  'what ran (tool, transport, tier)',
+  'wall s to durable in S3',
+  'client requests',
+  'S3 PUT/GET',
+  'bytes to S3',
+  'modelled ingest price',
+  'files',
+];
 const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
 const line = (r: string[]): string => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ');
 console.log(line(header));

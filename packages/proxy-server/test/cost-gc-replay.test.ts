@@ -5,8 +5,9 @@
  * every virtual hour. GC must trigger at the crossover C_store = C_clean and not before, and
  * the month's bill the ledger measures after GC must be what the model predicts within 1 %.
  *
- * The packs here are the test's own minimal ones (concatenated files, Range reads); the
- * proxy's packer calls the same `CostService.decideGc`.
+ * The packs here are the test's own minimal ones (concatenated files, Range reads), to check
+ * the model alone; packs-gc.test.ts replays the same workload on the proxy's real packs
+ * through its pack collector, which calls the same `CostService.decideGc`.
  */
 import * as fs from 'node:fs';
 import * as nodePath from 'node:path';
