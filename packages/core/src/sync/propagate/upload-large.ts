@@ -63,13 +63,13 @@ export async function uploadLarge(
     const plan = planDelta(ctx.uploadRate.rate, ctx.deltaRate.rate, ctx.serverTierRate, est.gamma);
     ctx.trace('delta-plan', { path: op.path, ...plan, sampledBytes: est.sampledBytes });
     let deltaBytes: Uint8Array | undefined = est.wholeDelta;
+    let started: number | undefined;
     if (plan.use === 'delta' && !deltaBytes) {
-      const started = performance.now();
+      started = performance.now();
       const parts: Uint8Array[] = [];
       for await (const c of rsyncDelta(parsed, createReadStream(abs) as AsyncIterable<Uint8Array>))
         parts.push(c);
       deltaBytes = Buffer.concat(parts);
-      ctx.deltaRate.add(size, (performance.now() - started) / 1000);
     }
     const container =
       plan.use === 'delta' && deltaBytes
@@ -78,6 +78,8 @@ export async function uploadLarge(
             { compress: true },
           )
         : undefined;
+    // r_c as the sample measured it: diffing and deflating.
+    if (started !== undefined) ctx.deltaRate.add(size, (performance.now() - started) / 1000);
     // Once made, the delta goes unless it turned out no smaller than the file.
     if (container && container.byteLength < size) {
       try {
