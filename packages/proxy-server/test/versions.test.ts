@@ -80,15 +80,22 @@ describe('versions', () => {
 
   it('listsDeletedFilesUnderAFolderAndRestoresThem', async () => {
     const c = await TestClient.enrol(server, 'bob', 'desk');
-    await c.putSmall({ 'p/one.txt': 'one', 'p/sub/two.txt': 'two', 'q/three.txt': 'three' });
+    // Many files (more than one batch of kept content), some with the same content.
+    const many = Object.fromEntries(
+      Array.from({ length: 40 }, (_, i) => [`p/zz/f${i}.txt`, `same ${i % 5}`]),
+    );
+    await c.putSmall({ 'p/one.txt': 'one', 'p/sub/two.txt': 'two', 'q/three.txt': 'three', ...many });
     clock += 1000;
     expect((await c.ops({ op: 'delete', path: 'p' }))[0]?.status).toBe('applied');
     expect((await c.ops({ op: 'delete', path: 'q/three.txt' }))[0]?.status).toBe('applied');
     const underP = await c.json<DeletedResponse>('GET', '/v1/deleted?path=p');
-    expect(underP.files.map((f) => [f.path, f.size, f.deletedByName])).toEqual([
+    expect(underP.files.slice(0, 2).map((f) => [f.path, f.size, f.deletedByName])).toEqual([
       ['p/one.txt', 3, 'desk'],
       ['p/sub/two.txt', 3, 'desk'],
     ]);
+    expect(underP.files).toHaveLength(42);
+    const f17 = underP.files.find((f) => f.path === 'p/zz/f17.txt')!;
+    expect(await (await versionBytes(c, f17.path, f17.version)).text()).toBe('same 2');
     expect(underP.truncated).toBe(false);
     const all = await c.json<DeletedResponse>('GET', '/v1/deleted?path=&limit=2');
     expect(all.files).toHaveLength(2);
@@ -102,7 +109,7 @@ describe('versions', () => {
     expect(await restore(c, 'p/sub/two.txt', two.version)).toMatchObject({ status: 'applied' });
     expect(await c.text('p/sub/two.txt')).toBe('two');
     const left = await c.json<DeletedResponse>('GET', '/v1/deleted?path=p');
-    expect(left.files.map((f) => f.path)).toEqual(['p/one.txt']);
+    expect(left.files.map((f) => f.path).slice(0, 2)).toEqual(['p/one.txt', 'p/zz/f0.txt']);
   });
 
   it('keepsALargeVersionsObjectAliveUntilTheRetentionPassesAndReportsItsBytes', async () => {

@@ -82,6 +82,9 @@ export interface HybridStoreOptions {
   readonly versionRetentionMs?: number;
 }
 
+/** Small versions put aside per parallel write batch (keepContent); at most 2 MiB each. */
+const KEEP_BATCH = 32;
+
 export class HybridStore {
   private readonly fs: FsProvider;
   private readonly objects: Provider;
@@ -131,18 +134,27 @@ export class HybridStore {
     };
     if (!this.keepsVersions) return release;
     try {
+      const missing = new Map<string, EntryRow | EntryInfo>();
       for (const r of rows) {
-        if (r.kind !== 'file' || r.tier !== 'small' || !r.sha256) continue;
+        if (r.kind !== 'file' || r.tier !== 'small' || !r.sha256 || missing.has(r.sha256)) continue;
         unpins.push(this.pin(r.sha256));
-        const key = versionContentKey(r.sha256);
         try {
-          await this.fs.stat(key);
+          await this.fs.stat(versionContentKey(r.sha256));
           continue;
         } catch (e) {
           if (!(e instanceof NotFoundError)) throw e;
         }
-        const bytes = await this.readAll(userId, r);
-        await this.fs.write(key, bytes, { size: bytes.byteLength, sha256: r.sha256 });
+        missing.set(r.sha256, r);
+      }
+      // Written in parallel batches (a folder's delete may keep thousands of files), each
+      // batch read first so that memory stays bounded.
+      const todo = [...missing];
+      for (let i = 0; i < todo.length; i += KEEP_BATCH) {
+        const items = [];
+        for (const [sha256, r] of todo.slice(i, i + KEEP_BATCH))
+          items.push({ path: versionContentKey(sha256), bytes: await this.readAll(userId, r), sha256 });
+        const failed = (await this.fs.writeMany(items, { concurrency: 8 })).find((x) => x instanceof Error);
+        if (failed) throw failed;
       }
     } catch (e) {
       release();
