@@ -141,9 +141,6 @@ export async function startDemo(o: DemoOptions): Promise<RunningDemo> {
     stack.push(() => gdrive.close());
     const onedrive = await new OneDriveEmulator({ tls: { cert: tls.cert, key: tls.key } }).start();
     stack.push(() => onedrive.close());
-    // The proxy refreshes the tokens it is given at the real clouds' token endpoints; a
-    // demo's tokens live for a year so that it never has to.
-    for (const e of [dropbox, gdrive, onedrive]) e.oauth.accessTokenLifetimeSeconds = 365 * 24 * 3600;
     // Something to share: the folder a person would already have in their Dropbox.
     await new DropboxProvider({ token: dropbox.accessToken, baseUrl: dropbox.url }).write(
       `${DEMO_SHARED_FOLDER}/${DEMO_WELCOME_FILE}`,

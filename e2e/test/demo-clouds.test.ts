@@ -129,6 +129,21 @@ describe('npm start --demo-clouds: connect a pretend Dropbox, share with Bob on 
       .poll(() => readText(yourDropbox, `${DEMO_SHARED_FOLDER}/from-bob.txt`), POLL)
       .toBe('Hello from Bob’s Drive\n');
 
+    // The clouds' access tokens expire (an hour, at the real ones): the proxy's mirror
+    // refreshes them at the pretend clouds' token endpoints (npm start passes them on), and
+    // files keep crossing.
+    const refreshes = (e: typeof dropbox | typeof gdrive): number =>
+      e.requestLog.filter((r) => r.endpoint === 'oauth.token' && r.status === 200).length;
+    const [dropboxBefore, driveBefore] = [refreshes(dropbox), refreshes(gdrive)];
+    dropbox.oauth.expireAccessTokens();
+    gdrive.oauth.expireAccessTokens();
+    await bobsDrive.write(`${DEMO_SHARED_FOLDER}/after-expiry.txt`, Buffer.from('still crossing\n'));
+    await expect
+      .poll(() => readText(yourDropbox, `${DEMO_SHARED_FOLDER}/after-expiry.txt`), POLL)
+      .toBe('still crossing\n');
+    expect(refreshes(dropbox)).toBeGreaterThan(dropboxBefore);
+    expect(refreshes(gdrive)).toBeGreaterThan(driveBefore);
+
     // Your window lists Bob as a member on Google Drive.
     await mine.reload();
     await expect.poll(() => mine.locator('#shares-list').textContent(), POLL).toContain('bob');

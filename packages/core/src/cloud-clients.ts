@@ -44,6 +44,8 @@ export class CloudClientSettingsError extends Error {
 export interface ProxyOAuthClient {
   readonly clientId: string;
   readonly clientSecret?: string;
+  /** Only when it is not the cloud's usual token endpoint (an override, another tenant). */
+  readonly tokenUrl?: string;
 }
 
 export interface CloudClients {
@@ -150,7 +152,7 @@ export function cloudClientsFrom(env: Vars, file: Vars = {}, fileName = 'clouds.
       ),
       redirectPort: portOf('WEFT_DROPBOX_REDIRECT_PORT') ?? DROPBOX_REDIRECT_PORT,
     };
-    proxy.dropbox = { clientId: dropboxKey };
+    proxy.dropbox = { clientId: dropboxKey, ...otherTokenUrl(oauth.dropbox, dropboxOAuth(dropboxKey)) };
   } else
     orphan(
       ['WEFT_DROPBOX_REDIRECT_PORT', 'WEFT_DROPBOX_AUTHORIZE_URL', 'WEFT_DROPBOX_TOKEN_URL'],
@@ -180,7 +182,11 @@ export function cloudClientsFrom(env: Vars, file: Vars = {}, fileName = 'clouds.
       endpoint('WEFT_GOOGLE_AUTHORIZE_URL'),
       endpoint('WEFT_GOOGLE_TOKEN_URL'),
     );
-    proxy.gdrive = { clientId: googleId, ...(googleSecret ? { clientSecret: googleSecret } : {}) };
+    proxy.gdrive = {
+      clientId: googleId,
+      ...(googleSecret ? { clientSecret: googleSecret } : {}),
+      ...otherTokenUrl(oauth.gdrive, googleOAuth(googleId, googleSecret)),
+    };
   } else
     orphan(
       ['WEFT_GOOGLE_CLIENT_SECRET', 'WEFT_GOOGLE_AUTHORIZE_URL', 'WEFT_GOOGLE_TOKEN_URL'],
@@ -205,13 +211,21 @@ export function cloudClientsFrom(env: Vars, file: Vars = {}, fileName = 'clouds.
       endpoint('WEFT_ONEDRIVE_AUTHORIZE_URL'),
       endpoint('WEFT_ONEDRIVE_TOKEN_URL'),
     );
-    proxy.onedrive = { clientId: onedriveId };
+    proxy.onedrive = { clientId: onedriveId, ...otherTokenUrl(oauth.onedrive, microsoftOAuth(onedriveId)) };
   } else
     orphan(
       ['WEFT_ONEDRIVE_TENANT', 'WEFT_ONEDRIVE_AUTHORIZE_URL', 'WEFT_ONEDRIVE_TOKEN_URL'],
       'WEFT_ONEDRIVE_CLIENT_ID',
     );
   return { oauth, proxy };
+}
+
+/**
+ * The proxy refreshes the tokens it is given with the client that issued them: at the same
+ * token endpoint, which it is told only when it is not the cloud's usual one.
+ */
+function otherTokenUrl(used: OAuthClientConfig, usual: OAuthClientConfig): { tokenUrl?: string } {
+  return used.tokenUrl !== usual.tokenUrl ? { tokenUrl: used.tokenUrl } : {};
 }
 
 /** `$WEFT_HOME/clouds.json` (WEFT_HOME defaults to ~/.weft). */

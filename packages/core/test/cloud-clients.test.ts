@@ -84,6 +84,13 @@ describe('cloud OAuth clients from the environment', () => {
       'https://login.microsoftonline.com/consumers/oauth2/v2.0/authorize',
     );
     expect(c.oauth.onedrive?.tokenUrl).toBe('https://localhost:4443/common/oauth2/v2.0/token');
+    // The proxy redeems refresh tokens where the agent got them.
+    expect(c.proxy).toEqual({
+      onedrive: { clientId: MS_ID, tokenUrl: 'https://localhost:4443/common/oauth2/v2.0/token' },
+    });
+    expect(
+      cloudClientsFrom({ WEFT_ONEDRIVE_CLIENT_ID: MS_ID, WEFT_ONEDRIVE_TENANT: 'consumers' }).proxy.onedrive,
+    ).toEqual({ clientId: MS_ID, tokenUrl: 'https://login.microsoftonline.com/consumers/oauth2/v2.0/token' });
     const d = cloudClientsFrom({
       WEFT_DROPBOX_APP_KEY: 'key',
       WEFT_DROPBOX_AUTHORIZE_URL: 'http://127.0.0.1:5000/oauth2/authorize',
@@ -95,6 +102,7 @@ describe('cloud OAuth clients from the environment', () => {
       authorizeUrl: 'http://127.0.0.1:5000/oauth2/authorize',
       tokenUrl: 'http://127.0.0.1:5000/oauth2/token',
     });
+    expect(d.proxy.dropbox).toEqual({ clientId: 'key', tokenUrl: 'http://127.0.0.1:5000/oauth2/token' });
   });
 
   it.each([

@@ -32,7 +32,22 @@ export const ObjectTierConfig = z.discriminatedUnion('type', [
   RedundantTierConfig,
 ]);
 
-const OAuthClient = z.object({ clientId: z.string().min(1), clientSecret: z.string().optional() });
+const OAuthClient = z.object({
+  clientId: z.string().min(1),
+  clientSecret: z.string().optional(),
+  /**
+   * Where refresh tokens are redeemed, when not the cloud's usual endpoint: another Microsoft
+   * tenant's, or a local emulator's (the agent's WEFT_*_TOKEN_URL, passed on by npm start).
+   */
+  tokenUrl: z
+    .string()
+    .url()
+    .refine(
+      (u) => /^https:/.test(u) || /^http:\/\/(127\.0\.0\.1|localhost|\[::1\])[:/]/.test(u),
+      'an https: URL (http: only on 127.0.0.1 or localhost)',
+    )
+    .optional(),
+});
 
 /** Cross-cloud shared folders served by this proxy (docs/sharing.md, docs/formats/api.md). */
 export const SharesConfig = z.object({

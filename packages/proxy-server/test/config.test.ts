@@ -33,6 +33,19 @@ describe('configuration', () => {
     expect(() => parseConfig({}, { WEFT_PROXY_PORT: '-1' })).toThrow(/port/);
   });
 
+  it('takesAShareOAuthTokenUrlOnlyOverHttpsOrOnLoopback', () => {
+    const oauth = (tokenUrl: string) => ({ shares: { oauth: { dropbox: { clientId: 'k', tokenUrl } } } });
+    expect(parseConfig(oauth('http://127.0.0.1:4000/oauth2/token')).shares.oauth.dropbox).toEqual({
+      clientId: 'k',
+      tokenUrl: 'http://127.0.0.1:4000/oauth2/token',
+    });
+    expect(parseConfig(oauth('https://api.example/token')).shares.oauth.dropbox?.tokenUrl).toBe(
+      'https://api.example/token',
+    );
+    expect(() => parseConfig(oauth('http://example.com/token'))).toThrow(/https: URL/);
+    expect(() => parseConfig(oauth('not a url'))).toThrow(ConfigError);
+  });
+
   it('acceptsOnlyTheHashOfTheAdminToken', async () => {
     const token = 'wfa_the-admin-token-of-this-test';
     const hash = createHash('sha256').update(token).digest('hex');

@@ -141,12 +141,13 @@ export class ProviderAccounts {
   private tokenSource(id: string, kind: ProviderKind, tokens: TokenSet): AccessTokenSource {
     const client = this.config.oauth[kind];
     if (!client || !tokens.refreshToken) return staticToken(tokens.accessToken);
-    const config =
+    const usual =
       kind === 'dropbox'
         ? dropboxOAuth(client.clientId)
         : kind === 'gdrive'
           ? googleOAuth(client.clientId, client.clientSecret)
           : microsoftOAuth(client.clientId);
+    const config = client.tokenUrl ? { ...usual, tokenUrl: client.tokenUrl } : usual;
     const vault = this.vault;
     return new OAuthSession(config, {
       load: async () => ProviderTokens.parse(JSON.parse(vault.get(id).secret)),
