@@ -36,8 +36,14 @@ export interface EngineOptions {
   readonly liveFeed?: boolean;
   /** The folder's filesystem folds case (macOS, Windows). Default: probed at open. */
   readonly caseInsensitive?: boolean;
-  /** Retry interval while offline. Default 2000 ms. */
+  /**
+   * First retry after a failed pass (offline, a server error): the wait is drawn in
+   * [offlineRetryMs/2, offlineRetryMs) and doubles with each failure in a row up to
+   * `offlineRetryCapMs` (sync/retry.ts). Default 2000 ms.
+   */
   readonly offlineRetryMs?: number;
+  /** The longest wait between retries. Default 15 × offlineRetryMs (30 s). */
+  readonly offlineRetryCapMs?: number;
   readonly now?: () => number;
   /** Offline longer than this (ms) and the reconnect runs the consistency check. Default 10 min. */
   readonly longDisconnectMs?: number;

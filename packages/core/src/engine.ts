@@ -1,17 +1,11 @@
 /**
- * The sync engine for one folder: the pass loop. One pass at a time — pull, then scan, then
- * push — so local and remote changes never race each other; start, stop, retry, pause and
- * the removed/full states are decided here. What a pass does lives under sync/
- * (docs/client-engine.md, "Where the code is"): discovery (sync/discovery/remote.ts: the
- * feed and listings, one observation per path; local.ts: the scanner and the queue;
- * feed.ts: the live feed's wake-ups), decision (decisions.ts: one pure function over
- * docs/sync-decisions.md) and propagation (sync/push.ts ordering sync/propagate/*.ts:
- * download, upload bundle, upload large, namespace ops, local delete/move, conflict copy;
- * sync/refusals.ts for refused operations).
- *
- * Safety: every local write is temp + fsync + rename; every replaced or deleted local file
- * goes to the trash first; a delete of more than the mass-delete threshold pauses the
- * folder until the person confirms; a conflict keeps both versions.
+ * The sync engine for one folder: the pass loop. One pass at a time (sync/pass.ts: pull,
+ * scan, push) so local and remote changes never race; start, stop, retry (sync/retry.ts),
+ * pause and the removed/full states are decided here. Where the rest is:
+ * docs/client-engine.md, "Where the code is" — discovery (sync/discovery/*), decision
+ * (decisions.ts over docs/sync-decisions.md), propagation (sync/push.ts, sync/propagate/*,
+ * sync/refusals.ts). Safety: every local write is temp + fsync + rename; what is replaced
+ * or deleted goes to the trash; a mass delete waits for the person; a conflict keeps both.
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
@@ -28,15 +22,9 @@ import { StorageWatch, isQuotaExceeded } from './storage-usage.ts';
 import { type ActivityItem, type FolderStatus, StatusModel } from './status.ts';
 import { SyncContext } from './sync/context.ts';
 import { FeedWake } from './sync/discovery/feed.ts';
-import {
-  ScanStopped,
-  discoverLocal,
-  probeCaseInsensitive,
-  restoreMassDelete,
-} from './sync/discovery/local.ts';
-import { pull, releaseHeld, runConsistencyCheck } from './sync/discovery/remote.ts';
-import { runIdleEstimates } from './sync/idle-estimates.ts';
-import { push } from './sync/push.ts';
+import { ScanStopped, probeCaseInsensitive, restoreMassDelete } from './sync/discovery/local.ts';
+import { type ConsistencyOutcome, type PassState, runPass } from './sync/pass.ts';
+import { RetryTimer } from './sync/retry.ts';
 import { FolderWatcher } from './watcher.ts';
 
 export type { EngineOptions } from './engine-options.ts';
@@ -55,25 +43,33 @@ export class Engine implements Disposable {
   private watcher: FolderWatcher | undefined;
   /** The live feed's wake-ups (sync/discovery/feed.ts). */
   private readonly feed: FeedWake;
-  private pendingScope = new Set<string>(['']);
-  private remoteDirty = true;
+  /** What the loop keeps between passes (sync/pass.ts). */
+  private readonly state: PassState = {
+    pendingScope: new Set<string>(['']),
+    remoteDirty: true,
+    checkPending: false,
+    offlineSince: undefined,
+    lastCheck: undefined,
+    massDeletePending: false,
+  };
   private running: Promise<void> | undefined;
   private again = false;
   private stopped = false;
   /** The server refused this device's token (revoked or unknown): nothing more is tried. */
   private removed = false;
-  private retryTimer: NodeJS.Timeout | undefined;
+  /** After a failed pass: Weft's retry policy, exponential with jitter and a cap. */
+  private readonly retry: RetryTimer;
   private pausedUntil = 0;
-  private massDeletePending = false;
   private idleWaiters: (() => void)[] = [];
   private lastError: unknown;
-  /** Run the Merkle consistency check after the next successful pull (crash, long outage). */
-  private checkPending = false;
-  private offlineSince: number | undefined;
-  /** The outcome of the last consistency check (for tests and the status UI). */
-  lastCheck: { paths: string[]; roundTrips: number; repaired: number; atMs: number } | undefined;
 
   constructor(private readonly options: EngineOptions) {
+    const retryMs = options.offlineRetryMs ?? 2000;
+    this.retry = new RetryTimer(retryMs, options.offlineRetryCapMs ?? 15 * retryMs, () => {
+      this.state.remoteDirty = true;
+      if (!this.feed.connected && (this.options.liveFeed ?? true)) this.connectFeed();
+      this.kick();
+    });
     const journal = new Journal(nodePath.join(options.stateDir, 'journal.db'));
     this.journal = journal;
     // Recent activity lives in the journal: it survives a restart.
@@ -88,7 +84,7 @@ export class Engine implements Disposable {
     this.ctx = SyncContext.forFolder({ ...options, client }, journal, this.status, {
       markDirty: (scope) => this.markDirty(scope),
       pullAgain: () => {
-        this.remoteDirty = true;
+        this.state.remoteDirty = true;
         this.again = true;
       },
       reconcileEverything: () => this.reconcileEverything(),
@@ -106,7 +102,7 @@ export class Engine implements Disposable {
       debounceMs: options.feedDebounceMs ?? 250,
       onRefused: (code) => this.halt(code),
       onAnnounced: () => {
-        this.remoteDirty = true;
+        this.state.remoteDirty = true;
         if (this.status.get().state === 'idle') this.status.update({ state: 'syncing' });
       },
       onWake: () => this.kick(),
@@ -138,7 +134,8 @@ export class Engine implements Disposable {
   async start(): Promise<void> {
     // A journal still marked running was not stopped cleanly (a crash, kill -9, power
     // loss): feed events may have been lost in between, so check against the server.
-    if (this.journal.getMeta('running') === '1' && this.journal.getMeta('cursor')) this.checkPending = true;
+    if (this.journal.getMeta('running') === '1' && this.journal.getMeta('cursor'))
+      this.state.checkPending = true;
     this.journal.setMeta('running', '1');
     if (this.options.watch ?? true) {
       const w = new FolderWatcher(this.options.folder, { toRemote: (l) => this.ctx.paths.remotePath(l) });
@@ -165,7 +162,7 @@ export class Engine implements Disposable {
    */
   setExcludedFolders(paths: readonly unknown[]): void {
     const touched = this.selective.set(paths);
-    this.remoteDirty = true;
+    this.state.remoteDirty = true;
     this.markDirty(touched);
   }
 
@@ -176,14 +173,14 @@ export class Engine implements Disposable {
 
   /** Ask for a pass covering these local subtrees. */
   markDirty(scope: readonly string[]): void {
-    for (const s of scope) this.pendingScope.add(s);
+    for (const s of scope) this.state.pendingScope.add(s);
     this.kick();
   }
 
   /** Run passes until nothing is left to do (or we are offline/paused). */
   async syncNow(): Promise<void> {
-    this.pendingScope.add('');
-    this.remoteDirty = true;
+    this.state.pendingScope.add('');
+    this.state.remoteDirty = true;
     this.kick();
     await this.running;
     while (this.running) await this.running;
@@ -215,6 +212,7 @@ export class Engine implements Disposable {
         // A pass that ran on while the feed reported the revocation does not undo its state.
         if (this.removed) return this.showRemoved();
         this.lastError = undefined;
+        this.retry.succeeded();
       } catch (e) {
         if (e instanceof ScanStopped && this.stopped) return; // stop() asked for it
         this.lastError = e;
@@ -253,8 +251,7 @@ export class Engine implements Disposable {
   private halt(code: string): void {
     if (this.removed) return;
     this.removed = true;
-    if (this.retryTimer) clearTimeout(this.retryTimer);
-    this.retryTimer = undefined;
+    this.retry.dispose();
     this.feed.dispose();
     this.removedMessage = code === 'DEVICE_REVOKED' ? DEVICE_REMOVED_MESSAGE : DEVICE_UNKNOWN_MESSAGE;
     this.showRemoved();
@@ -280,13 +277,7 @@ export class Engine implements Disposable {
   }
 
   private scheduleRetry(): void {
-    if (this.retryTimer || this.stopped || this.removed) return;
-    this.retryTimer = setTimeout(() => {
-      this.retryTimer = undefined;
-      this.remoteDirty = true;
-      if (!this.feed.connected && (this.options.liveFeed ?? true)) this.connectFeed();
-      this.kick();
-    }, this.options.offlineRetryMs ?? 2000);
+    if (!this.stopped && !this.removed) this.retry.schedule();
   }
 
   /** The error that stopped the last pass, if any. */
@@ -311,89 +302,37 @@ export class Engine implements Disposable {
 
   private get paused(): boolean {
     if (this.pausedUntil > 0 && (this.options.now ?? Date.now)() >= this.pausedUntil) this.pausedUntil = 0;
-    return this.pausedUntil > 0 || this.massDeletePending;
+    return this.pausedUntil > 0 || this.state.massDeletePending;
   }
 
   /** The person's answer to a mass delete: send the deletes, or bring the files back. */
   async resolveMassDelete(answer: 'delete' | 'restore'): Promise<void> {
-    if (!this.massDeletePending) return;
+    if (!this.state.massDeletePending) return;
     if (answer === 'restore') {
       restoreMassDelete(this.ctx);
     }
-    this.massDeletePending = false;
+    this.state.massDeletePending = false;
     this.status.update({ state: 'idle', error: undefined });
-    this.remoteDirty = true;
+    this.state.remoteDirty = true;
     this.kick();
   }
 
   // ------------------------------------------------------------------ one pass
 
   private async pass(): Promise<void> {
-    if (this.paused) {
-      this.status.update({ state: 'paused' });
-      return;
-    }
-    // Offline, the scan still runs: edits are queued (and coalesced) until the server is back.
-    let offline: OfflineError | undefined;
-    if (this.remoteDirty) {
-      this.remoteDirty = false;
-      try {
-        await pull(this.ctx);
-        await this.selective.afterPull();
-        const now = (this.options.now ?? Date.now)();
-        if (
-          this.offlineSince !== undefined &&
-          now - this.offlineSince >= (this.options.longDisconnectMs ?? 600_000)
-        )
-          this.checkPending = true;
-        this.offlineSince = undefined;
-        if (this.checkPending) {
-          this.checkPending = false;
-          this.lastCheck = await runConsistencyCheck(this.ctx);
-        }
-      } catch (e) {
-        if (!(e instanceof OfflineError)) throw e;
-        this.remoteDirty = true;
-        this.offlineSince ??= (this.options.now ?? Date.now)();
-        offline = e;
-      }
-    }
-    if (this.pendingScope.size > 0) await this.selective.beforeScan([...this.pendingScope]);
-    const scope = [...this.pendingScope];
-    this.pendingScope.clear();
-    if (scope.length > 0) {
-      const found = await discoverLocal(this.ctx, scope, {
-        folder: this.options.folder,
-        settleMs: this.options.settleMs ?? 1000,
-        massDeleteFraction: this.options.massDeleteFraction ?? 0.5,
-        massDeleteCount: this.options.massDeleteCount ?? 1000,
-        stopped: () => this.stopped,
-      });
-      if (found === 'stopped') return; // the next scan finds the rest
-      if (found === 'mass-delete') {
-        this.massDeletePending = true;
-        return;
-      }
-    }
-    if (offline) throw offline;
-    await push(this.ctx, {
+    await runPass(this.ctx, this.state, {
+      options: this.options,
+      storage: this.storage,
+      selective: this.selective,
       paused: () => this.paused,
       stopped: () => this.stopped,
-      storageFull: () => this.storage.isFull,
+      again: () => this.again,
     });
-    await this.selective.afterPush();
-    // Remote changes held while a move of ours waited (sync/discovery/held.ts).
-    await releaseHeld(this.ctx);
-    if (!this.again) await runIdleEstimates(this.ctx, () => this.again || this.stopped);
-    const pending = this.journal.pendingOps().length;
-    const full = this.storage.isFull;
-    this.status.update({
-      // A remote change announced during this pass is known but not applied yet.
-      state: full ? 'full' : this.remoteDirty ? 'syncing' : 'idle',
-      error: full ? this.storage.message(pending) : undefined,
-      pendingOperations: pending,
-      files: this.journal.fileCount(),
-    });
+  }
+
+  /** The outcome of the last consistency check (for tests and the status UI). */
+  get lastCheck(): ConsistencyOutcome | undefined {
+    return this.state.lastCheck;
   }
 
   /** The block-size history of a file (for tests and the status UI). */
@@ -404,7 +343,7 @@ export class Engine implements Disposable {
   /** Forget the feed position: the next pull lists the whole folder and compares. */
   private reconcileEverything(): void {
     this.journal.setMeta('cursor', '');
-    this.remoteDirty = true;
+    this.state.remoteDirty = true;
     this.again = true;
   }
 
@@ -415,9 +354,9 @@ export class Engine implements Disposable {
    */
   async checkConsistency(): Promise<{ paths: string[]; roundTrips: number; repaired: number }> {
     // Run inside a pass, never beside one: it reads and writes the same journal rows.
-    this.checkPending = true;
-    this.remoteDirty = true;
-    this.lastCheck = undefined;
+    this.state.checkPending = true;
+    this.state.remoteDirty = true;
+    this.state.lastCheck = undefined;
     await this.syncNow();
     return this.lastCheck ?? { paths: [], roundTrips: 0, repaired: 0 };
   }
@@ -438,7 +377,7 @@ export class Engine implements Disposable {
   /** Let the current pass finish its write, then stop everything. */
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retry.dispose();
     this.feed.dispose();
     this.store.dispose();
     while (this.running) await this.running.catch(() => undefined);

@@ -60,14 +60,7 @@ const WRONG_FOR_ROW: Record<string, Action> = {
  * engine does not ask the table there, or asks and then does the same whatever the row says.
  */
 const UNCHECKABLE: Record<string, string> = {
-  D1: 'unreachable: nothing is asked about a path absent everywhere',
-  D2: 'local-only changes are decided by the scanner (it queues the upload), not by decide()',
-  D7: 'local-only changes are decided by the scanner (it queues the upload), not by decide()',
-  D11: 'local-only changes are decided by the scanner (it queues the delete), not by decide()',
-  D6: 'reached only when the revision moved but the content did not; any action ends in the same state',
-  D13: 'deleted on both sides: the file is gone here already and the row left behind goes at the next scan, whatever the action',
-  D16: 'a non-"nothing" echo falls through to decide(), which answers D6: the same outcome',
-  D26: 'no scenario yet reaches a refusal other than D24/D25 that converges (a file edited here that became a folder there never converges: reported)',
+  D1: 'unreachable: nothing anywhere is never observed (no scan, feed entry or listing names such a path), so no action is taken on it',
 };
 
 const MAX_SEEDS = Number(process.env.WEFT_MUTATION_SEEDS ?? 60);

@@ -25,7 +25,8 @@
  * checks against this and a real proxy so the two cannot drift.
  *
  * Test controls: `offline` (every call and feed fails with OfflineError), `failNext` (one
- * call fails as told, before or after its work), `beforeCall` (something happens on the
+ * call fails as told, before or after its work), `refuseNextOp` (one operation of an `ops`
+ * request is refused with a code), `beforeCall` (something happens on the
  * server between two calls), `calls` and `sentOps` (what was asked, for assertions).
  */
 import { randomBytes } from 'node:crypto';
@@ -155,6 +156,16 @@ export class MemoryRemoteStore implements RemoteStore {
     };
   }
 
+  /**
+   * The next namespace operation `match` picks is refused with `code` (once), as the server
+   * refuses one operation of a request for a reason of its own; the others are applied.
+   */
+  refuseNextOp(match: (op: FileOp) => boolean, code: ErrorCode, message = 'refused by the test'): void {
+    this.refusals.push({ match, code, message });
+  }
+
+  private refusals: { match: (op: FileOp) => boolean; code: ErrorCode; message: string }[] = [];
+
   private get ns(): Namespace {
     return this.server.ns(this.user);
   }
@@ -231,6 +242,11 @@ export class MemoryRemoteStore implements RemoteStore {
     const w = this.writer;
     return ops.map((op): OpResult => {
       try {
+        const refusal = this.refusals.findIndex((r) => r.match(op));
+        if (refusal >= 0) {
+          const [r] = this.refusals.splice(refusal, 1);
+          if (r) fail(r.code, r.message);
+        }
         switch (op.op) {
           case 'mkdir':
             return s.mkdir(n, w, op.path);

@@ -133,7 +133,10 @@ function reupload(ctx: SyncContext, to: string): void {
 export async function resolveServerConflicts(ctx: SyncContext): Promise<void> {
   for (const c of ctx.serverConflicts.splice(0))
     await ctx.guarded(c.path, async () => {
-      await adoptServerCopy(ctx, c);
+      // Not ours here (see adoptServerCopy): the copy comes down as theirs would.
+      const adopted = await adoptServerCopy(ctx, c);
+      if (!adopted && c.action === 'adopt-server-copy' && c.op.kind === 'put' && c.conflictPath !== '')
+        await fetchRemoteSubtree(ctx, c.conflictPath);
       // Whatever the server now has at the path (or nothing): apply it as a remote change.
       await fetchRemoteSubtree(ctx, c.path);
     });

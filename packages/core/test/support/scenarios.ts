@@ -108,8 +108,31 @@ export const SCENARIOS: Record<string, Scenario> = {
     await b.rm('both.txt');
     await a.sync();
     await b.sync();
+    // D13: deleted on both sides — forgotten here, no delete of ours sent after theirs.
+    expect(b.remote.sentOps.filter((o) => o.op === 'delete' && o.path === 'both.txt')).toEqual([]);
     await converged(cloud);
     expect([...cloud.serverTree().keys()]).toEqual([]);
+  }),
+
+  /**
+   * D6: edited there and back again before we pulled: the revision moved, the content is
+   * our base — in sync, nothing kept twice, nothing sent.
+   */
+  'edited there and back': withCloud(async (cloud) => {
+    const [a, b] = await pair(cloud);
+    await a.write('r.txt', 'first');
+    await a.sync();
+    await b.sync();
+    await a.write('r.txt', 'second');
+    await a.sync();
+    await a.write('r.txt', 'first');
+    await a.sync();
+    await b.sync();
+    expect(await b.read('r.txt')).toBe('first');
+    expect(copies(await b.tree())).toEqual([]);
+    expect(b.remote.sentOps).toEqual([]);
+    await converged(cloud);
+    expect(copies(cloud.serverTree())).toEqual([]);
   }),
 
   /** D14, D15, D19: an edit outranks a delete, on either side, also inside a deleted folder. */
@@ -380,6 +403,25 @@ export const SCENARIOS: Record<string, Scenario> = {
   }),
 
   /**
+   * D26: the server refuses one of our operations for a reason of its own (here a rename,
+   * with INTERNAL): the next pull lists the whole folder and compares, so the two sides do
+   * not drift apart — the file is where the server has it, its content kept.
+   */
+  'any other refusal compares the whole folder': withCloud(async (cloud) => {
+    const [a, b] = await pair(cloud);
+    await a.write('x.txt', 'kept');
+    await a.sync();
+    await b.sync();
+    await a.mv('x.txt', 'y.txt');
+    a.remote.refuseNextOp((op) => op.op === 'move', 'INTERNAL');
+    const listsBefore = a.remote.calls.get('list') ?? 0;
+    await a.sync();
+    expect(a.remote.calls.get('list') ?? 0).toBeGreaterThan(listsBefore);
+    await converged(cloud);
+    expect(cloud.serverTree().get('x.txt')).toBe(sha256('kept'));
+  }),
+
+  /**
    * D24: a rename queued offline onto a name another device then filled: ours moves on to
    * a conflicted copy, theirs keeps the name. (Was an expected failure: the pull took theirs
    * for an edit of our moved file, D8, and D24 then renamed theirs to the copy; the pull now
@@ -408,9 +450,28 @@ export const SCENARIOS: Record<string, Scenario> = {
 /**
  * Scenarios that fail today because of an engine bug the harness found (issue #15 report);
  * they run as expected failures (`it.fails`), so a fix shows up as a failing test to move
- * them into SCENARIOS. None today.
+ * them into SCENARIOS.
  */
-export const KNOWN_BUG_SCENARIOS: Record<string, { bug: string; scenario: Scenario }> = {};
+export const KNOWN_BUG_SCENARIOS: Record<string, { bug: string; scenario: Scenario }> = {
+  'a folder made here, a file of that name there': {
+    bug:
+      'new on both sides with different kinds (no row covers it: D5 assumes two files): the pull decides the ' +
+      'remote file D3 and its download moves our folder to the trash, which fails (EISDIR on copyfile) — every ' +
+      'pass after fails the same way and the device never syncs again. Found while looking for a D26 scenario.',
+    scenario: withCloud(async (cloud) => {
+      const [a, b] = await pair(cloud);
+      a.offline = true;
+      await a.mkdir('x');
+      await a.sync();
+      await b.write('x', 'a file');
+      await b.sync();
+      a.offline = false;
+      await a.sync();
+      await converged(cloud);
+      expect(a.engine.error).toBeUndefined();
+    }),
+  },
+};
 
 /** `d` misses every change made while it is down: its journal's cursor jumps past them. */
 async function loseFeedWhileDown(

@@ -9,9 +9,10 @@
  *
  * So the pull holds such changes: it remembers their paths (in the journal, so a restart
  * keeps them) and leaves them to the push, which sends the move (or meets the taken name,
- * D24). After the push each held path that no queued move touches any longer is made to
- * match the server as it is then (repairPath: what it holds comes down, what it lacks goes,
- * edits kept). With no move queued, nothing is held.
+ * D24). Each held path that no queued move touches any longer — after the scan, which may
+ * have merged the move into a delete, and again after the push — is made to match the
+ * server as it is then (remote.ts releaseHeld → repairPath: what it holds comes down, what
+ * it lacks goes, edits kept). With no move queued, nothing is held.
  */
 import { related } from '../../ops.ts';
 import type { SyncContext } from '../context.ts';

@@ -6,8 +6,10 @@
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
+import { type Observation, decide } from '../../decisions.ts';
 import { PARTIAL_PREFIX } from '../../local-fs.ts';
-import { ScanStopped, enqueueScan, scan } from '../../scanner.ts';
+import type { Op } from '../../ops.ts';
+import { type ScanResult, ScanStopped, enqueueScan, scan } from '../../scanner.ts';
 import type { SyncContext } from '../context.ts';
 
 export interface LocalDiscoveryOptions {
@@ -32,14 +34,16 @@ export async function discoverLocal(
   o: LocalDiscoveryOptions,
 ): Promise<'queued' | 'mass-delete' | 'stopped'> {
   ctx.status.update({ state: 'scanning' });
-  const result = await scan(o.folder, ctx.journal, ctx.ignore, {
-    scope,
-    settleMs: o.settleMs,
-    now: ctx.now,
-    detectCaseClashes: ctx.caseInsensitive,
-    shouldStop: o.stopped,
-    paths: ctx.paths,
-  });
+  const result = decideScanned(
+    await scan(o.folder, ctx.journal, ctx.ignore, {
+      scope,
+      settleMs: o.settleMs,
+      now: ctx.now,
+      detectCaseClashes: ctx.caseInsensitive,
+      shouldStop: o.stopped,
+      paths: ctx.paths,
+    }),
+  );
   ctx.trace('scan', result.ops);
   for (const w of result.warnings) ctx.status.warn(w);
   if (isMassDelete(result.deletedFiles, result.knownFilesBefore, o)) {
@@ -61,6 +65,44 @@ export async function discoverLocal(
   ctx.status.save('operationsEliminated', before + result.ops.length - queued.queued);
   if (result.unsettled.length > 0) setTimeout(() => ctx.markDirty(result.unsettled), o.settleMs).unref();
   return 'queued';
+}
+
+/**
+ * What the scan found changed here, as the decision table sees it: the remote side is as
+ * last synced (the pull ran first; what it brought is in the journal), so a new file or
+ * folder is D2, an edit D7, a delete D11. Each operation is asked of the table and kept
+ * only when its row says to send it; a move is no row (the server answers it: D24–D26).
+ */
+function decideScanned(result: ScanResult): ScanResult {
+  const keep: number[] = [];
+  result.ops.forEach((op, i) => {
+    const seen = observe(op);
+    if (seen === undefined || decide(seen).action === (op.kind === 'delete' ? 'delete-remote' : 'upload'))
+      keep.push(i);
+  });
+  if (keep.length === result.ops.length) return result;
+  // The rows found before a dropped operation still go with the next kept one.
+  return {
+    ...result,
+    ops: keep.map((i) => result.ops[i] as Op),
+    commitThrough: (end) =>
+      result.commitThrough(end >= keep.length ? Number.POSITIVE_INFINITY : (keep[end] as number)),
+  };
+}
+
+/** The three contents of an operation's path, as hashes the table compares (not real ones). */
+function observe(op: Op): Observation | undefined {
+  const created = { baseHash: undefined, localHash: 'here', remoteHash: undefined };
+  switch (op.kind) {
+    case 'put':
+      return op.created ? created : { baseHash: 'base', localHash: 'edited', remoteHash: 'base' };
+    case 'mkdir':
+      return op.created ? created : undefined;
+    case 'delete':
+      return { baseHash: 'base', localHash: undefined, remoteHash: 'base' };
+    case 'move':
+      return undefined;
+  }
 }
 
 function isMassDelete(deletedFiles: number, knownFiles: number, o: LocalDiscoveryOptions): boolean {

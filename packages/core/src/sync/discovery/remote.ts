@@ -133,8 +133,11 @@ export async function applyRemoteFiles(
   for (const entry of entries) {
     const row = ctx.journal.getFile(entry.path);
     if (row?.syncedRev === entry.revision) {
-      const d = decideHint('echo'); // our own write, or already applied
-      if (d.action === 'nothing') continue;
+      // Our own write, or already applied: the row's action, not the contents', decides.
+      const d = decideHint('echo');
+      if (d.action !== 'nothing')
+        decided.push({ entry, row, local: await ctx.localHash(row, entry.path), id: d.id, action: d.action });
+      continue;
     }
     const local = await ctx.localHash(row, entry.path);
     if (entry.sha256 && ctx.journal.wasSent(entry.path, entry.sha256)) {

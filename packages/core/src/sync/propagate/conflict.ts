@@ -90,10 +90,18 @@ export function noteServerConflict(
   ctx.control.pullAgain();
 }
 
-/** D23: rename our file to the copy name the server kept it under (the caller fetches theirs). */
-export async function adoptServerCopy(ctx: SyncContext, c: ServerConflict): Promise<void> {
-  if (c.action !== 'adopt-server-copy' || c.op.kind !== 'put' || c.conflictPath === '') return;
+/**
+ * D23: rename our file to the copy name the server kept it under (the caller fetches
+ * theirs). Only when the file here is what the copy holds: a put queued before a move here
+ * sends the content from where the move carried it (push.ts), and the path may hold a new
+ * file since — that one stays (the caller's fetch decides it) and the copy comes down.
+ * Returns whether ours was renamed.
+ */
+export async function adoptServerCopy(ctx: SyncContext, c: ServerConflict): Promise<boolean> {
+  if (c.action !== 'adopt-server-copy' || c.op.kind !== 'put' || c.conflictPath === '') return false;
   const row = ctx.journal.getFile(c.path);
+  const copy = await ctx.client.stat(c.conflictPath);
+  if (copy?.kind === 'file' && copy.sha256 !== (await ctx.localHash(row, c.path))) return false;
   const from = await ctx.at(c.path);
   const to = await ctx.at(c.conflictPath);
   await fsp.mkdir(nodePath.dirname(to), { recursive: true });
@@ -118,4 +126,5 @@ export async function adoptServerCopy(ctx: SyncContext, c: ServerConflict): Prom
     }
     ctx.journal.deleteFile(c.path);
   });
+  return true;
 }
