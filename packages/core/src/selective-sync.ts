@@ -291,14 +291,9 @@ export class SelectiveSync implements SelectionView {
       this.setState(x, 'excluded');
     });
     ctx.showLocalNames();
-    if (st === undefined) {
-      ctx.status.activity({
-        kind: 'deleted',
-        path: x,
-        detail: 'left out of this device (kept in Weft storage)',
-      });
-      return;
-    }
+    // No "deleted" in Recent activity: nothing was deleted (its row would offer to restore
+    // it); Settings → Choose folders shows the folder as not on this computer.
+    if (st === undefined) return;
     const held = nodePath.join(
       nodePath.dirname(abs),
       `${PARTIAL_PREFIX}evict-${randomBytes(4).toString('hex')}`,
@@ -327,11 +322,6 @@ export class SelectiveSync implements SelectionView {
       for (const r of remnants)
         await ctx.trash.keep(nodePath.join(held, r), nodePath.join(ctx.paths.localRel(x), r));
     await fsp.rm(held, { recursive: true, force: true });
-    ctx.status.activity({
-      kind: 'deleted',
-      path: x,
-      detail: 'left out of this device (kept in Weft storage)',
-    });
   }
 
   /**

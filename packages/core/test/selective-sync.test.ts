@@ -40,6 +40,8 @@ describe('selective sync', () => {
     expect(cloud.seq).toBe(seqBefore);
     expect(b.engine.journal.filesUnder('Photos')).toEqual([]);
     expect(b.engine.selective.current.entries()).toEqual([['Photos', 'excluded']]);
+    // Nothing was deleted: Recent activity does not say so (nor offer to restore it).
+    expect(b.engine.getStatus().recent.filter((r) => r.kind === 'deleted')).toEqual([]);
 
     // Changes under it elsewhere are not downloaded; the rest still syncs both ways.
     await a.write('Photos/2021/new.jpg', 'new');
