@@ -164,7 +164,10 @@ async function main(): Promise<void> {
   };
   const unregister = registerIpc(ipcMain, handlers, trusted);
   // The popover's "Open folder" and "Open Weft window" (run below, as the menu's are).
-  const unregisterTray = registerTrayActions(ipcMain, trusted, (type) => run({ type }));
+  const unregisterTray = registerTrayActions(ipcMain, trusted, (type) => {
+    popover?.hide();
+    run({ type });
+  });
   const settings = await handlers.getSettings({});
   applyStartAtLogin(app, settings.startAtLogin);
 
