@@ -199,6 +199,31 @@ describe('redundant tier, degraded', () => {
     }
   });
 
+  it('does not hold up a replay on a blob that cannot be rebuilt yet; the scrub repairs it later', async () => {
+    const { tier, outage } = await rig();
+    outage[0]!.goDown();
+    const data = randomBytes(250 * KiB);
+    await tier.write('late.bin', data);
+    await tier.write('next.txt', Buffer.from('after'));
+    expect(tier.store.logCount('b0')).toBeGreaterThan(0);
+    // b0 comes back while two others are down: too few fragments to rebuild its own from.
+    outage[1]!.goDown();
+    outage[2]!.goDown();
+    await tier.probe('b1');
+    await tier.probe('b2');
+    outage[0]!.restore();
+    await tier.probe('b0');
+    expect(tier.store.logCount('b0')).toBe(0);
+    expect(tier.health().find((h) => h.id === 'b0')?.state).toBe('available');
+    outage[1]!.restore();
+    outage[2]!.restore();
+    await tier.probe();
+    const report = await scrub(tier);
+    expect(report.repaired).toBeGreaterThanOrEqual(1);
+    expect(await scrub(tier)).toMatchObject({ missing: 0, corrupt: 0, repaired: 0 });
+    expect((await readAll(tier, 'late.bin')).equals(data)).toBe(true);
+  });
+
   it('fails a write that fewer than k backends (no replica) can take, leaving nothing', async () => {
     const { tier, outage, inner } = await rig();
     for (const i of [0, 1, 2]) outage[i]!.goDown();

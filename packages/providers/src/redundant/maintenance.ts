@@ -44,8 +44,18 @@ export async function replayOutageLog(tier: RedundantProvider, backend: string):
           const loc = obj && tier.store.locations(obj.id).find((l) => l.slot === row.slot);
           // Skipped when the object was deleted since (its delete follows in the log) or moved on.
           if (obj && loc && loc.backend === backend) {
-            await p.write(row.blob_key, await rebuildBody(tier, obj, loc), blobWriteOptions(obj, loc));
-            tier.store.setLocation(obj.id, loc.slot, { state: 'ok' });
+            let body: Body | undefined;
+            try {
+              body = await rebuildBody(tier, obj, loc);
+            } catch {
+              // Too few good holders to rebuild from now: not this backend's fault. Left to
+              // the scrub (which repairs 'bad' locations), so the rest of the log goes on.
+              tier.store.setLocation(obj.id, loc.slot, { state: 'bad' });
+            }
+            if (body !== undefined) {
+              await p.write(row.blob_key, body, blobWriteOptions(obj, loc));
+              tier.store.setLocation(obj.id, loc.slot, { state: 'ok' });
+            }
           }
         }
       } catch {
@@ -144,7 +154,8 @@ export async function scrub(tier: RedundantProvider, options: ScrubOptions = {})
     skipped: 0,
     unrepairable: 0,
   };
-  for (const id of tier.backendIds()) if (tier.isUp(id)) await replayOutageLog(tier, id);
+  if (!tier.onBackendUp) enableReplay(tier);
+  for (const id of tier.backendIds()) if (tier.isUp(id)) await tier.replay(id);
   await tier.release(tier.store.unreferenced());
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const started = Date.now();

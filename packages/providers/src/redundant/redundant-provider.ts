@@ -11,7 +11,7 @@
  * (maintenance.ts, which also holds scrub and replacement). docs/redundancy.md for operators.
  */
 import { randomBytes } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createReadStream, createWriteStream, rmSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { finished } from 'node:stream/promises';
@@ -129,6 +129,7 @@ export class RedundantProvider implements Provider {
   private readonly codecs = new Map<string, Promise<ReedSolomon>>();
   private readonly spoolDir: string;
   private timer: NodeJS.Timeout | undefined;
+  private readonly replaying = new Map<string, Promise<void>>();
   /** Set by maintenance.ts: replays a backend's outage log after it came back. */
   onBackendUp: ((id: string) => Promise<void>) | undefined;
 
@@ -157,6 +158,8 @@ export class RedundantProvider implements Provider {
     this.name = options.name ?? `redundant:${options.backends.map((b) => b.id).join('+')}`;
     this.store = PlacementStore.open(options.dir);
     this.spoolDir = nodePath.join(options.dir, 'spool');
+    // Spool files of writes a crash interrupted: never committed, so nothing refers to them.
+    rmSync(this.spoolDir, { recursive: true, force: true });
     for (const b of options.backends) this.addBackend(b);
     const every = options.probeIntervalMs ?? 30_000;
     if (every > 0) {
@@ -235,8 +238,20 @@ export class RedundantProvider implements Provider {
       const wasDown = b.downSince !== undefined;
       b.downSince = undefined;
       this.store.setUp(b.id);
-      if ((wasDown || this.store.logCount(b.id) > 0) && this.onBackendUp) await this.onBackendUp(b.id);
+      if (wasDown || this.store.logCount(b.id) > 0) await this.replay(b.id);
     }
+  }
+
+  /** Replay a backend's outage log (one replay per backend at a time; a second caller waits for it). */
+  replay(id: string): Promise<void> {
+    const hook = this.onBackendUp;
+    if (!hook) return Promise.resolve();
+    let running = this.replaying.get(id);
+    if (!running) {
+      running = hook(id).finally(() => this.replaying.delete(id));
+      this.replaying.set(id, running);
+    }
+    return running;
   }
 
   stats(ids: readonly string[]): BackendStats[] {
