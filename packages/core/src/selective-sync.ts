@@ -50,6 +50,8 @@ interface Snapshot {
 
 export class SelectiveSync implements SelectionView {
   private selection: Selection;
+  /** Removals waiting to be tried again, per folder (see `later`). */
+  private readonly retries = new Map<string, { n: number; timer: NodeJS.Timeout | undefined }>();
   /** Folders renamed away by a removal a crash interrupted were looked for (once a run). */
   private sweptHeld = false;
 
@@ -104,6 +106,7 @@ export class SelectiveSync implements SelectionView {
     const before = new Map(this.selection.entries());
     const next = planSelection(before, requested as readonly string[]);
     this.replaceAll(next);
+    this.forgetRetries();
     const touched = new Set<string>();
     for (const [p, s] of next) if (before.get(p) !== s) touched.add(p);
     for (const p of before.keys()) if (!next.has(p)) touched.add(p);
@@ -250,7 +253,23 @@ export class SelectiveSync implements SelectionView {
 
   /** Try again later (a file not scanned yet, or still being written). */
   private later(x: string): void {
-    setTimeout(() => this.ctx.markDirty([x]), Math.max(this.settleMs, 50)).unref();
+    // One timer per folder, waiting longer each time (up to a minute): a file that can never
+    // be uploaded (a name clash, say) must not keep the engine busy every second.
+    const r = this.retries.get(x) ?? { n: 0, timer: undefined };
+    if (r.timer !== undefined) return;
+    const delay = Math.min(Math.max(this.settleMs, 50) * 2 ** Math.min(r.n, 16), 60_000);
+    r.n += 1;
+    r.timer = setTimeout(() => {
+      r.timer = undefined;
+      this.ctx.markDirty([x]);
+    }, delay);
+    r.timer.unref();
+    this.retries.set(x, r);
+  }
+
+  private forgetRetries(): void {
+    for (const r of this.retries.values()) if (r.timer !== undefined) clearTimeout(r.timer);
+    this.retries.clear();
   }
 
   private async evict(x: string): Promise<void> {
@@ -290,6 +309,9 @@ export class SelectiveSync implements SelectionView {
       ctx.journal.forgetLocalNamesUnder(x);
       this.setState(x, 'excluded');
     });
+    const retry = this.retries.get(x);
+    if (retry?.timer !== undefined) clearTimeout(retry.timer);
+    this.retries.delete(x);
     ctx.showLocalNames();
     // No "deleted" in Recent activity: nothing was deleted (its row would offer to restore
     // it); Settings → Choose folders shows the folder as not on this computer.
