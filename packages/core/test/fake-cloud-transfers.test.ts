@@ -62,8 +62,14 @@ describe('large files in the harness', () => {
     expect(b.remote.calls.get('downloadDelta')).toBe(deltasBefore + 1);
     expect(await b.read('doc.bin')).toBe(v2);
 
-    // An edit based on a version that came down from elsewhere: the base's signature is the
-    // server's. (A small upload first, so that this device has measured its uplink.)
+    // The download kept the new base's signature, as an upload does.
+    const kept = b.engine.journal.getFile('doc.bin');
+    expect(kept?.signature).not.toBeNull();
+    expect(kept?.syncedHash).toBe(sha256(v2));
+    // An edit based on a version that came down from elsewhere, its signature not kept: the
+    // base's signature is the server's. (A small upload first, so that this device has
+    // measured its uplink.)
+    if (kept) b.engine.journal.upsertFile({ ...kept, signature: null, signatureBlock: null });
     await b.write('note.txt', text(900, 'note'));
     await b.sync();
     const v3 = v2.replace('EDITED', 'edited again');

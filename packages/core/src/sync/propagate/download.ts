@@ -208,6 +208,9 @@ export async function writeDownloaded(
   if (previous && Number(st.size) >= ctx.small)
     ctx.idleEstimates.push({ path: p, oldCopy: previous, newFile: abs });
   const size = Number(st.size);
+  // A large file's signature is kept, as after an upload: an edit made here then goes up as
+  // a delta without first fetching the server's signature (issue #16).
+  const kept = size >= ctx.small ? await keptSignature(ctx, p, abs, st) : undefined;
   ctx.journal.upsertFile({
     path: p,
     kind: 'file',
@@ -217,11 +220,37 @@ export async function writeDownloaded(
     hash: w.sha256,
     syncedRev: w.revision,
     syncedHash: w.sha256,
-    signature: null,
-    signatureBlock: null,
+    signature: kept?.bytes ?? null,
+    signatureBlock: kept?.block ?? null,
   });
   ctx.status.update({ bytesDownloaded: ctx.status.get().bytesDownloaded + size });
   ctx.status.activity({ kind: 'downloaded', path: p, row });
+}
+
+/**
+ * The rsync signature of a file just written, at the block size its history (or size)
+ * picks; undefined if the file changed while it was read (a signature must describe the
+ * synced content exactly).
+ */
+async function keptSignature(
+  ctx: SyncContext,
+  p: string,
+  abs: string,
+  st: import('node:fs').BigIntStats,
+): Promise<{ bytes: Buffer; block: number } | undefined> {
+  const block = chooseBlockSize(ctx.history(p), Number(st.size));
+  const parts: Uint8Array[] = [];
+  try {
+    for await (const c of rsyncSignature(createReadStream(abs) as AsyncIterable<Uint8Array>, {
+      blockSize: block,
+    }))
+      parts.push(c);
+    const now = await fsp.lstat(abs, { bigint: true });
+    if (now.size !== st.size || now.mtimeNs !== st.mtimeNs || now.ino !== st.ino) return undefined;
+  } catch {
+    return undefined;
+  }
+  return { bytes: Buffer.concat(parts), block };
 }
 
 /** Both sides agree on `entry` (or ours wins and is queued): it becomes the new base. */
