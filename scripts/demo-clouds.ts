@@ -5,7 +5,8 @@
  * Starts the local Dropbox, Google Drive and OneDrive emulators (@weft/cloud-emulators) and
  * points sign-in at them (the same settings parser as real client IDs, cloud-clients.ts),
  * a proxy server whose share mirror reaches the emulators, and two local people on it: you
- * (your window, your folder) and Bob (a second agent with its own folder and window). The
+ * (your window, your folder) and Bob (a second agent with its own folder and window), both
+ * windows in the browser. The
  * "Dropbox" already holds a folder `Team plans` to share. Everything of the demo's own lives
  * in `<home>/demo`, made afresh at every start (the emulators keep nothing); the two synced
  * folders are kept.
@@ -44,7 +45,7 @@ export interface DemoOptions {
   /** Your user name on the demo's proxy (Bob is `bob`). */
   readonly user: string;
   readonly deviceName: string;
-  /** 'auto': your window as `npm start` opens it, and Bob's in the browser; 'none': serve only. */
+  /** 'auto': both windows in the browser (see below); 'none': serve only. */
   readonly open: 'auto' | 'none';
   /** A renderer build to serve (tests); default: built by openDesktopUi. */
   readonly uiDir?: string;
@@ -175,7 +176,9 @@ export async function startDemo(o: DemoOptions): Promise<RunningDemo> {
     };
     const you = await openDesktopUi({
       ...common,
-      open: o.open,
+      // The browser even where Electron is installed: the desktop app runs its own agent,
+      // which would not get the pretend clouds' sign-in nor trust their certificate.
+      open: o.open === 'auto' ? 'browser' : 'none',
       folder: o.folder,
       stateDir: nodePath.join(dir, 'you'),
       user: o.user,
