@@ -56,6 +56,8 @@ describe('packs and kill -9', () => {
         const { child, url } = await startChild(configFile);
         const c = await TestClient.enrol({ url, adminToken: ADMIN }, 'crash', `dev${round}`);
         const stop = { now: false };
+        let acked!: () => void;
+        const firstAck = new Promise<void>((r) => (acked = r));
         const running = (async () => {
           for (let i = 0; !stop.now; i++) {
             const files: Record<string, Buffer> = {};
@@ -65,10 +67,17 @@ describe('packs and kill -9', () => {
               sent.set(path, { content: files[path], acked: false });
             }
             const results = await c.putSmall(files).catch(() => []);
-            for (const r of results) if (r.result.status === 'applied') sent.get(r.path)!.acked = true;
+            for (const r of results)
+              if (r.result.status === 'applied') {
+                sent.get(r.path)!.acked = true;
+                acked();
+              }
           }
         })();
-        await new Promise((r) => setTimeout(r, 200 + Math.floor(Math.random() * 800)));
+        // Killed while uploading and packing: after the first acknowledged bundle (a loaded
+        // machine can take over a second to get there), then a random 0–800 ms more.
+        await Promise.race([firstAck, new Promise((r) => setTimeout(r, 30_000))]);
+        await new Promise((r) => setTimeout(r, Math.floor(Math.random() * 800)));
         const exited = new Promise((r) => child.once('exit', r));
         child.kill('SIGKILL');
         stop.now = true;
