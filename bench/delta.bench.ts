@@ -253,8 +253,9 @@ async function headline(): Promise<void> {
       `${link.bitsPerSecond / 1e6} Mbit/s, ${2 * link.latencyMs} ms RTT link → proxy), beside ` +
       '`rsync -I -z --no-W` of the same pair through a loopback rsync daemon over an identical link. ' +
       'B = bytes counted by the link, both directions, whole sync pass (requests, responses, ' +
-      'signature, delta). A edits a version it uploaded (own signature); then B and A edit versions ' +
-      'that came down to them (the server signature travels first). "weft down" is the other ' +
+      'signature, delta). A edits a version it uploaded; then B and A edit versions that came ' +
+      'down to them (sig from: own = kept from that upload or download; server = fetched first, ' +
+      'when none was kept). "weft down" is the other ' +
       "device's delta download (its signature up, the delta down). block = signature block size " +
       '(up: the signature used; down: the one sent). γ̂ = Eq. 2 estimate before the delta.',
     rows as unknown as Row[],
