@@ -10,7 +10,7 @@
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { type BlockSizeHistory } from './adaptive.ts';
-import { DEVICE_REMOVED_MESSAGE, DEVICE_UNKNOWN_MESSAGE, type EngineOptions } from './engine-options.ts';
+import type { EngineOptions } from './engine-options.ts';
 import { Journal } from './journal/journal.ts';
 import { DisposableStore, type Disposable, toDisposable } from './lifecycle.ts';
 import { sweepPartials } from './local-fs.ts';
@@ -21,10 +21,9 @@ import { selectiveRemote } from './selective-remote.ts';
 import { StorageWatch, isQuotaExceeded } from './storage-usage.ts';
 import { type ActivityItem, type FolderStatus, StatusModel } from './status.ts';
 import { SyncContext } from './sync/context.ts';
-import { FeedWake } from './sync/discovery/feed.ts';
 import { ScanStopped, probeCaseInsensitive, restoreMassDelete } from './sync/discovery/local.ts';
 import { type ConsistencyOutcome, type PassState, runPass } from './sync/pass.ts';
-import { RetryTimer } from './sync/retry.ts';
+import { RemoteLink } from './sync/remote-link.ts';
 import { FolderWatcher } from './watcher.ts';
 
 export type { EngineOptions } from './engine-options.ts';
@@ -41,8 +40,8 @@ export class Engine implements Disposable {
   /** Selective sync: the folders this device leaves out (selective-sync.ts). */
   readonly selective: SelectiveSync;
   private watcher: FolderWatcher | undefined;
-  /** The live feed's wake-ups (sync/discovery/feed.ts). */
-  private readonly feed: FeedWake;
+  /** The live feed, the retry after a failed pass, the device's removal (sync/remote-link.ts). */
+  private readonly link: RemoteLink;
   /** What the loop keeps between passes (sync/pass.ts). */
   private readonly state: PassState = {
     pendingScope: new Set<string>(['']),
@@ -55,21 +54,11 @@ export class Engine implements Disposable {
   private running: Promise<void> | undefined;
   private again = false;
   private stopped = false;
-  /** The server refused this device's token (revoked or unknown): nothing more is tried. */
-  private removed = false;
-  /** After a failed pass: Weft's retry policy, exponential with jitter and a cap. */
-  private readonly retry: RetryTimer;
   private pausedUntil = 0;
   private idleWaiters: (() => void)[] = [];
   private lastError: unknown;
 
   constructor(private readonly options: EngineOptions) {
-    const retryMs = options.offlineRetryMs ?? 2000;
-    this.retry = new RetryTimer(retryMs, options.offlineRetryCapMs ?? 15 * retryMs, () => {
-      this.state.remoteDirty = true;
-      if (!this.feed.connected && (this.options.liveFeed ?? true)) this.connectFeed();
-      this.kick();
-    });
     const journal = new Journal(nodePath.join(options.stateDir, 'journal.db'));
     this.journal = journal;
     // Recent activity lives in the journal: it survives a restart.
@@ -98,17 +87,18 @@ export class Engine implements Disposable {
       ...(options.storageTimings ? { timings: options.storageTimings } : {}),
     });
     this.store.add(this.storage);
-    this.feed = new FeedWake(options.client, {
-      debounceMs: options.feedDebounceMs ?? 250,
-      onRefused: (code) => this.halt(code),
+    this.link = new RemoteLink(options, {
+      cursor: () => Number(this.journal.getMeta('cursor') || 0),
       onAnnounced: () => {
         this.state.remoteDirty = true;
         if (this.status.get().state === 'idle') this.status.update({ state: 'syncing' });
       },
-      onWake: () => this.kick(),
-      onClosed: () => {
-        if (!this.stopped && !this.removed) this.scheduleRetry();
+      onWake: (retry) => {
+        if (retry) this.state.remoteDirty = true;
+        this.kick();
       },
+      onRemoved: () => this.showRemoved(),
+      stopped: () => this.stopped,
     });
   }
 
@@ -144,7 +134,7 @@ export class Engine implements Disposable {
       this.store.add(w.onDirty((scope) => this.markDirty(scope)));
       await w.start();
     }
-    if (this.options.liveFeed ?? true) this.connectFeed();
+    this.link.connect();
     this.storage.start();
     this.kick();
   }
@@ -193,7 +183,7 @@ export class Engine implements Disposable {
   }
 
   private kick(): void {
-    if (this.stopped || this.removed) return;
+    if (this.stopped || this.link.removed) return;
     if (this.running) {
       this.again = true;
       return;
@@ -210,14 +200,14 @@ export class Engine implements Disposable {
       try {
         await this.pass();
         // A pass that ran on while the feed reported the revocation does not undo its state.
-        if (this.removed) return this.showRemoved();
+        if (this.link.removed) return this.showRemoved();
         this.lastError = undefined;
-        this.retry.succeeded();
+        this.link.succeeded();
       } catch (e) {
         if (e instanceof ScanStopped && this.stopped) return; // stop() asked for it
         this.lastError = e;
         if (e instanceof RemoteError && e.status === 401) {
-          this.halt(e.code);
+          this.link.halt(e.code);
           return;
         }
         if (isQuotaExceeded(e)) {
@@ -234,33 +224,18 @@ export class Engine implements Disposable {
         }
         if (e instanceof OfflineError) {
           this.status.update({ state: 'offline', error: e.message });
-          this.scheduleRetry();
+          this.link.retryLater();
           return;
         }
         this.status.update({ state: 'error', error: (e as Error).message });
-        this.scheduleRetry();
+        this.link.retryLater();
         return;
       }
     } while (this.again && !this.stopped);
   }
 
-  /**
-   * The server no longer accepts this device's token: stop syncing for good (no retry loop)
-   * and say why. The journal and the folder stay as they are; enrolling again resumes.
-   */
-  private halt(code: string): void {
-    if (this.removed) return;
-    this.removed = true;
-    this.retry.dispose();
-    this.feed.dispose();
-    this.removedMessage = code === 'DEVICE_REVOKED' ? DEVICE_REMOVED_MESSAGE : DEVICE_UNKNOWN_MESSAGE;
-    this.showRemoved();
-  }
-
-  private removedMessage = DEVICE_REMOVED_MESSAGE;
-
   private showRemoved(): void {
-    this.status.update({ state: 'removed', error: this.removedMessage, transfers: [] });
+    this.status.update({ state: 'removed', error: this.link.message, transfers: [] });
   }
 
   private showFull(): void {
@@ -271,13 +246,9 @@ export class Engine implements Disposable {
     });
   }
 
-  /** True once the server has refused this device's token (see halt). */
+  /** True once the server has refused this device's token (sync/remote-link.ts). */
   get isRemoved(): boolean {
-    return this.removed;
-  }
-
-  private scheduleRetry(): void {
-    if (!this.stopped && !this.removed) this.retry.schedule();
+    return this.link.removed;
   }
 
   /** The error that stopped the last pass, if any. */
@@ -288,13 +259,13 @@ export class Engine implements Disposable {
   // ------------------------------------------------------------------ pause / guard
 
   pause(untilMs = Number.MAX_SAFE_INTEGER): void {
-    if (this.removed) return;
+    if (this.link.removed) return;
     this.pausedUntil = untilMs;
     this.status.update({ state: 'paused', pausedUntilMs: untilMs });
   }
 
   resume(): void {
-    if (this.removed) return;
+    if (this.link.removed) return;
     this.pausedUntil = 0;
     this.status.update({ state: 'idle', pausedUntilMs: undefined });
     this.kick();
@@ -361,13 +332,6 @@ export class Engine implements Disposable {
     return this.lastCheck ?? { paths: [], roundTrips: 0, repaired: 0 };
   }
 
-  // ------------------------------------------------------------------ feed
-
-  private connectFeed(): void {
-    if (this.stopped) return;
-    this.feed.connect(Number(this.journal.getMeta('cursor') || 0));
-  }
-
   // ------------------------------------------------------------------ lifecycle
 
   getStatus(): FolderStatus {
@@ -377,8 +341,7 @@ export class Engine implements Disposable {
   /** Let the current pass finish its write, then stop everything. */
   async stop(): Promise<void> {
     this.stopped = true;
-    this.retry.dispose();
-    this.feed.dispose();
+    this.link.dispose();
     this.store.dispose();
     while (this.running) await this.running.catch(() => undefined);
     this.journal.setMeta('running', '0');

@@ -3,8 +3,9 @@
  * seeds (1–200, or 1–2,000 with WEFT_FULL=1) that fail because of each. A seed listed here
  * still runs; once its bug is fixed the random test names it as passing and it comes off
  * this list. Every bug found so far is fixed, each with its scripted scenario in
- * fake-cloud-found-bugs.test.ts (the last two: moveToCopyWithoutBase, seed 1632, and
- * folderEmptiedThere, seed 1262).
+ * fake-cloud-found-bugs.test.ts (the last: moveToCopyWithoutBase, seed 1632;
+ * folderEmptiedThere, seed 1262; heldDeleteNotNarrowed, seed 277; and adoptWrongFile,
+ * seed 1512 — replayed by its seed, no scripted scenario reproduces it yet).
  */
 export const BUGS: Record<string, string> = {};
 
