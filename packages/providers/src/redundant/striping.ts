@@ -137,6 +137,9 @@ export interface StripeReadHooks {
   readonly onHedge?: (src: FragmentSource) => void;
 }
 
+/** Shards each fragment reader keeps requested ahead of the stripe being decoded. */
+export const READ_AHEAD_SHARDS = 2;
+
 export class ShardMismatchError extends Error {
   override name = 'ShardMismatchError';
 }
@@ -145,7 +148,10 @@ export class ShardMismatchError extends Error {
 class FragmentCursor {
   private readonly ac = new AbortController();
   private it: AsyncIterator<Buffer> | undefined;
-  private ahead: Promise<Buffer> | undefined;
+  /** Shards requested ahead, in stripe order; fetched one after another from the stream. */
+  private readonly queue: Promise<Buffer>[] = [];
+  private tail: Promise<unknown> = Promise.resolve();
+  private queued: number;
   private cancelled = false;
   next: number;
 
@@ -156,21 +162,31 @@ class FragmentCursor {
     private readonly to: number,
     private readonly hooks: StripeReadHooks,
     outer: AbortSignal | undefined,
+    /** Shards read ahead of the one asked for (memory: this many shards per fragment). */
+    private readonly depth = READ_AHEAD_SHARDS,
   ) {
     this.next = from;
+    this.queued = from;
     outer?.addEventListener('abort', () => this.cancel(), { once: true });
   }
 
-  /** The shard of stripe `this.next`; then reads the following one ahead. */
+  private fill(): void {
+    while (!this.cancelled && this.queued <= this.to && this.queue.length < this.depth) {
+      const stripe = this.queued++;
+      const p = this.tail.then(() => this.fetch(stripe));
+      p.catch(() => undefined);
+      this.tail = p.catch(() => undefined);
+      this.queue.push(p);
+    }
+  }
+
+  /** The shard of stripe `this.next`; keeps up to `depth` more being read behind it. */
   take(): Promise<Buffer> {
-    const p = this.ahead ?? this.fetch(this.next);
-    this.ahead = undefined;
+    this.fill();
+    const p = this.queue.shift()!;
     return p.then((buf) => {
       this.next += 1;
-      if (this.next <= this.to && !this.cancelled) {
-        this.ahead = this.fetch(this.next);
-        this.ahead.catch(() => undefined);
-      }
+      this.fill();
       return buf;
     });
   }
