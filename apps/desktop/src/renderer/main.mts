@@ -11,7 +11,7 @@ import { sharingScreen } from './screens/sharing.mts';
 import { statusScreen } from './screens/status.mts';
 import { connect } from './transport.mts';
 
-const SCREENS = ['status', 'history', 'accounts', 'cost', 'sharing', 'settings'] as const;
+const SCREENS = ['status', 'accounts', 'cost', 'sharing', 'settings', 'history'] as const;
 type Screen = (typeof SCREENS)[number];
 const TITLES: Record<Screen, string> = {
   status: 'Status',

@@ -333,7 +333,8 @@ export function statusScreen(
                   h('strong', { class: 'path' }, c.path),
                   ` was changed in two places (${timeText(c.atMs)}). The other version is `,
                   h('span', { class: 'path' }, c.copyPath),
-                  '.',
+                  '. ',
+                  historyLink(c.path, 'conflicted'),
                 ),
                 h(
                   'div',
