@@ -6,7 +6,8 @@
 import * as nodePath from 'node:path';
 import { z } from 'zod/v4';
 import { FsProvider, S3Provider, type Provider } from '@weft/providers';
-import { openRedundantProvider, type RedundantProvider } from '@weft/providers/redundant';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import { openRedundantProvider, RedundantProvider } from '@weft/providers/redundant';
 
 const Common = {
   /** Stable id, recorded in the placement store; never reuse one for another store. */
@@ -86,5 +87,43 @@ export async function openRedundantTier(c: RedundantTierConfig, dataDir: string)
     ...(c.maxShardBytes === undefined ? {} : { maxShardBytes: c.maxShardBytes }),
     ...(c.hedgeAfterMs === undefined ? {} : { hedgeAfterMs: c.hedgeAfterMs }),
     ...(c.probeIntervalMs === undefined ? {} : { probeIntervalMs: c.probeIntervalMs }),
+  });
+}
+
+/**
+ * When the object tier is redundant: per-backend state and owed outage-log entries, and the
+ * tier's event counts (hedged, degraded, failed and corrupt fragment reads, logged writes,
+ * replayed entries), read from the tier at each scrape.
+ */
+export function registerRedundantMetrics(registry: Registry, objects: Provider): void {
+  if (!(objects instanceof RedundantProvider)) return;
+  const tier = objects;
+  new Gauge({
+    name: 'weft_redundant_backend_up',
+    help: 'Redundant object tier: 1 when the backend is available, 0 while down',
+    labelNames: ['backend'] as const,
+    registers: [registry],
+    collect() {
+      for (const h of tier.health()) this.set({ backend: h.id }, h.state === 'available' ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'weft_redundant_outage_log_entries',
+    help: 'Redundant object tier: outage-log entries waiting for each backend',
+    labelNames: ['backend'] as const,
+    registers: [registry],
+    collect() {
+      for (const h of tier.health()) this.set({ backend: h.id }, h.owed);
+    },
+  });
+  new Counter({
+    name: 'weft_redundant_events_total',
+    help: 'Redundant object tier events since start, by kind',
+    labelNames: ['kind'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [kind, n] of Object.entries(tier.metrics)) if (n > 0) this.inc({ kind }, n);
+    },
   });
 }

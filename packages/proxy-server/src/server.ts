@@ -45,7 +45,7 @@ import { PackCollector, type PackGcPass } from './store/pack-gc.ts';
 import { decodeStub, dropFsCopy, loadStubKey } from './store/pack-stub.ts';
 import { markFsDropped, Packer } from './store/packs.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
-import { openRedundantTier } from './redundant-tier.ts';
+import { openRedundantTier, registerRedundantMetrics } from './redundant-tier.ts';
 import { TransferService } from './transfers.ts';
 import { VersionService } from './versions.ts';
 
@@ -134,6 +134,7 @@ export async function startProxyServer(
   const adminTokenSha256 = config.adminTokenSha256 ?? hashSecret(adminToken ?? '');
   const metrics = new ProxyMetrics();
   const tiers = await openProviders(config);
+  registerRedundantMetrics(metrics.registry, tiers.objects);
   const meta = new SqliteMetadataStore(
     config.metadataFile ?? nodePath.join(config.dataDir, 'metadata.sqlite'),
   );

@@ -100,6 +100,11 @@ describe('object tier on the redundant tier', () => {
     expect(left).toHaveLength(5);
     await server.store.relay.forget(sha(v2));
     expect(sha(await c.bytes('big/two.bin'))).toBe(sha(v2));
+    const text = (await server.app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(text).toMatch(/weft_redundant_backend_up\{backend="d0"\} 1/);
+    expect(text).toMatch(/weft_redundant_outage_log_entries\{backend="d4"\} 0/);
+    // The deleted fragments were found bad on the download that followed.
+    expect(text).toMatch(/weft_redundant_events_total\{kind="failedFragmentReads"\} [1-9]/);
   });
 
   it('refusesABadRedundantConfig', () => {
