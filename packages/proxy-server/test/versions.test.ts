@@ -123,6 +123,9 @@ describe('versions', () => {
     const objectFile = nodePath.join(server.dir, 'objects', objectKey(sha(v1)));
     const smallFile = nodePath.join(server.dir, 'fs', versionContentKey(sha('kept small')));
     expect(server.store.meta.getObject(sha(v1))?.refcount).toBe(1); // the version's reference
+    // Crash recovery recounts references from the index: kept versions count too.
+    server.store.meta.recomputeRefcounts(clock);
+    expect(server.store.meta.getObject(sha(v1))).toMatchObject({ refcount: 1, unreferencedSinceMs: null });
     expect(existsSync(smallFile)).toBe(true);
     expect(await c.json<UsageResponse>('GET', '/v1/usage')).toMatchObject({
       usedBytes: 3 * MiB + 8,
@@ -186,6 +189,16 @@ describe('versions', () => {
     const dir = await owner.req('GET', `/v1/deleted?path=${encodeURIComponent('../eve')}`);
     expect(((await dir.json()) as { error: { code: string } }).error.code).toBe('INVALID_PATH');
     expect((await owner.req('GET', '/v1/versions/content?path=secret.txt&version=-1')).status).toBe(400);
+  });
+
+  it('isInTheOpenApiDocument', async () => {
+    const doc = (await (await fetch(`${server.url}/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, unknown>>;
+    };
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(['/v1/versions', '/v1/deleted', '/v1/versions/restore', '/v1/versions/content']),
+    );
+    expect(Object.keys(doc.paths['/v1/versions/restore'] ?? {})).toEqual(['post']);
   });
 
   it('keepsNothingWhenTheRetentionIsZero', async () => {
