@@ -2,9 +2,10 @@
  * The compact tray popover (issue #19) in Chromium, as the browser fallback serves it
  * (`/tray.html`, opened from the full window's "Compact view" link): the state line with
  * files and storage, the transfers under way with progress bars, the last changes, pause and
- * resume, "Open Weft window" and "Open folder". What it shows is the model the Electron
- * tray menu is built from (trayMenu over the same status). Axe-clean in light and dark at
- * 100 % and 200 %, during a transfer; screenshots test-artifacts/screenshots/tray-popover-*.
+ * resume, "Open Weft window" and "Open folder" (the agent's openFolder). What it shows is
+ * the model the Electron tray menu is built from (trayMenu over the same status).
+ * Axe-clean in light and dark at 100 % and 200 %, during a transfer; screenshots
+ * test-artifacts/screenshots/tray-popover-*.
  */
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
@@ -40,6 +41,9 @@ describe('tray popover in Chromium (the browser fallback)', () => {
   let context: BrowserContext;
   let window: Page;
   let popover: Page;
+  /** Folders the agent was asked to show in the file manager, and whether that works here. */
+  const shown: string[] = [];
+  let canOpen = true;
 
   beforeAll(async () => {
     ensureChromium();
@@ -66,6 +70,10 @@ describe('tray popover in Chromium (the browser fallback)', () => {
       settleMs: 50,
       uiDir,
       openBrowser: () => undefined,
+      openPath: async (path) => {
+        shown.push(path);
+        return canOpen;
+      },
     });
     if (!ui.agent) throw new Error('openDesktopUi with open: none serves the UI from this process');
     agent = ui.agent;
@@ -154,7 +162,7 @@ describe('tray popover in Chromium (the browser fallback)', () => {
     await popover.getByRole('button', { name: 'Pause for 1 hour' }).waitFor();
   });
 
-  it('opens the full window, and in a browser gives the folder’s path', async () => {
+  it('opens the full window and the folder (or, where it cannot, gives its path)', async () => {
     const opened = context.waitForEvent('page');
     await popover.getByRole('button', { name: 'Open Weft window' }).click();
     const full = await opened;
@@ -162,6 +170,12 @@ describe('tray popover in Chromium (the browser fallback)', () => {
     expect(new URL(full.url()).hash).toBe('#status');
     await full.locator('#nav').waitFor(POLL);
     await popover.getByRole('button', { name: 'Open folder' }).click();
+    await expect.poll(() => shown, POLL).toEqual([folder]);
+    expect(await popover.locator('#tray-said').textContent()).toBe('');
+    // A machine without a desktop to open it on: the path instead.
+    canOpen = false;
+    await popover.getByRole('button', { name: 'Open folder' }).click();
     await expect.poll(() => popover.locator('#tray-said').textContent(), POLL).toContain(folder);
+    expect(shown).toEqual([folder, folder]);
   });
 });

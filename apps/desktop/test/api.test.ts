@@ -52,6 +52,7 @@ function handlers(over: Partial<ApiHandlers> = {}): ApiHandlers {
     previewInvite: fail,
     acceptInvite: fail,
     leaveShare: fail,
+    openFolder: async () => ({ opened: false }),
     fileHistory: async () => ({ available: false as const, reason: 'later' }),
     deletedFiles: async () => ({ available: false as const, reason: 'later' }),
     restoreVersion: fail,

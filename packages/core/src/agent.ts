@@ -30,7 +30,7 @@ import {
   createUiService,
   loadSettings,
 } from './ui-server/index.ts';
-import { LAUNCHER_FILE, openLoginInBrowser, systemOpen } from './ui-server/browser-open.ts';
+import { LAUNCHER_FILE, openLoginInBrowser, systemOpen, systemOpenFolder } from './ui-server/browser-open.ts';
 import { privateDir, writePrivateFile } from './private-file.ts';
 import { DAY_MS, TrashJanitor, automaticTrashCap } from './trash-purge.ts';
 
@@ -74,6 +74,11 @@ export interface AgentOptions {
    * desktop's opener (xdg-open, open, explorer).
    */
   readonly openBrowser?: (fileUrl: string) => void;
+  /**
+   * How the UI's "Open folder" shows the synced folder (resolves false when it could not).
+   * Default: the desktop's opener.
+   */
+  readonly openPath?: (path: string) => Promise<boolean>;
 }
 
 /** The renderer build next to this checkout, if it has been built. */
@@ -193,6 +198,7 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
     defaultDeviceName: deviceName,
     secrets,
     ...(options.oauth ? { oauth: options.oauth } : {}),
+    openPath: options.openPath ?? systemOpenFolder,
     // Bandwidth limits apply at once (command-line limits still win).
     onSettings: (s) => {
       session?.client.setLimits({

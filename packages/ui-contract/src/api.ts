@@ -368,6 +368,11 @@ export const api = {
     output: SharingSchema,
   },
   leaveShare: { input: z.object({ id: z.string().min(1).max(200) }).strict(), output: SharingSchema },
+  /**
+   * Open the synced folder in the file manager of the computer Weft runs on (the tray
+   * popover's "Open folder"); `opened: false` where it cannot (no desktop to open it on).
+   */
+  openFolder: { input: Empty, output: z.object({ opened: z.boolean() }) },
   ...versionMethods,
 } as const;
 

@@ -161,6 +161,8 @@ async function main(): Promise<void> {
   const handlers = {
     ...running.ui.handlers,
     setSettings: withStartAtLogin(app, running.ui.handlers.setSettings),
+    // shell.openPath answers '' when it opened the folder, else what went wrong.
+    openFolder: async () => ({ opened: (await shell.openPath(folder)) === '' }),
   };
   const unregister = registerIpc(ipcMain, handlers, trusted);
   // The popover's "Open folder" and "Open Weft window" (run below, as the menu's are).

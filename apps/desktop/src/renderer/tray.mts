@@ -2,7 +2,7 @@
  * The tray popover page (tray.html): the Electron tray's popover window loads it, and a
  * browser can open it beside the full window (`/tray.html`, linked from its header).
  */
-import type { FolderStatusDto } from '../common/api.ts';
+import type { FolderStatusDto, WeftClient } from '../common/api.ts';
 import { Scope, h } from './dom.mts';
 import { type TrayHost, trayPopoverView } from './screens/tray-popover.mts';
 import { connect } from './transport.mts';
@@ -12,7 +12,7 @@ interface TrayBridge {
   trayAction(action: 'openFolder' | 'openStatus'): Promise<unknown>;
 }
 
-function host(): TrayHost {
+function host(api: WeftClient): TrayHost {
   const bridge = (window as { weft?: Partial<TrayBridge> }).weft;
   const trayAction = bridge?.trayAction;
   if (trayAction)
@@ -23,9 +23,10 @@ function host(): TrayHost {
       },
       openWindow: () => void trayAction('openStatus'),
     };
-  // A browser: the full window in its own tab (reused when open), the folder cannot be opened.
+  // A browser: the full window in its own tab (reused when open); the agent opens the folder
+  // on the computer it runs on (false where there is no desktop to open it on).
   return {
-    openFolder: async () => false,
+    openFolder: async () => (await api.openFolder({})).opened,
     openWindow: () => void window.open(new URL('./#status', location.href).href, 'weft-window'),
   };
 }
@@ -46,7 +47,7 @@ function start(): void {
       ),
     );
   };
-  const draw = trayPopoverView(root, api, host(), new Scope(), report);
+  const draw = trayPopoverView(root, api, host(api), new Scope(), report);
   const received = (s: FolderStatusDto): void => {
     document.body.dataset.state = s.state;
     draw(s);

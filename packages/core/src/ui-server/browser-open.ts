@@ -21,6 +21,20 @@ export function systemOpen(target: string): void {
   child.unref();
 }
 
+/**
+ * Show a folder in the file manager (the same opener); resolves false when there is none
+ * (a machine without a desktop) or it failed.
+ */
+export function systemOpenFolder(path: string): Promise<boolean> {
+  const cmd = process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer' : 'xdg-open';
+  return new Promise((resolve) => {
+    const child = spawn(cmd, [path], { stdio: 'ignore' });
+    child.once('error', () => resolve(false));
+    // explorer answers 1 even when it opened the folder.
+    child.once('exit', (code) => resolve(code === 0 || process.platform === 'win32'));
+  });
+}
+
 const escapeAttr = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /**

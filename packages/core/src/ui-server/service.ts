@@ -81,6 +81,8 @@ export interface UiServiceOptions {
   readonly onSettings?: (settings: Settings) => void;
   /** Where "download this version" saves copies (default: ~/Downloads; versions-view.ts). */
   readonly downloadsDir?: string;
+  /** Show a folder in the file manager; resolves false when that failed. Absent: cannot. */
+  readonly openPath?: (path: string) => Promise<boolean>;
 }
 
 export interface UiService extends Disposable {
@@ -560,6 +562,7 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       await shareCall(() => shares().accept({ token, replica: choice }));
       return sharing();
     },
+    openFolder: async () => ({ opened: options.openPath ? await options.openPath(options.folder) : false }),
     leaveShare: async ({ id }) => {
       await shareCall(() => shares().leave(id));
       return sharing();

@@ -5,8 +5,8 @@
  * tray menu is built from too — so both show the same thing.
  *
  * What only the shell can do (open the folder in the file manager, open the window) goes
- * through `host`: Electron's preload in the desktop app; in a browser, the window is a link
- * and the folder's path is copied (a web page cannot open a folder).
+ * through `host`: Electron's preload in the desktop app; in a browser, the window is another
+ * tab and the agent opens the folder (where it cannot, the folder's path is copied).
  */
 import type { CostView, FolderStatusDto, WeftClient } from '../../common/api.ts';
 import { type TrayAction, type TrayPopover, trayPopover } from '../../common/tray-state.ts';
@@ -57,7 +57,7 @@ export function trayPopoverView(
     host.openFolder(folder).then((opened) => {
       if (opened) return;
       const done = (): void =>
-        void (said.textContent = `A browser cannot open folders: the path is copied — ${folder}`);
+        void (said.textContent = `The folder cannot be opened from here; its path is copied — ${folder}`);
       if (navigator.clipboard) navigator.clipboard.writeText(folder).then(done, done);
       else done();
     }, fail);
