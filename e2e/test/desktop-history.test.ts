@@ -160,4 +160,50 @@ describe('desktop History screen in Chromium', () => {
     // The version restored over is kept in turn.
     await expect.poll(() => page.locator('#version-list li').count(), POLL).toBe(3);
   });
+
+  it('answers hostile paths and wrong kinds in words, and never overwrites a download', async () => {
+    const rpc = (
+      method: string,
+      input: unknown,
+    ): Promise<{ ok: boolean; value?: unknown; error?: unknown }> =>
+      page.evaluate(
+        async ([m, i]) =>
+          (
+            await fetch(`/api/rpc/${m as string}`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify(i),
+            })
+          ).json() as Promise<{ ok: boolean; value?: unknown; error?: unknown }>,
+        [method, input] as const,
+      );
+    expect(await rpc('fileHistory', { path: '../../etc/passwd' })).toMatchObject({
+      ok: true,
+      value: { available: false, reason: expect.stringMatching(/^Not a path in your Weft folder/) },
+    });
+    expect(await rpc('deletedFiles', { folder: 'note.txt' })).toMatchObject({
+      ok: true,
+      value: { available: false, reason: 'That is a file, not a folder.' },
+    });
+    expect(await rpc('restoreVersion', { path: 'note.txt', version: 999_999 })).toMatchObject({
+      ok: false,
+      error: { code: 'bad-request' },
+    });
+    const history = (await rpc('fileHistory', { path: 'note.txt' })).value as {
+      versions: { id: number; current: boolean }[];
+    };
+    const old = history.versions.find((v) => !v.current)!;
+    const before = await fsp.readdir(downloads);
+    const first = (await rpc('downloadVersion', { path: 'note.txt', version: old.id })).value as {
+      savedTo: string;
+    };
+    const second = (await rpc('downloadVersion', { path: 'note.txt', version: old.id })).value as {
+      savedTo: string;
+    };
+    expect(second.savedTo).not.toBe(first.savedTo);
+    // Same name taken: a number is added (names go to the second, so earlier ones may hold it too).
+    expect(nodePath.basename(second.savedTo)).toMatch(/^note \(version of [^)]*\) \d+\.txt$/);
+    expect(await fsp.readFile(second.savedTo, 'utf8')).toBe(await fsp.readFile(first.savedTo, 'utf8'));
+    expect((await fsp.readdir(downloads)).length).toBe(before.length + 2);
+  });
 });
