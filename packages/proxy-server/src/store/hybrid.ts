@@ -15,7 +15,11 @@
  *
  * Beside it: the write rule every content write follows (@weft/wire write-rule.ts), bundle ingest
  * (batch-write.ts), rsync signatures (signatures.ts), crash recovery (recovery.ts) and
- * garbage collection (gc.ts).
+ * garbage collection (gc.ts), kept versions (version-keep.ts, version-index.ts, version-gc.ts).
+ *
+ * Longer than ~600 lines on purpose: every namespace write (write, link, mkdir, remove, move,
+ * copy) stays in this one class so that the write order above is enforced in one place;
+ * everything that is not a namespace write lives in the files named above.
  */
 import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
@@ -39,7 +43,8 @@ import { checkNewPath, checkUserPath } from './paths.ts';
 import { lastEntry, NOOP_SEQ } from './op-results.ts';
 import { chunkList, type Content, contentSha, contentSize } from './content.ts';
 import { putSignature, signatureOf, type SignatureDeps } from './signatures.ts';
-import { versionContentKey, type VersionRow } from './version-index.ts';
+import type { VersionRow } from './version-index.ts';
+import { keepVersionContent, readVersionContent, type VersionKeepDeps } from './version-keep.ts';
 import { collectVersions } from './version-gc.ts';
 
 export type { BatchFile } from './batch-write.ts';
@@ -82,9 +87,6 @@ export interface HybridStoreOptions {
   readonly versionRetentionMs?: number;
 }
 
-/** Small versions put aside per parallel write batch (keepContent); at most 2 MiB each. */
-const KEEP_BATCH = 32;
-
 export class HybridStore {
   private readonly fs: FsProvider;
   private readonly objects: Provider;
@@ -122,61 +124,25 @@ export class HybridStore {
 
   /**
    * Put aside the bytes of the small files among `rows` that are about to be overwritten or
-   * deleted, so that they stay restorable (version-index.ts): each content once, under
-   * `versions/<aa>/<sha256>` on the filesystem tier. Large files need nothing (their object
-   * stays, referenced by the version row). Returns the release of the pins that keep the
-   * content from the sweep until the versions are recorded.
+   * deleted, so that they stay restorable (version-keep.ts).
    */
   async keepContent(userId: string, rows: readonly (EntryRow | EntryInfo)[]): Promise<() => void> {
-    const unpins: (() => void)[] = [];
-    const release = (): void => {
-      for (const u of unpins.splice(0)) u();
-    };
-    if (!this.keepsVersions) return release;
-    try {
-      const missing = new Map<string, EntryRow | EntryInfo>();
-      for (const r of rows) {
-        if (r.kind !== 'file' || r.tier !== 'small' || !r.sha256 || missing.has(r.sha256)) continue;
-        unpins.push(this.pin(r.sha256));
-        try {
-          await this.fs.stat(versionContentKey(r.sha256));
-          continue;
-        } catch (e) {
-          if (!(e instanceof NotFoundError)) throw e;
-        }
-        missing.set(r.sha256, r);
-      }
-      // Written in parallel batches (a folder's delete may keep thousands of files), each
-      // batch read first so that memory stays bounded.
-      const todo = [...missing];
-      for (let i = 0; i < todo.length; i += KEEP_BATCH) {
-        const items = [];
-        for (const [sha256, r] of todo.slice(i, i + KEEP_BATCH))
-          items.push({ path: versionContentKey(sha256), bytes: await this.readAll(userId, r), sha256 });
-        const failed = (await this.fs.writeMany(items, { concurrency: 8 })).find((x) => x instanceof Error);
-        if (failed) throw failed;
-      }
-    } catch (e) {
-      release();
-      throw e;
-    }
-    return release;
+    if (!this.keepsVersions) return () => undefined;
+    return keepVersionContent(this.versionDeps(), userId, rows);
   }
 
   /** The bytes of a kept version: a stream, or a local file (large) to pass on as content. */
-  async versionContent(v: VersionRow): Promise<{ content: Content; release: () => void }> {
-    if (v.tier === 'large') {
-      const { file, release } = await this.stageObject(v.sha256, v.size);
-      return { content: { file, size: v.size }, release };
-    }
-    try {
-      const bytes = await collect(await this.fs.read(versionContentKey(v.sha256)));
-      return { content: { bytes }, release: () => undefined };
-    } catch (e) {
-      if (e instanceof NotFoundError)
-        throw new ApiError('NOT_FOUND', 'the content of this version is no longer kept');
-      throw e;
-    }
+  versionContent(v: VersionRow): Promise<{ content: Content; release: () => void }> {
+    return readVersionContent(this.versionDeps(), v);
+  }
+
+  private versionDeps(): VersionKeepDeps {
+    return {
+      fs: this.fs,
+      pin: (sha) => this.pin(sha),
+      readAll: (u, e) => this.readAll(u, e),
+      stageObject: (sha, size) => this.stageObject(sha, size),
+    };
   }
 
   private record(userId: string, changes: ChangeInput[], w: Writer | undefined): ChangeRecord[] {
