@@ -10,15 +10,13 @@ import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import type { RunningAgent } from '@weft/core';
-import { openDesktopUi } from '@weft/desktop';
-import { buildRenderer } from '@weft/desktop/build';
 import { formatBytes } from '@weft/desktop/common';
-import { type RunningProxyServer, startProxyServer } from '@weft/proxy-server';
+import type { RunningProxyServer } from '@weft/proxy-server';
 import type { CostResponse } from '@weft/wire';
-import type { BrowserContext, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { tempDir } from '../src/harness.ts';
-import { checkVariants, ensureChromium, launchChromium } from '../src/ui-browser.ts';
+import { type DesktopWorld, startDesktopWorld } from '../src/desktop-world.ts';
+import { checkVariants } from '../src/ui-browser.ts';
 
 const POLL = { timeout: 60_000 };
 const LARGE = 3 * 1024 * 1024;
@@ -27,47 +25,17 @@ describe('desktop Cost panel in Chromium', () => {
   let root: string;
   let server: RunningProxyServer;
   let agent: RunningAgent;
-  let context: BrowserContext;
   let page: Page;
 
+  let world: DesktopWorld;
+
   beforeAll(async () => {
-    ensureChromium();
-    root = await tempDir('desktop-cost');
-    process.env.WEFT_SECRET_KEY_FILE = nodePath.join(root, 'config', 'secret.key');
-    const uiDir = await buildRenderer(nodePath.join(root, 'renderer'));
-    server = await startProxyServer({
-      dataDir: await tempDir('proxy'),
-      port: 0,
-      adminToken: randomBytes(24).toString('hex'),
-      logLevel: 'warn',
-      objectTier: { type: 'fs' },
-      shares: { enabled: false },
-      cost: { sampleIntervalMs: 0 },
-    });
-    const ui = await openDesktopUi({
-      open: 'none',
-      folder: nodePath.join(root, 'Weft'),
-      server: server.url,
-      stateDir: nodePath.join(root, 'state'),
-      deviceName: 'laptop',
-      user: 'alice',
-      adminToken: server.adminToken,
-      settleMs: 50,
-      uiDir,
-      openBrowser: () => undefined,
-    });
-    if (!ui.agent) throw new Error('openDesktopUi with open: none serves the UI from this process');
-    agent = ui.agent;
-    context = await launchChromium(nodePath.join(root, 'chromium-profile'));
-    page = await context.newPage();
-    await page.goto(agent.loginUrl());
+    world = await startDesktopWorld('desktop-cost', { proxy: { cost: { sampleIntervalMs: 0 } } });
+    ({ root, server, agent, page } = world);
   });
 
   afterAll(async () => {
-    await context?.close();
-    await agent?.stop();
-    await server?.close();
-    delete process.env.WEFT_SECRET_KEY_FILE;
+    await world?.stop();
   });
 
   it('shows the month’s bill and the bytes held per tier as the proxy counts them', async () => {

@@ -7,17 +7,14 @@
  * and the desktop gets it. Axe-clean in light and dark at 100 % and 200 % (screenshots under
  * test-artifacts/screenshots/history-*).
  */
-import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import type { RunningAgent } from '@weft/core';
-import { openDesktopUi } from '@weft/desktop';
-import { buildRenderer } from '@weft/desktop/build';
-import { type RunningProxyServer, startProxyServer } from '@weft/proxy-server';
-import type { BrowserContext, Page } from 'playwright-core';
+import type { RunningProxyServer } from '@weft/proxy-server';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Device, startDevice, tempDir } from '../src/harness.ts';
-import { checkVariants, ensureChromium, launchChromium } from '../src/ui-browser.ts';
+import { type DesktopWorld, startDesktopWorld } from '../src/desktop-world.ts';
+import { type Device, startDevice } from '../src/harness.ts';
+import { checkVariants } from '../src/ui-browser.ts';
 
 const POLL = { timeout: 60_000, interval: 200 };
 
@@ -29,41 +26,18 @@ describe('desktop History screen in Chromium', () => {
   let root: string;
   let downloads: string;
   let server: RunningProxyServer;
-  let agent: RunningAgent;
   let desktop: Device;
-  let context: BrowserContext;
   let page: Page;
 
+  let world: DesktopWorld;
+
   beforeAll(async () => {
-    ensureChromium();
-    root = await tempDir('desktop-history');
+    world = await startDesktopWorld('desktop-history', {
+      proxy: { versions: { retentionDays: 30 } },
+      env: (dir) => ({ WEFT_DOWNLOADS_DIR: nodePath.join(dir, 'Downloads') }),
+    });
+    ({ root, server, page } = world);
     downloads = nodePath.join(root, 'Downloads');
-    process.env.WEFT_SECRET_KEY_FILE = nodePath.join(root, 'config', 'secret.key');
-    process.env.WEFT_DOWNLOADS_DIR = downloads;
-    const uiDir = await buildRenderer(nodePath.join(root, 'renderer'));
-    server = await startProxyServer({
-      dataDir: await tempDir('proxy'),
-      port: 0,
-      adminToken: randomBytes(24).toString('hex'),
-      logLevel: 'warn',
-      objectTier: { type: 'fs' },
-      shares: { enabled: false },
-      versions: { retentionDays: 30 },
-    });
-    const ui = await openDesktopUi({
-      open: 'none',
-      folder: nodePath.join(root, 'Weft'),
-      server: server.url,
-      stateDir: nodePath.join(root, 'state'),
-      deviceName: 'laptop',
-      user: 'alice',
-      adminToken: server.adminToken,
-      settleMs: 50,
-      uiDir,
-      openBrowser: () => undefined,
-    });
-    if (!ui.agent) throw new Error('openDesktopUi with open: none serves the UI from this process');
-    agent = ui.agent;
     const proxy = {
       url: server.url,
       adminToken: server.adminToken,
@@ -75,18 +49,11 @@ describe('desktop History screen in Chromium', () => {
       user: 'alice',
       folder: nodePath.join(root, 'desktop', 'Weft'),
     });
-    context = await launchChromium(nodePath.join(root, 'chromium-profile'));
-    page = await context.newPage();
-    await page.goto(agent.loginUrl());
   });
 
   afterAll(async () => {
-    await context?.close();
     await desktop?.stop();
-    await agent?.stop();
-    await server?.close();
-    delete process.env.WEFT_SECRET_KEY_FILE;
-    delete process.env.WEFT_DOWNLOADS_DIR;
+    await world?.stop();
   });
 
   const onDesktop = async (rel: string): Promise<string | undefined> => {

@@ -10,65 +10,32 @@ import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { ProxyClient, type RunningAgent } from '@weft/core';
-import { openDesktopUi } from '@weft/desktop';
-import { buildRenderer } from '@weft/desktop/build';
-import { type RunningProxyServer, startProxyServer } from '@weft/proxy-server';
-import type { BrowserContext, Page } from 'playwright-core';
+import type { RunningProxyServer } from '@weft/proxy-server';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { tempDir } from '../src/harness.ts';
-import { checkVariants, ensureChromium, launchChromium } from '../src/ui-browser.ts';
+import { type DesktopWorld, startDesktopWorld } from '../src/desktop-world.ts';
+import { checkVariants } from '../src/ui-browser.ts';
 
 const POLL = { timeout: 60_000 };
 
 describe('Settings screen: limits and ignore patterns apply without a restart', () => {
-  let root: string;
   let folder: string;
   let server: RunningProxyServer;
   let agent: RunningAgent;
   let probe: ProxyClient;
-  let context: BrowserContext;
   let page: Page;
 
+  let world: DesktopWorld;
+
   beforeAll(async () => {
-    ensureChromium();
-    root = await tempDir('settings-live');
-    folder = nodePath.join(root, 'Weft');
-    process.env.WEFT_SECRET_KEY_FILE = nodePath.join(root, 'config', 'secret.key');
-    const uiDir = await buildRenderer(nodePath.join(root, 'renderer'));
-    server = await startProxyServer({
-      dataDir: await tempDir('proxy'),
-      port: 0,
-      adminToken: randomBytes(24).toString('hex'),
-      logLevel: 'warn',
-      objectTier: { type: 'fs' },
-      shares: { enabled: false },
-    });
-    const ui = await openDesktopUi({
-      open: 'none',
-      folder,
-      server: server.url,
-      stateDir: nodePath.join(root, 'state'),
-      deviceName: 'laptop',
-      user: 'alice',
-      adminToken: server.adminToken,
-      settleMs: 50,
-      uiDir,
-      openBrowser: () => undefined,
-    });
-    if (!ui.agent) throw new Error('openDesktopUi with open: none serves the UI from this process');
-    agent = ui.agent;
+    world = await startDesktopWorld('settings-live');
+    ({ folder, server, agent, page } = world);
     // Another device of Alice's: sees what reached Weft storage.
     probe = new ProxyClient({ baseUrl: server.url, token: (await server.enrol('alice', 'probe')).token });
-    context = await launchChromium(nodePath.join(root, 'chromium-profile'));
-    page = await context.newPage();
-    await page.goto(agent.loginUrl());
   });
 
   afterAll(async () => {
-    await context?.close();
-    await agent?.stop();
-    await server?.close();
-    delete process.env.WEFT_SECRET_KEY_FILE;
+    await world?.stop();
   });
 
   const onServer = async (path: string): Promise<boolean> => (await probe.stat(path)) !== undefined;

@@ -11,14 +11,11 @@ import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import type { RunningAgent } from '@weft/core';
-import { openDesktopUi } from '@weft/desktop';
-import { buildRenderer } from '@weft/desktop/build';
 import { type TrayMenuItem, trayMenu } from '@weft/desktop/common';
-import { type RunningProxyServer, startProxyServer } from '@weft/proxy-server';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { tempDir } from '../src/harness.ts';
-import { checkVariants, ensureChromium, launchChromium, screenshot } from '../src/ui-browser.ts';
+import { type DesktopWorld, startDesktopWorld } from '../src/desktop-world.ts';
+import { checkVariants, screenshot } from '../src/ui-browser.ts';
 
 const POLL = { timeout: 60_000 };
 /**
@@ -34,9 +31,7 @@ function submenu(items: readonly TrayMenuItem[], label: string): string[] {
 }
 
 describe('tray popover in Chromium (the browser fallback)', () => {
-  let root: string;
   let folder: string;
-  let server: RunningProxyServer;
   let agent: RunningAgent;
   let context: BrowserContext;
   let window: Page;
@@ -45,48 +40,22 @@ describe('tray popover in Chromium (the browser fallback)', () => {
   const shown: string[] = [];
   let canOpen = true;
 
+  let world: DesktopWorld;
+
   beforeAll(async () => {
-    ensureChromium();
-    root = await tempDir('tray-popover');
-    folder = nodePath.join(root, 'Weft');
-    process.env.WEFT_SECRET_KEY_FILE = nodePath.join(root, 'config', 'secret.key');
-    const uiDir = await buildRenderer(nodePath.join(root, 'renderer'));
-    server = await startProxyServer({
-      dataDir: await tempDir('proxy'),
-      port: 0,
-      adminToken: randomBytes(24).toString('hex'),
-      logLevel: 'warn',
-      objectTier: { type: 'fs' },
-      shares: { enabled: false },
-    });
-    const ui = await openDesktopUi({
-      open: 'none',
-      folder,
-      server: server.url,
-      stateDir: nodePath.join(root, 'state'),
-      deviceName: 'laptop',
-      user: 'alice',
-      adminToken: server.adminToken,
-      settleMs: 50,
-      uiDir,
-      openBrowser: () => undefined,
-      openPath: async (path) => {
-        shown.push(path);
-        return canOpen;
+    world = await startDesktopWorld('tray-popover', {
+      ui: {
+        openPath: async (path) => {
+          shown.push(path);
+          return canOpen;
+        },
       },
     });
-    if (!ui.agent) throw new Error('openDesktopUi with open: none serves the UI from this process');
-    agent = ui.agent;
-    context = await launchChromium(nodePath.join(root, 'chromium-profile'));
-    window = await context.newPage();
-    await window.goto(agent.loginUrl());
+    ({ folder, agent, context, page: window } = world);
   });
 
   afterAll(async () => {
-    await context?.close();
-    await agent?.stop();
-    await server?.close();
-    delete process.env.WEFT_SECRET_KEY_FILE;
+    await world?.stop();
   });
 
   const stateText = (): Promise<string | null> => popover.locator('#tray-state').textContent();
