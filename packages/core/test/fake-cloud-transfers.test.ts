@@ -116,9 +116,19 @@ describe('large files in the harness', () => {
     await a.write('video.bin', big);
     const { OfflineError } = await import('../src/remote/proxy-client.ts');
     a.remote.failNext('putBlock', new OfflineError('connection reset'), 1);
+    // What the status (tray, transfers list) shows of the upload while it runs.
+    const seen: number[] = [];
+    a.engine.status.onChange((st) => {
+      const t = st.transfers.find((x) => x.path === 'video.bin');
+      if (t && seen.at(-1) !== t.bytesDone) seen.push(t.bytesDone);
+    });
     await a.sync();
     expect(a.engine.error).toBeInstanceOf(OfflineError);
     expect(cloud.serverTree().has('video.bin')).toBe(false);
+    // Listed from its first byte (before a 4 MiB block is done), then block 0's progress;
+    // the failed upload is not left on the list.
+    expect(seen).toEqual([0, 4 * 1024 * 1024]);
+    expect(a.engine.getStatus().transfers).toEqual([]);
     await a.sync();
     expect(cloud.serverTree().get('video.bin')).toBe(sha256(big));
     expect(a.remote.calls.get('createTransfer')).toBe(1);

@@ -153,6 +153,17 @@ async function uploadWhole(
     const fh = await fsp.open(abs, 'r');
     let done = size - missing.reduce((n, m) => n + m.length, 0);
     const started = performance.now();
+    // Listed from its start (the tray and status show it at its first byte, not after its first
+    // 4 MiB block), and taken off the list if it fails.
+    if (done < size)
+      ctx.status.transfer({
+        path: p,
+        direction: 'up',
+        bytesDone: done,
+        bytesTotal: size,
+        rate: 0,
+        etaSeconds: undefined,
+      });
     try {
       // Every block's outcome is heard, even while the next one is read (issue #14).
       const blocks = new BoundedTasks(ctx.blocksInFlight);
@@ -182,6 +193,16 @@ async function uploadWhole(
         });
       }
       await blocks.drain();
+    } catch (e) {
+      ctx.status.transfer({
+        path: p,
+        direction: 'up',
+        bytesDone: size,
+        bytesTotal: size,
+        rate: 0,
+        etaSeconds: undefined,
+      });
+      throw e;
     } finally {
       await fh.close();
     }
