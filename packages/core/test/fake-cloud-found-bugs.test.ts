@@ -449,4 +449,42 @@ describe('engine bugs found by the random schedules', () => {
       await converged(cloud);
       expect(cloud.serverTree().get('D/new.txt')).toBe(sha256('new there'));
     }));
+  /**
+   * refusedMkdirDropped: the server refuses a folder creation for a reason of its own (D26),
+   * in the same request as a refused rename. The refusal took the mkdir off the queue and
+   * the whole-folder compare does not bring back what was never sent, nor does the scan
+   * (it knows the folder): the folder stayed on this device only. It is now sent once more.
+   */
+  it('a refused folder creation is sent again (D26)', () =>
+    withCloud(async (cloud) => {
+      const [a, b] = await pair(cloud);
+      await a.write('x.txt', 'kept');
+      await a.sync();
+      await b.sync();
+      await a.mv('x.txt', 'y.txt');
+      await a.mkdir('D');
+      a.remote.refuseNextOp((op) => op.op === 'move', 'INTERNAL');
+      a.remote.refuseNextOp((op) => op.op === 'mkdir', 'INTERNAL');
+      await a.sync();
+      await converged(cloud);
+      expect(cloud.serverTree().get('D')).toBe('dir');
+      expect(await b.exists('D')).toBe(true);
+    }));
+
+  /** The same, refused every time: sent once more only, shown as an error, the rest syncs. */
+  it('a folder creation refused again is shown, not sent in a loop (D26)', () =>
+    withCloud(async (cloud) => {
+      const [a] = await pair(cloud);
+      await a.mkdir('D');
+      await a.write('z.txt', 'goes up');
+      for (let i = 0; i < 3; i++) a.remote.refuseNextOp((op) => op.op === 'mkdir', 'INTERNAL');
+      const opsBefore = a.remote.calls.get('ops') ?? 0;
+      await a.sync();
+      expect(a.engine.error).toBeUndefined();
+      expect(cloud.serverTree().get('z.txt')).toBe(sha256('goes up'));
+      expect(cloud.serverTree().has('D')).toBe(false);
+      expect((a.remote.calls.get('ops') ?? 0) - opsBefore).toBe(2);
+      const errors = a.engine.getStatus().recent.filter((e) => e.kind === 'error' && e.path === 'D');
+      expect(errors.length).toBeGreaterThan(0);
+    }));
 });

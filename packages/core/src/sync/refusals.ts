@@ -17,7 +17,10 @@ import { requeueMovedEdits } from './propagate/local-change.ts';
  *   conflicted-copy name, theirs comes down;
  * - D25: a move whose source the server no longer has (deleted or moved elsewhere by
  *   another device) makes what we moved new content there;
- * - D26: anything else: compare the whole folder with the server on the next pull.
+ * - D26: anything else: compare the whole folder with the server on the next pull. A folder
+ *   made here whose creation was refused is sent once more (the pull does not bring back
+ *   what was never sent, and the scan knows the folder already); refused again, it stays
+ *   shown as an error in the activity until the engine restarts.
  */
 export async function repairFailedOp(ctx: SyncContext, op: Op, code: string): Promise<void> {
   if (op.kind === 'move' && code === 'ALREADY_EXISTS') {
@@ -32,7 +35,28 @@ export async function repairFailedOp(ctx: SyncContext, op: Op, code: string): Pr
   }
   const d = decideHint('refused');
   ctx.traceDecision(op.kind === 'move' ? op.to : op.path, d, { code });
-  if (d.action === 'reconcile') ctx.control.reconcileEverything();
+  if (d.action !== 'reconcile') return;
+  if (op.kind === 'mkdir') await sendMkdirAgain(ctx, op.path);
+  ctx.control.reconcileEverything();
+}
+
+/** Folders whose refused creation was queued again (once each), per engine. */
+const retriedMkdirs = new WeakMap<SyncContext, Set<string>>();
+
+/** D26 for a refused mkdir: queue it again once, if the folder is still here and was never synced. */
+async function sendMkdirAgain(ctx: SyncContext, p: string): Promise<void> {
+  const retried = retriedMkdirs.get(ctx) ?? new Set<string>();
+  retriedMkdirs.set(ctx, retried);
+  const row = ctx.journal.getFile(p);
+  if (retried.has(p) || row?.kind !== 'dir' || row.syncedRev !== null) return;
+  const here = await ctx
+    .at(p)
+    .then((abs) => fsp.stat(abs))
+    .then((st) => st.isDirectory())
+    .catch(() => false);
+  if (!here) return;
+  retried.add(p);
+  ctx.journal.enqueueMany([{ kind: 'mkdir', path: p, created: true }]);
 }
 
 /**
