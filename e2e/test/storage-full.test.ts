@@ -79,7 +79,12 @@ describe('Weft storage full', () => {
     const b = await countedDevice(proxy, 'desktop');
 
     // Usage through ProxyClient against the real proxy, and in the status.
-    expect(await a.client.usage()).toEqual({ user: 'alice', usedBytes: 0, limitBytes: 4000 * KB });
+    expect(await a.client.usage()).toEqual({
+      user: 'alice',
+      usedBytes: 0,
+      limitBytes: 4000 * KB,
+      versionsBytes: 0,
+    });
     await write(a, 'keep.bin', 1000 * KB);
     await write(a, 'old.bin', 1500 * KB);
     await a.engine.syncNow();
