@@ -7,7 +7,9 @@
  *   for the next scan (reported in `unsettled`).
  * - A path that vanished while a path with the same inode and size appeared is a move.
  * - Symlinks and special files are skipped with a warning; names the path rules refuse
- *   are skipped with a warning; ignored paths are skipped silently.
+ *   are skipped with a warning, and so are names the server reserves (`*.weftlink`, its
+ *   link files: one in an ops request fails the whole request); ignored paths are
+ *   skipped silently.
  * - Names that differ only by case are reported as clashes on case-insensitive remotes and
  *   the later one is skipped (never overwriting the other).
  * - Local names are mapped back to remote names by LocalPaths (local-path.ts): `CON＿.txt`
@@ -189,6 +191,11 @@ export async function scan(
         warnings.push(`skipped ${JSON.stringify(nodePath.join(dirRel, name))}: ${(e as Error).message}`);
         continue;
       }
+      const reserved = reservedNameReason(remoteName);
+      if (reserved) {
+        warnings.push(`skipped ${rel}: ${reserved}`);
+        continue;
+      }
       if (remoteName !== name.normalize('NFC')) {
         storedAs += 1;
         const reason = encodeName(remoteName, paths.rules).reason ?? 'quoted';
@@ -229,6 +236,14 @@ export async function scan(
   if (scope === undefined || scope.includes('')) await walk(root, '');
   else {
     for (const s of scope) {
+      const reserved = s
+        .split('/')
+        .map(reservedNameReason)
+        .find((r) => r !== undefined);
+      if (reserved) {
+        warnings.push(`skipped ${s}: ${reserved}`);
+        continue;
+      }
       // Load ignore rules of the ancestors, then walk the subtree itself.
       let sAbs: string;
       try {
@@ -482,4 +497,14 @@ function newRow(e: DiskEntry, hash: string | null): FileRow {
     signature: null,
     signatureBlock: null,
   };
+}
+
+/** The server's link files end in this (proxy-server store/link-file.ts): names it refuses. */
+const RESERVED_SUFFIX = '.weftlink';
+
+/** Why the server refuses a name it reserves for itself, or undefined. */
+export function reservedNameReason(name: string): string | undefined {
+  return name.toLowerCase().endsWith(RESERVED_SUFFIX)
+    ? `names ending in ${RESERVED_SUFFIX} are reserved by the server and are not synced`
+    : undefined;
 }
