@@ -67,7 +67,9 @@ export type Hint =
   /** The server refused our move: its source is gone there (deleted or moved elsewhere). */
   | 'refused-source-gone'
   /** The server refused an operation for any other reason. */
-  | 'refused';
+  | 'refused'
+  /** A file created there under the name of a folder created here (never sent). */
+  | 'kind-clash';
 
 export interface DecisionRow {
   readonly id: string;
@@ -143,6 +145,7 @@ export const DECISIONS: readonly DecisionRow[] = [
   hinted('D24', 'refused-taken', 'move-to-copy', 'our move met a name taken meanwhile: both kept'),
   hinted('D25', 'refused-source-gone', 'reupload', 'what we moved is gone there: it goes up as new'),
   hinted('D26', 'refused', 'reconcile', 'any other refusal: compare the whole folder'),
+  hinted('D27', 'kind-clash', 'conflict', 'a folder new here, a file new there: ours moves on to a copy'),
 ];
 
 export interface Observation {

@@ -1,5 +1,5 @@
 /**
- * The directed engine scenarios of support/scenarios.ts (decision rows D3–D26, conflicts,
+ * The directed engine scenarios of support/scenarios.ts (decision rows D3–D27, conflicts,
  * offline coalescing, case clashes, the mass-delete guard, consistency repair), each on its
  * own in-memory cloud.
  */

@@ -445,6 +445,29 @@ export const SCENARIOS: Record<string, Scenario> = {
     expect(copies(t).map((p) => t.get(p))).toEqual([sha256('mine')]);
     expect(t.has('mine.txt')).toBe(false);
   }),
+  /**
+   * D27: a folder made here offline while another device made a file of that name: both
+   * kept, ours as a conflicted copy (was an expected failure: the pull decided the file D3
+   * and its download moved our folder to the trash, EISDIR, in every pass).
+   */
+  'a folder made here, a file of that name there': withCloud(async (cloud) => {
+    const [a, b] = await pair(cloud);
+    a.offline = true;
+    await a.mkdir('x');
+    await a.write('x/inside.txt', 'in our folder');
+    await a.sync();
+    await b.write('x', 'a file');
+    await b.sync();
+    a.offline = false;
+    await a.sync();
+    expect(a.engine.error).toBeUndefined();
+    await converged(cloud);
+    const t = cloud.serverTree();
+    expect(t.get('x')).toBe(sha256('a file'));
+    const copy = copies(t).find((p) => t.get(p) === 'dir');
+    expect(copy).toBeDefined();
+    expect(t.get(`${copy}/inside.txt`)).toBe(sha256('in our folder'));
+  }),
 };
 
 /**
@@ -452,26 +475,7 @@ export const SCENARIOS: Record<string, Scenario> = {
  * they run as expected failures (`it.fails`), so a fix shows up as a failing test to move
  * them into SCENARIOS.
  */
-export const KNOWN_BUG_SCENARIOS: Record<string, { bug: string; scenario: Scenario }> = {
-  'a folder made here, a file of that name there': {
-    bug:
-      'new on both sides with different kinds (no row covers it: D5 assumes two files): the pull decides the ' +
-      'remote file D3 and its download moves our folder to the trash, which fails (EISDIR on copyfile) — every ' +
-      'pass after fails the same way and the device never syncs again. Found while looking for a D26 scenario.',
-    scenario: withCloud(async (cloud) => {
-      const [a, b] = await pair(cloud);
-      a.offline = true;
-      await a.mkdir('x');
-      await a.sync();
-      await b.write('x', 'a file');
-      await b.sync();
-      a.offline = false;
-      await a.sync();
-      await converged(cloud);
-      expect(a.engine.error).toBeUndefined();
-    }),
-  },
-};
+export const KNOWN_BUG_SCENARIOS: Record<string, { bug: string; scenario: Scenario }> = {};
 
 /** `d` misses every change made while it is down: its journal's cursor jumps past them. */
 async function loseFeedWhileDown(
