@@ -90,10 +90,12 @@ afterAll(async () => {
   // Nothing was written outside the namespace: only the expected layout exists.
   const top = (await fsp.readdir(server.dir)).sort();
   expect(
-    top.filter((n) => !/^(fs|objects|(metadata|mirror)\.sqlite(-wal|-shm)?|mirror\.key)$/.test(n)),
+    top.filter(
+      (n) => !/^(fs|objects|(metadata|mirror)\.sqlite(-wal|-shm)?|mirror\.key|pack-stub\.key)$/.test(n),
+    ),
   ).toEqual([]);
   const fsTop = (await fsp.readdir(nodePath.join(server.dir, 'fs'))).sort();
-  expect(fsTop.filter((n) => !['.weft-fs', 'ns', 'relay', 'staging'].includes(n))).toEqual([]);
+  expect(fsTop.filter((n) => !['.weft-fs', 'ns', 'relay', 'staging', 'versions'].includes(n))).toEqual([]);
   expect(await fsp.readdir(nodePath.join(server.dir, 'fs/ns'))).toEqual(['fuzz']);
   expect(count).toBeGreaterThanOrEqual(RUNS * 7);
   await server.stop();
