@@ -68,7 +68,7 @@ export type Hint =
   | 'refused-source-gone'
   /** The server refused an operation for any other reason. */
   | 'refused'
-  /** A file created there under the name of a folder created here (never sent). */
+  /** A file created there under the name of a folder created here (never sent), or the other way round. */
   | 'kind-clash';
 
 export interface DecisionRow {
@@ -145,7 +145,7 @@ export const DECISIONS: readonly DecisionRow[] = [
   hinted('D24', 'refused-taken', 'move-to-copy', 'our move met a name taken meanwhile: both kept'),
   hinted('D25', 'refused-source-gone', 'reupload', 'what we moved is gone there: it goes up as new'),
   hinted('D26', 'refused', 'reconcile', 'any other refusal: compare the whole folder'),
-  hinted('D27', 'kind-clash', 'conflict', 'a folder new here, a file new there: ours moves on to a copy'),
+  hinted('D27', 'kind-clash', 'conflict', 'new on both sides with different kinds: ours moves on to a copy'),
 ];
 
 export interface Observation {

@@ -468,6 +468,22 @@ export const SCENARIOS: Record<string, Scenario> = {
     expect(copy).toBeDefined();
     expect(t.get(`${copy}/inside.txt`)).toBe(sha256('in our folder'));
   }),
+  /** D27, the other way: a file made here offline, a folder of that name there. */
+  'a file made here, a folder of that name there': withCloud(async (cloud) => {
+    const [a, b] = await pair(cloud);
+    a.offline = true;
+    await a.write('x', 'a file here');
+    await a.sync();
+    await b.write('x/in.txt', 'in their folder');
+    await b.sync();
+    a.offline = false;
+    await a.sync();
+    expect(a.engine.error).toBeUndefined();
+    await converged(cloud);
+    const t = cloud.serverTree();
+    expect(t.get('x/in.txt')).toBe(sha256('in their folder'));
+    expect(copies(t).map((p) => t.get(p))).toEqual([sha256('a file here')]);
+  }),
 };
 
 /**

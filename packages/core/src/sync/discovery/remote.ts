@@ -19,7 +19,7 @@ import {
   makeLocalDir,
   recordSynced,
 } from '../propagate/download.ts';
-import { folderToCopy } from '../propagate/kind-clash.ts';
+import { ownToCopy } from '../propagate/kind-clash.ts';
 import { deleteLocal, moveLocal } from '../propagate/local-change.ts';
 import { holdForQueuedMoves, releasable, released } from './held.ts';
 
@@ -137,7 +137,7 @@ export async function applyRemoteFiles(
       // A folder made here (never sent), a file made there: both kept (D27).
       const d = decideHint('kind-clash');
       ctx.traceDecision(entry.path, d, { rev: entry.revision, remote: entry.sha256 });
-      if (d.action === 'conflict' && (await folderToCopy(ctx, entry.path, d.id))) row = undefined;
+      if (d.action === 'conflict' && (await ownToCopy(ctx, entry.path, d.id))) row = undefined;
     }
     if (row?.syncedRev === entry.revision) {
       // Our own write, or already applied: the row's action, not the contents', decides.

@@ -23,6 +23,7 @@ import { atomicWrite } from '../../local-fs.ts';
 import { RemoteError } from '../../remote/proxy-client.ts';
 import type { SyncContext } from '../context.ts';
 import { adoptAsEditOf } from './conflict.ts';
+import { ownToCopy } from './kind-clash.ts';
 
 /** A file to bring down, with what the decision to do so was based on. */
 export interface Download {
@@ -283,13 +284,23 @@ export function recordSynced(
   });
 }
 
-/** A remote folder: create it here (unless a local file is in the way) and record it synced. */
+/**
+ * A remote folder: create it here and record it synced. A file made here and never sent
+ * moves on to a conflicted copy first (D27); another local file in the way stays (the
+ * scanner reports it).
+ */
 export async function makeLocalDir(ctx: SyncContext, entry: EntryInfo): Promise<void> {
   if (entry.kind !== 'dir') return;
   const row = ctx.journal.getFile(entry.path);
   if (row?.kind === 'dir' && row.syncedRev !== null) return;
   const abs = await ctx.at(entry.path);
-  const st = await fsp.lstat(abs).catch(() => undefined);
+  let st = await fsp.lstat(abs).catch(() => undefined);
+  if (st?.isFile() && row?.kind === 'file' && row.syncedRev === null) {
+    // A file made here (never sent), a folder made there: both kept (D27).
+    const d = decideHint('kind-clash');
+    ctx.traceDecision(entry.path, d, { rev: entry.revision, local: row.hash });
+    if (d.action === 'conflict' && (await ownToCopy(ctx, entry.path, d.id))) st = undefined;
+  }
   if (st && !st.isDirectory()) return; // a local file is in the way: the scanner reports it
   await fsp.mkdir(abs, { recursive: true });
   const now = await fsp.lstat(abs, { bigint: true });

@@ -1,8 +1,8 @@
 /**
  * Propagation of row D27 (docs/sync-decisions.md): a folder made here, never sent, meets a
- * file another device created under the same name. Both are kept, as Dropbox does: our
- * folder moves on to a conflicted-copy name (here, then there as new), their file comes
- * down under the name.
+ * file another device created under the same name, or a file made here a folder. Both are
+ * kept, as Dropbox does: ours moves on to a conflicted-copy name (here, then there as new),
+ * theirs comes down under the name.
  */
 import * as fsp from 'node:fs/promises';
 import { conflictCopyPath } from '../../conflict-name.ts';
@@ -12,11 +12,11 @@ import type { SyncContext } from '../context.ts';
 const under = (p: string, root: string): boolean => p === root || p.startsWith(root + '/');
 
 /**
- * Rename our folder `p` to a conflicted-copy name and queue it there as new; what the queue
- * held to create it (and what is in it) under `p` goes. False: the folder could not be
- * moved (gone meanwhile); nothing changed.
+ * Rename our entry `p` (a folder and what is in it, or a file) to a conflicted-copy name and
+ * queue it there as new; what the queue held to create it under `p` goes. False: it could
+ * not be moved (gone meanwhile); nothing changed.
  */
-export async function folderToCopy(ctx: SyncContext, p: string, rowId: string): Promise<boolean> {
+export async function ownToCopy(ctx: SyncContext, p: string, rowId: string): Promise<boolean> {
   const copy = conflictCopyPath(p, ctx.deviceName, new Date(ctx.now()), ctx.taken);
   const moved = await Promise.all([ctx.at(p), ctx.at(copy)])
     .then(([a, b]) => fsp.rename(a, b))
@@ -25,7 +25,7 @@ export async function folderToCopy(ctx: SyncContext, p: string, rowId: string): 
       () => false,
     );
   if (!moved) return false;
-  // Never sent (the folder is new here): its creation and its files' puts name the old path.
+  // Never sent (new here): its creation and its files' puts name the old path.
   const stale = ctx.journal
     .pendingOps()
     .filter(({ op }) => (op.kind === 'move' ? false : under(op.path, p)))
