@@ -58,7 +58,7 @@ export async function runAxe(page: Page): Promise<AxeViolation[]> {
   const loaded = await page.evaluate('typeof window.axe === "object"');
   if (!loaded) await page.addScriptTag({ content: axeSource });
   const result = await page.evaluate(`(async () => {
-    const r = await window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
+    const r = await window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] }, resultTypes: ['violations'] });
     return r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, targets: v.nodes.map((n) => String(n.target)) }));
   })()`);
   return result as AxeViolation[];
