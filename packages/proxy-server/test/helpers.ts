@@ -4,6 +4,7 @@ import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
 import pino from 'pino';
+import { inject } from 'vitest';
 import WebSocket from 'ws';
 import {
   type BundleEntry,
@@ -265,4 +266,28 @@ export async function uploadLarge(
   });
   if (!r) throw new Error('no result');
   return r;
+}
+
+/**
+ * The two object tiers the pack tests run on: the embedded default and the suite's s3proxy
+ * bucket under `prefix` (global setup injects `proxyS3`).
+ */
+export function packTiers(prefix: string): { name: string; objectTier?: ProxyConfigInput['objectTier'] }[] {
+  const s3 = inject('proxyS3');
+  return [
+    { name: 'embedded' },
+    {
+      name: 's3proxy',
+      objectTier: {
+        type: 's3',
+        bucket: s3.bucket,
+        prefix,
+        endpoint: s3.endpoint,
+        region: s3.region,
+        forcePathStyle: s3.forcePathStyle,
+        accessKeyId: s3.accessKeyId,
+        secretAccessKey: s3.secretAccessKey,
+      },
+    },
+  ];
 }

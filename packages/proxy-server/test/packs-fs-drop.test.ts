@@ -9,31 +9,15 @@
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { decodeBundle } from '@weft/wire';
 import type { ProxyConfigInput } from '../src/config.ts';
-import { pseudoRandom, sha, startTestServer, tempDir, TestClient } from './helpers.ts';
+import { pseudoRandom, sha, startTestServer, tempDir, TestClient, packTiers } from './helpers.ts';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
 
-function tiers(): { name: string; objectTier?: ProxyConfigInput['objectTier'] }[] {
-  const s3 = inject('proxyS3');
-  return [
-    { name: 'embedded' },
-    {
-      name: 's3proxy',
-      objectTier: {
-        type: 's3',
-        bucket: s3.bucket,
-        prefix: 'packs-drop',
-        endpoint: s3.endpoint,
-        region: s3.region,
-        forcePathStyle: s3.forcePathStyle,
-        accessKeyId: s3.accessKeyId,
-        secretAccessKey: s3.secretAccessKey,
-      },
-    },
-  ];
+function tiers(): ReturnType<typeof packTiers> {
+  return packTiers('packs-drop');
 }
 
 const started: Server[] = [];

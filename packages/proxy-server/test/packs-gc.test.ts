@@ -7,39 +7,22 @@
  * principles), never before; the month's bill the ledger measures after GC must be what the
  * model predicted within 1 %.
  */
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { coalescePackRanges } from '@weft/wire';
-import type { ProxyConfigInput } from '../src/config.ts';
 import { PROXY } from '../src/cost/ledger.ts';
 import { cleanCost } from '../src/cost/policy.ts';
 import { GIB, MONTH_MS, resolvePrices, CostConfig } from '../src/cost/prices.ts';
 import { startProxyServer, type RunningProxyServer } from '../src/index.ts';
-import { pseudoRandom, sha, tempDir, TestClient } from './helpers.ts';
+import { pseudoRandom, sha, tempDir, TestClient, packTiers } from './helpers.ts';
 
 const HOUR = 3600 * 1000;
 const PACKS = 4;
 const FILES = 16; // per pack
 const FILE_BYTES = 32 * 1024;
 
-function tiers(): { name: string; objectTier?: ProxyConfigInput['objectTier'] }[] {
-  const s3 = inject('proxyS3');
-  return [
-    { name: 'embedded' },
-    {
-      name: 's3proxy',
-      objectTier: {
-        type: 's3',
-        bucket: s3.bucket,
-        prefix: `packs-gc-${Date.now()}`,
-        endpoint: s3.endpoint,
-        region: s3.region,
-        forcePathStyle: s3.forcePathStyle,
-        accessKeyId: s3.accessKeyId,
-        secretAccessKey: s3.secretAccessKey,
-      },
-    },
-  ];
+function tiers(): ReturnType<typeof packTiers> {
+  return packTiers(`packs-gc-${Date.now()}`);
 }
 
 const started: RunningProxyServer[] = [];

@@ -1,29 +1,13 @@
 /** Packs (issue #16, docs/formats/pack.md) on the embedded object directory and on s3proxy. */
-import { afterAll, describe, expect, inject, it, vi } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { ProxyConfigInput } from '../src/config.ts';
 import { type PackLocation, packKey } from '../src/store/packs.ts';
-import { pseudoRandom, sha, startTestServer, tempDir, TestClient } from './helpers.ts';
+import { pseudoRandom, sha, startTestServer, tempDir, TestClient, packTiers } from './helpers.ts';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
 
-function tiers(): { name: string; objectTier?: ProxyConfigInput['objectTier'] }[] {
-  const s3 = inject('proxyS3');
-  return [
-    { name: 'embedded' },
-    {
-      name: 's3proxy',
-      objectTier: {
-        type: 's3',
-        bucket: s3.bucket,
-        prefix: `packs-${Date.now()}`,
-        endpoint: s3.endpoint,
-        region: s3.region,
-        forcePathStyle: s3.forcePathStyle,
-        accessKeyId: s3.accessKeyId,
-        secretAccessKey: s3.secretAccessKey,
-      },
-    },
-  ];
+function tiers(): ReturnType<typeof packTiers> {
+  return packTiers(`packs-${Date.now()}`);
 }
 
 const started: Server[] = [];
