@@ -22,7 +22,7 @@ const POLL = { timeout: 60_000 };
  * A large upload is listed from its start and reports its progress as its 4 MiB blocks
  * complete: slowed down, it is still under way while the popover is checked.
  */
-const BIG = 8 * 1024 * 1024;
+const BIG = 16 * 1024 * 1024;
 
 /** The menu's labels for one submenu, or the top level's plain labels. */
 function submenu(items: readonly TrayMenuItem[], label: string): string[] {
@@ -98,7 +98,7 @@ describe('tray popover in Chromium (the browser fallback)', () => {
     const value = Number(await bar.getAttribute('value'));
     expect(value).toBeGreaterThanOrEqual(0);
     expect(value).toBeLessThanOrEqual(1);
-    expect(await popover.locator('#tray-transfer-list').textContent()).toMatch(/of 8\.4 MB/);
+    expect(await popover.locator('#tray-transfer-list').textContent()).toMatch(/of 16\.8 MB/);
     expect(await stateText()).toMatch(/^Syncing/);
     await checkVariants(popover, 'tray-popover', (what, violations, overflows) => {
       expect(violations, what).toEqual([]);
