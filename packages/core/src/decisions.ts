@@ -13,8 +13,10 @@
  *   'absent'  absent, no base
  *
  * Rows D1–D15 are decided by the three contents alone. Rows D16 on are decided by a
- * circumstance the contents do not show (a hint: the change is our own write, a move, a
- * kind change, a refusal by the server …); a hint outranks the contents.
+ * circumstance the contents do not show (a hint): discovery states most of them (our own
+ * write echoed, a refusal by the server …); a move (D20, D21) and a kind change (D22, D27)
+ * are read from the observation itself. A hint outranks the contents. decide() takes one
+ * Observation per path — {path, base, local, remote, kind, moveHint, hint} — and is pure.
  */
 export type SideState = 'same' | 'changed' | 'gone' | 'new' | 'absent';
 
@@ -148,15 +150,45 @@ export const DECISIONS: readonly DecisionRow[] = [
   hinted('D27', 'kind-clash', 'conflict', 'new on both sides with different kinds: ours moves on to a copy'),
 ];
 
+export type EntryKind = 'file' | 'dir';
+
+/** A remote move that brought the path (rows D20, D21). */
+export interface MoveHint {
+  /** Where the entry was. */
+  readonly from: string;
+  /** The journal holds the source as synced here. */
+  readonly sourceHere: boolean;
+  /** Nothing is at the destination here (neither in the journal nor on disk). */
+  readonly destinationFree: boolean;
+}
+
+/** The circumstances discovery states outright; moves and kind changes are read from the observation. */
+export type StatedHint = Exclude<Hint, 'moved' | 'moved-blocked' | 'kind-changed' | 'kind-clash'>;
+
+/**
+ * What discovery saw of one path: the scanner for a local change (sync/discovery/local.ts),
+ * the feed, a listing or a repair for a remote one (sync/discovery/remote.ts), the server's
+ * answer for one of ours (sync/refusals.ts). Contents are compared by hash; a folder has
+ * no hash of its own, so discovery gives the same marker on each side where it is present.
+ */
 export interface Observation {
+  /** The remote path. */
+  readonly path: string;
   /** Content hash of the last synced version, if any. */
-  readonly baseHash: string | undefined;
+  readonly base: string | undefined;
   /** Content hash on disk now, or undefined if absent. */
-  readonly localHash: string | undefined;
+  readonly local: string | undefined;
   /** Content hash on the remote now, or undefined if absent. */
-  readonly remoteHash: string | undefined;
-  /** A circumstance that decides before the contents do (rows D16 on). */
-  readonly hint?: Hint | undefined;
+  readonly remote: string | undefined;
+  /**
+   * The entry's kind on each side where discovery knows it: a base and a remote of
+   * different kinds is D22; no base, and here and there different kinds, is D27.
+   */
+  readonly kind: { readonly base?: EntryKind; readonly local?: EntryKind; readonly remote?: EntryKind };
+  /** The remote entry arrived by a move (D20, D21). */
+  readonly moveHint?: MoveHint | undefined;
+  /** A circumstance the rest does not show (D16–D19, D23–D26); it outranks everything. */
+  readonly hint?: StatedHint | undefined;
 }
 
 function side(base: string | undefined, now: string | undefined): SideState {
@@ -165,30 +197,46 @@ function side(base: string | undefined, now: string | undefined): SideState {
   return now === base ? 'same' : 'changed';
 }
 
-/** Find the row for an observation (Syncthing's rule: a conflict needs both sides changed and different). */
+/** The circumstance that decides an observation before its contents do, if any. */
+function circumstance(o: Observation): Hint | undefined {
+  if (o.hint !== undefined) return o.hint;
+  if (o.moveHint !== undefined)
+    return o.moveHint.sourceHere && o.moveHint.destinationFree ? 'moved' : 'moved-blocked';
+  const { base, local, remote } = o.kind;
+  if (base !== undefined && remote !== undefined && base !== remote) return 'kind-changed';
+  if (base === undefined && local !== undefined && remote !== undefined && local !== remote)
+    return 'kind-clash';
+  return undefined;
+}
+
+/**
+ * Find the row for an observation: a stated hint, then a move, then a kind change, then the
+ * three contents (Syncthing's rule: a conflict needs both sides changed and different).
+ */
 export function decide(o: Observation): DecisionRow {
-  if (o.hint !== undefined) {
-    const row = DECISIONS.find((r) => r.hint === o.hint);
-    if (!row) throw new Error(`no decision for hint ${o.hint}`);
+  const hint = circumstance(o);
+  if (hint !== undefined) {
+    const row = DECISIONS.find((r) => r.hint === hint);
+    if (!row) throw new Error(`no decision for hint ${hint}`);
     return row;
   }
-  const base = o.baseHash !== undefined;
-  const local = side(o.baseHash, o.localHash);
-  const remote = side(o.baseHash, o.remoteHash);
-  const both = o.localHash !== undefined && o.remoteHash !== undefined;
+  const base = o.base !== undefined;
+  const local = side(o.base, o.local);
+  const remote = side(o.base, o.remote);
+  const both = o.local !== undefined && o.remote !== undefined;
   const row = DECISIONS.find(
     (r) =>
       r.hint === undefined &&
       r.base === base &&
       r.local === local &&
       r.remote === remote &&
-      (r.equal === undefined || (both && r.equal === (o.localHash === o.remoteHash))),
+      (r.equal === undefined || (both && r.equal === (o.local === o.remote))),
   );
   if (!row) throw new Error(`no decision for base=${base} local=${local} remote=${remote}`);
   return row;
 }
 
-/** The row with this hint (for a branch whose circumstance alone decides it). */
-export function decideHint(hint: Hint): DecisionRow {
-  return decide({ baseHash: undefined, localHash: undefined, remoteHash: undefined, hint });
+/** The observation of a path that only a stated circumstance decides (its contents unread). */
+export function stated(path: string, hint: StatedHint): Observation {
+  return { path, base: undefined, local: undefined, remote: undefined, kind: {}, hint };
 }

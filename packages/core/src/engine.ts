@@ -1,7 +1,8 @@
 /**
  * The sync engine for one folder: the pass loop. One pass at a time (sync/pass.ts: pull,
- * scan, push) so local and remote changes never race; start, stop, retry (sync/retry.ts),
- * pause and the removed/full states are decided here. Where the rest is:
+ * scan, push) so local and remote changes never race; start and stop are here, what a failed
+ * pass means in sync/pass-failure.ts (retry: sync/retry.ts), pause and the mass-delete
+ * question in sync/pause.ts. Where the rest is:
  * docs/client-engine.md, "Where the code is" — discovery (sync/discovery/*), decision
  * (decisions.ts over docs/sync-decisions.md), propagation (sync/push.ts, sync/propagate/*,
  * sync/refusals.ts). Safety: every local write is temp + fsync + rename; what is replaced
@@ -12,17 +13,18 @@ import * as nodePath from 'node:path';
 import { type BlockSizeHistory } from './adaptive.ts';
 import type { EngineOptions } from './engine-options.ts';
 import { Journal } from './journal/journal.ts';
-import { DisposableStore, type Disposable, toDisposable } from './lifecycle.ts';
+import { DisposableStore, type Disposable } from './lifecycle.ts';
 import { sweepPartials } from './local-fs.ts';
-import { OfflineError, RemoteError } from './remote/proxy-client.ts';
 import { privateDir } from './private-file.ts';
 import { SelectiveSync } from './selective-sync.ts';
 import { selectiveRemote } from './selective-remote.ts';
-import { StorageWatch, isQuotaExceeded } from './storage-usage.ts';
-import { type ActivityItem, type FolderStatus, StatusModel } from './status.ts';
-import { SyncContext } from './sync/context.ts';
-import { ScanStopped, probeCaseInsensitive, restoreMassDelete } from './sync/discovery/local.ts';
-import { type ConsistencyOutcome, type PassState, runPass } from './sync/pass.ts';
+import { StorageWatch } from './storage-usage.ts';
+import type { FolderStatus, StatusModel } from './status.ts';
+import { SyncContext, statusKeptIn } from './sync/context.ts';
+import { ScanStopped, probeCaseInsensitive } from './sync/discovery/local.ts';
+import { type ConsistencyOutcome, type PassState, initialPassState, runPass } from './sync/pass.ts';
+import { passFailed, showRemoved } from './sync/pass-failure.ts';
+import { PauseGate } from './sync/pause.ts';
 import { RemoteLink } from './sync/remote-link.ts';
 import { FolderWatcher } from './watcher.ts';
 
@@ -43,31 +45,19 @@ export class Engine implements Disposable {
   /** The live feed, the retry after a failed pass, the device's removal (sync/remote-link.ts). */
   private readonly link: RemoteLink;
   /** What the loop keeps between passes (sync/pass.ts). */
-  private readonly state: PassState = {
-    pendingScope: new Set<string>(['']),
-    remoteDirty: true,
-    checkPending: false,
-    offlineSince: undefined,
-    lastCheck: undefined,
-    massDeletePending: false,
-  };
+  private readonly state: PassState = initialPassState();
+  /** Paused by the person, or waiting for a mass-delete answer (sync/pause.ts). */
+  private readonly gate: PauseGate;
   private running: Promise<void> | undefined;
   private again = false;
   private stopped = false;
-  private pausedUntil = 0;
   private idleWaiters: (() => void)[] = [];
   private lastError: unknown;
 
   constructor(private readonly options: EngineOptions) {
     const journal = new Journal(nodePath.join(options.stateDir, 'journal.db'));
     this.journal = journal;
-    // Recent activity lives in the journal: it survives a restart.
-    this.status = new StatusModel(options.folder, {
-      recent: journal.recentActivity() as ActivityItem[],
-      onActivity: (item) => {
-        if (journal.isOpen) journal.addActivity(item);
-      },
-    });
+    this.status = statusKeptIn(journal, options.folder);
     // Discovery sees the server without the folders left out here (selective-remote.ts).
     const client = selectiveRemote(options.client, () => this.selective);
     this.ctx = SyncContext.forFolder({ ...options, client }, journal, this.status, {
@@ -76,7 +66,12 @@ export class Engine implements Disposable {
         this.state.remoteDirty = true;
         this.again = true;
       },
-      reconcileEverything: () => this.reconcileEverything(),
+      // Forget the feed position: the next pull lists the whole folder and compares.
+      reconcileEverything: () => {
+        this.journal.setMeta('cursor', '');
+        this.state.remoteDirty = true;
+        this.again = true;
+      },
     });
     this.ctx.showLocalNames();
     this.selective = new SelectiveSync(this.ctx, options.client, options.settleMs ?? 1000);
@@ -97,9 +92,10 @@ export class Engine implements Disposable {
         if (retry) this.state.remoteDirty = true;
         this.kick();
       },
-      onRemoved: () => this.showRemoved(),
+      onRemoved: () => showRemoved(this.status, this.link),
       stopped: () => this.stopped,
     });
+    this.gate = new PauseGate(this.state, options.now ?? Date.now);
   }
 
   static async open(options: EngineOptions): Promise<Engine> {
@@ -198,52 +194,32 @@ export class Engine implements Disposable {
     do {
       this.again = false;
       try {
-        await this.pass();
+        await runPass(this.ctx, this.state, {
+          options: this.options,
+          storage: this.storage,
+          selective: this.selective,
+          paused: () => this.gate.paused,
+          stopped: () => this.stopped,
+          again: () => this.again,
+        });
         // A pass that ran on while the feed reported the revocation does not undo its state.
-        if (this.link.removed) return this.showRemoved();
+        if (this.link.removed) return showRemoved(this.status, this.link);
         this.lastError = undefined;
         this.link.succeeded();
       } catch (e) {
         if (e instanceof ScanStopped && this.stopped) return; // stop() asked for it
         this.lastError = e;
-        if (e instanceof RemoteError && e.status === 401) {
-          this.link.halt(e.code);
-          return;
-        }
-        if (isQuotaExceeded(e)) {
-          // Weft storage is full: uploads wait (queued) and are not sent again until usage
-          // shows room; the pass runs again at once without them (deletes free space).
-          const first = !this.storage.isFull;
-          this.storage.refused(e);
-          if (first) {
-            this.again = true;
-            continue;
-          }
-          this.showFull();
-          return;
-        }
-        if (e instanceof OfflineError) {
-          this.status.update({ state: 'offline', error: e.message });
-          this.link.retryLater();
-          return;
-        }
-        this.status.update({ state: 'error', error: (e as Error).message });
-        this.link.retryLater();
-        return;
+        // Removed, full, offline or an error: sync/pass-failure.ts says what comes next.
+        const next = passFailed(e, {
+          status: this.status,
+          storage: this.storage,
+          link: this.link,
+          pending: () => this.journal.pendingCount(),
+        });
+        if (next === 'stop') return;
+        this.again = true;
       }
     } while (this.again && !this.stopped);
-  }
-
-  private showRemoved(): void {
-    this.status.update({ state: 'removed', error: this.link.message, transfers: [] });
-  }
-
-  private showFull(): void {
-    this.status.update({
-      state: 'full',
-      error: this.storage.message(this.journal.pendingOps().length),
-      transfers: this.status.get().transfers.filter((t) => t.direction === 'down'),
-    });
   }
 
   /** True once the server has refused this device's token (sync/remote-link.ts). */
@@ -256,49 +232,24 @@ export class Engine implements Disposable {
     return this.lastError;
   }
 
-  // ------------------------------------------------------------------ pause / guard
-
   pause(untilMs = Number.MAX_SAFE_INTEGER): void {
     if (this.link.removed) return;
-    this.pausedUntil = untilMs;
+    this.gate.pause(untilMs);
     this.status.update({ state: 'paused', pausedUntilMs: untilMs });
   }
 
   resume(): void {
     if (this.link.removed) return;
-    this.pausedUntil = 0;
+    this.gate.resume();
     this.status.update({ state: 'idle', pausedUntilMs: undefined });
     this.kick();
   }
 
-  private get paused(): boolean {
-    if (this.pausedUntil > 0 && (this.options.now ?? Date.now)() >= this.pausedUntil) this.pausedUntil = 0;
-    return this.pausedUntil > 0 || this.state.massDeletePending;
-  }
-
   /** The person's answer to a mass delete: send the deletes, or bring the files back. */
   async resolveMassDelete(answer: 'delete' | 'restore'): Promise<void> {
-    if (!this.state.massDeletePending) return;
-    if (answer === 'restore') {
-      restoreMassDelete(this.ctx);
-    }
-    this.state.massDeletePending = false;
+    if (!this.gate.answerMassDelete(this.ctx, answer)) return;
     this.status.update({ state: 'idle', error: undefined });
-    this.state.remoteDirty = true;
     this.kick();
-  }
-
-  // ------------------------------------------------------------------ one pass
-
-  private async pass(): Promise<void> {
-    await runPass(this.ctx, this.state, {
-      options: this.options,
-      storage: this.storage,
-      selective: this.selective,
-      paused: () => this.paused,
-      stopped: () => this.stopped,
-      again: () => this.again,
-    });
   }
 
   /** The outcome of the last consistency check (for tests and the status UI). */
@@ -309,13 +260,6 @@ export class Engine implements Disposable {
   /** The block-size history of a file (for tests and the status UI). */
   blockSizeHistory(p: string): BlockSizeHistory {
     return this.ctx.history(p);
-  }
-
-  /** Forget the feed position: the next pull lists the whole folder and compares. */
-  private reconcileEverything(): void {
-    this.journal.setMeta('cursor', '');
-    this.state.remoteDirty = true;
-    this.again = true;
   }
 
   /**
@@ -353,5 +297,3 @@ export class Engine implements Disposable {
     void this.stop();
   }
 }
-
-export { toDisposable };

@@ -9,7 +9,7 @@
  * WEFT_MUTATION_SEEDS (default 60).
  */
 import { describe, expect, it, vi } from 'vitest';
-import type { Action, DecisionRow, Hint, Observation } from '../src/decisions.ts';
+import type { Action, DecisionRow, Observation } from '../src/decisions.ts';
 import { KNOWN } from './support/known-failures.ts';
 import { SCENARIOS } from './support/scenarios.ts';
 import { runSchedule } from './support/schedule.ts';
@@ -26,7 +26,6 @@ vi.mock('../src/decisions.ts', async (importOriginal) => {
   return {
     ...real,
     decide: (o: Observation) => mutate(real.decide(o)),
-    decideHint: (h: Hint) => mutate(real.decideHint(h)),
   };
 });
 

@@ -16,7 +16,7 @@ import {
   initialHistory,
   type BlockSizeHistory,
 } from '../adaptive.ts';
-import type { DecisionRow } from '../decisions.ts';
+import { type DecisionRow, type Observation, decide } from '../decisions.ts';
 import type { EngineOptions } from '../engine-options.ts';
 import { IgnoreRules } from '../ignore-rules.ts';
 import type { FileRow, Journal } from '../journal/journal.ts';
@@ -24,7 +24,7 @@ import { Trash, sha256File } from '../local-fs.ts';
 import { LocalPaths, UnsafeLocalPathError, describeEncoding, hostPathRules } from '../local-path.ts';
 import type { Op } from '../ops.ts';
 import type { RemoteStore } from '../remote/remote-store.ts';
-import type { StatusModel } from '../status.ts';
+import { type ActivityItem, StatusModel } from '../status.ts';
 
 /** A write the server kept as a conflicted copy, mended after the current request (D23). */
 export interface ServerConflict {
@@ -61,6 +61,16 @@ export interface SyncContextOptions {
   readonly now: () => number;
   readonly trace: ((event: string, detail: unknown) => void) | undefined;
   readonly control: PassControl;
+}
+
+/** The folder's status, its recent activity kept in the journal (so it survives a restart). */
+export function statusKeptIn(journal: Journal, folder: string): StatusModel {
+  return new StatusModel(folder, {
+    recent: journal.recentActivity() as ActivityItem[],
+    onActivity: (item) => {
+      if (journal.isOpen) journal.addActivity(item);
+    },
+  });
 }
 
 export class SyncContext {
@@ -143,9 +153,14 @@ export class SyncContext {
     this.traceHook?.(event, detail);
   }
 
-  /** Trace a decision: the path, what was seen, and the row taken (docs/sync-decisions.md). */
-  traceDecision(path: string, row: DecisionRow, seen: Record<string, unknown> = {}): void {
-    this.traceHook?.('decide', { path, ...seen, row: row.id, action: row.action });
+  /**
+   * Decide one observation (decisions.ts) and trace it: what was seen, anything else the
+   * caller adds, and the row taken (docs/sync-decisions.md).
+   */
+  decide(o: Observation, seen: Record<string, unknown> = {}): DecisionRow {
+    const row = decide(o);
+    this.traceHook?.('decide', { ...o, ...seen, row: row.id, action: row.action });
+    return row;
   }
 
   markDirty(scope: readonly string[]): void {

@@ -39,6 +39,18 @@ export interface PassState {
   massDeletePending: boolean;
 }
 
+/** A new engine's: scan everything, pull. */
+export function initialPassState(): PassState {
+  return {
+    pendingScope: new Set<string>(['']),
+    remoteDirty: true,
+    checkPending: false,
+    offlineSince: undefined,
+    lastCheck: undefined,
+    massDeletePending: false,
+  };
+}
+
 /** What the pass asks the loop. */
 export interface PassEnv {
   readonly options: EngineOptions;

@@ -4,7 +4,7 @@
  */
 import * as fsp from 'node:fs/promises';
 import { conflictCopyPath } from '../conflict-name.ts';
-import { decideHint } from '../decisions.ts';
+import { stated } from '../decisions.ts';
 import type { OpResult } from '@weft/wire';
 import type { Op } from '../ops.ts';
 import type { SyncContext } from './context.ts';
@@ -24,17 +24,14 @@ import { requeueMovedEdits } from './propagate/local-change.ts';
  */
 export async function repairFailedOp(ctx: SyncContext, op: Op, code: string): Promise<void> {
   if (op.kind === 'move' && code === 'ALREADY_EXISTS') {
-    const d = decideHint('refused-taken');
-    ctx.traceDecision(op.to, d, { from: op.from, code });
+    const d = ctx.decide(stated(op.to, 'refused-taken'), { from: op.from, code });
     if (d.action === 'move-to-copy' && (await moveToCopy(ctx, op, d.id))) return;
   }
   if (op.kind === 'move' && code === 'NOT_FOUND') {
-    const d = decideHint('refused-source-gone');
-    ctx.traceDecision(op.to, d, { from: op.from, code });
+    const d = ctx.decide(stated(op.to, 'refused-source-gone'), { from: op.from, code });
     if (d.action === 'reupload') return reupload(ctx, op.to);
   }
-  const d = decideHint('refused');
-  ctx.traceDecision(op.kind === 'move' ? op.to : op.path, d, { code });
+  const d = ctx.decide(stated(op.kind === 'move' ? op.to : op.path, 'refused'), { code });
   if (d.action !== 'reconcile') return;
   if (op.kind === 'mkdir') await sendMkdirAgain(ctx, op.path);
   ctx.control.reconcileEverything();

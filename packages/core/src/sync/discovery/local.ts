@@ -68,10 +68,11 @@ export async function discoverLocal(
 }
 
 /**
- * What the scan found changed here, as the decision table sees it: the remote side is as
- * last synced (the pull ran first; what it brought is in the journal), so a new file or
- * folder is D2, an edit D7, a delete D11. Each operation is asked of the table and kept
- * only when its row says to send it; a move is no row (the server answers it: D24–D26).
+ * What the scan found changed here, as the decision table sees it: one observation per
+ * operation's path, the remote side as last synced (the pull ran first; what it brought is
+ * in the journal), so a new file or folder is D2, an edit D7, a delete D11. Each operation
+ * is asked of the table and kept only when its row says to send it; a move is no row (the
+ * server answers it: D24–D26).
  */
 function decideScanned(result: ScanResult): ScanResult {
   const keep: number[] = [];
@@ -90,16 +91,24 @@ function decideScanned(result: ScanResult): ScanResult {
   };
 }
 
-/** The three contents of an operation's path, as hashes the table compares (not real ones). */
+/** The base the scan compared with, where an operation does not carry its hash. */
+const SYNCED = 'as synced';
+/** A folder's content marker (a folder has no hash). */
+const FOLDER = 'a folder';
+
+/** The observation of an operation's path: the base as the journal had it, the remote side the same. */
 function observe(op: Op): Observation | undefined {
-  const created = { baseHash: undefined, localHash: 'here', remoteHash: undefined };
   switch (op.kind) {
     case 'put':
-      return op.created ? created : { baseHash: 'base', localHash: 'edited', remoteHash: 'base' };
+      return op.created
+        ? { path: op.path, base: undefined, local: op.hash, remote: undefined, kind: { local: 'file' } }
+        : { path: op.path, base: SYNCED, local: op.hash, remote: SYNCED, kind: { local: 'file' } };
     case 'mkdir':
-      return op.created ? created : undefined;
+      return op.created
+        ? { path: op.path, base: undefined, local: FOLDER, remote: undefined, kind: { local: 'dir' } }
+        : undefined;
     case 'delete':
-      return { baseHash: 'base', localHash: undefined, remoteHash: 'base' };
+      return { path: op.path, base: SYNCED, local: undefined, remote: SYNCED, kind: {} };
     case 'move':
       return undefined;
   }

@@ -8,7 +8,7 @@
 import * as fsp from 'node:fs/promises';
 import type { ChangeRecord, EntryInfo } from '@weft/wire';
 import { LocalMerkle, findDivergence } from '../../consistency.ts';
-import { decide, decideHint } from '../../decisions.ts';
+import { type DecisionRow, type Observation, decide } from '../../decisions.ts';
 import type { FileRow } from '../../journal/journal.ts';
 import type { SyncContext } from '../context.ts';
 import { keepConflict } from '../propagate/conflict.ts';
@@ -116,6 +116,26 @@ async function applyRemote(ctx: SyncContext, c: ChangeRecord): Promise<void> {
 }
 
 /**
+ * What discovery sees of a remote file entry at its path: the base and local content the
+ * journal and the disk hold, the remote content, and the circumstance that decides first —
+ * our own write echoed (D16: its revision is the synced one; the disk is not read, the
+ * journal's content stands for it) or acknowledged never (D17: content this device sent).
+ */
+async function observeFile(
+  ctx: SyncContext,
+  entry: EntryInfo,
+  row: FileRow | undefined,
+): Promise<Observation> {
+  const base = row?.syncedHash ?? undefined;
+  const o = { path: entry.path, base, remote: entry.sha256 };
+  const kind = { ...(base === undefined ? {} : { base: 'file' as const }), remote: 'file' as const };
+  if (row?.syncedRev === entry.revision) return { ...o, local: row.hash ?? undefined, kind, hint: 'echo' };
+  const local = await ctx.localHash(row, entry.path);
+  const seen: Observation = { ...o, local, kind: local === undefined ? kind : { ...kind, local: 'file' } };
+  return entry.sha256 && ctx.journal.wasSent(entry.path, entry.sha256) ? { ...seen, hint: 'sent' } : seen;
+}
+
+/**
  * Remote file entries: observe each path (base, local, remote), decide, and propagate —
  * small downloads in bundles, large ones by delta or whole.
  */
@@ -124,69 +144,54 @@ export async function applyRemoteFiles(
   entries: readonly EntryInfo[],
   device?: string,
 ): Promise<void> {
-  const decided: {
-    entry: EntryInfo;
-    row: FileRow | undefined;
-    local: string | undefined;
-    id: string;
-    action: string;
-  }[] = [];
+  const decided: { entry: EntryInfo; row: FileRow | undefined; local: string | undefined; d: DecisionRow }[] =
+    [];
   for (const entry of entries) {
     let row = ctx.journal.getFile(entry.path);
     if (row?.kind === 'dir' && row.syncedRev === null) {
       // A folder made here (never sent), a file made there: both kept (D27).
-      const d = decideHint('kind-clash');
-      ctx.traceDecision(entry.path, d, { rev: entry.revision, remote: entry.sha256 });
+      const clash = { path: entry.path, base: undefined, local: undefined, remote: entry.sha256 };
+      const d = ctx.decide({ ...clash, kind: { local: 'dir', remote: 'file' } }, { rev: entry.revision });
       if (d.action === 'conflict' && (await ownToCopy(ctx, entry.path, d.id))) row = undefined;
     }
-    if (row?.syncedRev === entry.revision) {
-      // Our own write, or already applied: the row's action, not the contents', decides.
-      const d = decideHint('echo');
+    let o = await observeFile(ctx, entry, row);
+    if (o.hint === 'echo') {
+      // Our own write, or already applied: not traced (every upload of ours echoes).
+      const d = decide(o);
       if (d.action !== 'nothing')
-        decided.push({ entry, row, local: await ctx.localHash(row, entry.path), id: d.id, action: d.action });
+        decided.push({ entry, row, local: await ctx.localHash(row, entry.path), d });
       continue;
     }
-    const local = await ctx.localHash(row, entry.path);
-    if (entry.sha256 && ctx.journal.wasSent(entry.path, entry.sha256)) {
+    if (o.hint === 'sent') {
       // Our own write whose acknowledgement was lost (a crash): it is the new base.
-      const d = decideHint('sent');
-      ctx.traceDecision(entry.path, d, { rev: entry.revision, remote: entry.sha256 });
+      const d = ctx.decide(o, { rev: entry.revision });
       if (d.action === 'record') {
         ctx.journal.transaction(() => {
-          recordSynced(ctx, entry, row, local ?? entry.sha256);
+          recordSynced(ctx, entry, row, o.local ?? entry.sha256);
           ctx.journal.clearSent(entry.path);
         });
         continue;
       }
+      o = { ...o, hint: undefined };
     }
-    const d = decide({ baseHash: row?.syncedHash ?? undefined, localHash: local, remoteHash: entry.sha256 });
-    decided.push({ entry, row, local, id: d.id, action: d.action });
-    ctx.traceDecision(entry.path, d, {
-      rev: entry.revision,
-      base: row?.syncedHash,
-      local,
-      remote: entry.sha256,
-    });
+    decided.push({ entry, row, local: o.local, d: ctx.decide(o, { rev: entry.revision }) });
   }
   const small: Download[] = [];
-  for (const w of decided) {
-    switch (w.action) {
+  for (const { entry, row, local, d } of decided) {
+    switch (d.action) {
       case 'record':
       case 'nothing':
-        recordSynced(ctx, w.entry, w.row, w.local);
+        recordSynced(ctx, entry, row, local);
         break;
       case 'upload':
         // Our newer local edit is queued; the remote is at our base or we win a delete race.
         break;
       case 'conflict':
-        await ctx.guarded(w.entry.path, () => keepConflict(ctx, w.entry, w.row, device, w.id));
+        await ctx.guarded(entry.path, () => keepConflict(ctx, entry, row, device, d.id));
         break;
       case 'download':
-        if (w.entry.size < ctx.small) small.push({ entry: w.entry, local: w.local, row: w.id });
-        else
-          await ctx.guarded(w.entry.path, () =>
-            downloadLarge(ctx, { entry: w.entry, local: w.local, row: w.id }),
-          );
+        if (entry.size < ctx.small) small.push({ entry, local, row: d.id });
+        else await ctx.guarded(entry.path, () => downloadLarge(ctx, { entry, local, row: d.id }));
         break;
       default:
         break;
@@ -200,11 +205,17 @@ async function applyRemoteMove(ctx: SyncContext, from: string, to: string, entry
   const row = ctx.journal.getFile(from);
   const target = ctx.journal.getFile(to);
   const inTheWay = target ? undefined : await fsp.lstat(await ctx.at(to)).catch(() => undefined);
-  const free = !target && !inTheWay;
-  let d = decideHint(row && free ? 'moved' : 'moved-blocked');
-  ctx.traceDecision(to, d, { from });
+  const seen: Observation = {
+    path: to,
+    base: row?.syncedHash ?? undefined,
+    local: row?.hash ?? undefined,
+    remote: entry.sha256,
+    kind: { remote: entry.kind },
+    moveHint: { from, sourceHere: row !== undefined, destinationFree: !target && !inTheWay },
+  };
+  let d = ctx.decide(seen);
   if (d.action === 'move-local') {
-    if (await moveLocal(ctx, from, to, entry.revision, entry.sha256)) {
+    if (await moveLocal(ctx, from, to, entry.revision, entry.sha256, d.id)) {
       // What changed there before the move and could not come down under the old name
       // (its download found it moved already) is decided as usual now: an edit (D8/D10),
       // a file put into the folder (D3). The feed will not repeat it.
@@ -215,8 +226,8 @@ async function applyRemoteMove(ctx: SyncContext, from: string, to: string, entry
       else await fetchRemoteSubtree(ctx, to, undefined, true);
       return;
     }
-    d = decideHint('moved-blocked');
-    ctx.traceDecision(to, d, { from });
+    // The rename failed here: decided again as a blocked move.
+    d = ctx.decide({ ...seen, moveHint: { from, sourceHere: true, destinationFree: false } });
   }
   if (d.action !== 'download') return;
   // We did not have it (or something is in the way): fetch the destination as new content.
@@ -280,8 +291,13 @@ export async function repairPath(ctx: SyncContext, p: string): Promise<void> {
   if (row && row.kind !== current?.kind) {
     if (current) {
       // A file where we had a folder (or the other way round): ours goes first (D22).
-      const d = decideHint('kind-changed');
-      ctx.traceDecision(p, d, { was: row.kind, now: current.kind });
+      const d = ctx.decide({
+        path: p,
+        base: row.syncedHash ?? undefined,
+        local: row.hash ?? undefined,
+        remote: current.sha256,
+        kind: { base: row.kind, remote: current.kind },
+      });
       if (d.action === 'replace-kind') await deleteLocal(ctx, p);
     } else {
       await deleteLocal(ctx, p); // nothing there: decided as a remote delete

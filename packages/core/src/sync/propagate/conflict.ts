@@ -8,7 +8,7 @@ import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import type { EntryInfo, OpResult } from '@weft/wire';
 import { conflictCopyPath } from '../../conflict-name.ts';
-import { decideHint } from '../../decisions.ts';
+import { stated } from '../../decisions.ts';
 import { type FileRow, SMUDGED_MTIME } from '../../journal/journal.ts';
 import { atomicWrite } from '../../local-fs.ts';
 import type { Op } from '../../ops.ts';
@@ -83,8 +83,7 @@ export function noteServerConflict(
   r: Extract<OpResult, { status: 'conflict' }>,
 ): void {
   const { path, conflictPath } = r.conflict;
-  const d = decideHint('refused-conflict');
-  ctx.traceDecision(path, d, { copy: conflictPath });
+  const d = ctx.decide(stated(path, 'refused-conflict'), { copy: conflictPath });
   ctx.status.conflict(path, conflictPath || path, d.id);
   ctx.serverConflicts.push({ op, path, conflictPath, entry: r.entry, action: d.action });
   ctx.control.pullAgain();

@@ -17,7 +17,7 @@ import { openOldFile } from '@weft/rsync-wasm/node';
 import { type EntryInfo, MAX_BUNDLE_BYTES } from '@weft/wire';
 import { chooseBlockSize } from '../../adaptive.ts';
 import { conflictCopyPath } from '../../conflict-name.ts';
-import { decide, decideHint } from '../../decisions.ts';
+import { stated } from '../../decisions.ts';
 import type { FileRow } from '../../journal/journal.ts';
 import { atomicWrite } from '../../local-fs.ts';
 import { RemoteError } from '../../remote/proxy-client.ts';
@@ -163,8 +163,7 @@ export async function writeDownloaded(
   if (ctx.caseInsensitive && ctx.caseClash(p)) {
     // On this disk the name would land on another file that differs only by case: keep
     // ours, leave theirs on the server, and say so.
-    const d = decideHint('case-clash');
-    ctx.traceDecision(p, d);
+    const d = ctx.decide(stated(p, 'case-clash'));
     if (d.action === 'skip') {
       ctx.status.warn(`not downloaded: ${p} differs only by case from a file already here`);
       return;
@@ -186,8 +185,11 @@ export async function writeDownloaded(
       // the decision saw, and never replace an edit made meanwhile.
       const now = await ctx.localHash(ctx.journal.getFile(p), p);
       if (now !== w.expectedLocal) {
-        const again = decide({ baseHash: w.expectedLocal, localHash: now, remoteHash: w.sha256 });
-        ctx.traceDecision(p, again, { stage: 'write', base: w.expectedLocal, local: now, remote: w.sha256 });
+        // The content the download was decided on stands as the base: an edit since is ours.
+        const again = ctx.decide(
+          { path: p, base: w.expectedLocal, local: now, remote: w.sha256, kind: { remote: 'file' } },
+          { stage: 'write' },
+        );
         row = again.id;
         if (again.action !== 'download' && again.action !== 'record' && again.action !== 'nothing') {
           landedAt = conflictCopyPath(p, 'another device', new Date(ctx.now()), ctx.taken);
@@ -297,8 +299,16 @@ export async function makeLocalDir(ctx: SyncContext, entry: EntryInfo): Promise<
   let st = await fsp.lstat(abs).catch(() => undefined);
   if (st?.isFile() && row?.kind === 'file' && row.syncedRev === null) {
     // A file made here (never sent), a folder made there: both kept (D27).
-    const d = decideHint('kind-clash');
-    ctx.traceDecision(entry.path, d, { rev: entry.revision, local: row.hash });
+    const d = ctx.decide(
+      {
+        path: entry.path,
+        base: undefined,
+        local: row.hash ?? undefined,
+        remote: undefined,
+        kind: { local: 'file', remote: 'dir' },
+      },
+      { rev: entry.revision },
+    );
     if (d.action === 'conflict' && (await ownToCopy(ctx, entry.path, d.id))) st = undefined;
   }
   if (st && !st.isDirectory()) return; // a local file is in the way: the scanner reports it

@@ -5,11 +5,14 @@
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { type DecisionRow, decide, decideHint } from '../../decisions.ts';
+import type { DecisionRow, Observation } from '../../decisions.ts';
 import { SMUDGED_MTIME } from '../../journal/journal.ts';
 import { PARTIAL_PREFIX } from '../../local-fs.ts';
 import type { Op } from '../../ops.ts';
 import type { SyncContext } from '../context.ts';
+
+/** The base of an entry as last synced, where the journal keeps no content hash (a folder). */
+const SYNCED = 'as synced';
 
 /**
  * `p` is gone from the server. What is here as last synced goes to the trash (D12, or
@@ -28,18 +31,21 @@ export async function deleteLocal(ctx: SyncContext, p: string): Promise<void> {
     const local = await ctx.localHash(row, f);
     if (local !== undefined && (!row || row.kind !== 'file' || local !== row.syncedHash)) keep.set(f, local);
   }
-  let d: DecisionRow;
   const kept = keep.get(p);
+  let o: Observation;
   if (top?.kind === 'file' && kept !== undefined) {
-    d = decide({ baseHash: top.syncedHash ?? undefined, localHash: kept, remoteHash: undefined });
+    const base = top.syncedHash ?? undefined;
+    o = { path: p, base, local: kept, remote: undefined, kind: { local: 'file' } };
   } else if (keep.size > 0) {
-    d = decideHint('folder-gone-with-changes');
+    const base = top?.syncedHash ?? SYNCED;
+    o = { path: p, base, local: undefined, remote: undefined, kind: {}, hint: 'folder-gone-with-changes' };
   } else {
     // All here is as last synced (or gone here too): its content is the base.
     const here = (await fsp.lstat(abs).catch(() => undefined)) !== undefined;
-    d = decide({ baseHash: 'base', localHash: here ? 'base' : undefined, remoteHash: undefined });
+    const base = top?.syncedHash ?? SYNCED;
+    o = { path: p, base, local: here ? base : undefined, remote: undefined, kind: {} };
   }
-  ctx.traceDecision(p, d, { kept: keep.size });
+  const d: DecisionRow = ctx.decide(o, { kept: keep.size });
   if (d.action === 'delete-local' || d.action === 'forget') {
     await ctx.trash.keep(abs, ctx.paths.localRel(p));
     ctx.journal.deleteFilesUnder(p);
@@ -115,7 +121,9 @@ export async function moveLocal(
   to: string,
   revision: string,
   /** The moved file's content there: a revision whose content is not our base is not taken. */
-  sha256?: string,
+  sha256: string | undefined,
+  /** The decision-table row that asked for it (D20). */
+  rowId: string,
 ): Promise<boolean> {
   const absFrom = await ctx.at(from);
   const absTo = await ctx.at(to);
@@ -132,7 +140,7 @@ export async function moveLocal(
   const newerThere = moved?.kind === 'file' && sha256 !== undefined && sha256 !== moved.syncedHash;
   if (moved && !newerThere) ctx.journal.upsertFile({ ...moved, syncedRev: revision });
   requeueMovedEdits(ctx, to);
-  ctx.status.activity({ kind: 'moved', path: to, detail: from, row: decideHint('moved').id });
+  ctx.status.activity({ kind: 'moved', path: to, detail: from, row: rowId });
   return true;
 }
 

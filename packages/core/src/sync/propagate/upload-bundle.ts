@@ -13,7 +13,7 @@ import {
   bundleEntrySize,
   encodeBundle,
 } from '@weft/wire';
-import { decideHint } from '../../decisions.ts';
+import { stated } from '../../decisions.ts';
 import type { Op } from '../../ops.ts';
 import type { SyncContext } from '../context.ts';
 import { noteServerConflict } from './conflict.ts';
@@ -138,8 +138,7 @@ export function finishPut(
     if (r.status === 'error') ctx.status.activity({ kind: 'error', path: p, detail: r.error.message });
   });
   if (r?.status === 'error') {
-    const d = decideHint('refused');
-    ctx.traceDecision(p, d, { code: r.error.code });
+    const d = ctx.decide(stated(p, 'refused'), { code: r.error.code });
     if (d.action === 'reconcile') ctx.control.reconcileEverything();
   }
   if (r?.status === 'applied') ctx.status.activity({ kind: 'uploaded', path: p });
