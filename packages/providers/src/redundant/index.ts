@@ -20,7 +20,8 @@ export {
   type ScrubOptions,
   type ScrubReport,
 } from './maintenance.ts';
-export { PlacementStore } from './store.ts';
+export { PlacementStore, type HoldingRow } from './store.ts';
+export * from './status.ts';
 export * from './planner.ts';
 export * from './fragment.ts';
 

@@ -123,6 +123,12 @@ export interface ScrubOptions {
   /** Repair what is missing or corrupt (default true). */
   readonly repair?: boolean;
   readonly sleep?: (ms: number) => Promise<void>;
+  /** The clock the pacing reads (default Date.now; tests pair it with `sleep`). */
+  readonly now?: () => number;
+  /** Called with the report so far after each blob (a running scrub's progress). */
+  readonly onProgress?: (report: Readonly<ScrubReport>) => void;
+  /** Stops the scrub between blobs (it then rejects with the signal's reason). */
+  readonly signal?: AbortSignal;
 }
 
 export interface ScrubReport {
@@ -158,12 +164,14 @@ export async function scrub(tier: RedundantProvider, options: ScrubOptions = {})
   for (const id of tier.backendIds()) if (tier.isUp(id)) await tier.replay(id);
   await tier.release(tier.store.unreferenced());
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
-  const started = Date.now();
+  const now = options.now ?? Date.now;
+  const started = now();
   for (const id of tier.store.objectIds()) {
     const obj = tier.store.object(id);
     if (!obj) continue;
     report.objects += 1;
     for (const loc of tier.store.locations(id)) {
+      options.signal?.throwIfAborted();
       const p = tier.backend(loc.backend);
       if (!p || !tier.isUp(loc.backend) || loc.state === 'owed') {
         report.skipped += 1;
@@ -174,6 +182,8 @@ export async function scrub(tier: RedundantProvider, options: ScrubOptions = {})
       if (verdict === 'missing') report.missing += 1;
       if (verdict === 'corrupt') report.corrupt += 1;
       if (verdict !== 'ok') tier.store.setLocation(id, loc.slot, { state: 'bad' });
+      // Marked bad by a read that failed midway, but whole on the backend: good again.
+      else if (loc.state === 'bad') tier.store.setLocation(id, loc.slot, { state: 'ok' });
       if (verdict !== 'ok' && options.repair !== false) {
         try {
           await p.write(
@@ -187,8 +197,9 @@ export async function scrub(tier: RedundantProvider, options: ScrubOptions = {})
           report.unrepairable += 1;
         }
       }
+      options.onProgress?.(report);
       if (options.bytesPerSecond) {
-        const due = (report.bytesRead / options.bytesPerSecond) * 1000 - (Date.now() - started);
+        const due = (report.bytesRead / options.bytesPerSecond) * 1000 - (now() - started);
         if (due > 0) await sleep(due);
       }
     }

@@ -268,6 +268,12 @@ export class RedundantProvider implements Provider {
     });
   }
 
+  /** A backend's own recent samples (empty until measured; `stats` assumes a default then). */
+  measured(id: string): { latencyMs: readonly number[]; throughputBps: readonly number[] } {
+    const b = this.live.get(id);
+    return { latencyMs: b?.latencyMs ?? [], throughputBps: b?.throughputBps ?? [] };
+  }
+
   recordTransfer(id: string, bytes: number, ms: number): void {
     const b = this.live.get(id);
     if (!b) return;

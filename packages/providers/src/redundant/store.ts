@@ -38,6 +38,15 @@ export interface LocationRow {
   readonly state: 'ok' | 'owed' | 'bad';
 }
 
+/** One location with its object's layout (PlacementStore.holdings). */
+export interface HoldingRow {
+  readonly object_id: string;
+  readonly layout: ObjectRow['layout'];
+  readonly k: number;
+  readonly backend: string;
+  readonly state: LocationRow['state'];
+}
+
 export interface LogRow {
   readonly seq: number;
   readonly backend: string;
@@ -280,6 +289,18 @@ export class PlacementStore {
             .all(backend)
     ) as { id: string }[];
     return rows.map((r) => r.id);
+  }
+
+  /**
+   * Every location with its object's layout and k, grouped by object (slot order): one pass
+   * for the tier's status and risk report (status.ts).
+   */
+  holdings(): IterableIterator<HoldingRow> {
+    return this.db
+      .prepare(
+        'SELECT l.object_id, o.layout, o.k, l.backend, l.state FROM locations l JOIN objects o ON o.id = l.object_id ORDER BY l.object_id, l.slot',
+      )
+      .iterate() as IterableIterator<HoldingRow>;
   }
 
   setLocation(id: string, slot: number, change: { state?: LocationRow['state']; backend?: string }): void {
