@@ -129,11 +129,20 @@ export interface MirrorEngineOptions {
   /** Called after each round of start(): entries still pending, and the round's error if it failed. */
   readonly onRound?: (r: { readonly pending: number; readonly error?: unknown }) => void;
   /**
-   * How often an unavailable replica is tried again: at the next round after the first
-   * failure, then `first` after the second, doubling with each failed try up to `max`.
-   * Defaults 2,000 ms and 600,000 ms (10 min).
+   * How often an unavailable replica is tried again (Weft's one retry policy,
+   * `@weft/providers/backoff`): at the next round after the first failure, then up to
+   * `first` after the second, the ceiling doubling with each failed try up to `max`; the
+   * wait is drawn in [ceiling/2, ceiling) (`jitter` 'equal', the default) or is the ceiling
+   * ('none'). A Retry-After the cloud sent (TransientError.retryAfterMs) replaces it, capped
+   * at `max`. Defaults 2,000 ms and 600,000 ms (10 min).
    */
-  readonly probeBackoffMs?: { readonly first?: number; readonly max?: number };
+  readonly probeBackoffMs?: {
+    readonly first?: number;
+    readonly max?: number;
+    readonly jitter?: 'equal' | 'full' | 'none';
+  };
+  /** Uniform in [0, 1): the probe backoff's jitter. Default Math.random (injected by tests). */
+  readonly random?: () => number;
 }
 
 export class MirrorEngine {
@@ -196,8 +205,12 @@ export class MirrorEngine {
       log: this.log,
       now: this.now,
       stats: this.stats,
-      probeFirstMs: options.probeBackoffMs?.first ?? 2000,
-      probeMaxMs: options.probeBackoffMs?.max ?? 600_000,
+      probe: {
+        baseMs: options.probeBackoffMs?.first ?? 2000,
+        capMs: options.probeBackoffMs?.max ?? 600_000,
+        jitter: options.probeBackoffMs?.jitter ?? 'equal',
+      },
+      random: options.random ?? Math.random,
     });
     this.parking = new Parking({
       store: this.store,

@@ -17,6 +17,8 @@ export type MirrorErrorCode =
   | 'Vault'
   /** An inter-proxy request failed authentication. */
   | 'PeerAuth'
+  /** The inter-proxy sender was closed while a call waited on it. */
+  | 'PeerClosed'
   /** An inter-proxy metadata batch is malformed. */
   | 'BadBatch'
   /** An inter-proxy binary frame is malformed. */
@@ -43,4 +45,9 @@ export class NotQuiescentError extends MirrorError {
 
 export class MissingContentError extends MirrorError {
   readonly code = 'MissingContent' as const;
+}
+
+/** The inter-proxy sender was closed (stop, shutdown) while a connect, send or write waited on it. */
+export class PeerClosedError extends MirrorError {
+  readonly code = 'PeerClosed' as const;
 }

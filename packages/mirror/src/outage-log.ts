@@ -2,11 +2,15 @@
  * Replica availability (DESIGN §5): a replica whose call fails is unavailable — the others
  * go on, and what is pending for it waits, in log order, in its outage log (the log
  * entries not yet done for it) — and is tried again (probed) after a backoff: at the next
- * round after the first failure, then `first`, doubling up to `max`. Outages are persisted
+ * round after the first failure, then on Weft's one retry policy (`@weft/providers/backoff`:
+ * `first` doubling up to `max`, with jitter; a Retry-After the cloud sent, carried by the
+ * provider's TransientError, is honoured, capped at `max`). Outages are persisted
  * (replica_outage) so a restarted engine keeps them; the first probe that goes through
  * ends one and its outage log replays.
  */
 import type { Logger } from 'pino';
+import { isTransient } from '@weft/providers';
+import { type BackoffPolicy, backoffDelay } from '@weft/providers/backoff';
 import type { Clock } from './clock.ts';
 import type { MirrorStats, Replica } from './context.ts';
 import { isAuthFailure, isQuotaExceeded } from './provider-failures.ts';
@@ -42,8 +46,26 @@ export interface OutageLogOptions {
   readonly log: Logger;
   readonly now: Clock;
   readonly stats: MirrorStats;
-  readonly probeFirstMs: number;
-  readonly probeMaxMs: number;
+  /** baseMs: the wait after the second failure in a row; capMs: the longest wait. */
+  readonly probe: BackoffPolicy;
+  /** Uniform in [0, 1), for the jitter (injected by tests). */
+  readonly random: () => number;
+}
+
+/**
+ * The wait before an unavailable replica is tried again after its `failures`-th failure in
+ * a row: the first is tried again at the next round (a blip), unless the cloud said when
+ * (Retry-After); then the policy's delay for failure n − 1.
+ */
+export function probeDelay(
+  policy: BackoffPolicy,
+  failures: number,
+  e: unknown,
+  random: () => number,
+): number {
+  const retryAfterMs = isTransient(e) ? e.retryAfterMs : undefined;
+  if (failures <= 1 && retryAfterMs === undefined) return 0;
+  return backoffDelay(policy, Math.max(1, failures - 1), { retryAfterMs, random });
 }
 
 export class OutageLog {
@@ -112,9 +134,7 @@ export class OutageLog {
     const t = this.o.now();
     const prev = this.outages.get(r.id);
     const failures = (prev?.failures ?? 0) + 1;
-    // The first failure is tried again at the next round (a blip); then first, 2·first, … max.
-    const delay =
-      failures === 1 ? 0 : Math.min(this.o.probeMaxMs, this.o.probeFirstMs * 2 ** Math.min(failures - 2, 30));
+    const delay = probeDelay(this.o.probe, failures, e, this.o.random);
     const o: Outage = {
       cause: outageCause(e),
       sinceMs: prev?.sinceMs ?? t,

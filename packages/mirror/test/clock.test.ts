@@ -26,19 +26,19 @@ function setup(options: Partial<MirrorEngineOptions> = {}) {
   const clock = { t: START };
   const ann = new MemoryProvider({ name: 'ann' });
   const benMem = new MemoryProvider({ name: 'ben' });
-  const fault: { down?: boolean; onWrite?: () => void } = {};
+  const fault: { down?: boolean; retryAfterMs?: number; onWrite?: () => void } = {};
   const ben = new FaultInjectingProvider(benMem, {
     before(info) {
       if (!WRITES.has(info.op)) return undefined;
       fault.onWrite?.();
-      return fault.down ? new TransientError('injected: 503') : undefined;
+      return fault.down ? new TransientError('injected: 503', fault.retryAfterMs) : undefined;
     },
   });
   const engine = new MirrorEngine({
     shareId: 's',
     db,
     now: () => clock.t,
-    probeBackoffMs: { first: 60_000, max: 600_000 },
+    probeBackoffMs: { first: 60_000, max: 600_000, jitter: 'none' },
     ...options,
     replicas: [
       { id: 'r0', member: 'ann', provider: ann, root: '', wrap: { retry: { maxAttempts: 1 } } },
@@ -120,5 +120,41 @@ describe('the engine reads time from its injected clock only', () => {
     expect(s.engine.pendingCount()).toBe(1);
     await s.engine.quiesce();
     expect(await readText(s.ben, 'g.txt')).toBe('g');
+  });
+});
+
+describe("an unavailable replica is probed on Weft's one retry policy", () => {
+  /** Fail the write to ben at every probe; the waits between probes, by the injected clock. */
+  async function waits(s: ReturnType<typeof setup>, probes: number): Promise<number[]> {
+    await s.ann.write('a.txt', text('a1'));
+    s.fault.down = true;
+    const out: number[] = [];
+    for (let i = 0; i < probes; i++) {
+      await s.engine.step();
+      const next = s.engine.replicaStatus()[1]?.nextProbeMs ?? Number.NaN;
+      out.push(next - s.clock.t);
+      s.clock.t = next; // the probe is due: the next step tries ben again
+    }
+    return out;
+  }
+
+  it('waits grow exponentially with equal jitter drawn from the injected random, up to the cap', async () => {
+    const s = setup({ probeBackoffMs: { first: 60_000, max: 600_000 }, random: () => 0.5 });
+    // The first failure is tried at the next round; then ceilings 60 s, 120 s, … 600 s,
+    // each wait drawn in [ceiling/2, ceiling): 0.5 → three quarters of the ceiling.
+    expect(await waits(s, 7)).toEqual([0, 45_000, 90_000, 180_000, 360_000, 450_000, 450_000]);
+    s.fault.down = false;
+    await s.engine.step();
+    expect(s.engine.replicaStatus()[1]).toMatchObject({ state: 'available', waiting: 0 });
+  });
+
+  it('a Retry-After from the cloud (TransientError.retryAfterMs) sets the next probe, capped at max', async () => {
+    const s = setup({ random: () => 0 });
+    s.fault.retryAfterMs = 90_000;
+    // Even the first failure, which would be tried at the next round, waits what the cloud asked.
+    expect(await waits(s, 3)).toEqual([90_000, 90_000, 90_000]);
+    s.fault.retryAfterMs = 3_600_000;
+    await s.engine.step();
+    expect(s.engine.replicaStatus()[1]?.nextProbeMs).toBe(s.clock.t + 600_000);
   });
 });

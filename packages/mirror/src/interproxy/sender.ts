@@ -5,14 +5,18 @@
  * needed — small files in bundles, large new files in transfer blocks, large changed files
  * as rsync deltas against the destination's cached copy — compressed when Eq. 3–4 says so.
  * Many blocks are in flight; acks come back asynchronously; after a break it reconnects
- * with the same session and re-sends only the blocks the destination does not hold.
+ * (waits on Weft's one retry policy, `@weft/providers/backoff`) with the same session and
+ * re-sends only the blocks the destination does not hold.
  */
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import pino, { type Logger } from 'pino';
 import WebSocket from 'ws';
+import { Backoff, parseRetryAfter } from '@weft/providers/backoff';
 import { BUNDLE_OVERHEAD, encodeBundle } from '@weft/wire/bundle';
-import { checkServerProof, signUpgrade } from './auth.ts';
+import { type Timer, systemTimer } from '../clock.ts';
+import { PeerClosedError } from '../errors.ts';
+import { checkServerProof, PeerAuthError, signUpgrade } from './auth.ts';
 import { planTransfers, TRANSFER_BLOCK_BYTES } from './compare.ts';
 import { AdaptiveCompression, LinkRateEstimator } from './compression.ts';
 import {
@@ -52,9 +56,14 @@ export interface PeerSenderOptions {
   readonly maxInFlight?: number;
   /** Unacknowledged bytes at most (default 32 MiB). */
   readonly maxInFlightBytes?: number;
-  /** Reconnect back-off bounds (default 50 ms … 2 s). */
+  /** Reconnect waits: drawn in [c/2, c), c doubling from min to max; a refusal's Retry-After
+   * (503, 429) replaces one, capped at max. Default 50 ms … 2 s. */
   readonly reconnectMinMs?: number;
   readonly reconnectMaxMs?: number;
+  /** Uniform in [0, 1): the backoff's jitter. Default Math.random (injected by tests). */
+  readonly random?: () => number;
+  /** Where the reconnect waits (default: setTimeout; injected by tests to see and drive them). */
+  readonly timer?: Timer;
   readonly logger?: Logger;
 }
 
@@ -96,8 +105,9 @@ export class PeerSender extends EventEmitter {
   private ready = false;
   private closing = false;
   private everConnected = false;
-  private backoff: number;
-  private reconnectTimer: NodeJS.Timeout | undefined;
+  private readonly backoff: Backoff;
+  private retryAfterMs: number | undefined; // a refusal's Retry-After, for the next wait
+  private reconnectTimer: (() => void) | undefined;
   private nextSeq = 0;
   private nextBatch = 0;
   private readonly unacked = new Map<number, Pending>();
@@ -120,7 +130,11 @@ export class PeerSender extends EventEmitter {
     this.blockBytes = options.blockBytes ?? TRANSFER_BLOCK_BYTES;
     this.maxInFlight = options.maxInFlight ?? 16;
     this.maxInFlightBytes = options.maxInFlightBytes ?? 32 * 1024 * 1024;
-    this.backoff = options.reconnectMinMs ?? 50;
+    const baseMs = options.reconnectMinMs ?? 50;
+    this.backoff = new Backoff(
+      { baseMs, capMs: Math.max(baseMs, options.reconnectMaxMs ?? 2000), jitter: 'equal' },
+      options.random,
+    );
   }
 
   /** Open the connection (resolves once the destination proved itself). */
@@ -190,7 +204,7 @@ export class PeerSender extends EventEmitter {
             { peer: this.options.peerId },
             'peer failed to prove the shared secret: disconnecting',
           );
-          this.failReady(new Error(`peer ${this.options.peerId} failed authentication`));
+          this.failReady(new PeerAuthError(`peer ${this.options.peerId} failed authentication`));
           this.closing = true;
           return void ws.terminate();
         }
@@ -203,8 +217,12 @@ export class PeerSender extends EventEmitter {
     ws.on('unexpected-response', (_req, res) => {
       this.log.warn({ status: res.statusCode }, 'peer refused the connection');
       if (res.statusCode === 401 || res.statusCode === 403) {
-        this.failReady(new Error(`peer ${this.options.peerId} refused our credentials (${res.statusCode})`));
+        this.failReady(
+          new PeerAuthError(`peer ${this.options.peerId} refused our credentials (${res.statusCode})`),
+        );
       }
+      const retryAfter = res.headers['retry-after'];
+      this.retryAfterMs = parseRetryAfter(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
       ws.terminate();
     });
     ws.on('error', (err) => this.log.debug({ err }, 'peer socket error'));
@@ -214,9 +232,9 @@ export class PeerSender extends EventEmitter {
       this.socket = undefined;
       this.ready = false;
       if (this.closing) return;
-      const delay = this.backoff;
-      this.backoff = Math.min(this.backoff * 2, this.options.reconnectMaxMs ?? 2000);
-      this.reconnectTimer = setTimeout(() => {
+      const delay = this.backoff.next(this.retryAfterMs);
+      this.retryAfterMs = undefined;
+      this.reconnectTimer = (this.options.timer ?? systemTimer)(() => {
         this.reconnectTimer = undefined;
         if (!this.closing) this.open();
       }, delay);
@@ -230,7 +248,7 @@ export class PeerSender extends EventEmitter {
   private onWelcome(ws: WebSocket, resumed: boolean, acked: readonly number[]): void {
     if (this.everConnected) this.stats.reconnects += 1;
     this.everConnected = true;
-    this.backoff = this.options.reconnectMinMs ?? 50;
+    this.backoff.reset();
     if (!resumed && this.batches.size > 0) {
       // The destination lost this session (it restarted): every open batch starts over.
       for (const b of this.batches.values()) {
@@ -437,7 +455,7 @@ export class PeerSender extends EventEmitter {
   }
 
   private async sendOnce(files: readonly SourceFile[]): Promise<FileOutcome[]> {
-    if (this.closing) throw new Error('sender closed');
+    if (this.closing) throw new PeerClosedError('sender closed');
     if (!this.socket && !this.reconnectTimer) this.open();
     const b: BatchRun = {
       id: this.nextBatch++,
@@ -556,13 +574,14 @@ export class PeerSender extends EventEmitter {
 
   async close(): Promise<void> {
     this.closing = true;
-    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
-    this.failReady(new Error('sender closed'));
+    this.reconnectTimer?.();
+    this.reconnectTimer = undefined;
+    this.failReady(new PeerClosedError('sender closed'));
     for (const r of this.requests.values())
       r.resolve({ type: 'write-failed', id: r.msg.id, code: 'Transient', message: 'sender closed' });
     this.requests.clear();
     for (const b of this.batches.values()) {
-      b.failure = new Error('sender closed');
+      b.failure = new PeerClosedError('sender closed');
       for (const w of b.wake) w();
     }
     this.releaseWindow();
