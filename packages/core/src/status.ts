@@ -92,6 +92,14 @@ export interface FolderStatus {
   readonly storedAs?: readonly StoredAsItem[];
   /** Weft storage used and its quota; absent until read (or when the server has no usage). */
   readonly storage?: StorageStatus;
+  /** How bundles went up: deflated or raw (the adaptive choice), absent before the first. */
+  readonly uploadCompression?: UploadCompression;
+}
+
+export interface UploadCompression {
+  readonly deflated: number;
+  readonly raw: number;
+  readonly last: 'deflate' | 'raw';
 }
 
 const MAX_RECENT = 200;
@@ -139,6 +147,16 @@ export class StatusModel {
   save(kind: keyof Savings, amount: number): void {
     if (amount <= 0) return;
     this.update({ savings: { ...this.status.savings, [kind]: this.status.savings[kind] + amount } });
+  }
+
+  /** One bundle went up, deflated or not. */
+  bundleSent(deflated: boolean): void {
+    const c = this.status.uploadCompression ?? { deflated: 0, raw: 0, last: 'raw' as const };
+    this.update({
+      uploadCompression: deflated
+        ? { ...c, deflated: c.deflated + 1, last: 'deflate' }
+        : { ...c, raw: c.raw + 1, last: 'raw' },
+    });
   }
 
   transfer(t: TransferStatus): void {

@@ -91,6 +91,17 @@ export const FolderStatusSchema = z.object({
   massDeletePending: z.boolean().optional(),
   /** Weft storage used and its quota; absent until the agent has read it. */
   storage: StorageUsageSchema.optional(),
+  /**
+   * How bundles of small files went up (CoCloud Eq. 3–4 with hysteresis): bundles sent
+   * deflated and raw, and the last choice; absent until the first bundle.
+   */
+  uploadCompression: z
+    .object({
+      deflated: z.number().int().min(0),
+      raw: z.number().int().min(0),
+      last: z.enum(['deflate', 'raw']),
+    })
+    .optional(),
 });
 export type FolderStatusDto = z.infer<typeof FolderStatusSchema>;
 

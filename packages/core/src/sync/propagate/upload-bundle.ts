@@ -29,19 +29,19 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
     inBatch = new Set();
     bytes = BUNDLE_OVERHEAD;
     ctx.journal.markSent(current.map((b) => ({ path: b.entry.path, sha256: b.entry.sha256 })));
+    const compress =
+      shouldCompress(current.map((b) => b.entry.path)) &&
+      ctx.compression.shouldCompress(
+        current.map((b) => b.entry.content),
+        ctx.uploadRate.rate,
+      );
     const encoded = encodeBundle(
       current.map((b) => b.entry),
-      {
-        compress:
-          shouldCompress(current.map((b) => b.entry.path)) &&
-          ctx.compression.shouldCompress(
-            current.map((b) => b.entry.content),
-            ctx.uploadRate.rate,
-          ),
-      },
+      { compress },
     );
     const started = performance.now();
     const results = await ctx.client.uploadBundle(encoded);
+    ctx.status.bundleSent(compress);
     ctx.trace(
       'bundle',
       current.map((b, i) => ({
