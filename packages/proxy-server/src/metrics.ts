@@ -52,4 +52,16 @@ export class ProxyMetrics {
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'weft_proxy_' });
   }
+
+  /** `weft_pack_pending_files`: small files not yet in a pack, counted at each scrape. */
+  packPending(count: () => number): void {
+    new Gauge({
+      name: 'weft_pack_pending_files',
+      help: 'Small files durable on the filesystem tier whose content is in no pack yet (0: all in the object tier)',
+      registers: [this.registry],
+      collect() {
+        this.set(count());
+      },
+    });
+  }
 }

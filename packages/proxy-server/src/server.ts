@@ -233,6 +233,8 @@ export async function startProxyServer(
       intervalMs: config.packs.gcIntervalMs,
       ...(options.now ? { now: options.now } : {}),
     });
+    const counted = packer;
+    metrics.packPending(() => counted.pendingCount());
     // A pack written but not indexed before a crash, then whatever waits to be packed.
     await packer.recoverUnindexed();
     if (packer.pending(1).length > 0) packer.notify(0);

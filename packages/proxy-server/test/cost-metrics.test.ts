@@ -15,7 +15,8 @@ type Server = Awaited<ReturnType<typeof startTestServer>>;
 /** The value of one sample of the server's Prometheus text, 0 when absent. */
 export async function metric(server: { url: string }, name: string, labels: string): Promise<number> {
   const text = await (await fetch(`${server.url}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
+  const prefix = labels ? `${name}{${labels}}` : `${name} `;
+  const line = text.split('\n').find((l) => l.startsWith(prefix));
   return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : 0;
 }
 
@@ -118,3 +119,31 @@ describe('GET /v1/cost', () => {
 async function costOf(server: Server, c: TestClient): Promise<CostResponse> {
   return c.json<CostResponse>('GET', '/v1/cost');
 }
+
+describe('weft_pack_pending_files and weft_backend_request_bytes_total', () => {
+  let server: Server;
+  beforeAll(async () => {
+    // The timer never fires in this test: the flush below is the only one.
+    server = await startTestServer({ packs: { timeoutMs: 3_600_000 } });
+  });
+  afterAll(async () => server.stop());
+
+  it('countsSmallFilesNotYetPackedAndTheBytesThePackPutCarried', async () => {
+    const c = await TestClient.enrol(server, 'alice');
+    const files: Record<string, Uint8Array> = {};
+    for (let i = 0; i < 5; i++) files[`p/f${i}.bin`] = pseudoRandom(2000 + i, 40 + i);
+    // Two paths, one content: one pending file each, one pack entry.
+    files['p/copy.bin'] = files['p/f0.bin']!;
+    await c.putSmall(files);
+    expect(await metric(server, 'weft_pack_pending_files', '')).toBe(6);
+    const put = () => metric(server, 'weft_backend_request_bytes_total', 'backend="objects",kind="put"');
+    const before = await put();
+    expect(await server.packer!.flush()).toBe(1);
+    expect(await metric(server, 'weft_pack_pending_files', '')).toBe(0);
+    const [pack] = server.packer!.stats();
+    expect((await put()) - before).toBe(pack!.size);
+    expect(
+      await metric(server, 'weft_backend_request_bytes_total', 'backend="fs",kind="put"'),
+    ).toBeGreaterThan(5 * 2000);
+  });
+});

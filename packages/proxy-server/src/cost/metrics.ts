@@ -4,6 +4,7 @@ import type { Bill } from './model.ts';
 
 export class CostMetrics {
   readonly requests: Counter<'backend' | 'kind'>;
+  readonly requestBytes: Counter<'backend' | 'kind'>;
   readonly bill: Gauge<'scope' | 'basis' | 'part'>;
   readonly gcDecisions: Counter<'decision'>;
   readonly gcPredictedSaving: Counter;
@@ -17,6 +18,12 @@ export class CostMetrics {
     this.requests = new Counter({
       name: 'weft_backend_requests_total',
       help: 'Requests to a storage backend (fs, objects) by billing class (put, get, delete)',
+      labelNames: ['backend', 'kind'] as const,
+      registers,
+    });
+    this.requestBytes = new Counter({
+      name: 'weft_backend_request_bytes_total',
+      help: 'Bytes those requests carried (written by put, read by get), by backend and billing class',
       labelNames: ['backend', 'kind'] as const,
       registers,
     });

@@ -46,6 +46,7 @@ export class CostService {
     return (kind, requests, bytes) => {
       this.ledger.countRequests(backend, kind, requests, bytes);
       if (requests > 0) this.metrics.requests.inc({ backend, kind }, requests);
+      if (bytes > 0) this.metrics.requestBytes.inc({ backend, kind }, bytes);
     };
   }
 

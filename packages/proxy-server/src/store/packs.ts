@@ -187,6 +187,18 @@ export class Packer {
       .all(limit) as PendingContent[];
   }
 
+  /** How many small files `pending` would list (unbounded). */
+  pendingCount(): number {
+    const r = this.o.db
+      .prepare(
+        `SELECT COUNT(*) AS n FROM entries e
+         WHERE tier = 'small' AND sha256 IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM pack_entries p WHERE p.sha256 = e.sha256)`,
+      )
+      .get() as { n: number };
+    return r.n;
+  }
+
   /** A small file became durable on the filesystem tier: flush at the target or after the timeout. */
   notify(bytes: number): void {
     if (this.closed) return;
