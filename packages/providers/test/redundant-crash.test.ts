@@ -4,7 +4,9 @@
  * is reopened on the same directories: every file acknowledged reads back as written (or
  * as a change begun later, which may have committed), a file whose delete was
  * acknowledged is gone (or rewritten later), and the scrub finds nothing referenced but
- * missing or corrupt. CI: 2 rounds; WEFT_FULL=1: 20.
+ * missing or corrupt. Then the orphan sweep deletes what the kill left unreferenced (blobs
+ * stored by a write whose commit never happened): afterwards each backend holds exactly the
+ * blobs the placement store refers to. CI: 2 rounds; WEFT_FULL=1: 20.
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -16,13 +18,24 @@ import { describe, expect, it } from 'vitest';
 import { collect } from '../src/body.ts';
 import { FsProvider } from '../src/adapters/fs.ts';
 import { NotFoundError } from '../src/errors.ts';
-import { openRedundantProvider, scrub } from '../src/redundant/index.ts';
+import {
+  BLOB_DIR,
+  blobKey,
+  openRedundantProvider,
+  parseBlobKey,
+  scrub,
+  sweepOrphans,
+} from '../src/redundant/index.ts';
 
 const CHILD = nodePath.resolve(fileURLToPath(import.meta.url), '../fixtures/redundant-child.ts');
 const ROUNDS = process.env.WEFT_FULL === '1' ? 20 : 2;
 
-/** Run the child until it acknowledged `acks` changes, then kill -9 it; its stdout lines. */
-async function runAndKill(args: string[], seed: number, acks: number): Promise<string[]> {
+/**
+ * Run the child until it acknowledged `acks` changes, then `lagMs` later kill -9 it (a write
+ * takes the child ≥ 100 ms, so the lag spreads the kills over a write: encoding, some blobs
+ * stored, committing); its stdout lines.
+ */
+async function runAndKill(args: string[], seed: number, acks: number, lagMs: number): Promise<string[]> {
   const child = spawn(process.execPath, ['--import', 'tsx', CHILD, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, SEED: String(seed) },
@@ -38,6 +51,7 @@ async function runAndKill(args: string[], seed: number, acks: number): Promise<s
     });
     child.once('exit', (code) => reject(new Error(`child exited (${code}): ${err}`)));
   });
+  await new Promise((r) => setTimeout(r, lagMs));
   child.kill('SIGKILL');
   await exited;
   return out.split('\n').filter((l) => l !== '');
@@ -53,7 +67,12 @@ describe('redundant tier and kill -9', () => {
     const acked = new Map<string, string>();
     const pending = new Map<string, string[]>();
     for (let round = 0; round < ROUNDS; round++) {
-      const lines = await runAndKill([tierDir, ...roots], round + 1, 20 + ((round * 7) % 25));
+      const lines = await runAndKill(
+        [tierDir, ...roots],
+        round + 1,
+        20 + ((round * 7) % 25),
+        40 + ((round * 53) % 110),
+      );
       for (const line of lines) {
         const [kind, path, sha] = line.split(' ') as [string, string, string?];
         if (kind === 'BEGIN') pending.set(path, [...(pending.get(path) ?? []), sha!]);
@@ -87,6 +106,20 @@ describe('redundant tier and kill -9', () => {
         }
         const report = await scrub(tier, { repair: false });
         expect(report).toMatchObject({ missing: 0, corrupt: 0, skipped: 0 });
+        const swept = await sweepOrphans(tier, { graceMs: 0 });
+        expect(swept).toMatchObject({ backends: 5, skipped: [], young: 0 });
+        for (let b = 0; b < 5; b++) {
+          const want: string[] = [];
+          for (const id of tier.store.objectIds(`b${b}`)) {
+            const o = tier.store.object(id)!;
+            for (const l of tier.store.locations(id))
+              if (l.backend === `b${b}`) want.push(blobKey(o, l.slot));
+          }
+          const have: string[] = [];
+          for await (const e of backends[b]!.list(BLOB_DIR, { recursive: true }))
+            if (e.kind === 'file' && parseBlobKey(e.path)) have.push(e.path);
+          expect(have.sort(), `backend b${b} in round ${round}`).toEqual(want.sort());
+        }
         // The reopened tier's state is the next round's base.
         for (const path of acked.keys()) {
           const e = await tier.stat(path).catch(() => undefined);

@@ -20,6 +20,7 @@ export {
   type ScrubOptions,
   type ScrubReport,
 } from './maintenance.ts';
+export { parseBlobKey, sweepOrphans, type SweepOptions, type SweepReport } from './orphans.ts';
 export { PlacementStore, type HoldingRow } from './store.ts';
 export * from './status.ts';
 export * from './planner.ts';

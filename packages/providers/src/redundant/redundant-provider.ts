@@ -130,6 +130,7 @@ export class RedundantProvider implements Provider {
   private readonly spoolDir: string;
   private timer: NodeJS.Timeout | undefined;
   private readonly replaying = new Map<string, Promise<void>>();
+  private readonly writing = new Set<string>();
   /** Set by maintenance.ts: replays a backend's outage log after it came back. */
   onBackendUp: ((id: string) => Promise<void>) | undefined;
 
@@ -365,6 +366,22 @@ export class RedundantProvider implements Provider {
   // ---- write ---------------------------------------------------------------------------
 
   async write(path: string, body: Body, options: WriteOptions = {}): Promise<Entry> {
+    const id = randomBytes(16).toString('hex');
+    // Its blobs are stored before the commit records them: the orphan sweep leaves them alone.
+    this.writing.add(id);
+    try {
+      return await this.writeObject(id, path, body, options);
+    } finally {
+      this.writing.delete(id);
+    }
+  }
+
+  /** Whether object `id` is being written by this process (stored, not yet committed). */
+  isWriting(id: string): boolean {
+    return this.writing.has(id);
+  }
+
+  private async writeObject(id: string, path: string, body: Body, options: WriteOptions): Promise<Entry> {
     const p = normalizeEntryPath(path);
     throwIfAborted(options.signal);
     const cond = { ifNotExists: options.ifNotExists, ifRevision: options.ifRevision };
@@ -383,7 +400,6 @@ export class RedundantProvider implements Provider {
       head.push(Buffer.from(r.value));
       headBytes += r.value.byteLength;
     }
-    const id = randomBytes(16).toString('hex');
     const modifiedMs = options.modifiedMs ?? Date.now();
     if (ended) {
       const data = Buffer.concat(head, headBytes);
