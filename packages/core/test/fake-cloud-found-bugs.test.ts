@@ -450,6 +450,38 @@ describe('engine bugs found by the random schedules', () => {
       expect(cloud.serverTree().get('D/new.txt')).toBe(sha256('new there'));
     }));
   /**
+   * adoptWrongFile (seed 1512, found by the 2,000-seed run): offline, a file edited (its put
+   * queued), then moved away and a new file made at its old name; meanwhile another device
+   * replaced the file there. Back online, the put (sending the moved file's content) meets
+   * theirs and the server keeps ours under a conflicted-copy name (D23); the engine then
+   * renamed whatever stood at the path here — the new file — to that copy name, so the copy
+   * held other content here than on the server and the new file never went up. Ours is
+   * adopted now only when the file here is what the copy holds; else the copy comes down.
+   */
+  it('a conflicted put of a file moved away meanwhile leaves the new file at its name alone (D23)', () =>
+    withCloud(async (cloud) => {
+      const [a, b] = await pair(cloud);
+      await a.write('A.txt', 'v1');
+      await a.sync();
+      await b.sync();
+      a.offline = true;
+      await a.write('A.txt', 'edited here');
+      await a.sync(); // the put is queued
+      await a.mv('A.txt', 'c.moved');
+      await a.sync(); // the move behind it: the put sends c.moved's content
+      await a.write('A.txt', 'new file here');
+      await a.sync();
+      await b.rm('A.txt');
+      await b.write('A.txt', 'made there');
+      await b.sync();
+      a.offline = false;
+      await a.sync();
+      await converged(cloud);
+      const contents = [...cloud.serverTree().values()];
+      for (const c of ['edited here', 'new file here', 'made there']) expect(contents).toContain(sha256(c));
+    }));
+
+  /**
    * refusedMkdirDropped: the server refuses a folder creation for a reason of its own (D26),
    * in the same request as a refused rename. The refusal took the mkdir off the queue and
    * the whole-folder compare does not bring back what was never sent, nor does the scan

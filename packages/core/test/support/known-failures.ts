@@ -5,7 +5,7 @@
  * this list. Every bug found so far is fixed, each with its scripted scenario in
  * fake-cloud-found-bugs.test.ts (the last: moveToCopyWithoutBase, seed 1632;
  * folderEmptiedThere, seed 1262; heldDeleteNotNarrowed, seed 277; and adoptWrongFile,
- * seed 1512 — replayed by its seed, no scripted scenario reproduces it yet).
+ * seed 1512).
  */
 export const BUGS: Record<string, string> = {};
 
