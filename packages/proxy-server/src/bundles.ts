@@ -31,6 +31,8 @@ export class BundleService {
        * dropped), ranges of one pack close together fetched in one request (Packer.readDroppedMany).
        */
       readPackedMany?: (sha256s: readonly string[]) => Promise<Map<string, Uint8Array>>;
+      /** One read of a small file's content (store/read-counts.ts). */
+      onRead?: (sha256: string) => void;
     },
   ) {}
 
@@ -119,6 +121,7 @@ export class BundleService {
         continue;
       }
       entries.push({ path: p, rev: e.revision, mtimeMs: e.mtimeMs, sha256: e.sha256, content });
+      this.o.onRead?.(e.sha256);
     }
     deferred.sort((a, b) => a.index - b.index);
     let out = encodeBundle(entries, { deferred });

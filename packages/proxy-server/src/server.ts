@@ -44,6 +44,7 @@ import { RelayCache } from './store/relay-cache.ts';
 import { PackCollector, type PackGcPass } from './store/pack-gc.ts';
 import { decodeStub, dropFsCopy, loadStubKey } from './store/pack-stub.ts';
 import { markFsDropped, Packer } from './store/packs.ts';
+import { ReadCounter } from './store/read-counts.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
 import { openRedundantTier, registerRedundantMetrics } from './redundant-tier.ts';
 import { TransferService } from './transfers.ts';
@@ -200,6 +201,8 @@ export async function startProxyServer(
   // Crash recovery: the filesystem tier is the truth for every namespace.
   for (const user of meta.listUsers()) await store.reconcile(user);
   meta.recomputeRefcounts(Date.now());
+  // Reads per content, for the 'cost' keep-or-drop decision of a packed file's fs copy.
+  const reads = new ReadCounter(meta.database);
   if (config.packs.enabled) {
     packer = new Packer({
       db: meta.database,
@@ -215,11 +218,11 @@ export async function startProxyServer(
               );
             },
             // 'cost': keep while a month on the fs tier costs less than serving the file's
-            // reads from the pack; a file just written has no reads yet (docs/cost.md).
+            // reads from the pack, at the rate its content has been read (docs/cost.md).
             fsCopyPolicy:
               config.packs.fsCopy === 'drop'
                 ? () => 'drop' as const
-                : (f) => (cost.keepFsCopy(f.size, 0).keep ? 'keep' : 'drop'),
+                : (f) => (cost.keepFsCopy(f.size, reads.readsPerMonth(f.sha256)).keep ? 'keep' : 'drop'),
           }),
       log,
       targetBytes: config.packs.targetBytes,
@@ -252,6 +255,7 @@ export async function startProxyServer(
     store,
     scheduler,
     readPackedMany: async (sha256s) => packer?.readDroppedMany(sha256s) ?? new Map<string, Uint8Array>(),
+    onRead: (sha) => reads.count(sha),
   });
   const deltas = new DeltaService({
     store,
@@ -265,7 +269,7 @@ export async function startProxyServer(
   // Registration order is the OpenAPI document's order.
   registerSystemRoutes(ctx, { metrics, scheduler, docs });
   registerEnrolmentRoutes(ctx, { enrolment, store });
-  registerFileRoutes(ctx, { store });
+  registerFileRoutes(ctx, { store, onRead: (sha) => reads.count(sha) });
   registerOpRoutes(ctx, { ops, bundles, scheduler, maxQueueDepth: config.maxQueueDepth });
   registerTransferRoutes(ctx, { transfers, devices });
   await registerDeltaRoutes(ctx, { deltas, store, maxSignatureBytes: config.maxSignatureBytes });
@@ -356,6 +360,7 @@ export async function startProxyServer(
       await fs.close();
       await objects.close?.();
       cost.close();
+      reads.close();
       meta.close();
     },
   };

@@ -5,7 +5,10 @@ import { ApiError } from '../errors.ts';
 import type { HybridStore } from '../store/hybrid.ts';
 import { entryAt, fileHeaders, type RouteContext } from './route.ts';
 
-export function registerFileRoutes(ctx: RouteContext, deps: { store: HybridStore }): void {
+export function registerFileRoutes(
+  ctx: RouteContext,
+  deps: { store: HybridStore; onRead?: (sha256: string) => void },
+): void {
   const { route, auth, parse } = ctx;
   const { store } = deps;
   const stat = (userId: string, path: string): EntryInfo | undefined => store.stat(userId, path);
@@ -53,6 +56,7 @@ export function registerFileRoutes(ctx: RouteContext, deps: { store: HybridStore
       const { a, e } = entryAt(ctx, stat, req, PathQuery, 'file');
       const range = parseRange(req.headers.range, e.size);
       const { stream } = await store.openRead(a.userId, e, range && e.size > 0 ? range : undefined);
+      if (e.tier === 'small' && e.sha256) deps.onRead?.(e.sha256);
       fileHeaders(reply, e);
       void reply.header('accept-ranges', 'bytes');
       if (range) {
