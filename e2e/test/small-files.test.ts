@@ -64,6 +64,11 @@ describe.each(['fs'] as const)('small-file drop (object tier: %s)', (tier) => {
     // Bundled: far fewer requests than files.
     expect(requests).toBeLessThan(count / 20);
     expect(a.engine.getStatus().savings.requestsSavedByBundling).toBeGreaterThan(count * 0.9);
+    // Every bundle is counted once in the status as deflated or raw (the agent's choice):
+    // files less the requests bundling saved.
+    const comp = a.engine.getStatus().uploadCompression;
+    expect(comp).toBeDefined();
+    expect(comp!.deflated + comp!.raw).toBe(count - a.engine.getStatus().savings.requestsSavedByBundling);
     await b.engine.syncNow();
     expect(sorted(await localTree(b.folder))).toEqual(sorted(local));
     // The second device pulls in bundles too (it listens to the feed while the first uploads).
