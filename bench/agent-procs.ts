@@ -175,6 +175,8 @@ export interface AgentRun {
   rssMiB: number;
   slowestStatusMs: number;
   last: AgentStatus | undefined;
+  /** Set when the agent exited by itself before the run was over (its stderr is the bench's). */
+  exited?: number | null;
 }
 
 /**
@@ -246,6 +248,7 @@ export async function runAgent(o: {
     await new Promise((r) => setTimeout(r, 100));
   }
   run.rssMiB = Math.max(run.rssMiB, peakRssMiB(child.pid));
+  if (child.exitCode !== null || child.signalCode !== null) run.exited = child.exitCode;
   if (child.exitCode === null) {
     const exited = new Promise((r) => child.once('exit', r));
     child.kill('SIGTERM');

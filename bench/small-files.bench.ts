@@ -245,7 +245,7 @@ async function weftRow(c: Corpus, label: string, link: ThrottledLink | undefined
         String(s3Bytes),
         `${usd(ingestUsd(o('put'), o('get'), o('delete')))} S3 + ${usd((fsWritten * EFS.writePerGb) / GIB)} EFS writes`,
         comp ? `deflate ×${comp.deflated}, raw ×${comp.raw} (last ${comp.last})` : 'no bundle sent',
-        `${first.last?.files ?? 0}/${c.files}; client sent ${clientIn} B`,
+        `${first.exited !== undefined ? `agent exited ${first.exited}! ` : ''}${first.last?.files ?? 0}/${c.files}; client sent ${clientIn} B`,
         load(),
       ];
       await proxy.stop();
