@@ -19,6 +19,7 @@ import {
 import { type DecisionRow, type Observation, decide } from '../decisions.ts';
 import type { EngineOptions } from '../engine-options.ts';
 import { IgnoreRules } from '../ignore-rules.ts';
+import { type JournalChanges, commitChanges } from '../journal/changes.ts';
 import type { FileRow, Journal } from '../journal/journal.ts';
 import { Trash, sha256File } from '../local-fs.ts';
 import { LocalPaths, UnsafeLocalPathError, describeEncoding, hostPathRules } from '../local-path.ts';
@@ -221,19 +222,22 @@ export class SyncContext {
 
   // ---------------------------------------------------------------- local names
 
-  /** Record (journal + status) that `p` is stored under an encoded local name, if it is. */
-  noteLocalName(p: string): void {
+  /** Add to `out` that `p` is stored under an encoded local name, if it is (shown once committed). */
+  noteLocalName(p: string, out: JournalChanges): JournalChanges {
     const mapped = this.paths.map(p);
     const last = mapped.names.length - 1;
     const enc = mapped.encoded.find((e) => e.index === last);
-    if (!enc) return;
-    this.journal.recordLocalName(p, mapped.names[last] as string, enc.reason);
-    this.showLocalNames();
+    return enc ? out.recordLocalName(p, mapped.names[last] as string, enc.reason) : out;
   }
 
-  forgetLocalNames(p: string): void {
-    this.journal.forgetLocalNamesUnder(p);
-    this.showLocalNames();
+  /**
+   * Record what a propagation changed (sync/propagate/* return it) in one transaction; the
+   * status then lists the local names anew if they changed.
+   */
+  commit(changes: JournalChanges | undefined): void {
+    if (!changes) return;
+    commitChanges(this.journal, changes);
+    if (changes.touchesLocalNames) this.showLocalNames();
   }
 
   /** The status lists every entry stored under another local name, with the reason in words. */

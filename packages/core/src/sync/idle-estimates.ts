@@ -8,6 +8,7 @@ import { createReadStream } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { estimateEliminationRatios } from '@weft/rsync-wasm';
 import { CANDIDATE_BLOCK_SIZES, updateHistory } from '../adaptive.ts';
+import { JournalChanges } from '../journal/changes.ts';
 import type { SyncContext } from './context.ts';
 
 /** Run the waiting measurements until `interrupted()` says a pass wants the time back. */
@@ -30,7 +31,7 @@ export async function runIdleEstimates(ctx: SyncContext, interrupted: () => bool
         return e && size > 0 ? Math.max(0, 1 - (e.deltaBytes + e.signatureBytes) / size) : 0;
       };
       const next = updateHistory(ctx.history(job.path), CANDIDATE_BLOCK_SIZES.map(gamma));
-      ctx.journal.setDeltaHistory(job.path, next.probs, next.n);
+      ctx.commit(new JournalChanges().setDeltaHistory(job.path, next.probs, next.n));
     } catch {
       // The file changed or vanished meanwhile: skip this measurement.
     }

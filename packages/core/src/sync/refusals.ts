@@ -5,6 +5,7 @@
 import * as fsp from 'node:fs/promises';
 import { conflictCopyPath } from '../conflict-name.ts';
 import { stated } from '../decisions.ts';
+import { JournalChanges } from '../journal/changes.ts';
 import type { OpResult } from '@weft/wire';
 import type { Op } from '../ops.ts';
 import type { SyncContext } from './context.ts';
@@ -29,7 +30,7 @@ export async function repairFailedOp(ctx: SyncContext, op: Op, code: string): Pr
   }
   if (op.kind === 'move' && code === 'NOT_FOUND') {
     const d = ctx.decide(stated(op.to, 'refused-source-gone'), { from: op.from, code });
-    if (d.action === 'reupload') return reupload(ctx, op.to);
+    if (d.action === 'reupload') return ctx.commit(reupload(ctx, op.to));
   }
   const d = ctx.decide(stated(op.kind === 'move' ? op.to : op.path, 'refused'), { code });
   if (d.action !== 'reconcile') return;
@@ -53,7 +54,7 @@ async function sendMkdirAgain(ctx: SyncContext, p: string): Promise<void> {
     .catch(() => false);
   if (!here) return;
   retried.add(p);
-  ctx.journal.enqueueMany([{ kind: 'mkdir', path: p, created: true }]);
+  ctx.commit(new JournalChanges().enqueue([{ kind: 'mkdir', path: p, created: true }]));
 }
 
 /**
@@ -84,15 +85,19 @@ async function moveToCopy(
     .catch(() => false);
   if (!same && !moved) return false;
   const entry = r?.status === 'applied' ? r.entry : undefined;
-  ctx.journal.transaction(() => {
-    if (moved) ctx.journal.moveFiles(op.to, copy);
-    const row = ctx.journal.getFile(copy);
-    if (row && entry) ctx.journal.upsertFile({ ...row, syncedRev: entry.revision });
-  });
-  if (!same) reupload(ctx, copy);
+  const out = new JournalChanges();
+  // The rows as the move leaves them.
+  const rows = moved
+    ? ctx.journal.filesUnder(op.to).map((x) => ({ ...x, path: copy + x.path.slice(op.to.length) }))
+    : ctx.journal.filesUnder(copy);
+  if (moved) out.moveFiles(op.to, copy);
+  const row = rows[0]?.path === copy ? rows[0] : undefined;
+  if (row && entry) out.upsertFile({ ...row, syncedRev: entry.revision });
+  ctx.commit(out);
+  if (!same) ctx.commit(reupload(ctx, copy));
   else if (moved) {
-    await giveBackTheirs(ctx, op.to, copy);
-    requeueMovedEdits(ctx, copy);
+    ctx.commit(await giveBackTheirs(ctx, op.to, copy));
+    ctx.commit(requeueMovedEdits(ctx, copy, ctx.journal.filesUnder(copy), new JournalChanges()));
   } else ctx.markDirty([copy]);
   ctx.status.conflict(op.to, copy, rowId);
   await fetchRemoteSubtree(ctx, op.to);
@@ -104,14 +109,15 @@ async function moveToCopy(
  * into ours (their files came down into it); our folder has just moved on to `copy` with
  * them. What is theirs — at the same place and revision under the server's `to` — leaves
  * the copy (to the trash: the fetch of `to` brings it down again there); theirs edited
- * here stays in the copy and goes up as new.
+ * here stays in the copy and goes up as new. Returns the journal changes.
  */
-async function giveBackTheirs(ctx: SyncContext, to: string, copy: string): Promise<void> {
+async function giveBackTheirs(ctx: SyncContext, to: string, copy: string): Promise<JournalChanges> {
+  const out = new JournalChanges();
   const row = ctx.journal.getFile(copy);
-  if (row?.kind !== 'dir') return;
+  if (row?.kind !== 'dir') return out;
   const listing = await ctx.client.list(to, true).catch(() => ({ entries: [] }));
   const theirs = new Map(listing.entries.map((e) => [e.path, e.revision]));
-  if (theirs.size === 0) return;
+  if (theirs.size === 0) return out;
   // Deepest first, so a folder is looked at after what was in it.
   const rows = ctx.journal.filesUnder(copy).sort((a, b) => (a.path < b.path ? 1 : -1));
   for (const r of rows) {
@@ -125,29 +131,29 @@ async function giveBackTheirs(ctx: SyncContext, to: string, copy: string): Promi
           () => false,
         )
       )
-        ctx.journal.deleteFile(r.path);
-      else ctx.journal.upsertFile({ ...r, syncedRev: null });
+        out.deleteFile(r.path);
+      else out.upsertFile({ ...r, syncedRev: null });
     } else if ((await ctx.localHash(r, r.path)) === r.syncedHash) {
       await ctx.trash.keep(abs, ctx.paths.localRel(r.path));
-      ctx.journal.deleteFile(r.path);
+      out.deleteFile(r.path);
     } else {
-      ctx.journal.upsertFile({ ...r, syncedRev: null, syncedHash: null });
+      out.upsertFile({ ...r, syncedRev: null, syncedHash: null });
     }
   }
+  return out;
 }
 
-/** D25: everything at or under `to` goes up again as new. */
-function reupload(ctx: SyncContext, to: string): void {
+/** D25: everything at or under `to` goes up again as new (the journal changes that say so). */
+function reupload(ctx: SyncContext, to: string): JournalChanges {
+  const out = new JournalChanges();
   const ops: Op[] = [];
-  ctx.journal.transaction(() => {
-    for (const row of ctx.journal.filesUnder(to)) {
-      ctx.journal.upsertFile({ ...row, syncedRev: null, syncedHash: null });
-      if (row.kind === 'dir') ops.push({ kind: 'mkdir', path: row.path, created: true });
-      else if (row.hash)
-        ops.push({ kind: 'put', path: row.path, hash: row.hash, size: row.size, created: true });
-    }
-  });
-  ctx.journal.enqueueMany(ops);
+  for (const row of ctx.journal.filesUnder(to)) {
+    out.upsertFile({ ...row, syncedRev: null, syncedHash: null });
+    if (row.kind === 'dir') ops.push({ kind: 'mkdir', path: row.path, created: true });
+    else if (row.hash)
+      ops.push({ kind: 'put', path: row.path, hash: row.hash, size: row.size, created: true });
+  }
+  return out.enqueue(ops);
 }
 
 /** D23, once the request that met them is done: ours to the server's copy name, theirs down. */
@@ -156,6 +162,7 @@ export async function resolveServerConflicts(ctx: SyncContext): Promise<void> {
     await ctx.guarded(c.path, async () => {
       // Not ours here (see adoptServerCopy): the copy comes down as theirs would.
       const adopted = await adoptServerCopy(ctx, c);
+      ctx.commit(adopted);
       if (!adopted && c.action === 'adopt-server-copy' && c.op.kind === 'put' && c.conflictPath !== '')
         await fetchRemoteSubtree(ctx, c.conflictPath);
       // Whatever the server now has at the path (or nothing): apply it as a remote change.

@@ -55,7 +55,7 @@ async function fullReconcile(ctx: SyncContext): Promise<void> {
   const held = holdForQueuedMoves(ctx);
   const entries = listing.entries.filter((e) => !held(e.path));
   const dirs = entries.filter((e) => e.kind === 'dir').sort((a, b) => (a.path < b.path ? -1 : 1));
-  for (const d of dirs) await ctx.guarded(d.path, () => makeLocalDir(ctx, d));
+  for (const d of dirs) await ctx.guarded(d.path, async () => ctx.commit(await makeLocalDir(ctx, d)));
   await applyRemoteFiles(
     ctx,
     entries.filter((e) => e.kind === 'file'),
@@ -63,7 +63,7 @@ async function fullReconcile(ctx: SyncContext): Promise<void> {
   // Rows the server no longer has (and we had synced): deleted remotely.
   for (const row of ctx.journal.allFiles()) {
     if (row.syncedRev !== null && !remote.has(row.path) && !held(row.path))
-      await ctx.guarded(row.path, () => deleteLocal(ctx, row.path));
+      await ctx.guarded(row.path, async () => ctx.commit(await deleteLocal(ctx, row.path)));
   }
   ctx.journal.setMeta('cursor', String(listing.seq));
 }
@@ -106,10 +106,10 @@ async function applyRemoteBatch(ctx: SyncContext, changes: readonly ChangeRecord
 async function applyRemote(ctx: SyncContext, c: ChangeRecord): Promise<void> {
   if (ctx.ignore.ignores(c.path, c.type !== 'delete' && c.entry.kind === 'dir')) return;
   if (c.type === 'upsert') {
-    if (c.entry.kind === 'dir') await makeLocalDir(ctx, c.entry);
+    if (c.entry.kind === 'dir') ctx.commit(await makeLocalDir(ctx, c.entry));
     else await applyRemoteFiles(ctx, [c.entry], c.deviceName);
   } else if (c.type === 'delete') {
-    await deleteLocal(ctx, c.path);
+    ctx.commit(await deleteLocal(ctx, c.path));
   } else {
     await applyRemoteMove(ctx, c.from, c.path, c.entry);
   }
@@ -152,7 +152,11 @@ export async function applyRemoteFiles(
       // A folder made here (never sent), a file made there: both kept (D27).
       const clash = { path: entry.path, base: undefined, local: undefined, remote: entry.sha256 };
       const d = ctx.decide({ ...clash, kind: { local: 'dir', remote: 'file' } }, { rev: entry.revision });
-      if (d.action === 'conflict' && (await ownToCopy(ctx, entry.path, d.id))) row = undefined;
+      const moved = d.action === 'conflict' ? await ownToCopy(ctx, entry.path, d.id) : undefined;
+      if (moved) {
+        ctx.commit(moved);
+        row = undefined;
+      }
     }
     let o = await observeFile(ctx, entry, row);
     if (o.hint === 'echo') {
@@ -166,10 +170,7 @@ export async function applyRemoteFiles(
       // Our own write whose acknowledgement was lost (a crash): it is the new base.
       const d = ctx.decide(o, { rev: entry.revision });
       if (d.action === 'record') {
-        ctx.journal.transaction(() => {
-          recordSynced(ctx, entry, row, o.local ?? entry.sha256);
-          ctx.journal.clearSent(entry.path);
-        });
+        ctx.commit(recordSynced(entry, row, o.local ?? entry.sha256).clearSent(entry.path));
         continue;
       }
       o = { ...o, hint: undefined };
@@ -181,23 +182,28 @@ export async function applyRemoteFiles(
     switch (d.action) {
       case 'record':
       case 'nothing':
-        recordSynced(ctx, entry, row, local);
+        ctx.commit(recordSynced(entry, row, local));
         break;
       case 'upload':
         // Our newer local edit is queued; the remote is at our base or we win a delete race.
         break;
       case 'conflict':
-        await ctx.guarded(entry.path, () => keepConflict(ctx, entry, row, device, d.id));
+        await ctx.guarded(entry.path, async () =>
+          ctx.commit(await keepConflict(ctx, entry, row, device, d.id)),
+        );
         break;
       case 'download':
         if (entry.size < ctx.small) small.push({ entry, local, row: d.id });
-        else await ctx.guarded(entry.path, () => downloadLarge(ctx, { entry, local, row: d.id }));
+        else
+          await ctx.guarded(entry.path, async () =>
+            ctx.commit(await downloadLarge(ctx, { entry, local, row: d.id })),
+          );
         break;
       default:
         break;
     }
   }
-  await downloadSmall(ctx, small);
+  await downloadSmall(ctx, small, (changes) => ctx.commit(changes));
 }
 
 /** A remote move: the same rename here (D20), or else fetch the destination as new (D21). */
@@ -215,7 +221,9 @@ async function applyRemoteMove(ctx: SyncContext, from: string, to: string, entry
   };
   let d = ctx.decide(seen);
   if (d.action === 'move-local') {
-    if (await moveLocal(ctx, from, to, entry.revision, entry.sha256, d.id)) {
+    const moved = await moveLocal(ctx, from, to, entry.revision, entry.sha256, d.id);
+    if (moved) {
+      ctx.commit(moved);
       // What changed there before the move and could not come down under the old name
       // (its download found it moved already) is decided as usual now: an edit (D8/D10),
       // a file put into the folder (D3). The feed will not repeat it.
@@ -236,7 +244,7 @@ async function applyRemoteMove(ctx: SyncContext, from: string, to: string, entry
   // echo this is (seed 1262).
   if (entry.kind === 'dir') await fetchRemoteSubtree(ctx, to, undefined, true);
   else await applyRemoteFiles(ctx, [entry]);
-  if (row) await deleteLocal(ctx, from);
+  if (row) ctx.commit(await deleteLocal(ctx, from));
 }
 
 /**
@@ -261,10 +269,10 @@ export async function fetchRemoteSubtree(
         .filter((r) => r.path !== p && r.syncedRev !== null && !there.has(r.path))
         .sort((a, b) => (a.path < b.path ? -1 : 1));
       // Top-most first; a folder's delete takes its content with it.
-      for (const r of gone) if (ctx.journal.getFile(r.path)) await deleteLocal(ctx, r.path);
+      for (const r of gone) if (ctx.journal.getFile(r.path)) ctx.commit(await deleteLocal(ctx, r.path));
     }
-    await makeLocalDir(ctx, current);
-    for (const d of listing.entries.filter((e) => e.kind === 'dir')) await makeLocalDir(ctx, d);
+    ctx.commit(await makeLocalDir(ctx, current));
+    for (const d of listing.entries.filter((e) => e.kind === 'dir')) ctx.commit(await makeLocalDir(ctx, d));
     await applyRemoteFiles(
       ctx,
       listing.entries.filter((e) => e.kind === 'file'),
@@ -298,9 +306,9 @@ export async function repairPath(ctx: SyncContext, p: string): Promise<void> {
         remote: current.sha256,
         kind: { base: row.kind, remote: current.kind },
       });
-      if (d.action === 'replace-kind') await deleteLocal(ctx, p);
+      if (d.action === 'replace-kind') ctx.commit(await deleteLocal(ctx, p));
     } else {
-      await deleteLocal(ctx, p); // nothing there: decided as a remote delete
+      ctx.commit(await deleteLocal(ctx, p)); // nothing there: decided as a remote delete
     }
   }
   if (current) await fetchRemoteSubtree(ctx, p, current, true);

@@ -9,28 +9,34 @@ import * as nodePath from 'node:path';
 import type { EntryInfo, OpResult } from '@weft/wire';
 import { conflictCopyPath } from '../../conflict-name.ts';
 import { stated } from '../../decisions.ts';
+import { JournalChanges } from '../../journal/changes.ts';
 import { type FileRow, SMUDGED_MTIME } from '../../journal/journal.ts';
 import { atomicWrite } from '../../local-fs.ts';
 import type { Op } from '../../ops.ts';
 import type { ServerConflict, SyncContext } from '../context.ts';
 import { unlessGone } from './download.ts';
 
-/** Both sides changed (D5, D10): the remote version becomes a conflicted copy beside ours. */
+/**
+ * Both sides changed (D5, D10): the remote version becomes a conflicted copy beside ours.
+ * Returns the journal changes.
+ */
 export async function keepConflict(
   ctx: SyncContext,
   entry: EntryInfo,
   row: FileRow | undefined,
   device: string | undefined,
   rowId: string,
-): Promise<void> {
+): Promise<JournalChanges> {
+  const out = new JournalChanges();
   const copy = conflictCopyPath(entry.path, device ?? 'another device', new Date(ctx.now()), ctx.taken);
   const dl = await ctx.client.download(entry.path).catch(unlessGone);
-  if (!dl) return; // gone from the server since: a later change in the feed says where
+  if (!dl) return out; // gone from the server since: a later change in the feed says where
   await atomicWrite(await ctx.at(copy), dl.body, { mtimeMs: entry.mtimeMs });
-  ctx.noteLocalName(copy);
-  await adoptAsEditOf(ctx, entry.path, entry.revision, entry.sha256 ?? null, row);
+  ctx.noteLocalName(copy, out);
+  out.add(await adoptAsEditOf(ctx, entry.path, entry.revision, entry.sha256 ?? null, row));
   ctx.markDirty([copy]);
   ctx.status.conflict(entry.path, copy, rowId);
+  return out;
 }
 
 /**
@@ -39,7 +45,7 @@ export async function keepConflict(
  * conflict. The row's content is marked unknown, so the scan re-reads the file and
  * queues the upload even when its stat has not moved — and a file the journal did not
  * know yet (say, the far end of a local move not scanned) gets a row, so it is not
- * mistaken for a new file or a move onto a taken name.
+ * mistaken for a new file or a move onto a taken name. Returns the journal change.
  */
 export async function adoptAsEditOf(
   ctx: SyncContext,
@@ -47,13 +53,14 @@ export async function adoptAsEditOf(
   revision: string,
   sha256: string | null,
   row: FileRow | undefined = ctx.journal.getFile(p),
-): Promise<void> {
+): Promise<JournalChanges> {
+  const out = new JournalChanges();
   const st = await ctx
     .at(p)
     .then((abs) => fsp.lstat(abs, { bigint: true }))
     .catch(() => undefined);
   if (st?.isFile()) {
-    ctx.journal.upsertFile({
+    out.upsertFile({
       path: p,
       kind: 'file',
       size: Number(st.size),
@@ -66,9 +73,10 @@ export async function adoptAsEditOf(
       signatureBlock: null,
     });
   } else if (row) {
-    ctx.journal.upsertFile({ ...row, syncedRev: revision, syncedHash: sha256 });
+    out.upsertFile({ ...row, syncedRev: revision, syncedHash: sha256 });
   }
   ctx.markDirty([p]);
+  return out;
 }
 
 /**
@@ -94,13 +102,16 @@ export function noteServerConflict(
  * theirs). Only when the file here is what the copy holds: a put queued before a move here
  * sends the content from where the move carried it (push.ts), and the path may hold a new
  * file since — that one stays (the caller's fetch decides it) and the copy comes down.
- * Returns whether ours was renamed.
+ * Returns the journal changes if ours was renamed (or is gone), undefined if it stays.
  */
-export async function adoptServerCopy(ctx: SyncContext, c: ServerConflict): Promise<boolean> {
-  if (c.action !== 'adopt-server-copy' || c.op.kind !== 'put' || c.conflictPath === '') return false;
+export async function adoptServerCopy(
+  ctx: SyncContext,
+  c: ServerConflict,
+): Promise<JournalChanges | undefined> {
+  if (c.action !== 'adopt-server-copy' || c.op.kind !== 'put' || c.conflictPath === '') return undefined;
   const row = ctx.journal.getFile(c.path);
   const copy = await ctx.client.stat(c.conflictPath);
-  if (copy?.kind === 'file' && copy.sha256 !== (await ctx.localHash(row, c.path))) return false;
+  if (copy?.kind === 'file' && copy.sha256 !== (await ctx.localHash(row, c.path))) return undefined;
   const from = await ctx.at(c.path);
   const to = await ctx.at(c.conflictPath);
   await fsp.mkdir(nodePath.dirname(to), { recursive: true });
@@ -109,21 +120,19 @@ export async function adoptServerCopy(ctx: SyncContext, c: ServerConflict): Prom
     .then(() => true)
     .catch(() => false);
   const st = moved ? await fsp.lstat(to, { bigint: true }).catch(() => undefined) : undefined;
-  ctx.journal.transaction(() => {
-    if (st && row) {
-      ctx.journal.upsertFile({
-        ...row,
-        path: c.conflictPath,
-        size: Number(st.size),
-        mtimeNs: st.mtimeNs,
-        inode: st.ino,
-        syncedRev: c.entry?.revision ?? null,
-        syncedHash: c.entry?.sha256 ?? row.hash,
-        signature: null,
-        signatureBlock: null,
-      });
-    }
-    ctx.journal.deleteFile(c.path);
-  });
-  return true;
+  const out = new JournalChanges();
+  if (st && row) {
+    out.upsertFile({
+      ...row,
+      path: c.conflictPath,
+      size: Number(st.size),
+      mtimeNs: st.mtimeNs,
+      inode: st.ino,
+      syncedRev: c.entry?.revision ?? null,
+      syncedHash: c.entry?.sha256 ?? row.hash,
+      signature: null,
+      signatureBlock: null,
+    });
+  }
+  return out.deleteFile(c.path);
 }

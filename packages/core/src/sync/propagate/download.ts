@@ -18,6 +18,7 @@ import { type EntryInfo, MAX_BUNDLE_BYTES } from '@weft/wire';
 import { chooseBlockSize } from '../../adaptive.ts';
 import { conflictCopyPath } from '../../conflict-name.ts';
 import { stated } from '../../decisions.ts';
+import { JournalChanges } from '../../journal/changes.ts';
 import type { FileRow } from '../../journal/journal.ts';
 import { atomicWrite } from '../../local-fs.ts';
 import { RemoteError } from '../../remote/proxy-client.ts';
@@ -34,8 +35,15 @@ export interface Download {
   readonly row: string;
 }
 
-/** Small files in bundles of up to 2,000 paths; what the server defers comes whole. */
-export async function downloadSmall(ctx: SyncContext, downloads: readonly Download[]): Promise<void> {
+/**
+ * Small files in bundles of up to 2,000 paths; what the server defers comes whole. Each
+ * file's journal changes go to `commit` as it lands (the caller records them at once).
+ */
+export async function downloadSmall(
+  ctx: SyncContext,
+  downloads: readonly Download[],
+  commit: (changes: JournalChanges) => void,
+): Promise<void> {
   for (let i = 0; i < downloads.length; i += 2000) {
     const chunk = downloads.slice(i, i + 2000);
     const byPath = new Map(chunk.map((d) => [d.entry.path, d]));
@@ -46,16 +54,18 @@ export async function downloadSmall(ctx: SyncContext, downloads: readonly Downlo
       for (const be of bundle.entries) {
         const d = byPath.get(be.path);
         if (!d) continue;
-        await ctx.guarded(d.entry.path, () =>
-          writeDownloaded(ctx, {
-            path: d.entry.path,
-            content: be.content,
-            sha256: be.sha256,
-            revision: be.rev ?? d.entry.revision,
-            mtimeMs: be.mtimeMs,
-            expectedLocal: d.local,
-            row: d.row,
-          }),
+        await ctx.guarded(d.entry.path, async () =>
+          commit(
+            await writeDownloaded(ctx, {
+              path: d.entry.path,
+              content: be.content,
+              sha256: be.sha256,
+              revision: be.rev ?? d.entry.revision,
+              mtimeMs: be.mtimeMs,
+              expectedLocal: d.local,
+              row: d.row,
+            }),
+          ),
         );
       }
       // Every other path was deferred with its reason: a large file comes by GET /v1/files;
@@ -65,7 +75,7 @@ export async function downloadSmall(ctx: SyncContext, downloads: readonly Downlo
         const d = byPath.get(p);
         if (!d || reason === 'absent') continue;
         if (reason === 'large' || d.entry.size >= MAX_BUNDLE_BYTES / 2) {
-          await ctx.guarded(p, () => downloadLarge(ctx, d));
+          await ctx.guarded(p, async () => commit(await downloadLarge(ctx, d)));
         } else retry.push(p);
       }
       pending = retry;
@@ -74,8 +84,8 @@ export async function downloadSmall(ctx: SyncContext, downloads: readonly Downlo
   }
 }
 
-/** A large file: by delta download when we hold an old version, else whole. */
-export async function downloadLarge(ctx: SyncContext, d: Download): Promise<void> {
+/** A large file: by delta download when we hold an old version, else whole. Returns its journal changes. */
+export async function downloadLarge(ctx: SyncContext, d: Download): Promise<JournalChanges> {
   const { entry, local } = d;
   const abs = await ctx.at(entry.path);
   const sha = entry.sha256 ?? '';
@@ -104,10 +114,11 @@ export async function downloadLarge(ctx: SyncContext, d: Download): Promise<void
       // revision): recording it as `entry.revision` would pair that revision with other
       // content, and a rename of that revision would then carry the wrong file. A later
       // change in the feed brings it.
-      if (container.targetSha256 !== sha) return;
+      if (container.targetSha256 !== sha) return new JournalChanges();
       const old = await openOldFile(abs);
+      let written: JournalChanges;
       try {
-        await writeDownloaded(ctx, {
+        written = await writeDownloaded(ctx, {
           path: entry.path,
           content: rsyncPatch(old, container.delta, { maxOutputBytes: container.targetSize }),
           sha256: container.targetSha256,
@@ -123,7 +134,7 @@ export async function downloadLarge(ctx: SyncContext, d: Download): Promise<void
         'deltaBytesSaved',
         Math.max(0, entry.size - container.delta.byteLength - sig.byteLength),
       );
-      return;
+      return written;
     } catch (e) {
       // The server cannot build a delta (base unknown), or the patched result failed the
       // delta's checksum (a false block match): fall back to the whole file.
@@ -132,8 +143,8 @@ export async function downloadLarge(ctx: SyncContext, d: Download): Promise<void
     }
   }
   const dl = await ctx.client.download(entry.path).catch(unlessGone);
-  if (!dl) return; // gone from the server since: a later change in the feed says where
-  await writeDownloaded(ctx, {
+  if (!dl) return new JournalChanges(); // gone from the server since: a later change in the feed says where
+  return writeDownloaded(ctx, {
     path: entry.path,
     content: dl.body,
     sha256: dl.sha256 || sha,
@@ -144,7 +155,10 @@ export async function downloadLarge(ctx: SyncContext, d: Download): Promise<void
   });
 }
 
-/** Write downloaded content in place — or beside it, when the person edited it meanwhile. */
+/**
+ * Write downloaded content in place — or beside it, when the person edited it meanwhile.
+ * Returns the journal changes: the new base, or (beside it) ours as an edit of theirs.
+ */
 export async function writeDownloaded(
   ctx: SyncContext,
   w: {
@@ -157,7 +171,8 @@ export async function writeDownloaded(
     expectedLocal: string | undefined;
     row: string;
   },
-): Promise<void> {
+): Promise<JournalChanges> {
+  const out = new JournalChanges();
   const p = w.path;
   const abs = await ctx.at(p);
   if (ctx.caseInsensitive && ctx.caseClash(p)) {
@@ -166,14 +181,14 @@ export async function writeDownloaded(
     const d = ctx.decide(stated(p, 'case-clash'));
     if (d.action === 'skip') {
       ctx.status.warn(`not downloaded: ${p} differs only by case from a file already here`);
-      return;
+      return out;
     }
   }
   const parentRel = p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : '';
   // A local file where a parent folder must go: keep it (the scanner uploads it as a conflict).
   if (parentRel !== '') {
     const pst = await fsp.lstat(await ctx.at(parentRel)).catch(() => undefined);
-    if (pst && !pst.isDirectory()) return;
+    if (pst && !pst.isDirectory()) return out;
   }
   let previous: string | undefined;
   let landedAt = p;
@@ -199,13 +214,13 @@ export async function writeDownloaded(
       previous = await ctx.trash.keepCopy(abs, ctx.paths.localRel(p));
     },
   });
-  ctx.noteLocalName(landedAt);
+  ctx.noteLocalName(landedAt, out);
   if (landedAt !== p) {
     // Theirs became the conflicted copy; ours stays and now counts as an edit of theirs.
-    await adoptAsEditOf(ctx, p, w.revision, w.sha256);
+    out.add(await adoptAsEditOf(ctx, p, w.revision, w.sha256));
     ctx.markDirty([landedAt]);
     ctx.status.conflict(p, landedAt, row);
-    return;
+    return out;
   }
   // HyCloud Eq. 1: after a large download, measure every candidate block size in idle time.
   if (previous && Number(st.size) >= ctx.small)
@@ -214,7 +229,7 @@ export async function writeDownloaded(
   // A large file's signature is kept, as after an upload: an edit made here then goes up as
   // a delta without first fetching the server's signature (issue #16).
   const kept = size >= ctx.small ? await keptSignature(ctx, p, abs, st) : undefined;
-  ctx.journal.upsertFile({
+  out.upsertFile({
     path: p,
     kind: 'file',
     size,
@@ -228,6 +243,7 @@ export async function writeDownloaded(
   });
   ctx.status.update({ bytesDownloaded: ctx.status.get().bytesDownloaded + size });
   ctx.status.activity({ kind: 'downloaded', path: p, row });
+  return out;
 }
 
 /**
@@ -258,12 +274,12 @@ async function keptSignature(
 
 /** Both sides agree on `entry` (or ours wins and is queued): it becomes the new base. */
 export function recordSynced(
-  ctx: SyncContext,
   entry: EntryInfo,
   row: FileRow | undefined,
   local: string | undefined,
-): void {
-  if (local === undefined) return;
+  out = new JournalChanges(),
+): JournalChanges {
+  if (local === undefined) return out;
   const base: FileRow = row ?? {
     path: entry.path,
     kind: 'file',
@@ -278,7 +294,7 @@ export function recordSynced(
   };
   const same = base.syncedHash !== null && base.syncedHash === entry.sha256;
   // A signature belongs to the synced content it was made from: a new base voids it.
-  ctx.journal.upsertFile({
+  return out.upsertFile({
     ...base,
     syncedRev: entry.revision,
     syncedHash: entry.sha256 ?? null,
@@ -289,12 +305,13 @@ export function recordSynced(
 /**
  * A remote folder: create it here and record it synced. A file made here and never sent
  * moves on to a conflicted copy first (D27); another local file in the way stays (the
- * scanner reports it).
+ * scanner reports it). Returns the journal changes.
  */
-export async function makeLocalDir(ctx: SyncContext, entry: EntryInfo): Promise<void> {
-  if (entry.kind !== 'dir') return;
+export async function makeLocalDir(ctx: SyncContext, entry: EntryInfo): Promise<JournalChanges> {
+  const out = new JournalChanges();
+  if (entry.kind !== 'dir') return out;
   const row = ctx.journal.getFile(entry.path);
-  if (row?.kind === 'dir' && row.syncedRev !== null) return;
+  if (row?.kind === 'dir' && row.syncedRev !== null) return out;
   const abs = await ctx.at(entry.path);
   let st = await fsp.lstat(abs).catch(() => undefined);
   if (st?.isFile() && row?.kind === 'file' && row.syncedRev === null) {
@@ -309,13 +326,17 @@ export async function makeLocalDir(ctx: SyncContext, entry: EntryInfo): Promise<
       },
       { rev: entry.revision },
     );
-    if (d.action === 'conflict' && (await ownToCopy(ctx, entry.path, d.id))) st = undefined;
+    const moved = d.action === 'conflict' ? await ownToCopy(ctx, entry.path, d.id) : undefined;
+    if (moved) {
+      out.add(moved);
+      st = undefined;
+    }
   }
-  if (st && !st.isDirectory()) return; // a local file is in the way: the scanner reports it
+  if (st && !st.isDirectory()) return out; // a local file is in the way: the scanner reports it
   await fsp.mkdir(abs, { recursive: true });
   const now = await fsp.lstat(abs, { bigint: true });
-  ctx.noteLocalName(entry.path);
-  ctx.journal.upsertFile({
+  ctx.noteLocalName(entry.path, out);
+  return out.upsertFile({
     path: entry.path,
     kind: 'dir',
     size: 0,

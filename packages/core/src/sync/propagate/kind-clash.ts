@@ -6,6 +6,7 @@
  */
 import * as fsp from 'node:fs/promises';
 import { conflictCopyPath } from '../../conflict-name.ts';
+import { JournalChanges } from '../../journal/changes.ts';
 import type { Op } from '../../ops.ts';
 import type { SyncContext } from '../context.ts';
 
@@ -13,10 +14,14 @@ const under = (p: string, root: string): boolean => p === root || p.startsWith(r
 
 /**
  * Rename our entry `p` (a folder and what is in it, or a file) to a conflicted-copy name and
- * queue it there as new; what the queue held to create it under `p` goes. False: it could
- * not be moved (gone meanwhile); nothing changed.
+ * queue it there as new; what the queue held to create it under `p` goes. Returns the
+ * journal changes; undefined: it could not be moved (gone meanwhile), nothing changed.
  */
-export async function ownToCopy(ctx: SyncContext, p: string, rowId: string): Promise<boolean> {
+export async function ownToCopy(
+  ctx: SyncContext,
+  p: string,
+  rowId: string,
+): Promise<JournalChanges | undefined> {
   const copy = conflictCopyPath(p, ctx.deviceName, new Date(ctx.now()), ctx.taken);
   const moved = await Promise.all([ctx.at(p), ctx.at(copy)])
     .then(([a, b]) => fsp.rename(a, b))
@@ -24,26 +29,23 @@ export async function ownToCopy(ctx: SyncContext, p: string, rowId: string): Pro
       () => true,
       () => false,
     );
-  if (!moved) return false;
+  if (!moved) return undefined;
+  const out = new JournalChanges();
   // Never sent (new here): its creation and its files' puts name the old path.
-  const stale = ctx.journal
-    .pendingOps()
-    .filter(({ op }) => (op.kind === 'move' ? false : under(op.path, p)))
-    .map((q) => q.id);
-  for (const id of stale) ctx.journal.completeOp(id, () => undefined);
+  for (const { id, op } of ctx.journal.pendingOps())
+    if (op.kind !== 'move' && under(op.path, p)) out.completeOp(id);
   const ops: Op[] = [];
-  ctx.journal.transaction(() => {
-    ctx.journal.moveFiles(p, copy);
-    for (const row of ctx.journal.filesUnder(copy)) {
-      ctx.journal.upsertFile({ ...row, syncedRev: null, syncedHash: null });
-      if (row.kind === 'dir') ops.push({ kind: 'mkdir', path: row.path, created: true });
-      else if (row.hash)
-        ops.push({ kind: 'put', path: row.path, hash: row.hash, size: row.size, created: true });
-    }
-  });
-  ctx.journal.enqueueMany(ops);
-  ctx.noteLocalName(copy);
+  out.moveFiles(p, copy);
+  for (const r of ctx.journal.filesUnder(p)) {
+    const row = { ...r, path: copy + r.path.slice(p.length) };
+    out.upsertFile({ ...row, syncedRev: null, syncedHash: null });
+    if (row.kind === 'dir') ops.push({ kind: 'mkdir', path: row.path, created: true });
+    else if (row.hash)
+      ops.push({ kind: 'put', path: row.path, hash: row.hash, size: row.size, created: true });
+  }
+  out.enqueue(ops);
+  ctx.noteLocalName(copy, out);
   ctx.markDirty([copy]);
   ctx.status.conflict(p, copy, rowId);
-  return true;
+  return out;
 }

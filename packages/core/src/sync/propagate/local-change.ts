@@ -6,7 +6,8 @@
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import type { DecisionRow, Observation } from '../../decisions.ts';
-import { SMUDGED_MTIME } from '../../journal/journal.ts';
+import { JournalChanges } from '../../journal/changes.ts';
+import { type FileRow, SMUDGED_MTIME } from '../../journal/journal.ts';
 import { PARTIAL_PREFIX } from '../../local-fs.ts';
 import type { Op } from '../../ops.ts';
 import type { SyncContext } from '../context.ts';
@@ -19,11 +20,13 @@ const SYNCED = 'as synced';
  * D13 when it is gone here too); files that are not what we last synced — edited, or
  * new and not scanned yet — outrank the delete (D15 for a file, D19 for a folder
  * holding them): they stay, their folders are created again, and they go up again.
+ * Returns the journal changes.
  */
-export async function deleteLocal(ctx: SyncContext, p: string): Promise<void> {
+export async function deleteLocal(ctx: SyncContext, p: string): Promise<JournalChanges> {
+  const out = new JournalChanges();
   const rows = ctx.journal.filesUnder(p);
   const top = rows[0]?.path === p ? rows[0] : undefined;
-  if (rows.length === 0) return;
+  if (rows.length === 0) return out;
   const abs = await ctx.at(p);
   const keep = new Map<string, string>();
   for (const f of await localFilesUnder(ctx, p)) {
@@ -48,12 +51,11 @@ export async function deleteLocal(ctx: SyncContext, p: string): Promise<void> {
   const d: DecisionRow = ctx.decide(o, { kept: keep.size });
   if (d.action === 'delete-local' || d.action === 'forget') {
     await ctx.trash.keep(abs, ctx.paths.localRel(p));
-    ctx.journal.deleteFilesUnder(p);
-    ctx.forgetLocalNames(p);
+    out.deleteFilesUnder(p).forgetLocalNamesUnder(p);
     ctx.status.activity({ kind: 'deleted', path: p, row: d.id });
-    return;
+    return out;
   }
-  if (d.action !== 'upload' && d.action !== 'keep-changed') return;
+  if (d.action !== 'upload' && d.action !== 'keep-changed') return out;
   const holdsKept = (dir: string): boolean => [...keep.keys()].some((k) => k.startsWith(dir + '/'));
   const ops: Op[] = [];
   // Deepest first, so a folder is looked at after everything in it.
@@ -61,7 +63,7 @@ export async function deleteLocal(ctx: SyncContext, p: string): Promise<void> {
     const rAbs = await ctx.at(r.path);
     if (r.kind === 'file') {
       if (keep.has(r.path)) {
-        ctx.journal.upsertFile({
+        out.upsertFile({
           ...r,
           syncedRev: null,
           syncedHash: null,
@@ -70,21 +72,20 @@ export async function deleteLocal(ctx: SyncContext, p: string): Promise<void> {
         });
       } else {
         await ctx.trash.keep(rAbs, ctx.paths.localRel(r.path));
-        ctx.journal.deleteFile(r.path);
-        ctx.forgetLocalNames(r.path);
+        out.deleteFile(r.path).forgetLocalNamesUnder(r.path);
       }
     } else if (holdsKept(r.path)) {
-      ctx.journal.upsertFile({ ...r, syncedRev: null });
+      out.upsertFile({ ...r, syncedRev: null });
       ops.push({ kind: 'mkdir', path: r.path, created: true });
     } else {
       await ctx.trash.keep(rAbs, ctx.paths.localRel(r.path));
-      ctx.journal.deleteFilesUnder(r.path);
-      ctx.forgetLocalNames(r.path);
+      out.deleteFilesUnder(r.path).forgetLocalNamesUnder(r.path);
     }
   }
-  ctx.journal.enqueueMany(ops.reverse());
+  out.enqueue(ops.reverse());
   ctx.markDirty([p]); // the kept files are uploaded as new by the scan
   ctx.status.activity({ kind: 'deleted', path: p, detail: `kept ${keep.size} changed file(s)`, row: d.id });
+  return out;
 }
 
 /** Files on disk at or under `p` (not ignored, not our temp files), as folder paths. */
@@ -112,8 +113,8 @@ async function localFilesUnder(ctx: SyncContext, p: string): Promise<string[]> {
 }
 
 /**
- * D20: rename the local entry `from` to `to` as the server did (journal rows follow).
- * Returns false when the rename failed here; the caller then takes D21.
+ * D20: rename the local entry `from` to `to` as the server did; returns the journal changes
+ * (its rows follow it). Undefined when the rename failed here; the caller then takes D21.
  */
 export async function moveLocal(
   ctx: SyncContext,
@@ -124,37 +125,48 @@ export async function moveLocal(
   sha256: string | undefined,
   /** The decision-table row that asked for it (D20). */
   rowId: string,
-): Promise<boolean> {
+): Promise<JournalChanges | undefined> {
   const absFrom = await ctx.at(from);
   const absTo = await ctx.at(to);
   await fsp.mkdir(nodePath.dirname(absTo), { recursive: true });
   try {
     await fsp.rename(absFrom, absTo);
   } catch {
-    return false;
+    return undefined;
   }
-  ctx.journal.moveFiles(from, to);
-  ctx.forgetLocalNames(from);
-  ctx.noteLocalName(to);
-  const moved = ctx.journal.getFile(to);
+  const out = new JournalChanges().moveFiles(from, to).forgetLocalNamesUnder(from);
+  ctx.noteLocalName(to, out);
+  // The rows as the move leaves them.
+  const rows = ctx.journal.filesUnder(from).map((r) => ({ ...r, path: to + r.path.slice(from.length) }));
+  const moved = rows[0]?.path === to ? rows[0] : undefined;
   const newerThere = moved?.kind === 'file' && sha256 !== undefined && sha256 !== moved.syncedHash;
-  if (moved && !newerThere) ctx.journal.upsertFile({ ...moved, syncedRev: revision });
-  requeueMovedEdits(ctx, to);
+  if (moved && !newerThere) {
+    rows[0] = { ...moved, syncedRev: revision };
+    out.upsertFile(rows[0]);
+  }
+  requeueMovedEdits(ctx, to, rows, out);
   ctx.status.activity({ kind: 'moved', path: to, detail: from, row: rowId });
-  return true;
+  return out;
 }
 
 /**
  * Local rows were just renamed to `to` (a rename there done here, or ours moved on to a
  * conflicted-copy name): edits made here and queued under the old name moved with their
  * files, so they go up under the new one (the put of the old path finds nothing there and
- * is dropped). An edit not scanned yet is found by the scan of the new place.
+ * is dropped). An edit not scanned yet is found by the scan of the new place. `rows`: the
+ * rows at and under `to` as they are now; the puts are added to `out`.
  */
-export function requeueMovedEdits(ctx: SyncContext, to: string): void {
+export function requeueMovedEdits(
+  ctx: SyncContext,
+  to: string,
+  rows: readonly FileRow[],
+  out: JournalChanges,
+): JournalChanges {
   const edits: Op[] = [];
-  for (const r of ctx.journal.filesUnder(to))
+  for (const r of rows)
     if (r.kind === 'file' && r.hash !== null && r.hash !== r.syncedHash)
       edits.push({ kind: 'put', path: r.path, hash: r.hash, size: r.size, created: r.syncedRev === null });
-  if (edits.length > 0) ctx.journal.enqueueMany(edits);
+  out.enqueue(edits);
   ctx.markDirty([to]);
+  return out;
 }

@@ -1,9 +1,12 @@
 /**
  * Propagation, local → remote namespace: queued mkdirs, deletes and moves sent as one
- * `ops` request (D2 for a folder, D11, a local move), each outcome recorded with its queue
- * entry in one transaction; a refusal is mended by sync/refusals.ts (D23–D26).
+ * `ops` request (D2 for a folder, D11, a local move); each operation leaves the queue with
+ * its effect, the whole request's in one transaction; a refusal is then mended by
+ * sync/refusals.ts (D23–D26).
  */
 import type { FileOp } from '@weft/wire';
+import { JournalChanges } from '../../journal/changes.ts';
+import type { FileRow } from '../../journal/journal.ts';
 import type { Op } from '../../ops.ts';
 import { RemoteError } from '../../remote/proxy-client.ts';
 import type { SyncContext } from '../context.ts';
@@ -46,23 +49,31 @@ export async function sendOps(ctx: SyncContext, run: readonly { id: number; op: 
     wire.map((w, i) => ({ ...w, result: results[i] })),
   );
   const failed: { op: Op; code: string }[] = [];
+  // Each operation leaves the queue with its effect; the request's in one transaction.
+  const out = new JournalChanges();
+  const upserted = new Map<string, FileRow>();
   run.forEach((q, i) => {
     const r = results[i];
-    ctx.journal.completeOp(q.id, () => {
-      if (!r) return;
-      if (r.status === 'applied' && (q.op.kind === 'mkdir' || q.op.kind === 'move') && r.entry) {
-        const path = q.op.kind === 'mkdir' ? q.op.path : q.op.to;
-        const row = ctx.journal.getFile(path);
-        // A moved file whose content is not our base was edited there meanwhile: its
-        // revision is not ours to take. The base stays, so our queued edit meets theirs
-        // as a conflict (D23), and the pull brings theirs down (D8) or keeps both (D10).
-        const newerThere =
-          row?.kind === 'file' && r.entry.kind === 'file' && r.entry.sha256 !== row.syncedHash;
-        if (row && !newerThere) ctx.journal.upsertFile({ ...row, syncedRev: r.entry.revision });
+    out.completeOp(q.id);
+    if (r?.status === 'applied' && (q.op.kind === 'mkdir' || q.op.kind === 'move') && r.entry) {
+      const path = q.op.kind === 'mkdir' ? q.op.path : q.op.to;
+      const row = upserted.get(path) ?? ctx.journal.getFile(path);
+      // A moved file whose content is not our base was edited there meanwhile: its
+      // revision is not ours to take. The base stays, so our queued edit meets theirs
+      // as a conflict (D23), and the pull brings theirs down (D8) or keeps both (D10).
+      const newerThere = row?.kind === 'file' && r.entry.kind === 'file' && r.entry.sha256 !== row.syncedHash;
+      if (row && !newerThere) {
+        const next = { ...row, syncedRev: r.entry.revision };
+        upserted.set(path, next);
+        out.upsertFile(next);
       }
-      if (r.status === 'error')
-        ctx.status.activity({ kind: 'error', path: describe(q.op), detail: r.error.message });
-    });
+    }
+  });
+  ctx.commit(out);
+  run.forEach((q, i) => {
+    const r = results[i];
+    if (r?.status === 'error')
+      ctx.status.activity({ kind: 'error', path: describe(q.op), detail: r.error.message });
     if (r?.status === 'applied') {
       // A folder made here is added, not moved (issue #19: a copied tree showed "Moved").
       const kind = q.op.kind === 'delete' ? 'deleted' : q.op.kind === 'mkdir' ? 'added' : 'moved';

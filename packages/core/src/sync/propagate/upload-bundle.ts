@@ -14,6 +14,7 @@ import {
   encodeBundle,
 } from '@weft/wire';
 import { stated } from '../../decisions.ts';
+import { JournalChanges } from '../../journal/changes.ts';
 import type { Op } from '../../ops.ts';
 import type { SyncContext } from '../context.ts';
 import { noteServerConflict } from './conflict.ts';
@@ -120,23 +121,19 @@ export function finishPut(
   r: OpResult | undefined,
   signature?: { bytes: Buffer; block: number },
 ): void {
-  ctx.journal.completeOp(opId, () => {
-    ctx.journal.clearSent(p);
-    if (!r) return;
-    if (r.status === 'applied' && r.entry) {
-      const row = ctx.journal.getFile(p);
-      if (row) {
-        ctx.journal.upsertFile({
-          ...row,
-          syncedRev: r.entry.revision,
-          syncedHash: r.entry.sha256 ?? sha,
-          signature: signature?.bytes ?? null,
-          signatureBlock: signature?.block ?? null,
-        });
-      }
-    }
-    if (r.status === 'error') ctx.status.activity({ kind: 'error', path: p, detail: r.error.message });
-  });
+  // The put leaves the queue with its effect, in one transaction.
+  const out = new JournalChanges().completeOp(opId).clearSent(p);
+  const row = r?.status === 'applied' && r.entry ? ctx.journal.getFile(p) : undefined;
+  if (row && r?.status === 'applied' && r.entry)
+    out.upsertFile({
+      ...row,
+      syncedRev: r.entry.revision,
+      syncedHash: r.entry.sha256 ?? sha,
+      signature: signature?.bytes ?? null,
+      signatureBlock: signature?.block ?? null,
+    });
+  ctx.commit(out);
+  if (r?.status === 'error') ctx.status.activity({ kind: 'error', path: p, detail: r.error.message });
   if (r?.status === 'error') {
     const d = ctx.decide(stated(p, 'refused'), { code: r.error.code });
     if (d.action === 'reconcile') ctx.control.reconcileEverything();
