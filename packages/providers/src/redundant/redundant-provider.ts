@@ -6,9 +6,10 @@
  * store (store.ts); backends hold only immutable blobs under `.weft-redundant/`.
  *
  * Reads take a replica from the fastest available backend, or the k fastest fragments in
- * parallel, hedged (striping.ts). A backend that fails is marked down; writes go on, and
+ * parallel, hedged (reading.ts). A backend that fails is marked down; writes go on, and
  * what it missed goes into the outage log, replayed in order when a probe finds it up again
- * (maintenance.ts, which also holds scrub and replacement). docs/redundancy.md for operators.
+ * (maintenance.ts, which also holds scrub and replacement); the backend set, its health and
+ * measured speeds are backends.ts. docs/redundancy.md for operators.
  */
 import { randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream, rmSync } from 'node:fs';
@@ -30,22 +31,15 @@ import type {
   TransferOptions,
   WriteOptions,
 } from '../provider.ts';
+import { type BackendConfig, type BackendHealth, BackendSet } from './backends.ts';
 import { type BackendStats, place } from './planner.ts';
 import { type LocationRow, type ObjectRow, PlacementStore } from './store.ts';
 import { encodeToSpool, fragmentBody, shardBytesFor, stripeCount } from './striping.ts';
 import { readReplica, readStriped } from './reading.ts';
 
-export const BLOB_DIR = '.weft-redundant';
-const PROBE_KEY = `${BLOB_DIR}/probe`;
-const SAMPLES = 16;
+export type { BackendConfig, BackendHealth } from './backends.ts';
 
-export interface BackendConfig {
-  /** Stable id, recorded in the placement store (e.g. 's3-eu', 'dropbox'). */
-  readonly id: string;
-  readonly provider: Provider;
-  /** Storage price per GB-month (from config or the cost model); ties in classification. */
-  readonly pricePerGbMonth?: number;
-}
+export const BLOB_DIR = '.weft-redundant';
 
 export interface RedundantOptions {
   readonly backends: readonly BackendConfig[];
@@ -67,15 +61,6 @@ export interface RedundantOptions {
   readonly name?: string;
 }
 
-export interface BackendHealth {
-  readonly id: string;
-  readonly name: string;
-  readonly state: 'available' | 'down';
-  readonly downSince?: number;
-  /** Outage-log entries waiting for this backend. */
-  readonly owed: number;
-}
-
 export interface RedundantMetrics {
   hedgedReads: number;
   degradedReads: number;
@@ -83,15 +68,6 @@ export interface RedundantMetrics {
   corruptFragmentReads: number;
   loggedWrites: number;
   replayed: number;
-}
-
-interface Live {
-  readonly id: string;
-  provider: Provider;
-  readonly price: number;
-  downSince: number | undefined;
-  readonly latencyMs: number[];
-  readonly throughputBps: number[];
 }
 
 export class RedundantProvider implements Provider {
@@ -125,7 +101,7 @@ export class RedundantProvider implements Provider {
   readonly m: number;
   readonly maxShardBytes: number;
   readonly hedgeAfterMs: number;
-  private readonly live = new Map<string, Live>();
+  private readonly backends: BackendSet;
   private readonly codecs = new Map<string, Promise<ReedSolomon>>();
   private readonly spoolDir: string;
   private timer: NodeJS.Timeout | undefined;
@@ -158,6 +134,7 @@ export class RedundantProvider implements Provider {
       throw new RangeError('redundant: maxShardBytes must be 1..2^32−1');
     this.name = options.name ?? `redundant:${options.backends.map((b) => b.id).join('+')}`;
     this.store = PlacementStore.open(options.dir);
+    this.backends = new BackendSet(this.store, `${BLOB_DIR}/probe`);
     this.spoolDir = nodePath.join(options.dir, 'spool');
     // Spool files of writes a crash interrupted: never committed, so nothing refers to them.
     rmSync(this.spoolDir, { recursive: true, force: true });
@@ -172,75 +149,38 @@ export class RedundantProvider implements Provider {
   // ---- backends ----------------------------------------------------------------------
 
   addBackend(b: BackendConfig): void {
-    if (this.live.has(b.id)) throw new RangeError(`redundant: backend ${b.id} is already in the set`);
-    this.live.set(b.id, {
-      id: b.id,
-      provider: b.provider,
-      price: b.pricePerGbMonth ?? 0,
-      downSince: this.store.downSince(b.id),
-      latencyMs: [],
-      throughputBps: [],
-    });
+    this.backends.add(b);
   }
 
   /** Take a backend out of the set (after its fragments were rebuilt elsewhere). */
-  async dropBackend(id: string): Promise<void> {
-    const b = this.live.get(id);
-    this.live.delete(id);
-    this.store.setUp(id);
-    await b?.provider.close?.();
+  dropBackend(id: string): Promise<void> {
+    return this.backends.drop(id);
   }
 
   backendIds(): string[] {
-    return [...this.live.keys()];
+    return this.backends.ids();
   }
 
   backend(id: string): Provider | undefined {
-    return this.live.get(id)?.provider;
+    return this.backends.get(id)?.provider;
   }
 
   isUp(id: string): boolean {
-    const b = this.live.get(id);
-    return b !== undefined && b.downSince === undefined;
+    return this.backends.up(id) !== undefined;
   }
 
   health(): BackendHealth[] {
-    return [...this.live.values()].map((b) => ({
-      id: b.id,
-      name: b.provider.name,
-      state: b.downSince === undefined ? 'available' : 'down',
-      ...(b.downSince === undefined ? {} : { downSince: b.downSince }),
-      owed: this.store.logCount(b.id),
-    }));
+    return this.backends.health();
   }
 
   /** Note a backend failure: it counts as down until a probe finds it answering. */
   markDown(id: string): void {
-    const b = this.live.get(id);
-    if (!b || b.downSince !== undefined) return;
-    b.downSince = Date.now();
-    this.store.setDown(id, b.downSince);
+    this.backends.markDown(id);
   }
 
   /** Ask every backend (or one) whether it answers; a backend that comes back has its log replayed. */
-  async probe(only?: string): Promise<void> {
-    for (const b of [...this.live.values()]) {
-      if (only !== undefined && b.id !== only) continue;
-      const started = Date.now();
-      try {
-        await b.provider.stat(PROBE_KEY).catch((e: unknown) => {
-          if (!(e instanceof NotFoundError)) throw e;
-        });
-      } catch {
-        this.markDown(b.id);
-        continue;
-      }
-      sample(b.latencyMs, Date.now() - started);
-      const wasDown = b.downSince !== undefined;
-      b.downSince = undefined;
-      this.store.setUp(b.id);
-      if (wasDown || this.store.logCount(b.id) > 0) await this.replay(b.id);
-    }
+  probe(only?: string): Promise<void> {
+    return this.backends.probe(only, (id) => this.replay(id));
   }
 
   /** Replay a backend's outage log (one replay per backend at a time; a second caller waits for it). */
@@ -256,30 +196,16 @@ export class RedundantProvider implements Provider {
   }
 
   stats(ids: readonly string[]): BackendStats[] {
-    return ids.map((id) => {
-      const b = this.live.get(id);
-      return {
-        id,
-        available: b !== undefined && b.downSince === undefined,
-        latencyMs: b?.latencyMs ?? [],
-        // Until measured, every backend is assumed to move 10 MB/s.
-        throughputBps: b?.throughputBps.length ? b.throughputBps : [10e6],
-        pricePerGbMonth: b?.price ?? 0,
-      };
-    });
+    return this.backends.stats(ids);
   }
 
   /** A backend's own recent samples (empty until measured; `stats` assumes a default then). */
   measured(id: string): { latencyMs: readonly number[]; throughputBps: readonly number[] } {
-    const b = this.live.get(id);
-    return { latencyMs: b?.latencyMs ?? [], throughputBps: b?.throughputBps ?? [] };
+    return this.backends.measured(id);
   }
 
   recordTransfer(id: string, bytes: number, ms: number): void {
-    const b = this.live.get(id);
-    if (!b) return;
-    if (bytes >= 64 * 1024 && ms > 0) sample(b.throughputBps, (bytes * 1000) / ms);
-    else sample(b.latencyMs, ms);
+    this.backends.recordTransfer(id, bytes, ms);
   }
 
   codec(k: number, m: number): Promise<ReedSolomon> {
@@ -347,8 +273,8 @@ export class RedundantProvider implements Provider {
     for (const o of objects) {
       for (const loc of this.store.locations(o.id)) {
         const key = blobKey(o, loc.slot);
-        const b = this.live.get(loc.backend);
-        if (b && b.downSince === undefined && loc.state !== 'owed') {
+        const b = this.backends.up(loc.backend);
+        if (b && loc.state !== 'owed') {
           try {
             await b.provider.remove(key);
             continue;
@@ -475,7 +401,7 @@ export class RedundantProvider implements Provider {
       stored.locations
         .filter((l) => l.state === 'ok')
         .map((l) =>
-          this.live
+          this.backends
             .get(l.backend)
             ?.provider.remove(blobKey(stored.row, l.slot))
             .catch(() => undefined),
@@ -571,8 +497,8 @@ export class RedundantProvider implements Provider {
     sha256: string | undefined,
     signal?: AbortSignal,
   ): Promise<boolean> {
-    const b = this.live.get(backend);
-    if (!b || b.downSince !== undefined) return false;
+    const b = this.backends.up(backend);
+    if (!b) return false;
     const started = Date.now();
     try {
       await b.provider.write(key, body, { size, sha256, signal });
@@ -605,7 +531,7 @@ export class RedundantProvider implements Provider {
 
   async close(): Promise<void> {
     clearInterval(this.timer);
-    for (const b of this.live.values()) await b.provider.close?.();
+    await this.backends.close();
     this.store.close();
   }
 }
@@ -613,11 +539,6 @@ export class RedundantProvider implements Provider {
 /** Where slot `slot` of an object lives on its backend. */
 export function blobKey(o: { id: string; layout: 'replicated' | 'striped' }, slot: number): string {
   return `${BLOB_DIR}/${o.id.slice(0, 2)}/${o.id}.${o.layout === 'replicated' ? 'r' : 'f'}${slot}`;
-}
-
-function sample(list: number[], v: number): void {
-  list.push(v);
-  if (list.length > SAMPLES) list.shift();
 }
 
 async function* once(bytes: Uint8Array): AsyncIterable<Uint8Array> {
