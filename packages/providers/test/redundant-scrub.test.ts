@@ -125,6 +125,20 @@ describe('redundant tier, scrub and replace', () => {
     expect(slept.length).toBeGreaterThan(0);
   });
 
+  it('goes on when a backend fails during the scrub: marked down, its blobs skipped', async () => {
+    const { tier, outage } = await fsRig();
+    for (let i = 0; i < 3; i++) await tier.write(`f${i}.bin`, randomBytes(100 * KiB + i));
+    // Down after the first blob is checked, before the tier notices.
+    const report = await scrub(tier, {
+      bytesPerSecond: 1,
+      sleep: async () => outage[2]!.goDown(),
+    });
+    expect(tier.isUp('b2')).toBe(false);
+    expect(report).toMatchObject({ objects: 3, missing: 0, corrupt: 0, repaired: 0 });
+    expect(report.blobsChecked + report.skipped).toBe(15);
+    expect(report.skipped).toBeGreaterThanOrEqual(2);
+  });
+
   it('replaces a backend lost for good, rebuilding its blobs onto a new one with progress', async () => {
     const { tier, outage } = await fsRig();
     const files = new Map<string, Buffer>();

@@ -177,7 +177,16 @@ export async function scrub(tier: RedundantProvider, options: ScrubOptions = {})
         report.skipped += 1;
         continue;
       }
-      const verdict = await checkBlob(p, obj, loc, report);
+      let verdict: Awaited<ReturnType<typeof checkBlob>>;
+      try {
+        verdict = await checkBlob(p, obj, loc, report);
+      } catch {
+        // The backend failed now (not "not found"): down until a probe finds it again; its
+        // blobs are skipped this time, the rest of the scrub goes on.
+        tier.markDown(loc.backend);
+        report.skipped += 1;
+        continue;
+      }
       report.blobsChecked += 1;
       if (verdict === 'missing') report.missing += 1;
       if (verdict === 'corrupt') report.corrupt += 1;
