@@ -9,7 +9,7 @@
  */
 import * as fsp from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import type { OldFileReader, Signature } from '@weft/rsync-wasm';
+import { type OldFileReader, parseSignature, type Signature } from '@weft/rsync-wasm';
 import { openOldFile, patchToFile } from '@weft/rsync-wasm/node';
 import type { EntryInfo, OpResult } from '@weft/wire';
 import { deltaDownload, type DeltaLimits, openDeltaUpload } from './delta-io.ts';
@@ -42,6 +42,29 @@ export class DeltaService {
     baseSha256: string,
   ): Promise<{ length: number; body: Readable }> {
     return deltaDownload(this.o.store, userId, entry, sig, baseSha256);
+  }
+
+  /**
+   * Server-side diff: the delta container of `entry` against the client's version
+   * `baseSha256`, from the signature the server holds of that version — the client sends
+   * none. The base must be large content the caller holds or held (DELTA_BASE_UNKNOWN
+   * otherwise: the client sends its signature instead).
+   */
+  async serverDiff(
+    userId: string,
+    entry: EntryInfo & { sha256: string },
+    baseSha256: string,
+  ): Promise<{ length: number; body: Readable }> {
+    const { store } = this.o;
+    const found = store.findContent(userId, entry.path, baseSha256);
+    const size = found?.objectSize ?? (found?.entry?.tier === 'large' ? found.entry.size : undefined);
+    if (size === undefined)
+      throw new ApiError(
+        'DELTA_BASE_UNKNOWN',
+        'the server does not hold this base version for you; send its signature (POST /v1/files/delta)',
+      );
+    const sig = parseSignature(await store.contentSignature(baseSha256, size));
+    return deltaDownload(store, userId, entry, sig, baseSha256);
   }
 
   /**

@@ -93,4 +93,23 @@ export async function registerDeltaRoutes(
     },
     maxSignatureBytes,
   );
+
+  route(
+    {
+      method: 'GET',
+      url: '/v1/files/delta',
+      summary:
+        'Server-side diff: a delta container against a base version the server holds for the caller (DELTA_BASE_UNKNOWN otherwise); no signature sent',
+      auth: 'device',
+      query: DeltaDownloadQuery,
+      binaryResponse: 'application/octet-stream',
+    },
+    async (req, reply) => {
+      const { a, q, e } = entryAt(ctx, stat, req, DeltaDownloadQuery, 'content');
+      const out = await deltas.serverDiff(a.userId, e, q.baseSha256);
+      fileHeaders(reply, e);
+      void reply.type('application/octet-stream').header('content-length', String(out.length));
+      return reply.send(out.body);
+    },
+  );
 }

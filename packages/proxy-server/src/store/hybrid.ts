@@ -42,7 +42,7 @@ import { type BatchFile, makeDir, writeBatchFiles } from './batch-write.ts';
 import { checkNewPath, checkUserPath } from './paths.ts';
 import { lastEntry, NOOP_SEQ } from './op-results.ts';
 import { chunkList, type Content, contentSha, contentSize } from './content.ts';
-import { putSignature, signatureOf, type SignatureDeps } from './signatures.ts';
+import { contentSignature, putSignature, signatureOf, type SignatureDeps } from './signatures.ts';
 import type { VersionRow } from './version-index.ts';
 import { keepVersionContent, readVersionContent, type VersionKeepDeps } from './version-keep.ts';
 import { collectVersions } from './version-gc.ts';
@@ -284,6 +284,11 @@ export class HybridStore {
     entry: EntryInfo,
   ): Promise<{ bytes: Uint8Array; blockSize: number; sha256: string }> {
     return signatureOf(this.signatureDeps(), userId, entry);
+  }
+
+  /** The rsync signature of large content held here (stored beside its object, or made now). */
+  contentSignature(sha256: string, size: number): Promise<Uint8Array> {
+    return contentSignature(this.signatureDeps(), sha256, size);
   }
 
   private signatureDeps(): SignatureDeps {

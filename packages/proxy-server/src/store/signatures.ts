@@ -105,3 +105,32 @@ export async function signatureOf(
     unpin();
   }
 }
+
+/**
+ * The rsync signature of large content this server holds, by hash and size: the one stored
+ * beside its object, or made now from the object (and stored). For a server-side diff the
+ * client names its base version and sends no signature of it.
+ */
+export async function contentSignature(d: SignatureDeps, sha256: string, size: number): Promise<Uint8Array> {
+  const blockSize = signatureBlockSize(size);
+  try {
+    return await collect(await d.objects.read(signatureKey(sha256, blockSize)));
+  } catch (e) {
+    if (!(e instanceof NotFoundError)) throw e;
+  }
+  const unpin = d.pin(sha256);
+  const { file, release } = await d.stageObject(sha256, size);
+  try {
+    const made = await putSignature(d, sha256, { file, size });
+    if (made?.bytes) return made.bytes;
+    return await collect(
+      rsyncSignature(createReadStream(file) as AsyncIterable<Uint8Array>, {
+        blockSize,
+        strongLength: signatureStrongLength(size, blockSize),
+      }),
+    );
+  } finally {
+    release();
+    unpin();
+  }
+}
