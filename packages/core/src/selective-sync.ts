@@ -21,6 +21,7 @@
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
+import { loadSelection, replaceSelection, setSelectionState } from './journal/selection-rows.ts';
 import { PARTIAL_PREFIX } from './local-fs.ts';
 import { UnsafeLocalPathError } from './local-path.ts';
 import { OfflineError } from './remote/proxy-client.ts';
@@ -61,7 +62,7 @@ export class SelectiveSync implements SelectionView {
     private readonly rawClient: RemoteStore,
     private readonly settleMs: number,
   ) {
-    this.selection = new Selection(this.load());
+    this.selection = new Selection(loadSelection(this.ctx.journal));
     ctx.ignore.setExcluded((p) => this.selection.isExcluded(p));
   }
 
@@ -201,27 +202,13 @@ export class SelectiveSync implements SelectionView {
 
   // ---------------------------------------------------------------- internals
 
-  private load(): [string, SelectionState][] {
-    const rows = this.ctx.journal.db.prepare('SELECT path, state FROM selection ORDER BY path').all() as {
-      path: string;
-      state: SelectionState;
-    }[];
-    return rows.map((r) => [r.path, r.state]);
-  }
-
   private replaceAll(next: ReadonlyMap<string, SelectionState>): void {
-    this.ctx.journal.transaction(() => {
-      this.ctx.journal.db.prepare('DELETE FROM selection').run();
-      const put = this.ctx.journal.db.prepare('INSERT INTO selection (path, state) VALUES (?, ?)');
-      for (const [p, s] of next) put.run(p, s);
-    });
+    replaceSelection(this.ctx.journal, next);
     this.selection = new Selection(next);
   }
 
   private setState(p: string, state: SelectionState | undefined): void {
-    const db = this.ctx.journal.db;
-    if (state === undefined) db.prepare('DELETE FROM selection WHERE path = ?').run(p);
-    else db.prepare('INSERT OR REPLACE INTO selection (path, state) VALUES (?, ?)').run(p, state);
+    setSelectionState(this.ctx.journal, p, state);
     const next = new Map(this.selection.entries());
     if (state === undefined) next.delete(p);
     else next.set(p, state);

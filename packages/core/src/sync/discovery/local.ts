@@ -7,6 +7,7 @@
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { type Observation, decide } from '../../decisions.ts';
+import { JournalChanges } from '../../journal/changes.ts';
 import { PARTIAL_PREFIX } from '../../local-fs.ts';
 import type { Op } from '../../ops.ts';
 import { type ScanResult, ScanStopped, enqueueScan, scan } from '../../scanner.ts';
@@ -128,9 +129,9 @@ function isMassDelete(deletedFiles: number, knownFiles: number, o: LocalDiscover
  * feed position, so the next pull lists the folder and brings the files back.
  */
 export function restoreMassDelete(ctx: SyncContext): void {
-  for (const q of ctx.journal.pendingOps()) {
-    if (q.op.kind === 'delete') ctx.journal.completeOp(q.id, () => undefined);
-  }
+  const dropped = new JournalChanges();
+  for (const q of ctx.journal.pendingOps()) if (q.op.kind === 'delete') dropped.completeOp(q.id);
+  ctx.commit(dropped);
   ctx.journal.setMeta('cursor', '');
 }
 

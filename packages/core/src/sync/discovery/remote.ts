@@ -5,10 +5,9 @@
  * decided by the table (decisions.ts) and handed to the propagators. Runs of file upserts
  * are decided together so that the small ones come down in bundles.
  */
-import * as fsp from 'node:fs/promises';
 import type { ChangeRecord, EntryInfo } from '@weft/wire';
 import { LocalMerkle, findDivergence } from '../../consistency.ts';
-import { type DecisionRow, type Observation, decide } from '../../decisions.ts';
+import { type DecisionRow, decide } from '../../decisions.ts';
 import type { FileRow } from '../../journal/journal.ts';
 import type { SyncContext } from '../context.ts';
 import { keepConflict } from '../propagate/conflict.ts';
@@ -22,6 +21,7 @@ import {
 import { ownToCopy } from '../propagate/kind-clash.ts';
 import { deleteLocal, moveLocal } from '../propagate/local-change.ts';
 import { holdForQueuedMoves, releasable, released } from './held.ts';
+import { observeFile, observeGone, observeMove, observeNewKind } from './observe.ts';
 
 /** Pull the feed from the saved cursor (or list everything) and apply what it says. */
 export async function pull(ctx: SyncContext): Promise<void> {
@@ -55,7 +55,7 @@ async function fullReconcile(ctx: SyncContext): Promise<void> {
   const held = holdForQueuedMoves(ctx);
   const entries = listing.entries.filter((e) => !held(e.path));
   const dirs = entries.filter((e) => e.kind === 'dir').sort((a, b) => (a.path < b.path ? -1 : 1));
-  for (const d of dirs) await ctx.guarded(d.path, async () => ctx.commit(await makeLocalDir(ctx, d)));
+  for (const d of dirs) await ctx.guarded(d.path, () => applyRemoteDir(ctx, d));
   await applyRemoteFiles(
     ctx,
     entries.filter((e) => e.kind === 'file'),
@@ -63,7 +63,7 @@ async function fullReconcile(ctx: SyncContext): Promise<void> {
   // Rows the server no longer has (and we had synced): deleted remotely.
   for (const row of ctx.journal.allFiles()) {
     if (row.syncedRev !== null && !remote.has(row.path) && !held(row.path))
-      await ctx.guarded(row.path, async () => ctx.commit(await deleteLocal(ctx, row.path)));
+      await ctx.guarded(row.path, () => applyRemoteDelete(ctx, row.path));
   }
   ctx.journal.setMeta('cursor', String(listing.seq));
 }
@@ -106,33 +106,13 @@ async function applyRemoteBatch(ctx: SyncContext, changes: readonly ChangeRecord
 async function applyRemote(ctx: SyncContext, c: ChangeRecord): Promise<void> {
   if (ctx.ignore.ignores(c.path, c.type !== 'delete' && c.entry.kind === 'dir')) return;
   if (c.type === 'upsert') {
-    if (c.entry.kind === 'dir') ctx.commit(await makeLocalDir(ctx, c.entry));
+    if (c.entry.kind === 'dir') await applyRemoteDir(ctx, c.entry);
     else await applyRemoteFiles(ctx, [c.entry], c.deviceName);
   } else if (c.type === 'delete') {
-    ctx.commit(await deleteLocal(ctx, c.path));
+    await applyRemoteDelete(ctx, c.path);
   } else {
     await applyRemoteMove(ctx, c.from, c.path, c.entry);
   }
-}
-
-/**
- * What discovery sees of a remote file entry at its path: the base and local content the
- * journal and the disk hold, the remote content, and the circumstance that decides first —
- * our own write echoed (D16: its revision is the synced one; the disk is not read, the
- * journal's content stands for it) or acknowledged never (D17: content this device sent).
- */
-async function observeFile(
-  ctx: SyncContext,
-  entry: EntryInfo,
-  row: FileRow | undefined,
-): Promise<Observation> {
-  const base = row?.syncedHash ?? undefined;
-  const o = { path: entry.path, base, remote: entry.sha256 };
-  const kind = { ...(base === undefined ? {} : { base: 'file' as const }), remote: 'file' as const };
-  if (row?.syncedRev === entry.revision) return { ...o, local: row.hash ?? undefined, kind, hint: 'echo' };
-  const local = await ctx.localHash(row, entry.path);
-  const seen: Observation = { ...o, local, kind: local === undefined ? kind : { ...kind, local: 'file' } };
-  return entry.sha256 && ctx.journal.wasSent(entry.path, entry.sha256) ? { ...seen, hint: 'sent' } : seen;
 }
 
 /**
@@ -148,10 +128,10 @@ export async function applyRemoteFiles(
     [];
   for (const entry of entries) {
     let row = ctx.journal.getFile(entry.path);
-    if (row?.kind === 'dir' && row.syncedRev === null) {
+    const clash = await observeNewKind(ctx, entry, row);
+    if (clash) {
       // A folder made here (never sent), a file made there: both kept (D27).
-      const clash = { path: entry.path, base: undefined, local: undefined, remote: entry.sha256 };
-      const d = ctx.decide({ ...clash, kind: { local: 'dir', remote: 'file' } }, { rev: entry.revision });
+      const d = ctx.decide(clash, { rev: entry.revision });
       const moved = d.action === 'conflict' ? await ownToCopy(ctx, entry.path, d.id) : undefined;
       if (moved) {
         ctx.commit(moved);
@@ -206,19 +186,29 @@ export async function applyRemoteFiles(
   await downloadSmall(ctx, small, (changes) => ctx.commit(changes));
 }
 
+/** A remote folder: created here (D3); a file made here and never sent at its name moves on to a copy first (D27). */
+async function applyRemoteDir(ctx: SyncContext, entry: EntryInfo): Promise<void> {
+  const clash = await observeNewKind(ctx, entry, ctx.journal.getFile(entry.path));
+  if (clash) {
+    // A file made here (never sent), a folder made there: both kept (D27).
+    const d = ctx.decide(clash, { rev: entry.revision });
+    if (d.action === 'conflict') ctx.commit(await ownToCopy(ctx, entry.path, d.id));
+  }
+  ctx.commit(await makeLocalDir(ctx, entry));
+}
+
+/** `p` is gone from the server: observe what is here, decide (D12, D13, D15, D19), propagate. */
+async function applyRemoteDelete(ctx: SyncContext, p: string): Promise<void> {
+  const gone = await observeGone(ctx, p);
+  if (!gone) return;
+  const d = ctx.decide(gone.seen, { kept: gone.keep.size });
+  ctx.commit(await deleteLocal(ctx, gone, d));
+}
+
 /** A remote move: the same rename here (D20), or else fetch the destination as new (D21). */
 async function applyRemoteMove(ctx: SyncContext, from: string, to: string, entry: EntryInfo): Promise<void> {
   const row = ctx.journal.getFile(from);
-  const target = ctx.journal.getFile(to);
-  const inTheWay = target ? undefined : await fsp.lstat(await ctx.at(to)).catch(() => undefined);
-  const seen: Observation = {
-    path: to,
-    base: row?.syncedHash ?? undefined,
-    local: row?.hash ?? undefined,
-    remote: entry.sha256,
-    kind: { remote: entry.kind },
-    moveHint: { from, sourceHere: row !== undefined, destinationFree: !target && !inTheWay },
-  };
+  const seen = await observeMove(ctx, from, entry, row);
   let d = ctx.decide(seen);
   if (d.action === 'move-local') {
     const moved = await moveLocal(ctx, from, to, entry.revision, entry.sha256, d.id);
@@ -244,7 +234,7 @@ async function applyRemoteMove(ctx: SyncContext, from: string, to: string, entry
   // echo this is (seed 1262).
   if (entry.kind === 'dir') await fetchRemoteSubtree(ctx, to, undefined, true);
   else await applyRemoteFiles(ctx, [entry]);
-  if (row) ctx.commit(await deleteLocal(ctx, from));
+  if (row) await applyRemoteDelete(ctx, from);
 }
 
 /**
@@ -269,10 +259,10 @@ export async function fetchRemoteSubtree(
         .filter((r) => r.path !== p && r.syncedRev !== null && !there.has(r.path))
         .sort((a, b) => (a.path < b.path ? -1 : 1));
       // Top-most first; a folder's delete takes its content with it.
-      for (const r of gone) if (ctx.journal.getFile(r.path)) ctx.commit(await deleteLocal(ctx, r.path));
+      for (const r of gone) if (ctx.journal.getFile(r.path)) await applyRemoteDelete(ctx, r.path);
     }
-    ctx.commit(await makeLocalDir(ctx, current));
-    for (const d of listing.entries.filter((e) => e.kind === 'dir')) ctx.commit(await makeLocalDir(ctx, d));
+    await applyRemoteDir(ctx, current);
+    for (const d of listing.entries.filter((e) => e.kind === 'dir')) await applyRemoteDir(ctx, d);
     await applyRemoteFiles(
       ctx,
       listing.entries.filter((e) => e.kind === 'file'),
@@ -306,9 +296,9 @@ export async function repairPath(ctx: SyncContext, p: string): Promise<void> {
         remote: current.sha256,
         kind: { base: row.kind, remote: current.kind },
       });
-      if (d.action === 'replace-kind') ctx.commit(await deleteLocal(ctx, p));
+      if (d.action === 'replace-kind') await applyRemoteDelete(ctx, p);
     } else {
-      ctx.commit(await deleteLocal(ctx, p)); // nothing there: decided as a remote delete
+      await applyRemoteDelete(ctx, p); // nothing there: decided as a remote delete
     }
   }
   if (current) await fetchRemoteSubtree(ctx, p, current, true);

@@ -24,7 +24,6 @@ import { atomicWrite } from '../../local-fs.ts';
 import { RemoteError } from '../../remote/proxy-client.ts';
 import type { SyncContext } from '../context.ts';
 import { adoptAsEditOf } from './conflict.ts';
-import { ownToCopy } from './kind-clash.ts';
 
 /** A file to bring down, with what the decision to do so was based on. */
 export interface Download {
@@ -303,9 +302,9 @@ export function recordSynced(
 }
 
 /**
- * A remote folder: create it here and record it synced. A file made here and never sent
- * moves on to a conflicted copy first (D27); another local file in the way stays (the
- * scanner reports it). Returns the journal changes.
+ * A remote folder: create it here and record it synced; a local file in the way stays (the
+ * scanner reports it; one made here and never sent was moved on to a conflicted copy
+ * first, D27: discovery/remote.ts). Returns the journal changes.
  */
 export async function makeLocalDir(ctx: SyncContext, entry: EntryInfo): Promise<JournalChanges> {
   const out = new JournalChanges();
@@ -313,25 +312,7 @@ export async function makeLocalDir(ctx: SyncContext, entry: EntryInfo): Promise<
   const row = ctx.journal.getFile(entry.path);
   if (row?.kind === 'dir' && row.syncedRev !== null) return out;
   const abs = await ctx.at(entry.path);
-  let st = await fsp.lstat(abs).catch(() => undefined);
-  if (st?.isFile() && row?.kind === 'file' && row.syncedRev === null) {
-    // A file made here (never sent), a folder made there: both kept (D27).
-    const d = ctx.decide(
-      {
-        path: entry.path,
-        base: undefined,
-        local: row.hash ?? undefined,
-        remote: undefined,
-        kind: { local: 'file', remote: 'dir' },
-      },
-      { rev: entry.revision },
-    );
-    const moved = d.action === 'conflict' ? await ownToCopy(ctx, entry.path, d.id) : undefined;
-    if (moved) {
-      out.add(moved);
-      st = undefined;
-    }
-  }
+  const st = await fsp.lstat(abs).catch(() => undefined);
   if (st && !st.isDirectory()) return out; // a local file is in the way: the scanner reports it
   await fsp.mkdir(abs, { recursive: true });
   const now = await fsp.lstat(abs, { bigint: true });

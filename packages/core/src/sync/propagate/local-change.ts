@@ -5,50 +5,29 @@
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import type { DecisionRow, Observation } from '../../decisions.ts';
+import type { DecisionRow } from '../../decisions.ts';
 import { JournalChanges } from '../../journal/changes.ts';
 import { type FileRow, SMUDGED_MTIME } from '../../journal/journal.ts';
-import { PARTIAL_PREFIX } from '../../local-fs.ts';
 import type { Op } from '../../ops.ts';
 import type { SyncContext } from '../context.ts';
-
-/** The base of an entry as last synced, where the journal keeps no content hash (a folder). */
-const SYNCED = 'as synced';
+import type { GoneThere } from '../discovery/observe.ts';
 
 /**
- * `p` is gone from the server. What is here as last synced goes to the trash (D12, or
- * D13 when it is gone here too); files that are not what we last synced — edited, or
- * new and not scanned yet — outrank the delete (D15 for a file, D19 for a folder
- * holding them): they stay, their folders are created again, and they go up again.
- * Returns the journal changes.
+ * `p` is gone from the server (discovery/observe.ts observeGone saw it, `d` decided it).
+ * What is here as last synced goes to the trash (D12, or D13 when it is gone here too);
+ * files that are not what we last synced — edited, or new and not scanned yet — outrank
+ * the delete (D15 for a file, D19 for a folder holding them): they stay, their folders are
+ * created again, and they go up again. Returns the journal changes.
  */
-export async function deleteLocal(ctx: SyncContext, p: string): Promise<JournalChanges> {
+export async function deleteLocal(
+  ctx: SyncContext,
+  gone: GoneThere,
+  d: DecisionRow,
+): Promise<JournalChanges> {
   const out = new JournalChanges();
-  const rows = ctx.journal.filesUnder(p);
-  const top = rows[0]?.path === p ? rows[0] : undefined;
-  if (rows.length === 0) return out;
+  const { rows, keep } = gone;
+  const p = gone.seen.path;
   const abs = await ctx.at(p);
-  const keep = new Map<string, string>();
-  for (const f of await localFilesUnder(ctx, p)) {
-    const row = ctx.journal.getFile(f);
-    const local = await ctx.localHash(row, f);
-    if (local !== undefined && (!row || row.kind !== 'file' || local !== row.syncedHash)) keep.set(f, local);
-  }
-  const kept = keep.get(p);
-  let o: Observation;
-  if (top?.kind === 'file' && kept !== undefined) {
-    const base = top.syncedHash ?? undefined;
-    o = { path: p, base, local: kept, remote: undefined, kind: { local: 'file' } };
-  } else if (keep.size > 0) {
-    const base = top?.syncedHash ?? SYNCED;
-    o = { path: p, base, local: undefined, remote: undefined, kind: {}, hint: 'folder-gone-with-changes' };
-  } else {
-    // All here is as last synced (or gone here too): its content is the base.
-    const here = (await fsp.lstat(abs).catch(() => undefined)) !== undefined;
-    const base = top?.syncedHash ?? SYNCED;
-    o = { path: p, base, local: here ? base : undefined, remote: undefined, kind: {} };
-  }
-  const d: DecisionRow = ctx.decide(o, { kept: keep.size });
   if (d.action === 'delete-local' || d.action === 'forget') {
     await ctx.trash.keep(abs, ctx.paths.localRel(p));
     out.deleteFilesUnder(p).forgetLocalNamesUnder(p);
@@ -85,30 +64,6 @@ export async function deleteLocal(ctx: SyncContext, p: string): Promise<JournalC
   out.enqueue(ops.reverse());
   ctx.markDirty([p]); // the kept files are uploaded as new by the scan
   ctx.status.activity({ kind: 'deleted', path: p, detail: `kept ${keep.size} changed file(s)`, row: d.id });
-  return out;
-}
-
-/** Files on disk at or under `p` (not ignored, not our temp files), as folder paths. */
-async function localFilesUnder(ctx: SyncContext, p: string): Promise<string[]> {
-  const out: string[] = [];
-  const visit = async (rel: string): Promise<void> => {
-    const abs = await ctx.at(rel).catch(() => undefined);
-    if (abs === undefined) return;
-    const st = await fsp.lstat(abs).catch(() => undefined);
-    if (!st) return;
-    if (st.isFile()) {
-      if (!ctx.ignore.ignores(rel, false)) out.push(rel);
-      return;
-    }
-    if (!st.isDirectory() || ctx.ignore.ignores(rel, true)) return;
-    const names = await fsp.readdir(abs).catch(() => [] as string[]);
-    for (const n of names) {
-      if (n.startsWith(PARTIAL_PREFIX)) continue;
-      const remote = ctx.paths.remoteName(n.normalize('NFC'));
-      if (remote !== undefined) await visit(`${rel}/${remote}`);
-    }
-  };
-  await visit(p);
   return out;
 }
 

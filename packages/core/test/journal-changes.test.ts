@@ -1,0 +1,85 @@
+/**
+ * The journal changes a propagation returns (src/journal/changes.ts) are recorded in order,
+ * in one transaction: all of them, or — when one fails — none, the queue included.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { JournalChanges, commitChanges } from '../src/journal/changes.ts';
+import { type FileRow, Journal } from '../src/journal/journal.ts';
+
+const dirs: string[] = [];
+const fresh = (): Journal => {
+  const d = mkdtempSync(join(tmpdir(), 'weft-changes-'));
+  dirs.push(d);
+  return new Journal(join(d, 'journal.db'));
+};
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+const file = (path: string, hash: string): FileRow => ({
+  path,
+  kind: 'file',
+  size: 1,
+  mtimeNs: 1n,
+  inode: 1n,
+  hash,
+  syncedRev: 'r1',
+  syncedHash: hash,
+  signature: null,
+  signatureBlock: null,
+});
+
+describe('journal changes', () => {
+  it('are recorded in the order they were made', () => {
+    const j = fresh();
+    j.enqueue({ kind: 'put', path: 'old.txt', hash: 'h0', size: 1, created: true });
+    const [queued] = j.pendingOps();
+    const changes = new JournalChanges()
+      .upsertFile(file('a/x.txt', 'h1'))
+      .moveFiles('a', 'b') // sees the row just upserted
+      .upsertFile({ ...file('b/x.txt', 'h1'), syncedRev: 'r2' })
+      .completeOp(queued?.id ?? -1)
+      .enqueue([{ kind: 'mkdir', path: 'c', created: true }])
+      .recordLocalName('b/x.txt', 'x＿.txt', 'reserved')
+      .setDeltaHistory('b/x.txt', [0.5, 0.5], 3);
+    expect(changes.touchesLocalNames).toBe(true);
+    commitChanges(j, changes);
+    expect(j.getFile('a/x.txt')).toBeUndefined();
+    expect(j.getFile('b/x.txt')?.syncedRev).toBe('r2');
+    expect(j.pendingOps().map((q) => q.op)).toEqual([{ kind: 'mkdir', path: 'c', created: true }]);
+    expect(j.localNames()).toEqual([{ path: 'b/x.txt', localName: 'x＿.txt', reason: 'reserved' }]);
+    expect(j.deltaHistory('b/x.txt')).toEqual({ probs: [0.5, 0.5], n: 3 });
+    j.close();
+  });
+
+  it('are all recorded or none: a failing change leaves the rows and the queue as they were', () => {
+    const j = fresh();
+    j.upsertFile(file('keep.txt', 'h1'));
+    j.enqueue({ kind: 'put', path: 'keep.txt', hash: 'h2', size: 1, created: false });
+    const before = j.pendingOps();
+    const [queued] = before;
+    const bad = { ...file('bad.txt', 'h3'), kind: 'link' } as unknown as FileRow; // the table's CHECK refuses it
+    const changes = new JournalChanges()
+      .deleteFile('keep.txt')
+      .completeOp(queued?.id ?? -1)
+      .enqueue([{ kind: 'delete', path: 'keep.txt' }])
+      .upsertFile(bad);
+    expect(() => commitChanges(j, changes)).toThrow();
+    expect(j.getFile('keep.txt')?.hash).toBe('h1');
+    expect(j.getFile('bad.txt')).toBeUndefined();
+    expect(j.pendingOps()).toEqual(before);
+    j.close();
+  });
+
+  it('an empty list touches nothing', () => {
+    const j = fresh();
+    const changes = new JournalChanges().enqueue([]);
+    expect(changes.size).toBe(0);
+    commitChanges(j, changes);
+    expect(j.pendingOps()).toEqual([]);
+    j.close();
+  });
+});
