@@ -61,6 +61,8 @@ export class CoalescingQueue {
   private readonly atPath = new Map<string, OrderedIds>();
   /** Folder → positions of the operations touching a path strictly inside it. */
   private readonly under = new Map<string, OrderedIds>();
+  /** Positions of the queued moves (few: where a queued file is now is carried through them). */
+  private readonly moves = new OrderedIds();
   /** Positions changed since the last takeChanges: the operation now there, or undefined if gone. */
   private changes = new Map<number, Op | undefined>();
   private next: number;
@@ -98,6 +100,17 @@ export class CoalescingQueue {
 
   get(id: number): Op | undefined {
     return this.byId.get(id);
+  }
+
+  /**
+   * The moves queued after position `id`, in queue order: O(moves), not O(queue), so asking
+   * it once per queued file stays linear in the files (issue #16).
+   */
+  movesAfter(id: number): QueueEntry[] {
+    const out: QueueEntry[] = [];
+    if (this.moves.size === 0) return out;
+    for (const m of this.moves) if (m > id) out.push({ id: m, op: this.byId.get(m) as Op });
+    return out;
   }
 
   /** Merge `op` into the queue (rules R1–R10). */
@@ -153,14 +166,18 @@ export class CoalescingQueue {
   }
 
   private index(id: number, op: Op): void {
-    for (const p of opPaths(op)) {
+    const paths = opPaths(op);
+    if (paths.length === 2) this.moves.add(id); // only a move has two paths
+    for (const p of paths) {
       setOf(this.atPath, p).add(id);
       for (const a of ancestorsOf(p)) setOf(this.under, a).add(id);
     }
   }
 
   private unindex(id: number, op: Op): void {
-    for (const p of opPaths(op)) {
+    const paths = opPaths(op);
+    if (paths.length === 2) this.moves.delete(id);
+    for (const p of paths) {
       dropFrom(this.atPath, p, id);
       for (const a of ancestorsOf(p)) dropFrom(this.under, a, id);
     }

@@ -245,6 +245,11 @@ describe('coalescing queue positions', () => {
           for (let i = 1; i < entries.length; i++)
             expect(entries[i]?.id).toBeGreaterThan(entries[i - 1]?.id ?? 0);
           expect(new CoalescingQueue(entries).items).toEqual(q.items);
+          // The moves after any position are the queue's (Journal.whereNow carries a queued
+          // file's path through them).
+          const moves = entries.filter((e) => e.op.kind === 'move');
+          for (const at of [0, ...entries.map((e) => e.id)])
+            expect(q.movesAfter(at)).toEqual(moves.filter((m) => m.id > at));
         },
       ),
       { numRuns: 1000 },

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Journal } from '../src/journal/journal.ts';
+import type { Op } from '../src/ops.ts';
 
 const dirs: string[] = [];
 const fresh = (): string => {
@@ -57,6 +58,56 @@ describe('journal: transfers, delta history, activity', () => {
     // Trimming keeps the table bounded (within one trim interval of the limit).
     const count = Number((again.db.prepare('SELECT COUNT(*) AS n FROM activity').get() as { n: bigint }).n);
     expect(count).toBeLessThanOrEqual(Journal.ACTIVITY_KEPT + 32);
+    again.close();
+  });
+});
+
+describe('journal: the queue in memory', () => {
+  const put = (path: string): Op => ({ kind: 'put', path, hash: 'h', size: 1, created: true });
+
+  it('says where a queued file is now: its path carried through the moves queued after it', () => {
+    const j = new Journal(fresh());
+    j.enqueueMany([
+      put('a/f'),
+      { kind: 'move', from: 'a', to: 'b', replaces: false },
+      put('c/g'),
+      { kind: 'move', from: 'b/f', to: 'b/f2', replaces: false },
+    ]);
+    const [first, folderMove, third] = j.pendingOps();
+    expect(first?.op).toEqual(put('a/f'));
+    expect(j.whereNow(first?.id ?? 0, 'a/f')).toBe('b/f2');
+    expect(j.whereNow(third?.id ?? 0, 'c/g')).toBe('c/g');
+    // A move queued before the put does not carry it.
+    expect(j.whereNow(folderMove?.id ?? 0, 'a/f')).toBe('a/f');
+    // The folder move sent: only the file's own move is left, and it names b/f, not a/f.
+    j.completeOp(folderMove?.id ?? 0, () => undefined);
+    expect(j.whereNow(first?.id ?? 0, 'a/f')).toBe('a/f');
+    j.close();
+  });
+
+  it('hands out the same list of waiting operations until the queue changes, then the new one', () => {
+    const file = fresh();
+    const j = new Journal(file);
+    j.enqueueMany([put('x'), put('y')]);
+    const before = j.pendingOps();
+    expect(j.pendingOps()).toBe(before);
+    j.enqueue(put('z'));
+    expect(j.pendingOps().map((q) => q.op)).toEqual([put('x'), put('y'), put('z')]);
+    j.completeOp(before[0]?.id ?? 0, () => undefined);
+    expect(j.pendingOps().map((q) => q.op)).toEqual([put('y'), put('z')]);
+    // A transaction that fails leaves the queue as the table has it, in memory too.
+    expect(j.pendingOps()).toHaveLength(2);
+    expect(() =>
+      j.transaction(() => {
+        j.enqueue(put('w'));
+        expect(j.pendingOps()).toHaveLength(3);
+        throw new Error('disk full');
+      }),
+    ).toThrow('disk full');
+    expect(j.pendingOps().map((q) => q.op)).toEqual([put('y'), put('z')]);
+    j.close();
+    const again = new Journal(file);
+    expect(again.pendingOps().map((q) => q.op)).toEqual([put('y'), put('z')]);
     again.close();
   });
 });

@@ -117,6 +117,18 @@ export class Journal {
     migrate(this.db, SQL_DIR, 'journal');
   }
 
+  /** Prepared statements by text: preparing one costs more than running it (issue #16 profile). */
+  private readonly statements = new Map<string, Database.Statement>();
+
+  private sql(text: string): Database.Statement {
+    let st = this.statements.get(text);
+    if (st === undefined) {
+      st = this.db.prepare(text);
+      this.statements.set(text, st);
+    }
+    return st;
+  }
+
   close(): void {
     this.db.close();
   }
@@ -129,45 +141,44 @@ export class Journal {
   // ---------------------------------------------------------------- meta
 
   getMeta(key: string): string | undefined {
-    const r = this.db.prepare('SELECT value FROM meta WHERE key = ?').get(key) as
-      { value: string } | undefined;
+    const r = this.sql('SELECT value FROM meta WHERE key = ?').get(key) as { value: string } | undefined;
     return r?.value;
   }
 
   setMeta(key: string, value: string): void {
-    this.db
-      .prepare(
-        'INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value',
-      )
-      .run(key, value);
+    this.sql(
+      'INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value',
+    ).run(key, value);
   }
 
   // ---------------------------------------------------------------- files
 
   getFile(path: string): FileRow | undefined {
-    const r = this.db.prepare('SELECT * FROM files WHERE path = ?').get(path) as FileRecord | undefined;
+    const r = this.sql('SELECT * FROM files WHERE path = ?').get(path) as FileRecord | undefined;
     return r ? toRow(r) : undefined;
   }
 
   /** How many files (not folders) the index holds. */
   fileCount(): number {
-    const r = this.db.prepare("SELECT COUNT(*) AS n FROM files WHERE kind = 'file'").get() as {
+    const r = this.sql("SELECT COUNT(*) AS n FROM files WHERE kind = 'file'").get() as {
       n: number | bigint;
     };
     return Number(r.n);
   }
 
   allFiles(): FileRow[] {
-    return (this.db.prepare('SELECT * FROM files ORDER BY path').all() as FileRecord[]).map(toRow);
+    return (this.sql('SELECT * FROM files ORDER BY path').all() as FileRecord[]).map(toRow);
   }
 
   /** Rows at or below `dir` ('' = all). */
   filesUnder(dir: string): FileRow[] {
     if (dir === '') return this.allFiles();
     return (
-      this.db
-        .prepare('SELECT * FROM files WHERE path = ? OR (path >= ? AND path < ?) ORDER BY path')
-        .all(dir, dir + '/', dir + '0') as FileRecord[]
+      this.sql('SELECT * FROM files WHERE path = ? OR (path >= ? AND path < ?) ORDER BY path').all(
+        dir,
+        dir + '/',
+        dir + '0',
+      ) as FileRecord[]
     ).map(toRow);
   }
 
@@ -178,8 +189,8 @@ export class Journal {
   async *filesUnderPaged(dir: string, pageSize = 2_000): AsyncGenerator<FileRow> {
     const page =
       dir === ''
-        ? this.db.prepare('SELECT * FROM files WHERE path > ? ORDER BY path LIMIT ?')
-        : this.db.prepare(
+        ? this.sql('SELECT * FROM files WHERE path > ? ORDER BY path LIMIT ?')
+        : this.sql(
             'SELECT * FROM files WHERE (path = ? OR (path >= ? AND path < ?)) AND path > ? ORDER BY path LIMIT ?',
           );
     let last = '';
@@ -201,25 +212,21 @@ export class Journal {
     // instead of trusting size + mtime + inode.
     if (row.kind === 'file' && row.mtimeNs > BigInt(Date.now() - RACY_MS) * 1_000_000n)
       row = { ...row, mtimeNs: SMUDGED_MTIME };
-    this.db
-      .prepare(
-        `INSERT INTO files(path, kind, size, mtime_ns, inode, hash, synced_rev, synced_hash, signature, signature_block)
+    this.sql(
+      `INSERT INTO files(path, kind, size, mtime_ns, inode, hash, synced_rev, synced_hash, signature, signature_block)
          VALUES (@path, @kind, @size, @mtimeNs, @inode, @hash, @syncedRev, @syncedHash, @signature, @signatureBlock)
          ON CONFLICT(path) DO UPDATE SET kind = excluded.kind, size = excluded.size, mtime_ns = excluded.mtime_ns,
            inode = excluded.inode, hash = excluded.hash, synced_rev = excluded.synced_rev,
            synced_hash = excluded.synced_hash, signature = excluded.signature, signature_block = excluded.signature_block`,
-      )
-      .run(row);
+    ).run(row);
   }
 
   deleteFile(path: string): void {
-    this.db.prepare('DELETE FROM files WHERE path = ?').run(path);
+    this.sql('DELETE FROM files WHERE path = ?').run(path);
   }
 
   deleteFilesUnder(dir: string): void {
-    this.db
-      .prepare('DELETE FROM files WHERE path = ? OR (path >= ? AND path < ?)')
-      .run(dir, dir + '/', dir + '0');
+    this.sql('DELETE FROM files WHERE path = ? OR (path >= ? AND path < ?)').run(dir, dir + '/', dir + '0');
   }
 
   /** Rename the rows of a subtree (after a local or remote move). */
@@ -243,9 +250,9 @@ export class Journal {
 
   private get queue(): CoalescingQueue {
     if (this.queueCache === undefined) {
-      const rows = this.db.prepare('SELECT * FROM ops ORDER BY id').all() as OpRecord[];
+      const rows = this.sql('SELECT * FROM ops ORDER BY id').all() as OpRecord[];
       // Never reuse a position (an operation being sent is completed by its id later).
-      const seq = this.db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'ops'").get() as
+      const seq = this.sql("SELECT seq FROM sqlite_sequence WHERE name = 'ops'").get() as
         { seq: number | bigint } | undefined;
       this.queueCache = new CoalescingQueue(
         rows.map((r) => ({ id: Number(r.id), op: toOp(r) })),
@@ -259,8 +266,9 @@ export class Journal {
   private flushQueue(): void {
     const changes = this.queue.takeChanges();
     if (changes.size === 0) return;
-    const del = this.db.prepare('DELETE FROM ops WHERE id = ?');
-    const put = this.db.prepare(
+    this.pendingCache = undefined;
+    const del = this.sql('DELETE FROM ops WHERE id = ?');
+    const put = this.sql(
       `INSERT INTO ops(id, kind, path, to_path, hash, size, created, replaces, queued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT(id) DO UPDATE SET kind = excluded.kind, path = excluded.path, to_path = excluded.to_path,
          hash = excluded.hash, size = excluded.size, created = excluded.created, replaces = excluded.replaces`,
@@ -282,6 +290,7 @@ export class Journal {
       return this.db.transaction(fn)();
     } catch (e) {
       this.queueCache = undefined;
+      this.pendingCache = undefined;
       throw e;
     }
   }
@@ -309,9 +318,30 @@ export class Journal {
     });
   }
 
-  /** The waiting operations in order (from memory: no table read). */
-  pendingOps(): QueuedOp[] {
-    return [...this.queue.entries()];
+  /**
+   * The waiting operations in order (from memory: no table read). The same array until the
+   * queue next changes: callers that ask once per file of a 100,000-file queue copy it once.
+   */
+  pendingOps(): readonly QueuedOp[] {
+    this.pendingCache ??= [...this.queue.entries()];
+    return this.pendingCache;
+  }
+
+  private pendingCache: readonly QueuedOp[] | undefined;
+
+  /**
+   * Where the file queued at `path` by operation `id` is now on disk: the path carried
+   * through every move queued after it whose source is the path or a folder above it.
+   * O(queued moves), whatever the length of the queue.
+   */
+  whereNow(id: number, path: string): string {
+    let p = path;
+    for (const { op } of this.queue.movesAfter(id)) {
+      if (op.kind !== 'move') continue;
+      if (p === op.from) p = op.to;
+      else if (p.startsWith(op.from + '/')) p = op.to + p.slice(op.from.length);
+    }
+    return p;
   }
 
   /** How many operations wait. */
@@ -336,43 +366,41 @@ export class Journal {
 
   /** Record that these contents are about to be sent (see sql/002_sent.sql). */
   markSent(items: readonly { path: string; sha256: string }[]): void {
-    const ins = this.db.prepare('INSERT OR IGNORE INTO sent(path, sha256) VALUES (?, ?)');
+    const ins = this.sql('INSERT OR IGNORE INTO sent(path, sha256) VALUES (?, ?)');
     this.db.transaction(() => {
       for (const i of items) ins.run(i.path, i.sha256);
     })();
   }
 
   wasSent(path: string, sha256: string): boolean {
-    return (
-      this.db.prepare('SELECT 1 FROM sent WHERE path = ? AND sha256 = ?').get(path, sha256) !== undefined
-    );
+    return this.sql('SELECT 1 FROM sent WHERE path = ? AND sha256 = ?').get(path, sha256) !== undefined;
   }
 
   clearSent(path: string): void {
-    this.db.prepare('DELETE FROM sent WHERE path = ?').run(path);
+    this.sql('DELETE FROM sent WHERE path = ?').run(path);
   }
 
   // ---------------------------------------------------------------- local names
 
   /** Record that the remote entry `path` is stored on disk as `localName` (sql/003). */
   recordLocalName(path: string, localName: string, reason: string): void {
-    this.db
-      .prepare(
-        'INSERT INTO local_names(path, local_name, reason) VALUES (?, ?, ?) ON CONFLICT(path) DO UPDATE SET local_name = excluded.local_name, reason = excluded.reason',
-      )
-      .run(path, localName, reason);
+    this.sql(
+      'INSERT INTO local_names(path, local_name, reason) VALUES (?, ?, ?) ON CONFLICT(path) DO UPDATE SET local_name = excluded.local_name, reason = excluded.reason',
+    ).run(path, localName, reason);
   }
 
   /** Forget the local names of `path` and everything under it. */
   forgetLocalNamesUnder(path: string): void {
-    this.db
-      .prepare('DELETE FROM local_names WHERE path = ? OR (path >= ? AND path < ?)')
-      .run(path, path + '/', path + '0');
+    this.sql('DELETE FROM local_names WHERE path = ? OR (path >= ? AND path < ?)').run(
+      path,
+      path + '/',
+      path + '0',
+    );
   }
 
   /** Every entry stored under another local name, by remote path. */
   localNames(): { path: string; localName: string; reason: string }[] {
-    const rows = this.db.prepare('SELECT path, local_name, reason FROM local_names ORDER BY path').all() as {
+    const rows = this.sql('SELECT path, local_name, reason FROM local_names ORDER BY path').all() as {
       path: string;
       local_name: string;
       reason: string;
@@ -382,7 +410,7 @@ export class Journal {
 
   /** The remote name a local (long-form) name stands for, if this journal recorded it. */
   remoteNameOf(localName: string): string | undefined {
-    const r = this.db.prepare('SELECT path FROM local_names WHERE local_name = ? LIMIT 1').get(localName) as
+    const r = this.sql('SELECT path FROM local_names WHERE local_name = ? LIMIT 1').get(localName) as
       { path: string } | undefined;
     return r === undefined ? undefined : r.path.slice(r.path.lastIndexOf('/') + 1);
   }
@@ -391,23 +419,21 @@ export class Journal {
 
   /** The large upload of `path` in progress, if one was started (sql/001 `transfers`). */
   getTransfer(path: string): { transferId: string; hash: string; size: number } | undefined {
-    const r = this.db.prepare('SELECT transfer_id, hash, size FROM transfers WHERE path = ?').get(path) as
+    const r = this.sql('SELECT transfer_id, hash, size FROM transfers WHERE path = ?').get(path) as
       { transfer_id: string; hash: string; size: bigint } | undefined;
     return r && { transferId: r.transfer_id, hash: r.hash, size: Number(r.size) };
   }
 
   /** Remember a large upload just started, so a restart resumes it instead of starting over. */
   saveTransfer(path: string, transferId: string, hash: string, size: number): void {
-    this.db
-      .prepare(
-        'INSERT INTO transfers(path, transfer_id, hash, size) VALUES (?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET transfer_id = excluded.transfer_id, hash = excluded.hash, size = excluded.size',
-      )
-      .run(path, transferId, hash, size);
+    this.sql(
+      'INSERT INTO transfers(path, transfer_id, hash, size) VALUES (?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET transfer_id = excluded.transfer_id, hash = excluded.hash, size = excluded.size',
+    ).run(path, transferId, hash, size);
   }
 
   /** The large upload of `path` is committed (or abandoned). */
   clearTransfer(path: string): void {
-    this.db.prepare('DELETE FROM transfers WHERE path = ?').run(path);
+    this.sql('DELETE FROM transfers WHERE path = ?').run(path);
   }
 
   // ---------------------------------------------------------------- delta history
@@ -417,7 +443,7 @@ export class Journal {
    * none or the stored row is unreadable.
    */
   deltaHistory(path: string): { probs: number[]; n: number } | undefined {
-    const r = this.db.prepare('SELECT block_probs, n FROM delta_history WHERE path = ?').get(path) as
+    const r = this.sql('SELECT block_probs, n FROM delta_history WHERE path = ?').get(path) as
       { block_probs: string; n: bigint } | undefined;
     if (!r) return undefined;
     try {
@@ -430,11 +456,9 @@ export class Journal {
   }
 
   setDeltaHistory(path: string, probs: readonly number[], n: number): void {
-    this.db
-      .prepare(
-        'INSERT INTO delta_history(path, block_probs, n) VALUES (?, ?, ?) ON CONFLICT(path) DO UPDATE SET block_probs = excluded.block_probs, n = excluded.n',
-      )
-      .run(path, JSON.stringify(probs), n);
+    this.sql(
+      'INSERT INTO delta_history(path, block_probs, n) VALUES (?, ?, ?) ON CONFLICT(path) DO UPDATE SET block_probs = excluded.block_probs, n = excluded.n',
+    ).run(path, JSON.stringify(probs), n);
   }
 
   // ---------------------------------------------------------------- activity
@@ -450,21 +474,25 @@ export class Journal {
     detail?: string | undefined;
     row?: string | undefined;
   }): void {
-    const r = this.db
-      .prepare('INSERT INTO activity(at_ms, kind, path, detail, row_id) VALUES (?, ?, ?, ?, ?)')
-      .run(item.atMs, item.kind, item.path, item.detail ?? null, item.row ?? null);
+    const r = this.sql('INSERT INTO activity(at_ms, kind, path, detail, row_id) VALUES (?, ?, ?, ?, ?)').run(
+      item.atMs,
+      item.kind,
+      item.path,
+      item.detail ?? null,
+      item.row ?? null,
+    );
     // Trim now and then, not on every insert (a burst of downloads records thousands).
     if (BigInt(r.lastInsertRowid) % 32n === 0n)
-      this.db
-        .prepare('DELETE FROM activity WHERE id <= (SELECT MAX(id) FROM activity) - ?')
-        .run(Journal.ACTIVITY_KEPT);
+      this.sql('DELETE FROM activity WHERE id <= (SELECT MAX(id) FROM activity) - ?').run(
+        Journal.ACTIVITY_KEPT,
+      );
   }
 
   /** The last ACTIVITY_KEPT items, newest first. */
   recentActivity(): { atMs: number; kind: string; path: string; detail?: string; row?: string }[] {
-    const rows = this.db
-      .prepare('SELECT at_ms, kind, path, detail, row_id FROM activity ORDER BY id DESC LIMIT ?')
-      .all(Journal.ACTIVITY_KEPT) as {
+    const rows = this.sql(
+      'SELECT at_ms, kind, path, detail, row_id FROM activity ORDER BY id DESC LIMIT ?',
+    ).all(Journal.ACTIVITY_KEPT) as {
       at_ms: bigint;
       kind: string;
       path: string;

@@ -16,19 +16,39 @@ import {
 import { stated } from '../../decisions.ts';
 import { JournalChanges } from '../../journal/changes.ts';
 import type { Op } from '../../ops.ts';
+import { readAhead } from '../../read-ahead.ts';
 import type { SyncContext } from '../context.ts';
 import { noteServerConflict } from './conflict.ts';
 
+/** Files read ahead of the bundle being filled (each < 2 MiB: at most 32 MiB held). */
+const READ_AHEAD = 16;
+
+/**
+ * Send the puts of `run` in bundles. The files are read ahead (several reads in flight), and
+ * one bundle is on its way while the next is filled: the reads, the encoding and the
+ * server's work overlap instead of taking turns (issue #16). Bundles still go one at a time
+ * and in order, and a path already in the bundle on its way waits for that one's outcome.
+ */
 export async function uploadBundles(ctx: SyncContext, run: readonly { id: number; op: Op }[]): Promise<void> {
   let batch: { id: number; entry: BundleEntry }[] = [];
   let inBatch = new Set<string>();
   let bytes = BUNDLE_OVERHEAD;
+  /** The bundle on its way (its outcome recorded when it resolves), and its paths. */
+  let sending: Promise<void> | undefined;
+  let sendingPaths = new Set<string>();
+  const settle = async (): Promise<void> => {
+    const s = sending;
+    sending = undefined;
+    sendingPaths = new Set();
+    await s;
+  };
   const flush = async (): Promise<void> => {
     if (batch.length === 0) return;
     const current = batch;
     batch = [];
     inBatch = new Set();
     bytes = BUNDLE_OVERHEAD;
+    await settle(); // one bundle on its way at a time, in order
     ctx.journal.markSent(current.map((b) => ({ path: b.entry.path, sha256: b.entry.sha256 })));
     const compress =
       shouldCompress(current.map((b) => b.entry.path)) &&
@@ -40,6 +60,15 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
       current.map((b) => b.entry),
       { compress },
     );
+    sendingPaths = new Set(current.map((b) => b.entry.path));
+    sending = send(current, encoded, compress);
+    sending.catch(() => undefined); // observed here; thrown by the next settle()
+  };
+  const send = async (
+    current: readonly { id: number; entry: BundleEntry }[],
+    encoded: Uint8Array,
+    compress: boolean,
+  ): Promise<void> => {
     const started = performance.now();
     const results = await ctx.client.uploadBundle(encoded);
     ctx.status.bundleSent(compress);
@@ -62,57 +91,56 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
     });
     ctx.status.update({ bytesUploaded: ctx.status.get().bytesUploaded + encoded.byteLength });
   };
-  for (const q of run) {
-    if (q.op.kind !== 'put') continue;
-    // A bundle holds a path once. The queue puts a path twice in one window no more (R10),
-    // but a journal written before may still: the first goes, then the second on its base.
-    if (inBatch.has(q.op.path)) await flush();
-    let abs: string;
-    let content: Buffer;
+  // The file may sit elsewhere now: a folder above it moved after the put was queued
+  // (offline: mkdir D, put D/f, move D→E). Its content goes up under the queued path,
+  // and the queued move then carries it. Undefined: gone since (the scanner queues its delete).
+  type Put = { id: number; op: Extract<Op, { kind: 'put' }> };
+  const read = async (q: Put) => {
     try {
-      // The file may sit elsewhere now: a folder above it moved after the put was queued
-      // (offline: mkdir D, put D/f, move D→E). Its content goes up under the queued path,
-      // and the queued move then carries it.
-      abs = await ctx.at(whereNow(ctx.journal.pendingOps(), q.id, q.op.path));
-      content = await fsp.readFile(abs);
+      const abs = await ctx.at(ctx.journal.whereNow(q.id, q.op.path));
+      const [content, st] = await Promise.all([fsp.readFile(abs), fsp.lstat(abs, { bigint: true })]);
+      return { q, content, mtimeMs: Number(st.mtimeMs) };
     } catch {
-      ctx.journal.completeOp(q.id, () => undefined); // gone since: the scanner queues its delete
-      continue;
+      return { q, content: undefined, mtimeMs: 0 };
     }
-    const sha = createHash('sha256').update(content).digest('hex');
-    const row = ctx.journal.getFile(q.op.path);
-    const st = await fsp.lstat(abs, { bigint: true });
-    const entry: BundleEntry = {
-      path: q.op.path,
-      rev: row?.syncedRev ?? null,
-      mtimeMs: Number(st.mtimeMs),
-      sha256: sha,
-      content,
-    };
-    const size = bundleEntrySize(entry.path, entry.rev, content.byteLength);
-    if (bytes + size > MAX_BUNDLE_BYTES) await flush();
-    batch.push({ id: q.id, entry });
-    inBatch.add(entry.path);
-    bytes += size;
+  };
+  try {
+    for await (const { q, content, mtimeMs } of readAhead(
+      run.filter((x): x is Put => x.op.kind === 'put'),
+      READ_AHEAD,
+      read,
+    )) {
+      // A bundle holds a path once. The queue puts a path twice in one window no more (R10),
+      // but a journal written before may still: the first goes, then the second on its base.
+      if (inBatch.has(q.op.path)) await flush();
+      if (sendingPaths.has(q.op.path)) await settle();
+      if (content === undefined) {
+        ctx.journal.completeOp(q.id, () => undefined); // gone since: the scanner queues its delete
+        continue;
+      }
+      const sha = createHash('sha256').update(content).digest('hex');
+      const row = ctx.journal.getFile(q.op.path);
+      const entry: BundleEntry = {
+        path: q.op.path,
+        rev: row?.syncedRev ?? null,
+        mtimeMs,
+        sha256: sha,
+        content,
+      };
+      const size = bundleEntrySize(entry.path, entry.rev, content.byteLength);
+      if (bytes + size > MAX_BUNDLE_BYTES) await flush();
+      batch.push({ id: q.id, entry });
+      inBatch.add(entry.path);
+      bytes += size;
+    }
+    await flush();
+  } finally {
+    // Never return with a bundle's outcome unrecorded (its error, if any, is thrown here).
+    await settle();
   }
-  await flush();
 }
 
-/**
- * Where the file queued at `path` by operation `id` is now on disk: the path carried through
- * every move queued after it whose source is the path or a folder above it.
- */
-export function whereNow(queue: readonly { id: number; op: Op }[], id: number, path: string): string {
-  let p = path;
-  for (const q of queue) {
-    if (q.id <= id || q.op.kind !== 'move') continue;
-    if (p === q.op.from) p = q.op.to;
-    else if (p.startsWith(q.op.from + '/')) p = q.op.to + p.slice(q.op.from.length);
-  }
-  return p;
-}
-
-/** Record the outcome of one file write on the server (any upload path ends here). */
+/** Record the outcome of one file write on the server at once (a bundle's, in the caller's transaction). */
 export function finishPut(
   ctx: SyncContext,
   opId: number,
@@ -121,7 +149,22 @@ export function finishPut(
   r: OpResult | undefined,
   signature?: { bytes: Buffer; block: number },
 ): void {
-  // The put leaves the queue with its effect, in one transaction.
+  ctx.commit(putOutcome(ctx, opId, p, sha, r, signature));
+}
+
+/**
+ * The outcome of one file write on the server (any upload path ends here): the put leaves
+ * the queue with its effect — the journal changes returned, to be recorded in one
+ * transaction — and the status and the decision table hear of it.
+ */
+export function putOutcome(
+  ctx: SyncContext,
+  opId: number,
+  p: string,
+  sha: string,
+  r: OpResult | undefined,
+  signature?: { bytes: Buffer; block: number },
+): JournalChanges {
   const out = new JournalChanges().completeOp(opId).clearSent(p);
   const row = r?.status === 'applied' && r.entry ? ctx.journal.getFile(p) : undefined;
   if (row && r?.status === 'applied' && r.entry)
@@ -132,7 +175,6 @@ export function finishPut(
       signature: signature?.bytes ?? null,
       signatureBlock: signature?.block ?? null,
     });
-  ctx.commit(out);
   if (r?.status === 'error') ctx.status.activity({ kind: 'error', path: p, detail: r.error.message });
   if (r?.status === 'error') {
     const d = ctx.decide(stated(p, 'refused'), { code: r.error.code });
@@ -141,6 +183,7 @@ export function finishPut(
   if (r?.status === 'applied') ctx.status.activity({ kind: 'uploaded', path: p });
   if (r?.status === 'conflict')
     noteServerConflict(ctx, { kind: 'put', path: p, hash: sha, size: 0, created: false }, r);
+  return out;
 }
 
 /** Compress bundles of text-like files; already-compressed formats are sent as they are. */

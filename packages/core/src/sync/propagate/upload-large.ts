@@ -15,7 +15,7 @@ import { sha256File } from '../../local-fs.ts';
 import type { Op } from '../../ops.ts';
 import { RemoteError } from '../../remote/proxy-client.ts';
 import type { SyncContext } from '../context.ts';
-import { finishPut, whereNow } from './upload-bundle.ts';
+import { finishPut } from './upload-bundle.ts';
 
 export async function uploadLarge(
   ctx: SyncContext,
@@ -25,7 +25,7 @@ export async function uploadLarge(
   let abs: string;
   let st: import('node:fs').BigIntStats;
   try {
-    abs = await ctx.at(whereNow(ctx.journal.pendingOps(), opId, op.path)); // moved since? (upload-bundle.ts)
+    abs = await ctx.at(ctx.journal.whereNow(opId, op.path)); // moved since? (Journal.whereNow)
     st = await fsp.lstat(abs, { bigint: true });
   } catch {
     ctx.journal.completeOp(opId, () => undefined);
