@@ -33,9 +33,10 @@
  */
 import type Database from 'better-sqlite3';
 import { pino, type Logger } from 'pino';
-import { type Provider, type WrapConfig, normalizePath, wrapProvider } from '@weft/providers';
+import { type Provider, type WrapConfig, isTransient, normalizePath, wrapProvider } from '@weft/providers';
+import { Backoff } from '@weft/providers/backoff';
 import { relistAgainstBooks } from './anti-entropy.ts';
-import { type Clock, systemClock } from './clock.ts';
+import { type Clock, systemClock, systemTimer, type Timer } from './clock.ts';
 import {
   type ChangeWaiter,
   type EngineContext,
@@ -141,8 +142,14 @@ export interface MirrorEngineOptions {
     readonly max?: number;
     readonly jitter?: 'equal' | 'full' | 'none';
   };
-  /** Uniform in [0, 1): the probe backoff's jitter. Default Math.random (injected by tests). */
+  /** Uniform in [0, 1): the backoffs' jitter. Default Math.random (injected by tests). */
   readonly random?: () => number;
+  /**
+   * Where a watcher waits before asking again after its change notification failed (Weft's
+   * one retry policy: from pollIntervalMs doubling to a minute, with jitter, a Retry-After
+   * honoured) or after the service asked for a pause. Default setTimeout (injected by tests).
+   */
+  readonly timer?: Timer;
 }
 
 export class MirrorEngine {
@@ -153,6 +160,8 @@ export class MirrorEngine {
   private readonly log: Logger;
   private readonly now: Clock;
   private readonly pollIntervalMs: number;
+  private readonly random: () => number;
+  private readonly timer: Timer;
   private readonly verifyIntervalMs: number;
   private readonly ctx: EngineContext;
   private readonly outages: OutageLog;
@@ -198,6 +207,8 @@ export class MirrorEngine {
     this.log = (options.logger ?? pino({ level: 'silent' })).child({ share: options.shareId });
     this.now = options.now ?? systemClock;
     this.pollIntervalMs = options.pollIntervalMs ?? 2000;
+    this.random = options.random ?? Math.random;
+    this.timer = options.timer ?? systemTimer;
     this.verifyIntervalMs = options.verifyIntervalMs ?? 3_600_000;
     this.onRound = options.onRound;
     this.outages = new OutageLog({
@@ -210,7 +221,7 @@ export class MirrorEngine {
         capMs: options.probeBackoffMs?.max ?? 600_000,
         jitter: options.probeBackoffMs?.jitter ?? 'equal',
       },
-      random: options.random ?? Math.random,
+      random: this.random,
     });
     this.parking = new Parking({
       store: this.store,
@@ -301,16 +312,16 @@ export class MirrorEngine {
     return this.outages.status(this.replicas, this.initialized);
   }
 
-  /** Sleep `ms` or until `signal` aborts (resolves either way). */
-  private pause(ms: number, signal: AbortSignal): Promise<void> {
+  /** Sleep `ms` (on `timer`) or until `signal` aborts (resolves either way). */
+  private pause(ms: number, signal: AbortSignal, timer: Timer = systemTimer): Promise<void> {
     return new Promise<void>((resolve) => {
       if (signal.aborted) return resolve();
       const done = (): void => {
-        clearTimeout(t);
+        cancel();
         signal.removeEventListener('abort', done);
         resolve();
       };
-      const t = setTimeout(done, ms);
+      const cancel = timer(done, ms);
       signal.addEventListener('abort', done);
     });
   }
@@ -321,6 +332,8 @@ export class MirrorEngine {
    * read once more before asking again (else a long-poll answers "changes" at once).
    */
   private async watch(r: Replica, wait: ChangeWaiter, signal: AbortSignal): Promise<void> {
+    const cap = Math.max(this.pollIntervalMs, 60_000);
+    const retry = new Backoff({ baseMs: this.pollIntervalMs, capMs: cap, jitter: 'equal' }, this.random);
     while (!signal.aborted) {
       const cursor = this.store.cursor(r.id);
       if (cursor === undefined) {
@@ -330,15 +343,20 @@ export class MirrorEngine {
       let backoff = 0;
       try {
         const res = await wait(cursor, signal);
+        retry.reset();
         backoff = res.backoffMs ?? 0;
         if (!res.changes) {
-          if (backoff > 0) await this.pause(backoff, signal);
+          if (backoff > 0) await this.pause(backoff, signal, this.timer);
           continue;
         }
       } catch (e) {
         if (signal.aborted) return;
-        this.log.warn({ replica: r.id, err: e }, 'change notification failed: reading the feed');
-        backoff = this.pollIntervalMs;
+        // Read the feed instead, then ask again after a wait on the one retry policy.
+        backoff = retry.next(isTransient(e) ? e.retryAfterMs : undefined);
+        this.log.warn(
+          { replica: r.id, err: e, retryInMs: backoff },
+          'change notification failed: reading the feed',
+        );
       }
       const round = this.ingestRounds.get(r.id) ?? 0;
       this.dirty.add(r.id);
@@ -346,7 +364,7 @@ export class MirrorEngine {
       while (!signal.aborted && (this.ingestRounds.get(r.id) ?? 0) === round) {
         await this.pause(Math.min(this.pollIntervalMs, 250), signal);
       }
-      if (backoff > 0) await this.pause(backoff, signal);
+      if (backoff > 0) await this.pause(backoff, signal, this.timer);
     }
   }
 
