@@ -1,13 +1,19 @@
 /**
  * The proxy's object tier as a redundant set of backends (issue #17, docs/redundancy.md):
- * config schema and opener. Backends are directories or S3 buckets for now; the tier
- * itself (placement, degraded reads, outage log, scrub) is `@weft/providers/redundant`.
+ * config schema and opener. Backends are directories, S3 buckets or cloud accounts
+ * (redundant-backends.ts); `migrateFrom` moves a former single store in. The tier itself
+ * (placement, degraded reads, outage log, scrub) is `@weft/providers/redundant`.
  */
 import * as nodePath from 'node:path';
 import { z } from 'zod/v4';
 import { FsProvider, S3Provider, type Provider } from '@weft/providers';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { openRedundantProvider, RedundantProvider } from '@weft/providers/redundant';
+import {
+  MigratingRedundantProvider,
+  openRedundantProvider,
+  RedundantProvider,
+} from '@weft/providers/redundant';
+import { CloudBackendConfig, openCloudBackend } from './redundant-backends.ts';
 
 const Common = {
   /** Stable id, recorded in the placement store; never reuse one for another store. */
@@ -16,19 +22,23 @@ const Common = {
   pricePerGbMonth: z.number().min(0).optional(),
 };
 
+const S3Backend = z.object({
+  ...Common,
+  type: z.literal('s3'),
+  bucket: z.string().min(1),
+  prefix: z.string().default(''),
+  endpoint: z.string().optional(),
+  region: z.string().default('us-east-1'),
+  forcePathStyle: z.boolean().default(false),
+  accessKeyId: z.string().optional(),
+  secretAccessKey: z.string().optional(),
+});
+
 export const RedundantBackendConfig = z.discriminatedUnion('type', [
   z.object({ ...Common, type: z.literal('fs'), dir: z.string().min(1) }),
-  z.object({
-    ...Common,
-    type: z.literal('s3'),
-    bucket: z.string().min(1),
-    prefix: z.string().default(''),
-    endpoint: z.string().optional(),
-    region: z.string().default('us-east-1'),
-    forcePathStyle: z.boolean().default(false),
-    accessKeyId: z.string().optional(),
-    secretAccessKey: z.string().optional(),
-  }),
+  S3Backend,
+  /** A Dropbox, Drive or OneDrive account as a blob store (redundant-backends.ts). */
+  ...CloudBackendConfig.options,
 ]);
 export type RedundantBackendConfig = z.infer<typeof RedundantBackendConfig>;
 
@@ -46,6 +56,16 @@ export const RedundantTierConfig = z
     maxShardBytes: z.number().int().min(1).max(0xffffffff).optional(),
     hedgeAfterMs: z.number().int().min(1).optional(),
     probeIntervalMs: z.number().int().min(0).optional(),
+    /**
+     * The single store this tier replaces (the former `objectTier`): its objects stay served
+     * and move into placement in the background. fs `dir` default: <dataDir>/objects.
+     */
+    migrateFrom: z
+      .discriminatedUnion('type', [
+        z.object({ type: z.literal('fs'), dir: z.string().min(1).optional() }),
+        S3Backend.omit({ id: true, pricePerGbMonth: true }),
+      ])
+      .optional(),
   })
   .refine((c) => new Set(c.backends.map((b) => b.id)).size === c.backends.length, {
     message: 'redundant object tier: backend ids must be distinct',
@@ -55,6 +75,7 @@ export type RedundantTierConfig = z.infer<typeof RedundantTierConfig>;
 async function openBackend(b: RedundantBackendConfig): Promise<Provider> {
   if (b.type === 'fs')
     return FsProvider.open({ root: b.dir, portable: false, maxJournal: 2000, private: true });
+  if (b.type !== 's3') return openCloudBackend(b);
   return new S3Provider({
     bucket: b.bucket,
     prefix: b.prefix,
@@ -76,7 +97,17 @@ export async function openRedundantTier(c: RedundantTierConfig, dataDir: string)
       ...(b.pricePerGbMonth === undefined ? {} : { pricePerGbMonth: b.pricePerGbMonth }),
     })),
   );
-  return openRedundantProvider({
+  const from = c.migrateFrom;
+  const legacy =
+    from === undefined
+      ? undefined
+      : await openBackend(
+          from.type === 'fs'
+            ? { id: 'legacy', type: 'fs', dir: from.dir ?? nodePath.join(dataDir, 'objects') }
+            : { ...from, id: 'legacy' },
+        );
+  const tier = openRedundantProvider({
+    ...(legacy ? { legacy } : {}),
     backends,
     dir: c.dir ?? nodePath.join(dataDir, 'redundant'),
     name: 'objects:redundant',
@@ -88,6 +119,8 @@ export async function openRedundantTier(c: RedundantTierConfig, dataDir: string)
     ...(c.hedgeAfterMs === undefined ? {} : { hedgeAfterMs: c.hedgeAfterMs }),
     ...(c.probeIntervalMs === undefined ? {} : { probeIntervalMs: c.probeIntervalMs }),
   });
+  if (tier instanceof MigratingRedundantProvider) tier.startMigration();
+  return tier;
 }
 
 /**

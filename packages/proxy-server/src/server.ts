@@ -64,6 +64,8 @@ export interface RunningProxyServer {
   readonly config: ProxyConfig;
   readonly app: FastifyInstance;
   readonly store: HybridStore;
+  /** The object tier (a RedundantProvider when `objectTier.type` is 'redundant'). */
+  readonly objects: Provider;
   readonly scheduler: OpScheduler;
   /** The inter-proxy endpoint, when the config has a `peer` section. */
   readonly peerLink?: PeerLink;
@@ -336,6 +338,7 @@ export async function startProxyServer(
     config,
     app,
     store,
+    objects: tiers.objects,
     scheduler,
     ...(peerLink ? { peerLink } : {}),
     ...(peerRouter ? { peerRouter } : {}),
