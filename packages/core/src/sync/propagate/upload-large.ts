@@ -11,31 +11,33 @@ import { MAX_BLOCK_PAYLOAD, encodeDeltaContainer, encodeTransferBlock } from '@w
 import { chooseBlockSize, planDelta } from '../../adaptive.ts';
 import { BoundedTasks } from '../../bounded-tasks.ts';
 import { calibrateDeltaRate, estimateDelta } from '../../delta-estimate.ts';
+import { JournalChanges } from '../../journal/changes.ts';
 import { sha256File } from '../../local-fs.ts';
 import type { Op } from '../../ops.ts';
 import { RemoteError } from '../../remote/proxy-client.ts';
 import type { SyncContext } from '../context.ts';
-import { finishPut } from './upload-bundle.ts';
+import { putOutcome } from './upload-bundle.ts';
 
 export async function uploadLarge(
   ctx: SyncContext,
   opId: number,
   op: Extract<Op, { kind: 'put' }>,
-): Promise<void> {
+): Promise<JournalChanges> {
   let abs: string;
   let st: import('node:fs').BigIntStats;
   try {
     abs = await ctx.at(ctx.journal.whereNow(opId, op.path)); // moved since? (Journal.whereNow)
     st = await fsp.lstat(abs, { bigint: true });
   } catch {
-    ctx.journal.completeOp(opId, () => undefined);
-    return;
+    return new JournalChanges().completeOp(opId); // gone since: the scanner queues its delete
   }
   const size = Number(st.size);
   const sha = await sha256File(abs);
   const row = ctx.journal.getFile(op.path);
   const mtimeMs = Number(st.mtimeMs);
   const blockSize = chooseBlockSize(ctx.history(op.path), size);
+  /** A signature the server refused goes with the outcome (the whole file is sent instead). */
+  const voided = new JournalChanges();
   // Modified large file with a known base: rsync delta when Eq. 2 says it beats the whole
   // file — asked before the delta is computed (adaptive.ts planDelta): first whether any
   // delta could pay on this link (γ = 1), then on γ̂ and r_c measured on a sample of the file.
@@ -89,25 +91,26 @@ export async function uploadLarge(
         ctx.status.save('deltaBytesSaved', Math.max(0, size - container.byteLength));
         ctx.status.update({ bytesUploaded: ctx.status.get().bytesUploaded + container.byteLength });
         ctx.lastUpload = { path: op.path, mode: 'delta', bytes: container.byteLength };
-        finishPut(ctx, opId, op.path, sha, r, sig);
-        return;
+        return putOutcome(ctx, opId, op.path, sha, r, sig);
       } catch (e) {
         // The server lost the base, or refused the delta (say, made from a stale
         // signature): the whole file is always a correct answer.
         if (!(e instanceof RemoteError) || e.status >= 500 || e.status === 429) throw e;
-        ctx.journal.upsertFile({ ...row, signature: null, signatureBlock: null });
+        voided.upsertFile({ ...row, signature: null, signatureBlock: null });
       }
     }
   }
-  await uploadWhole(ctx, opId, {
-    path: op.path,
-    abs,
-    size,
-    sha,
-    mtimeMs,
-    baseRevision: row?.syncedRev ?? null,
-    blockSize,
-  });
+  return voided.add(
+    await uploadWhole(ctx, opId, {
+      path: op.path,
+      abs,
+      size,
+      sha,
+      mtimeMs,
+      baseRevision: row?.syncedRev ?? null,
+      blockSize,
+    }),
+  );
 }
 
 async function signatureOf(abs: string, blockSize: number): Promise<{ bytes: Buffer; block: number }> {
@@ -130,7 +133,7 @@ async function uploadWhole(
     baseRevision: string | null;
     blockSize: number;
   },
-): Promise<void> {
+): Promise<JournalChanges> {
   const { path: p, abs, size, sha, mtimeMs, baseRevision } = f;
   const client = ctx.client;
   const saved = ctx.journal.getTransfer(p);
@@ -227,5 +230,5 @@ async function uploadWhole(
   ctx.journal.clearTransfer(p);
   ctx.lastUpload = { path: p, mode: 'whole', bytes: state.haveObject ? 0 : size };
   const sig = await signatureOf(abs, f.blockSize);
-  finishPut(ctx, opId, p, sha, r, sig);
+  return putOutcome(ctx, opId, p, sha, r, sig);
 }
