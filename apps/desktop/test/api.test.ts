@@ -57,6 +57,9 @@ function handlers(over: Partial<ApiHandlers> = {}): ApiHandlers {
     deletedFiles: async () => ({ available: false as const, reason: 'later' }),
     restoreVersion: fail,
     downloadVersion: fail,
+    listFolders: async () => ({ folders: [] }),
+    addFolder: fail,
+    removeFolder: fail,
   };
   return { ...base, ...over };
 }

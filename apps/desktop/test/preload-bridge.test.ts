@@ -94,7 +94,7 @@ describe('the desktop window needs no secret', () => {
   it('the bridge carries method calls and status only: no secret, no other channel', async () => {
     const { ipc, invoked } = fakeIpc();
     const bridge = createBridge(ipc);
-    expect(Object.keys(bridge).sort()).toEqual(['call', 'onStatus', 'trayAction']);
+    expect(Object.keys(bridge).sort()).toEqual(['call', 'onStatus', 'pickFolder', 'trayAction']);
     await bridge.call('getStatus', {});
     // What crosses IPC is the channel and the input: nothing the page could use elsewhere.
     expect(invoked).toEqual([{ channel: 'weft:getStatus', args: [{}] }]);

@@ -1,5 +1,6 @@
 /**
- * The headless agent: one engine for one folder, enrolled with a proxy, plus a small local
+ * The headless agent: one engine per synced folder (the main folder, and those added in
+ * Settings: synced-folders.ts), enrolled with a proxy, plus a small local
  * HTTP server for the UI and `weft status` (127.0.0.1 only, random port). Every route needs
  * the session cookie of a one-time login link (the browser the agent opened) or the per-run
  * secret from the 0600 `agent.json` (local tools); see ui-server/http.ts.
@@ -33,6 +34,8 @@ import {
 import { LAUNCHER_FILE, openLoginInBrowser, systemOpen, systemOpenFolder } from './ui-server/browser-open.ts';
 import { privateDir, writePrivateFile } from './private-file.ts';
 import { DAY_MS, TrashJanitor, automaticTrashCap } from './trash-purge.ts';
+import { withoutFolderRoots } from './remote/scoped-store.ts';
+import { SyncedFolders } from './synced-folders.ts';
 
 export interface AgentOptions {
   readonly folder: string;
@@ -113,6 +116,8 @@ export interface RunningAgent {
   openInBrowser(): Promise<void>;
   /** The desktop UI API implementation (also used by Electron main over IPC). */
   readonly ui: UiService;
+  /** The synced folders beside the main one (Settings → Folders). */
+  readonly folders: SyncedFolders;
   stop(): Promise<void>;
 }
 
@@ -148,10 +153,33 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
     }
   }
   // Limits from the command line win; otherwise those saved from the desktop UI's settings.
-  const settings = await loadSettings(options.stateDir);
+  let settings = await loadSettings(options.stateDir);
   const uploadBytesPerSecond = options.uploadBytesPerSecond || settings.uploadLimitKiBps * 1024;
   const downloadBytesPerSecond = options.downloadBytesPerSecond || settings.downloadLimitKiBps * 1024;
   let session: UiSession | undefined;
+  const trashPolicy = (trashDir: string) => async () => ({
+    maxAgeMs: settings.trashKeepDays * DAY_MS,
+    maxBytes:
+      settings.trashLimitMiB > 0 ? settings.trashLimitMiB * 1024 * 1024 : await automaticTrashCap(trashDir),
+  });
+  // The folders added in Settings: each its own engine, journal, trash and server root.
+  const folders = await SyncedFolders.load({
+    stateDir: options.stateDir,
+    mainFolder: options.folder,
+    engineOptions: () => ({
+      ignore: settings.ignorePatterns,
+      massDeleteFraction: settings.massDeletePercent / 100,
+      massDeleteCount: settings.massDeleteCount,
+      watch: options.watch ?? true,
+      settleMs: options.settleMs,
+    }),
+    onEngine: (_id, _engine, stateDir) => {
+      const dir = nodePath.join(stateDir, 'trash');
+      const janitor = new TrashJanitor({ dir, policy: trashPolicy(dir) });
+      void janitor.start();
+      return { dispose: () => void janitor.stop() };
+    },
+  });
   const open = async (d: DeviceCredentials): Promise<UiSession> => {
     const client = new ProxyClient({
       baseUrl: d.server,
@@ -165,13 +193,15 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
       massDeleteCount: settings.massDeleteCount,
       folder: options.folder,
       stateDir: options.stateDir,
-      client,
+      // The whole of Weft storage but the other synced folders' roots (scoped-store.ts).
+      client: withoutFolderRoots(client),
       deviceName: d.deviceName,
       watch: options.watch ?? true,
       settleMs: options.settleMs,
     });
     await engine.start();
     session = { engine, client, server: d.server, user: d.user, deviceName: d.deviceName, token: d.token };
+    await folders.open({ client, deviceName: d.deviceName });
     return session;
   };
   if (device) await open(device);
@@ -191,6 +221,7 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
     signOut: async () => {
       const old = session;
       session = undefined;
+      await folders.close();
       await old?.engine.stop();
       await forgetDevice(options.stateDir, secrets);
     },
@@ -199,8 +230,11 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
     secrets,
     ...(options.oauth ? { oauth: options.oauth } : {}),
     openPath: options.openPath ?? systemOpenFolder,
+    folders,
     // Bandwidth limits apply at once (command-line limits still win).
     onSettings: (s) => {
+      settings = s;
+      for (const { engine } of folders.running()) engine.setIgnorePatterns(s.ignorePatterns);
       session?.client.setLimits({
         uploadBytesPerSecond: options.uploadBytesPerSecond || s.uploadLimitKiBps * 1024,
         downloadBytesPerSecond: options.downloadBytesPerSecond || s.downloadLimitKiBps * 1024,
@@ -211,16 +245,7 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
   // The local trash (replaced and deleted files) is purged by age and size: now, hourly, and
   // after a sync pass that trashed something; the limits are read from the settings each time.
   const trashDir = nodePath.join(options.stateDir, 'trash');
-  const janitor = new TrashJanitor({
-    dir: trashDir,
-    policy: async () => {
-      const s = ui.settings();
-      return {
-        maxAgeMs: s.trashKeepDays * DAY_MS,
-        maxBytes: s.trashLimitMiB > 0 ? s.trashLimitMiB * 1024 * 1024 : await automaticTrashCap(trashDir),
-      };
-    },
-  });
+  const janitor = new TrashJanitor({ dir: trashDir, policy: trashPolicy(trashDir) });
   void janitor.start();
   let lastState = ui.status().state;
   const passEnds = ui.onStatus(() => {
@@ -284,6 +309,7 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
       await openLoginInBrowser(loginUrl(), options.stateDir, options.openBrowser ?? systemOpen);
     },
     ui,
+    folders,
     async stop() {
       passEnds.dispose();
       await janitor.stop();
@@ -293,6 +319,7 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
       server.closeAllConnections();
       await closed;
       await enrolling?.catch(() => undefined);
+      await folders.close();
       await session?.engine.stop();
       await fsp.rm(nodePath.join(options.stateDir, 'agent.json'), { force: true });
       await fsp.rm(nodePath.join(options.stateDir, LAUNCHER_FILE), { force: true });

@@ -7,27 +7,15 @@
  */
 import { z } from 'zod';
 import { CostViewSchema } from './cost.ts';
+import { FolderStateSchema } from './folder-state.ts';
+import { SyncedFolderSchema, folderMethods } from './folders.ts';
 import { versionMethods } from './versions.ts';
+
+export { FolderStateSchema };
 
 export const CHANNEL_PREFIX = 'weft:';
 /** IPC/event name for pushed status updates. */
 export const STATUS_EVENT = `${CHANNEL_PREFIX}event:status`;
-
-/**
- * `removed`: this computer was removed from its Weft account (its token revoked); it no longer syncs.
- * `full`: Weft storage refused an upload for lack of space; uploads wait (nothing is dropped),
- * downloads and deletes go on, and uploads resume by themselves once there is room.
- */
-export const FolderStateSchema = z.enum([
-  'idle',
-  'scanning',
-  'syncing',
-  'paused',
-  'offline',
-  'error',
-  'removed',
-  'full',
-]);
 
 /** The user's Weft storage: bytes used and the quota (null: unlimited), as last read. */
 export const StorageUsageSchema = z.object({
@@ -62,6 +50,8 @@ export const FolderStatusSchema = z.object({
       bytesTotal: z.number().min(0),
       rate: z.number().min(0),
       etaSeconds: z.number().min(0).optional(),
+      /** The synced folder's name in Weft storage (absent: the main folder). */
+      folder: z.string().optional(),
     }),
   ),
   recent: z.array(
@@ -70,9 +60,12 @@ export const FolderStatusSchema = z.object({
       kind: z.enum(['added', 'uploaded', 'downloaded', 'deleted', 'moved', 'conflicted', 'error']),
       path: z.string(),
       detail: z.string().optional(),
+      folder: z.string().optional(),
     }),
   ),
-  conflicts: z.array(z.object({ path: z.string(), copyPath: z.string(), atMs: z.number() })),
+  conflicts: z.array(
+    z.object({ path: z.string(), copyPath: z.string(), atMs: z.number(), folder: z.string().optional() }),
+  ),
   savings: z.object({
     deltaBytesSaved: z.number().min(0),
     requestsSavedByBundling: z.number().min(0),
@@ -81,6 +74,11 @@ export const FolderStatusSchema = z.object({
   bytesUploaded: z.number().min(0),
   bytesDownloaded: z.number().min(0),
   warnings: z.array(z.string()),
+  /**
+   * Every synced folder with its own state (the main one first); the rest of this status is
+   * all of them together. Absent: only the main folder.
+   */
+  folders: z.array(SyncedFolderSchema).optional(),
   /**
    * Entries stored on this computer under another name than on the server, because its
    * filesystem cannot hold the remote name (`CON.txt` → `CON＿.txt` on Windows): the remote
@@ -283,7 +281,14 @@ export const api = {
   /** Run a pass now (also the "retry" of an error). */
   syncNow: { input: Empty, output: FolderStatusSchema },
   resolveConflict: {
-    input: z.object({ path: z.string().min(1).max(4096), keep: z.enum(['mine', 'theirs', 'both']) }).strict(),
+    input: z
+      .object({
+        path: z.string().min(1).max(4096),
+        keep: z.enum(['mine', 'theirs', 'both']),
+        /** The conflict's `folder` (absent: the main folder). */
+        folder: z.string().max(200).optional(),
+      })
+      .strict(),
     output: FolderStatusSchema,
   },
   resolveMassDelete: {
@@ -385,6 +390,7 @@ export const api = {
    */
   openFolder: { input: Empty, output: z.object({ opened: z.boolean() }) },
   ...versionMethods,
+  ...folderMethods,
 } as const;
 
 export type ApiMethod = keyof typeof api;

@@ -181,15 +181,17 @@ export function trayPopover(s: FolderStatusDto, now: number, cost?: CostView): T
   const changes: TrayChangeView[] = [];
   for (const a of s.recent) {
     if (changes.length >= TRAY_CHANGES) break;
-    if (seen.has(a.path)) continue;
-    seen.add(a.path);
+    // Another synced folder's change is shown with its folder's name; "open" opens the main folder's files.
+    const shown = a.folder ? `${a.folder}: ${a.path}` : a.path;
+    if (seen.has(shown)) continue;
+    seen.add(shown);
     changes.push({
       kind: a.kind,
-      path: a.path,
+      path: shown,
       name: baseName(a.path),
       verb: VERB[a.kind],
       atMs: a.atMs,
-      openable: a.kind !== 'deleted' && a.kind !== 'error',
+      openable: a.folder === undefined && a.kind !== 'deleted' && a.kind !== 'error',
     });
   }
   const pause: TrayPauseChoice = notEnrolled

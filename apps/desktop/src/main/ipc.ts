@@ -4,6 +4,7 @@
  * Electron is passed in, so this module is testable without the binary.
  */
 import { type ApiHandlers, type ApiMethod, api, channelOf, dispatch } from '../common/api.ts';
+import { PICK_FOLDER_CHANNEL } from '../common/folder-picker.ts';
 import { TRAY_ACTION_CHANNEL, type TrayShellAction, isTrayShellAction } from '../common/tray-state.ts';
 
 export interface IpcMainLike {
@@ -78,4 +79,21 @@ export function registerTrayActions(
     return { ok: true, value: null };
   });
   return () => ipc.removeHandler(TRAY_ACTION_CHANNEL);
+}
+
+/**
+ * Settings' "Choose…" (Add folder): the system's folder dialog, for the trusted pages only;
+ * answers the chosen path or null. Returns a remover.
+ */
+export function registerFolderPicker(
+  ipc: IpcMainLike,
+  isTrustedUrl: (url: string) => boolean,
+  pick: () => Promise<string | null>,
+): () => void {
+  ipc.handle(PICK_FOLDER_CHANNEL, async (event) => {
+    const url = event.senderFrame?.url ?? '';
+    if (!isTrustedUrl(url)) return null;
+    return pick();
+  });
+  return () => ipc.removeHandler(PICK_FOLDER_CHANNEL);
 }

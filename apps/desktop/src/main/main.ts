@@ -12,6 +12,7 @@ import { type RunningAgent, keyFileSecretStore, loadCloudClients, startAgent } f
 import {
   app,
   BrowserWindow,
+  dialog,
   ipcMain,
   Menu,
   type MenuItemConstructorOptions,
@@ -30,7 +31,7 @@ import {
   trayState,
 } from '../common/tray-state.ts';
 import { applyStartAtLogin, gracefulQuit, singleInstance, withStartAtLogin } from './app-lifecycle.ts';
-import { isRendererPage, registerIpc, registerTrayActions } from './ipc.ts';
+import { isRendererPage, registerFolderPicker, registerIpc, registerTrayActions } from './ipc.ts';
 import { safeSecretStore } from './safe-secret-store.ts';
 
 const rendererDir = nodePath.join(__dirname, '..', 'renderer');
@@ -170,6 +171,15 @@ async function main(): Promise<void> {
     popover?.hide();
     run({ type });
   });
+  // Settings → Add folder → "Choose…": the system's folder dialog.
+  const unregisterPicker = registerFolderPicker(ipcMain, isWindow, async () => {
+    const owner = BrowserWindow.getFocusedWindow();
+    const options = {
+      properties: ['openDirectory', 'createDirectory'] as ('openDirectory' | 'createDirectory')[],
+    };
+    const r = owner ? await dialog.showOpenDialog(owner, options) : await dialog.showOpenDialog(options);
+    return r.canceled ? null : (r.filePaths[0] ?? null);
+  });
   const settings = await handlers.getSettings({});
   applyStartAtLogin(app, settings.startAtLogin);
 
@@ -234,6 +244,7 @@ async function main(): Promise<void> {
       sub.dispose();
       unregister();
       unregisterTray();
+      unregisterPicker();
       popover?.destroy();
       tray?.destroy();
     },

@@ -1,10 +1,12 @@
 /**
  * The object the preload exposes as `window.weft`: frozen, and only prefixed channels of
  * known methods pass (the renderer never sees ipcRenderer), plus the two things only the
- * shell can do for the tray popover (open the folder, open the window). Electron's
+ * shell can do for the tray popover (open the folder, open the window) and for Settings (the
+ * system's folder dialog for "Add folder"). Electron's
  * ipcRenderer is passed in, so this is unit-tested without the binary.
  */
 import { type ApiMethod, STATUS_EVENT, channelOf, isApiMethod } from '../common/api.ts';
+import { PICK_FOLDER_CHANNEL, pickedPath } from '../common/folder-picker.ts';
 import { TRAY_ACTION_CHANNEL, type TrayShellAction, isTrayShellAction } from '../common/tray-state.ts';
 
 export interface IpcRendererLike {
@@ -17,6 +19,8 @@ export interface WeftBridge {
   call(method: ApiMethod, input: unknown): Promise<unknown>;
   onStatus(listener: (raw: unknown) => void): () => void;
   trayAction(action: TrayShellAction): Promise<unknown>;
+  /** The system's folder dialog: the chosen path, or null when cancelled. */
+  pickFolder(): Promise<string | null>;
 }
 
 export function createBridge(ipc: IpcRendererLike): Readonly<WeftBridge> {
@@ -37,6 +41,9 @@ export function createBridge(ipc: IpcRendererLike): Readonly<WeftBridge> {
       if (!isTrayShellAction(action))
         return Promise.reject(new Error(`unknown tray action ${String(action)}`));
       return ipc.invoke(TRAY_ACTION_CHANNEL, action);
+    },
+    async pickFolder(): Promise<string | null> {
+      return pickedPath(await ipc.invoke(PICK_FOLDER_CHANNEL));
     },
   });
 }

@@ -4,6 +4,7 @@ import { DISPLAY_LABEL, displayState, isNotEnrolled } from '../common/format.ts'
 import { Scope, h } from './dom.mts';
 import { accountsScreen } from './screens/accounts.mts';
 import { costScreen } from './screens/cost.mts';
+import { foldersSection } from './screens/folders.mts';
 import { historyScreen } from './screens/history.mts';
 import { settingsScreen } from './screens/settings.mts';
 import { selectiveSyncSection } from './screens/selective-sync.mts';
@@ -68,6 +69,7 @@ function start(): void {
     else if (screen === 'sharing') sharingScreen(main, api, scope, report);
     else {
       settingsScreen(main, api, scope, report);
+      foldersSection(main, api, scope, report);
       selectiveSyncSection(main, api, scope, report);
     }
     main.dataset.screen = screen;

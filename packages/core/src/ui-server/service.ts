@@ -33,6 +33,8 @@ import { applySelection, selectiveView } from './selective-view.ts';
 import { type ShareBackend, ShareApiError, httpShareBackend } from './share-client.ts';
 import { toShare } from './share-words.ts';
 import { versionHandlers } from './versions-view.ts';
+import type { SyncedFolders } from '../synced-folders.ts';
+import { allEngines, combinedStatus, engineOf, folderHandlers } from './folders-view.ts';
 
 export { availabilityText, toShare } from './share-words.ts';
 
@@ -83,6 +85,8 @@ export interface UiServiceOptions {
   readonly downloadsDir?: string;
   /** Show a folder in the file manager; resolves false when that failed. Absent: cannot. */
   readonly openPath?: (path: string) => Promise<boolean>;
+  /** The folders synced beside the main one (absent: the main folder only). */
+  readonly folders?: SyncedFolders;
 }
 
 export interface UiService extends Disposable {
@@ -200,6 +204,7 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
     engineSub = options.session()?.engine.status.onChange(() => changed.fire());
   };
   follow();
+  const foldersSub = options.folders?.onChange(() => changed.fire());
   const session = (): UiSession => {
     const s = options.session();
     if (!s) throw new ApiError('unavailable', NO_SESSION);
@@ -208,7 +213,10 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
   const engine = (): Engine => session().engine;
   const status = (): FolderStatusDto => {
     const s = options.session();
-    return s ? toStatusDto(s.engine.getStatus()) : notEnrolledStatus(options.folder);
+    return combinedStatus(
+      s ? toStatusDto(s.engine.getStatus()) : notEnrolledStatus(options.folder),
+      options.folders,
+    );
   };
   const saveAccounts = (): Promise<void> =>
     writePrivate(
@@ -325,42 +333,56 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       session: options.session,
       ...(options.downloadsDir ? { downloadsDir: options.downloadsDir } : {}),
     }),
+    ...folderHandlers({
+      folders: options.folders,
+      mainStatus: () => options.session()?.engine.getStatus(),
+      changed: () => changed.fire(),
+    }),
     getStatus: async () => status(),
     pause: async ({ duration }) => {
-      engine().pause(duration === '1h' ? now() + 3_600_000 : undefined);
+      for (const e of allEngines(engine(), options.folders))
+        e.pause(duration === '1h' ? now() + 3_600_000 : undefined);
       return status();
     },
     resume: async () => {
-      engine().resume();
+      for (const e of allEngines(engine(), options.folders)) e.resume();
       return status();
     },
     syncNow: async () => {
-      const e = engine();
-      // Weft storage full: "check again" reads usage first (uploads resume if there is room).
-      if (e.storage.isFull) await e.storage.check();
-      // The pass runs on; progress arrives on the status stream.
-      void e.syncNow().catch(() => undefined);
+      for (const e of allEngines(engine(), options.folders)) {
+        // Weft storage full: "check again" reads usage first (uploads resume if there is room).
+        if (e.storage.isFull) await e.storage.check();
+        // The pass runs on; progress arrives on the status stream.
+        void e.syncNow().catch(() => undefined);
+      }
       return status();
     },
-    resolveConflict: async ({ path, keep }) => {
-      const { engine, client, deviceName } = session();
-      const current = engine.getStatus();
+    resolveConflict: async ({ path, keep, folder }) => {
+      const { client, deviceName } = session();
+      const where = engineOf({ engine: engine(), path: options.folder }, options.folders, folder);
+      const { engine: inFolder } = where;
+      const current = inFolder.getStatus();
       const c = current.conflicts.find((x) => x.path === path);
       if (!c) throw new ApiError('bad-request', `no conflict at ${path}`);
       const me = await client.whoami().catch(() => undefined);
       const copyMine = copyIsMine(c.copyPath, [deviceName, me?.deviceName ?? '', me?.deviceId ?? '']);
-      const abs = (p: string): string => nodePath.join(options.folder, ...p.split('/'));
+      const abs = (p: string): string => nodePath.join(where.path, ...p.split('/'));
       if (keep !== 'both' && c.copyPath !== c.path) {
         const keepCopy = keep === 'mine' ? copyMine : !copyMine;
         if (keepCopy) await fsp.rename(abs(c.copyPath), abs(c.path));
         else await fsp.rm(abs(c.copyPath), { force: true });
       }
-      engine.status.update({ conflicts: engine.getStatus().conflicts.filter((x) => x.path !== path) });
-      engine.markDirty([c.path, c.copyPath]);
+      inFolder.status.update({ conflicts: inFolder.getStatus().conflicts.filter((x) => x.path !== path) });
+      inFolder.markDirty([c.path, c.copyPath]);
       return status();
     },
     resolveMassDelete: async ({ answer }) => {
-      await engine().resolveMassDelete(answer);
+      // The folder holding a pass that would delete many files (the main one first).
+      const all = allEngines(engine(), options.folders);
+      const held = all.find(
+        (e) => e.getStatus().state === 'paused' && /would delete/.test(e.getStatus().error ?? ''),
+      );
+      await (held ?? engine()).resolveMassDelete(answer);
       return status();
     },
     getCost: async () => {
@@ -578,6 +600,7 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       for (const a of aborts) a.abort();
       aborts.clear();
       engineSub?.dispose();
+      foldersSub?.dispose();
       changed.dispose();
     },
   };

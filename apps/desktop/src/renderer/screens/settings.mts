@@ -1,4 +1,7 @@
-/** Settings: bandwidth limits, ignore patterns, mass-delete threshold, local trash limits, start at login. */
+/**
+ * Settings: bandwidth limits, ignore patterns, mass-delete threshold, local trash limits,
+ * start at login. The synced folders (folders.mts) and selective sync have their own sections.
+ */
 import type { Settings, WeftClient } from '../../common/api.ts';
 import { Scope, h } from '../dom.mts';
 
@@ -34,14 +37,8 @@ export function settingsScreen(
     }),
     h('p', { class: 'hint', id: `${id}-hint` }, hint),
   ];
-  const draw = (s: Settings, folder: string): void => {
+  const draw = (s: Settings): void => {
     form.replaceChildren(
-      h(
-        'fieldset',
-        {},
-        h('legend', {}, 'Folders'),
-        h('p', {}, 'Synced folder: ', h('span', { class: 'path' }, folder)),
-      ),
       h(
         'fieldset',
         {},
@@ -140,5 +137,5 @@ export function settingsScreen(
           'Saved. Bandwidth limits and ignore patterns apply now; the delete safety limits the next time Weft starts; the trash limits at its next clean-up (within the hour).';
       }, fail);
   });
-  Promise.all([api.getSettings({}), api.getStatus({})]).then(([s, st]) => draw(s, st.folder), fail);
+  api.getSettings({}).then(draw, fail);
 }

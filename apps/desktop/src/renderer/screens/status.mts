@@ -149,10 +149,11 @@ export function statusScreen(
                   h(
                     'td',
                     { class: 'path' },
-                    a.path,
+                    a.folder ? `${a.folder}: ${a.path}` : a.path,
                     a.detail && a.kind !== 'conflicted' ? ` — ${a.detail}` : '',
                     ' ',
-                    historyLink(a.path, a.kind),
+                    // Version history is of the main folder's files (docs/desktop.md).
+                    a.folder ? '' : historyLink(a.path, a.kind),
                   ),
                 ),
               ),
@@ -167,13 +168,31 @@ export function statusScreen(
     const d = displayState(s);
     const headline =
       d === 'paused' && !s.massDeletePending ? `Paused ${pausedUntilText(s, Date.now())}` : DISPLAY_LABEL[d];
-    renderInto(overview, JSON.stringify([headline, s.folder, s.files, s.pendingOperations]), () => [
+    const several = (s.folders?.length ?? 0) > 1 ? (s.folders ?? []) : [];
+    renderInto(overview, JSON.stringify([headline, s.folder, s.files, s.pendingOperations, several]), () => [
       h('p', { class: `state state-${d}`, id: 'folder-state' }, headline),
       h(
         'dl',
         { class: 'facts' },
-        h('dt', {}, 'Folder'),
-        h('dd', { class: 'path' }, s.folder),
+        h('dt', {}, several.length > 0 ? 'Folders' : 'Folder'),
+        several.length > 0
+          ? h(
+              'dd',
+              {},
+              h(
+                'ul',
+                { id: 'folder-states', class: 'plain' },
+                several.map((f) =>
+                  h(
+                    'li',
+                    { 'data-folder': f.id },
+                    h('span', { class: 'path' }, f.path),
+                    ` — ${f.primary ? 'main folder' : f.name}: ${f.state === 'idle' && f.pendingOperations === 0 ? 'up to date' : f.state}, ${files(f.files)}`,
+                  ),
+                ),
+              ),
+            )
+          : h('dd', { class: 'path' }, s.folder),
         h('dt', {}, 'Files'),
         h('dd', {}, String(s.files)),
         h('dt', {}, 'Waiting to sync'),
@@ -289,7 +308,7 @@ export function statusScreen(
                 h(
                   'span',
                   { id, class: 'path' },
-                  `${t.direction === 'up' ? 'Uploading' : 'Downloading'} ${t.path}`,
+                  `${t.direction === 'up' ? 'Uploading' : 'Downloading'} ${t.folder ? `${t.folder}: ` : ''}${t.path}`,
                 ),
                 h('progress', { max: t.bytesTotal, value: t.bytesDone, 'aria-labelledby': id }),
                 h(
@@ -330,11 +349,11 @@ export function statusScreen(
                 h(
                   'p',
                   {},
-                  h('strong', { class: 'path' }, c.path),
+                  h('strong', { class: 'path' }, c.folder ? `${c.folder}: ${c.path}` : c.path),
                   ` was changed in two places (${timeText(c.atMs)}). The other version is `,
                   h('span', { class: 'path' }, c.copyPath),
                   '. ',
-                  historyLink(c.path, 'conflicted'),
+                  c.folder ? '' : historyLink(c.path, 'conflicted'),
                 ),
                 h(
                   'div',
@@ -346,7 +365,14 @@ export function statusScreen(
                         type: 'button',
                         'data-keep': keep,
                         'aria-label': `Keep ${keep}: ${c.path}`,
-                        onclick: () => run(api.resolveConflict({ path: c.path, keep })),
+                        onclick: () =>
+                          run(
+                            api.resolveConflict({
+                              path: c.path,
+                              keep,
+                              ...(c.folder ? { folder: c.folder } : {}),
+                            }),
+                          ),
                       },
                       keep === 'both' ? 'Keep both' : keep === 'mine' ? 'Keep mine' : 'Keep theirs',
                     ),
