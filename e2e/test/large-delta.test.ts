@@ -99,6 +99,9 @@ describe.each(['fs', 's3'] as const)('large-file delta sync (object tier: %s)', 
     // B never uploaded this file (it came down), yet its edit goes up as a delta too: against
     // the signature the server keeps beside the object (link file `signature`).
     const signatureSent = b.client.bytesSent - sentByB;
+    // Server-side diff: the server diffed against its copy of B's version (A uploaded it), so
+    // B sent no signature for its download.
+    expect(signatureSent).toBeLessThan(1024);
     await fsp.copyFile(v1, nodePath.join(b.folder, 'pkg.tar'));
     const sentByBBefore = b.client.bytesSent;
     await b.engine.syncNow();
@@ -108,7 +111,7 @@ describe.each(['fs', 's3'] as const)('large-file delta sync (object tier: %s)', 
     expect((await remoteTree(b.client)).get('pkg.tar')).toBe(await sha256File(v1));
     process.stdout.write(
       `delta e2e (${tier}): ${PKG} ${V1}→${V2}, ${size2} bytes; upload sent ${sentForEdit} bytes; ` +
-        `download sent ${signatureSent} bytes (signature) and received ${receivedForEdit} bytes; ` +
+        `download sent ${signatureSent} bytes (server-side diff: no signature) and received ${receivedForEdit} bytes; ` +
         `the second device's revert went up as a delta of ${revertSent} bytes\n`,
     );
   });

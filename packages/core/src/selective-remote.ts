@@ -63,6 +63,9 @@ export function selectiveRemote(client: RemoteStore, selection: () => SelectionV
     openFeed: (...a) => client.openFeed(...a),
   };
   if (client.usage) view.usage = () => (client.usage as NonNullable<RemoteStore['usage']>).call(client);
+  if (client.serverDelta)
+    view.serverDelta = (path, base) =>
+      (client.serverDelta as NonNullable<RemoteStore['serverDelta']>).call(client, path, base);
   return view;
 }
 

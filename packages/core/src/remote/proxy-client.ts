@@ -460,6 +460,13 @@ export class ProxyClient implements RemoteStore {
     return decodeDeltaContainer(await this.bodyBytes(res));
   }
 
+  /** Server-side diff (`GET /files/delta`): the server diffs against its copy of `baseSha256`. */
+  async serverDelta(path: string, baseSha256: string): Promise<DecodedDeltaContainer> {
+    const res = await this.request('GET', '/files/delta', { query: { path, baseSha256 } });
+    await ensureOk(res);
+    return decodeDeltaContainer(await this.bodyBytes(res));
+  }
+
   /**
    * The server's rsync signature of a large file's current version (`GET /signature`): a
    * base for a delta upload when this device kept neither that version's signature nor,

@@ -62,6 +62,12 @@ export interface RemoteStore {
   uploadDelta(path: string, baseRevision: string, mtimeMs: number, container: Uint8Array): Promise<OpResult>;
   /** A delta from the version with `baseSha256` (described by its signature) to the current one. */
   downloadDelta(path: string, baseSha256: string, signatureBytes: Uint8Array): Promise<DecodedDeltaContainer>;
+  /**
+   * Server-side diff: a delta from the version with `baseSha256` to the current one, made by
+   * the server from its own copy of that version — no signature sent. RemoteError
+   * DELTA_BASE_UNKNOWN when it holds none for this user. Absent: this store cannot.
+   */
+  serverDelta?(path: string, baseSha256: string): Promise<DecodedDeltaContainer>;
   /** The rsync signature of a file's current version, named by sha256 and revision. */
   signature(path: string): Promise<{ bytes: Uint8Array; sha256: string; revision: string }>;
   /** One page of the change feed after `cursor`. */

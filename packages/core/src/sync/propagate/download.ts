@@ -14,7 +14,7 @@ import {
   suggestStrongLength,
 } from '@weft/rsync-wasm';
 import { openOldFile } from '@weft/rsync-wasm/node';
-import { type EntryInfo, MAX_BUNDLE_BYTES } from '@weft/wire';
+import { type DecodedDeltaContainer, type EntryInfo, MAX_BUNDLE_BYTES } from '@weft/wire';
 import { chooseBlockSize } from '../../adaptive.ts';
 import { conflictCopyPath } from '../../conflict-name.ts';
 import { stated } from '../../decisions.ts';
@@ -89,26 +89,17 @@ export async function downloadLarge(ctx: SyncContext, d: Download): Promise<Jour
   const abs = await ctx.at(entry.path);
   const sha = entry.sha256 ?? '';
   if (local !== undefined && sha !== '') {
-    // Delta download (HyCloud §III-B): send our old version's signature, patch locally. Its
-    // block size comes from the file's history, or (none yet) from its size: about √size,
-    // so the signature stays a small share of what travels (adaptive.ts initialBlockSize).
-    const oldSize = (await fsp.stat(abs)).size;
-    const blockSize = chooseBlockSize(ctx.history(entry.path), oldSize);
-    // The strong hash as long as rsync sizes it for this file and block, plus a byte (a false
-    // block match ~2⁻¹⁸ per file, not rsync's 2⁻¹⁰), capped at the default 8: 4 + 3..8
-    // bytes a block instead of 4 + 8. A false match fails the delta's whole-file checksum,
-    // and the file then comes whole (below).
-    const strongLength = Math.min(8, suggestStrongLength(Math.max(oldSize, entry.size), blockSize) + 1);
-    const sigChunks: Uint8Array[] = [];
-    for await (const c of rsyncSignature(createReadStream(abs) as AsyncIterable<Uint8Array>, {
-      blockSize,
-      strongLength,
-    })) {
-      sigChunks.push(c);
-    }
-    const sig = Buffer.concat(sigChunks);
     try {
-      const container = await ctx.client.downloadDelta(entry.path, local, sig);
+      // Server-side diff first: the server diffs against its own copy of our version (a kept
+      // version, or content we uploaded), so no signature goes up; a server that holds none
+      // (DELTA_BASE_UNKNOWN), or an older one, is sent our signature instead.
+      const fromServer = await ctx.client.serverDelta?.(entry.path, local).catch((e: unknown) => {
+        if (e instanceof RemoteError) return undefined;
+        throw e;
+      });
+      const { container, signatureBytes } = fromServer
+        ? { container: fromServer, signatureBytes: 0 }
+        : await deltaAgainstOurSignature(ctx, entry, abs, local);
       // The server holds a later version than the feed entry (the container names no
       // revision): recording it as `entry.revision` would pair that revision with other
       // content, and a rename of that revision would then carry the wrong file. A later
@@ -131,12 +122,12 @@ export async function downloadLarge(ctx: SyncContext, d: Download): Promise<Jour
       }
       ctx.status.save(
         'deltaBytesSaved',
-        Math.max(0, entry.size - container.delta.byteLength - sig.byteLength),
+        Math.max(0, entry.size - container.delta.byteLength - signatureBytes),
       );
       return written;
     } catch (e) {
       // The server cannot build a delta (base unknown), or the patched result failed the
-      // delta's checksum (a false block match): fall back to the whole file.
+      // delta's checksum (a false block match, or our copy changed since): the whole file.
       const falseMatch = e instanceof RsyncFormatError && e.code === 'CHECKSUM_MISMATCH';
       if (!(e instanceof RemoteError) && !falseMatch) throw e;
     }
@@ -152,6 +143,36 @@ export async function downloadLarge(ctx: SyncContext, d: Download): Promise<Jour
     expectedLocal: local,
     row: d.row,
   });
+}
+
+/** Delta download (HyCloud §III-B) against the signature of our copy, sent to the server. */
+async function deltaAgainstOurSignature(
+  ctx: SyncContext,
+  entry: EntryInfo,
+  abs: string,
+  local: string,
+): Promise<{ container: DecodedDeltaContainer; signatureBytes: number }> {
+  // Its block size comes from the file's history, or (none yet) from its size: about √size,
+  // so the signature stays a small share of what travels (adaptive.ts initialBlockSize).
+  const oldSize = (await fsp.stat(abs)).size;
+  const blockSize = chooseBlockSize(ctx.history(entry.path), oldSize);
+  // The strong hash as long as rsync sizes it for this file and block, plus a byte (a false
+  // block match ~2⁻¹⁸ per file, not rsync's 2⁻¹⁰), capped at the default 8: 4 + 3..8
+  // bytes a block instead of 4 + 8. A false match fails the delta's whole-file checksum,
+  // and the file then comes whole (downloadLarge).
+  const strongLength = Math.min(8, suggestStrongLength(Math.max(oldSize, entry.size), blockSize) + 1);
+  const sigChunks: Uint8Array[] = [];
+  for await (const c of rsyncSignature(createReadStream(abs) as AsyncIterable<Uint8Array>, {
+    blockSize,
+    strongLength,
+  })) {
+    sigChunks.push(c);
+  }
+  const sig = Buffer.concat(sigChunks);
+  return {
+    container: await ctx.client.downloadDelta(entry.path, local, sig),
+    signatureBytes: sig.byteLength,
+  };
 }
 
 /**
