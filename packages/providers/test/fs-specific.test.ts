@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { FS_STATE_DIR, FsProvider } from '../src/adapters/fs.ts';
 import { collect } from '../src/body.ts';
 import { InvalidPathError } from '../src/errors.ts';
@@ -28,6 +28,35 @@ describe('fs provider specifics', () => {
     await fsp.writeFile(nodePath.join(outside, 'secret'), 'secret');
     await fsp.symlink(nodePath.join(outside, 'secret'), nodePath.join(root, 'secret-link'));
     await expect(p.read('secret-link')).rejects.toThrow();
+  });
+
+  it('reads a small file into buffers the size of the file, a large one in chunks of at most 1 MiB', async () => {
+    const p = await FsProvider.open({ root: await tempRoot() });
+    const small = Buffer.alloc(3000, 7);
+    const large = Buffer.alloc(3 * 1024 * 1024 + 5, 9);
+    await p.write('small.txt', small);
+    await p.write('large.bin', large);
+    // The buffers a read allocates (a file read stream allocates a whole chunk per read, then
+    // copies what it got): 1 MiB per small file made the packer's flush of 10,000 files spend
+    // seconds in the garbage collector (issue #16).
+    const read = async (path: string, o?: { offset: number; length: number }) => {
+      const spy = vi.spyOn(Buffer, 'allocUnsafeSlow');
+      try {
+        const bytes = await collect(await p.read(path, o));
+        return { bytes, biggest: Math.max(0, ...spy.mock.calls.map(([n]) => n)) };
+      } finally {
+        spy.mockRestore();
+      }
+    };
+    const s = await read('small.txt');
+    expect(s.bytes.equals(small)).toBe(true);
+    expect(s.biggest).toBeLessThanOrEqual(16 * 1024);
+    const l = await read('large.bin');
+    expect(l.bytes.equals(large)).toBe(true);
+    expect(l.biggest).toBeLessThanOrEqual(1024 * 1024 + 1);
+    const r = await read('large.bin', { offset: 1000, length: 2000 });
+    expect(r.bytes.equals(large.subarray(1000, 3000))).toBe(true);
+    expect(r.biggest).toBeLessThanOrEqual(16 * 1024);
   });
 
   it('reserves its state folder', async () => {
