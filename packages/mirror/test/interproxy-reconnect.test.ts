@@ -14,9 +14,9 @@ import * as nodePath from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
-import type { Timer } from '../src/clock.ts';
 import { type MirrorError, PeerClosedError } from '../src/errors.ts';
 import { PEER_STREAM_PATH, PeerAuthError, PeerReceiver, PeerSender } from '../src/interproxy/index.ts';
+import { manualTimer } from './helpers.ts';
 
 const SECRET = 'k'.repeat(16) + randomBytes(16).toString('hex');
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -66,35 +66,6 @@ async function gatedDestination(): Promise<Gate> {
     await fsp.rm(dir, { recursive: true, force: true });
   });
   return Object.assign(gate, { url: `ws://127.0.0.1:${port}${PEER_STREAM_PATH}` });
-}
-
-/** A timer that records each wait asked for and runs it only when the test says so. */
-function manualTimer() {
-  const asked: number[] = [];
-  const due: (() => void)[] = [];
-  let wake: (() => void) | undefined;
-  const timer: Timer = (fn, ms) => {
-    asked.push(ms);
-    due.push(fn);
-    wake?.();
-    return () => {
-      const i = due.indexOf(fn);
-      if (i >= 0) due.splice(i, 1);
-    };
-  };
-  /** Wait until the sender asks for its next wait (it asks after each failed try). */
-  const nextWait = async (): Promise<number> => {
-    while (due.length === 0) await new Promise<void>((r) => (wake = r));
-    wake = undefined;
-    return asked[asked.length - 1] ?? Number.NaN;
-  };
-  /** End the pending wait now: the sender tries again. */
-  const fire = (): void => {
-    const fn = due.shift();
-    if (!fn) throw new Error('no wait pending');
-    fn();
-  };
-  return { timer, asked, nextWait, fire, pending: () => due.length };
 }
 
 function sender(url: string, extra: Partial<ConstructorParameters<typeof PeerSender>[0]> = {}): PeerSender {

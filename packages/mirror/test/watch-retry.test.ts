@@ -9,42 +9,14 @@
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MemoryProvider, TransientError } from '@weft/providers';
-import type { Timer } from '../src/clock.ts';
 import { MirrorEngine } from '../src/engine.ts';
 import { migrate } from '../src/store.ts';
-import { readText, text } from './helpers.ts';
+import { manualTimer, readText, text } from './helpers.ts';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-/** A timer that records each wait asked for and ends it only when the test says so. */
-function manualTimer() {
-  const asked: number[] = [];
-  const due: (() => void)[] = [];
-  let wake: (() => void) | undefined;
-  const timer: Timer = (fn, ms) => {
-    asked.push(ms);
-    due.push(fn);
-    wake?.();
-    return () => {
-      const i = due.indexOf(fn);
-      if (i >= 0) due.splice(i, 1);
-    };
-  };
-  const nextWait = async (): Promise<number> => {
-    while (due.length === 0) await new Promise<void>((r) => (wake = r));
-    wake = undefined;
-    return asked[asked.length - 1] ?? Number.NaN;
-  };
-  const fire = (): void => {
-    const fn = due.shift();
-    if (!fn) throw new Error('no wait pending');
-    fn();
-  };
-  return { timer, asked, nextWait, fire };
-}
 
 describe('a watched replica whose change notification fails', () => {
   it('is asked again after waits on the one retry policy; a Retry-After is honoured, capped', async () => {
