@@ -83,12 +83,12 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
     );
     ctx.uploadRate.add(encoded.byteLength, (performance.now() - started) / 1000);
     if (current.length > 1) ctx.status.save('requestsSavedByBundling', current.length - 1);
-    ctx.journal.transaction(() => {
-      current.forEach((b, i) => {
-        const r = results[i]?.result;
-        finishPut(ctx, b.id, b.entry.path, b.entry.sha256, r);
-      });
-    });
+    // Every file's outcome leaves the queue with its effect, the bundle's in one transaction.
+    const out = new JournalChanges();
+    current.forEach((b, i) =>
+      out.add(putOutcome(ctx, b.id, b.entry.path, b.entry.sha256, results[i]?.result)),
+    );
+    ctx.commit(out);
     ctx.status.update({ bytesUploaded: ctx.status.get().bytesUploaded + encoded.byteLength });
   };
   // The file may sit elsewhere now: a folder above it moved after the put was queued
@@ -115,7 +115,7 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
       if (inBatch.has(q.op.path)) await flush();
       if (sendingPaths.has(q.op.path)) await settle();
       if (content === undefined) {
-        ctx.journal.completeOp(q.id, () => undefined); // gone since: the scanner queues its delete
+        ctx.commit(new JournalChanges().completeOp(q.id)); // gone since: the scanner queues its delete
         continue;
       }
       const sha = createHash('sha256').update(content).digest('hex');
@@ -138,18 +138,6 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
     // Never return with a bundle's outcome unrecorded (its error, if any, is thrown here).
     await settle();
   }
-}
-
-/** Record the outcome of one file write on the server at once (a bundle's, in the caller's transaction). */
-export function finishPut(
-  ctx: SyncContext,
-  opId: number,
-  p: string,
-  sha: string,
-  r: OpResult | undefined,
-  signature?: { bytes: Buffer; block: number },
-): void {
-  ctx.commit(putOutcome(ctx, opId, p, sha, r, signature));
 }
 
 /**
