@@ -42,6 +42,8 @@ export const RedundantBackendConfig = z.discriminatedUnion('type', [
 ]);
 export type RedundantBackendConfig = z.infer<typeof RedundantBackendConfig>;
 
+const DEFAULT_SCRUB = { intervalMs: 24 * 3600_000, bytesPerSecond: 10_000_000 };
+
 export const RedundantTierConfig = z
   .object({
     type: z.literal('redundant'),
@@ -66,13 +68,24 @@ export const RedundantTierConfig = z
         S3Backend.omit({ id: true, pricePerGbMonth: true }),
       ])
       .optional(),
+    /** The scrub the proxy runs in the background (storage-maintenance.ts). */
+    scrub: z
+      .object({
+        /** Start a scrub this long after the last one ended; 0: never on a schedule. Default 24 h. */
+        intervalMs: z.number().int().min(0).default(DEFAULT_SCRUB.intervalMs),
+        /** Bytes read per second (all backends together); 0: unlimited. Default 10 MB/s. */
+        bytesPerSecond: z.number().int().min(0).default(DEFAULT_SCRUB.bytesPerSecond),
+      })
+      .strict()
+      .default(DEFAULT_SCRUB),
   })
   .refine((c) => new Set(c.backends.map((b) => b.id)).size === c.backends.length, {
     message: 'redundant object tier: backend ids must be distinct',
   });
 export type RedundantTierConfig = z.infer<typeof RedundantTierConfig>;
 
-async function openBackend(b: RedundantBackendConfig): Promise<Provider> {
+/** Open one backend from its config (at startup, and for a replacement). */
+export async function openBackend(b: RedundantBackendConfig): Promise<Provider> {
   if (b.type === 'fs')
     return FsProvider.open({ root: b.dir, portable: false, maxJournal: 2000, private: true });
   if (b.type !== 's3') return openCloudBackend(b);
@@ -86,6 +99,11 @@ async function openBackend(b: RedundantBackendConfig): Promise<Provider> {
       ? { credentials: { accessKeyId: b.accessKeyId, secretAccessKey: b.secretAccessKey } }
       : {}),
   });
+}
+
+/** The tier's own folder: placement store, write spool, last-scrub record. */
+export function redundantTierDir(c: RedundantTierConfig, dataDir: string): string {
+  return c.dir ?? nodePath.join(dataDir, 'redundant');
 }
 
 /** Open the configured backends and the tier over them (outage log replayed when one comes back). */
@@ -109,7 +127,7 @@ export async function openRedundantTier(c: RedundantTierConfig, dataDir: string)
   const tier = openRedundantProvider({
     ...(legacy ? { legacy } : {}),
     backends,
-    dir: c.dir ?? nodePath.join(dataDir, 'redundant'),
+    dir: redundantTierDir(c, dataDir),
     name: 'objects:redundant',
     ...(c.thresholdBytes === undefined ? {} : { thresholdBytes: c.thresholdBytes }),
     ...(c.replicas === undefined ? {} : { replicas: c.replicas }),

@@ -28,6 +28,7 @@ import { registerFileRoutes } from './http/files.ts';
 import { registerOpRoutes } from './http/ops.ts';
 import type { RouteDoc } from './http/route.ts';
 import { registerShareRoutes } from './http/shares.ts';
+import { registerStorageRoutes } from './http/storage.ts';
 import { registerSystemRoutes } from './http/system.ts';
 import { registerTransferRoutes } from './http/transfers.ts';
 import { registerVersionRoutes } from './http/versions.ts';
@@ -47,6 +48,8 @@ import { markFsDropped, Packer } from './store/packs.ts';
 import { ReadCounter } from './store/read-counts.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
 import { openRedundantTier, registerRedundantMetrics } from './redundant-tier.ts';
+import { openStorageMaintenance } from './storage-maintenance.ts';
+import { userObjectKeys } from './store/user-objects.ts';
 import { TransferService } from './transfers.ts';
 import { VersionService } from './versions.ts';
 
@@ -295,6 +298,14 @@ export async function startProxyServer(
     : undefined;
   if (shares) registerShareRoutes(ctx, shares);
   registerDeviceRoutes(ctx, meta, devices);
+  // A redundant object tier: scrub on a schedule, status and the operator's jobs (docs/redundancy.md).
+  const maintenance = await openStorageMaintenance(config, tiers.objects, log, metrics.registry);
+  registerStorageRoutes(ctx, {
+    objectTier: config.objectTier.type,
+    maintenance,
+    requireAdmin: (token) => enrolment.requireAdmin(token),
+    userObjects: (user) => userObjectKeys(meta, user),
+  });
 
   let gcTimer: NodeJS.Timeout | undefined;
   if (config.gcIntervalMs > 0) {
@@ -360,6 +371,7 @@ export async function startProxyServer(
       await app.close();
       await packGc?.close();
       await packer?.close();
+      await maintenance?.close();
       await fs.close();
       await objects.close?.();
       cost.close();

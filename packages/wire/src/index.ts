@@ -11,6 +11,7 @@ export * from './as-provider.ts';
 export * from './write-rule.ts';
 export * from './transfer-state.ts';
 export * from './cost.ts';
+export * from './storage-health.ts';
 export {
   conflictStamp,
   conflictedCopyPath,

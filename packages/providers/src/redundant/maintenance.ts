@@ -278,12 +278,15 @@ export async function replaceBackend(
   oldId: string,
   next: BackendConfig,
   onProgress?: (p: ReplaceProgress) => void,
+  /** Stops between objects (rejecting with its reason); running it again resumes. */
+  signal?: AbortSignal,
 ): Promise<number> {
   if (!tier.backendIds().includes(next.id)) tier.addBackend(next);
   const ids = tier.store.objectIds(oldId);
   let done = 0;
   let bytes = 0;
   for (const id of ids) {
+    signal?.throwIfAborted();
     const obj = tier.store.object(id);
     if (!obj) continue;
     for (const loc of tier.store.locations(id)) {

@@ -1,8 +1,9 @@
 /**
  * The Fastify instance every route module registers on: TLS when configured, the body
  * parsers, WebSockets, errors as `{error: {code, message, details}}`, device-token
- * authentication of every /v1 route (read from the store on each request, so a
- * revocation takes effect at once) and per-request metrics.
+ * authentication of every /v1 route (read from the store on each request, so a revocation
+ * takes effect at once) but enrolment and /v1/admin/* (which check the admin token), and
+ * per-request metrics.
  */
 import { readFileSync } from 'node:fs';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
@@ -78,7 +79,13 @@ export async function createHttpApp(o: {
 
   app.addHook('onRequest', async (req: FastifyRequest) => {
     const url = req.url.split('?')[0] ?? '';
-    if (!url.startsWith(API_PREFIX + '/') || url === `${API_PREFIX}/enrol` || url === `${API_PREFIX}/invites`)
+    if (
+      !url.startsWith(API_PREFIX + '/') ||
+      url === `${API_PREFIX}/enrol` ||
+      url === `${API_PREFIX}/invites` ||
+      // The operator's routes check the admin token themselves (http/storage.ts).
+      url.startsWith(`${API_PREFIX}/admin/`)
+    )
       return;
     const token = bearer(req.headers.authorization);
     // Read from the store on every request: a revocation takes effect at once.

@@ -1,0 +1,252 @@
+/**
+ * The proxy's maintenance of a redundant object tier (issue #17, storage-maintenance.ts),
+ * on five directory backends with an injected clock and timers (nothing waits on the wall
+ * clock): the scrub runs on its schedule, paced to the configured bytes per second, its
+ * figures counted in Prometheus metrics; the last run survives a restart and sets the next
+ * one; a damaged fragment is found and repaired; one job at a time; close aborts a running
+ * scrub; a backend replaced with progress.
+ */
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import pino from 'pino';
+import { Registry } from 'prom-client';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FsProvider } from '@weft/providers';
+import { openRedundantProvider, type RedundantProvider } from '@weft/providers/redundant';
+import { ApiError } from '../src/errors.ts';
+import { openBackend } from '../src/redundant-tier.ts';
+import { StorageMaintenance, type Timers } from '../src/storage-maintenance.ts';
+import { pseudoRandom, tempDir } from './helpers.ts';
+
+const KiB = 1024;
+const HOUR = 3600_000;
+
+/** Timers on a clock that moves only when the test says. */
+class FakeClock implements Timers {
+  t = 1_800_000_000_000;
+  private seq = 0;
+  private readonly due = new Map<number, { at: number; fn: () => void }>();
+  now = (): number => this.t;
+  set(fn: () => void, ms: number): unknown {
+    const id = ++this.seq;
+    this.due.set(id, { at: this.t + Math.max(0, ms), fn });
+    return id;
+  }
+  clear(handle: unknown): void {
+    this.due.delete(handle as number);
+  }
+  get pending(): number {
+    return this.due.size;
+  }
+  /** Move to the earliest timer and fire it; false when none is set. */
+  fireNext(): boolean {
+    const next = [...this.due.entries()].sort((a, b) => a[1].at - b[1].at)[0];
+    if (!next) return false;
+    this.due.delete(next[0]);
+    this.t = Math.max(this.t, next[1].at);
+    next[1].fn();
+    return true;
+  }
+}
+
+const closers: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of closers.splice(0).reverse()) await c();
+});
+
+async function rig(schedule = { intervalMs: 24 * HOUR, bytesPerSecond: 0 }, base?: string) {
+  const root = base ?? (await tempDir('weft-maint-'));
+  const dirs = [0, 1, 2, 3, 4].map((i) => nodePath.join(root, `b${i}`));
+  const tier: RedundantProvider = openRedundantProvider({
+    backends: await Promise.all(
+      dirs.map(async (dir, i) => ({
+        id: `b${i}`,
+        provider: await FsProvider.open({ root: dir, portable: false, maxJournal: 100, private: true }),
+      })),
+    ),
+    dir: nodePath.join(root, 'tier'),
+    thresholdBytes: 64 * KiB,
+    maxShardBytes: 64 * KiB,
+    probeIntervalMs: 0,
+  });
+  const clock = new FakeClock();
+  const registry = new Registry();
+  const m = new StorageMaintenance({
+    tier,
+    dir: nodePath.join(root, 'tier'),
+    schedule,
+    layout: { replicas: tier.replicas, k: tier.k, m: tier.m, thresholdBytes: tier.thresholdBytes },
+    log: pino({ level: 'silent' }),
+    registry,
+    openBackend,
+    now: clock.now,
+    timers: clock,
+  });
+  closers.push(async () => {
+    await m.close();
+    await tier.close();
+  });
+  return { root, dirs, tier, clock, registry, m };
+}
+
+async function metric(registry: Registry, name: string): Promise<number> {
+  const text = await registry.metrics();
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`));
+  return line ? Number(line.split(' ').at(-1)) : NaN;
+}
+
+/** Let the job's promises run until it ends, firing timers (its pacing sleeps) as they come due. */
+async function runJob(m: StorageMaintenance, clock: FakeClock): Promise<void> {
+  for (let i = 0; i < 10_000 && m.currentJob()?.state === 'running'; i++) {
+    await new Promise((r) => setImmediate(r));
+    if (m.currentJob()?.state === 'running') clock.fireNext();
+  }
+  await m.settled();
+}
+
+describe('StorageMaintenance', () => {
+  it('scrubsOnItsScheduleCountsTheFiguresAndRemembersTheLastRunAcrossARestart', async () => {
+    const r = await rig();
+    await r.tier.write('small', Buffer.from('hello'));
+    await r.tier.write('large', pseudoRandom(200 * KiB, 3));
+    const t0 = r.clock.t;
+    await r.m.start();
+    // Never scrubbed: the first run is one interval after start, not at once.
+    expect(r.m.adminStatus().scrub.nextRunMs).toBe(t0 + 24 * HOUR);
+    expect(r.m.currentJob()).toBeUndefined();
+    expect(r.clock.fireNext()).toBe(true);
+    expect(r.clock.t).toBe(t0 + 24 * HOUR);
+    expect(r.m.currentJob()).toMatchObject({ kind: 'scrub', trigger: 'schedule', state: 'running' });
+    await runJob(r.m, r.clock);
+    const job = r.m.currentJob()!;
+    expect(job).toMatchObject({ state: 'done', scrub: { blobsChecked: 7, missing: 0, corrupt: 0 } });
+    expect(await metric(r.registry, 'weft_redundant_scrub_blobs_checked_total')).toBe(7);
+    expect(await metric(r.registry, 'weft_redundant_scrub_missing_total')).toBe(0);
+    expect(await metric(r.registry, 'weft_redundant_scrub_last_run_timestamp_seconds')).toBe(
+      job.finishedMs! / 1000,
+    );
+    expect(
+      (await r.registry.metrics()).includes(
+        'weft_redundant_scrub_runs_total{result="done",trigger="schedule"} 1',
+      ),
+    ).toBe(true);
+    // The next one an interval after this one ended.
+    expect(r.m.adminStatus().scrub).toMatchObject({
+      nextRunMs: job.finishedMs! + 24 * HOUR,
+      last: { id: job.id },
+    });
+
+    // A restart (new maintenance on the same tier folder) keeps that date.
+    await r.m.close();
+    expect(r.clock.pending).toBe(0);
+    const clock2 = new FakeClock();
+    clock2.t = job.finishedMs! + HOUR;
+    const again = new StorageMaintenance({
+      tier: r.tier,
+      dir: nodePath.join(r.root, 'tier'),
+      schedule: { intervalMs: 24 * HOUR, bytesPerSecond: 0 },
+      layout: { replicas: 2, k: 3, m: 2, thresholdBytes: 64 * KiB },
+      log: pino({ level: 'silent' }),
+      registry: new Registry(),
+      openBackend,
+      now: clock2.now,
+      timers: clock2,
+    });
+    closers.push(() => again.close());
+    await again.start();
+    expect(again.adminStatus().scrub.nextRunMs).toBe(job.finishedMs! + 24 * HOUR);
+    expect(again.adminStatus().scrub.last?.id).toBe(job.id);
+  });
+
+  it('pacesTheScrubToTheConfiguredBytesPerSecond', async () => {
+    const r = await rig({ intervalMs: 0, bytesPerSecond: 100 * KiB });
+    await r.tier.write('large', pseudoRandom(600 * KiB, 4));
+    await r.m.start();
+    expect(r.m.adminStatus().scrub.nextRunMs).toBeUndefined(); // interval 0: no schedule
+    const started = r.clock.t;
+    r.m.startScrub({}, 'admin');
+    await runJob(r.m, r.clock);
+    const job = r.m.currentJob()!;
+    expect(job.state).toBe('done');
+    const bytes = job.scrub!.bytesRead;
+    expect(bytes).toBeGreaterThan(600 * KiB);
+    // It ended exactly when the bytes read, at 100 KiB/s, allowed (the clock moved only by its sleeps).
+    expect(job.finishedMs! - started).toBeCloseTo((bytes / (100 * KiB)) * 1000, 3);
+    expect(await metric(r.registry, 'weft_redundant_scrub_bytes_read_total')).toBe(bytes);
+  });
+
+  it('findsAndRepairsAMissingFragmentAndRunsOneJobAtATime', async () => {
+    const r = await rig();
+    const data = pseudoRandom(300 * KiB, 5);
+    await r.tier.write('large', data);
+    await r.m.start();
+    const loc = r.tier.store.locations(r.tier.store.objectOf('large')!)[2]!;
+    const dir = r.dirs[Number(loc.backend.slice(1))]!;
+    const blobDir = nodePath.join(dir, '.weft-redundant');
+    const [sub] = await fsp.readdir(blobDir);
+    const [file] = await fsp.readdir(nodePath.join(blobDir, sub!));
+    await fsp.rm(nodePath.join(blobDir, sub!, file!));
+    r.m.startScrub({}, 'admin');
+    expect(() => r.m.startScrub({}, 'admin')).toThrow(ApiError);
+    await expect(
+      r.m.startReplace('b0', { id: 'b9', type: 'fs', dir: nodePath.join(r.root, 'b9') }),
+    ).rejects.toThrow(/a scrub is running/);
+    await runJob(r.m, r.clock);
+    expect(r.m.currentJob()).toMatchObject({
+      state: 'done',
+      scrub: { missing: 1, repaired: 1, unrepairable: 0 },
+    });
+    expect(await metric(r.registry, 'weft_redundant_scrub_repaired_total')).toBe(1);
+    expect(await fsp.readdir(nodePath.join(blobDir, sub!))).toEqual([file]);
+    // An operator's scrub also moves the schedule on.
+    expect(r.m.adminStatus().scrub.nextRunMs).toBe(r.m.currentJob()!.finishedMs! + 24 * HOUR);
+  });
+
+  it('closeAbortsARunningScrubAndLeavesNoTimer', async () => {
+    const r = await rig({ intervalMs: HOUR, bytesPerSecond: 1 });
+    await r.tier.write('large', pseudoRandom(200 * KiB, 6));
+    await r.m.start();
+    r.m.startScrub({}, 'admin');
+    // Paced at 1 byte/s, it sleeps after its first blob (on the fake clock, forever).
+    await expect.poll(() => r.clock.pending, { timeout: 30_000 }).toBe(1);
+    expect(r.m.currentJob()!.scrub!.blobsChecked).toBe(1);
+    await r.m.close();
+    expect(r.m.currentJob()).toMatchObject({ state: 'aborted', error: 'the server is shutting down' });
+    expect(r.clock.pending).toBe(0);
+    expect(await metric(r.registry, 'weft_redundant_scrub_last_run_timestamp_seconds')).toBe(0);
+  });
+
+  it('replacesABackendWithProgressAndRefusesBadRequests', async () => {
+    const r = await rig();
+    const data = pseudoRandom(300 * KiB, 7);
+    await r.tier.write('large', data);
+    await r.tier.write('small', Buffer.from('x'));
+    await r.m.start();
+    const onB1 = r.tier.store.objectIds('b1').length;
+    await expect(
+      r.m.startReplace('nope', { id: 'b9', type: 'fs', dir: nodePath.join(r.root, 'b9') }),
+    ).rejects.toThrow(/no backend nope/);
+    await expect(
+      r.m.startReplace('b1', { id: 'b2', type: 'fs', dir: nodePath.join(r.root, 'b9') }),
+    ).rejects.toThrow(/already in the set/);
+    const job = await r.m.startReplace('b1', { id: 'b9', type: 'fs', dir: nodePath.join(r.root, 'b9') });
+    expect(job).toMatchObject({
+      kind: 'replace',
+      state: 'running',
+      replace: { from: 'b1', to: 'b9', total: onB1 },
+    });
+    await runJob(r.m, r.clock);
+    expect(r.m.currentJob()).toMatchObject({
+      state: 'done',
+      replace: { done: onB1, total: onB1 },
+      note: expect.stringContaining('in place of b1'),
+    });
+    expect(r.tier.backendIds()).toEqual(['b0', 'b2', 'b3', 'b4', 'b9']);
+    const status = r.m.adminStatus();
+    expect(status.backends.find((b) => b.id === 'b9')!.blobs).toBe(onB1);
+    expect(status.objects).toMatchObject({ total: 2, whole: 2 });
+    expect((await r.registry.metrics()).includes('weft_redundant_replace_objects{of="done"} ' + onB1)).toBe(
+      true,
+    );
+  });
+});
