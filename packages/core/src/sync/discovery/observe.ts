@@ -59,6 +59,17 @@ export async function observeNewKind(
   };
 }
 
+/** A path the journal holds as one kind and the server now as the other (D22). */
+export function observeKindChange(row: FileRow, current: EntryInfo): Observation {
+  return {
+    path: row.path,
+    base: row.syncedHash ?? undefined,
+    local: row.hash ?? undefined,
+    remote: current.sha256,
+    kind: { base: row.kind, remote: current.kind },
+  };
+}
+
 /** A remote move: where the entry was, whether we hold that source, whether its new name is free here. */
 export async function observeMove(
   ctx: SyncContext,

@@ -21,7 +21,7 @@ import {
 import { ownToCopy } from '../propagate/kind-clash.ts';
 import { deleteLocal, moveLocal } from '../propagate/local-change.ts';
 import { holdForQueuedMoves, releasable, released } from './held.ts';
-import { observeFile, observeGone, observeMove, observeNewKind } from './observe.ts';
+import { observeFile, observeGone, observeKindChange, observeMove, observeNewKind } from './observe.ts';
 
 /** Pull the feed from the saved cursor (or list everything) and apply what it says. */
 export async function pull(ctx: SyncContext): Promise<void> {
@@ -289,13 +289,7 @@ export async function repairPath(ctx: SyncContext, p: string): Promise<void> {
   if (row && row.kind !== current?.kind) {
     if (current) {
       // A file where we had a folder (or the other way round): ours goes first (D22).
-      const d = ctx.decide({
-        path: p,
-        base: row.syncedHash ?? undefined,
-        local: row.hash ?? undefined,
-        remote: current.sha256,
-        kind: { base: row.kind, remote: current.kind },
-      });
+      const d = ctx.decide(observeKindChange(row, current));
       if (d.action === 'replace-kind') await applyRemoteDelete(ctx, p);
     } else {
       await applyRemoteDelete(ctx, p); // nothing there: decided as a remote delete
