@@ -247,7 +247,9 @@ export class PeerRouter {
       out = await this.sendCoalesced(peer, { path: cache, size: data.byteLength, sha256, content: data });
     } catch (e) {
       // The link's own failures (batch refused, sender closed) are not the cloud's answer.
-      throw new TransientError(`peer ${peer} did not take ${path}: ${(e as Error).message}`);
+      throw new TransientError(`peer ${peer} did not take ${path}: ${(e as Error).message}`, undefined, {
+        cause: e,
+      });
     }
     if (!out || out.status === 'failed')
       throw new TransientError(`peer ${peer} did not take ${path}: ${out?.code ?? ''} ${out?.message ?? ''}`);
