@@ -289,6 +289,22 @@ describe('redundant tier, degraded', () => {
     for (const r of seen) expect(r).toMatchObject({ offset: 64 + 16 * KiB, length: 3 * 16 * KiB });
   });
 
+  it('defaults to the measured choices: replicated below 512 KiB, RS(3, 2) over five backends', async () => {
+    const dir = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-redundant-defaults-'));
+    const tier = openRedundantProvider({
+      backends: [0, 1, 2, 3, 4].map((i) => ({ id: `m${i}`, provider: new MemoryProvider() })),
+      dir,
+      probeIntervalMs: 0,
+    });
+    open.push(tier);
+    expect([tier.thresholdBytes, tier.replicas, tier.k, tier.m]).toEqual([512 * KiB, 2, 3, 2]);
+    await tier.write('below', randomBytes(512 * KiB - 1));
+    await tier.write('at', randomBytes(512 * KiB));
+    const layout = (p: string) => tier.store.object(tier.store.objectOf(p)!)!;
+    expect(layout('below')).toMatchObject({ layout: 'replicated' });
+    expect(layout('at')).toMatchObject({ layout: 'striped', k: 3, m: 2 });
+  });
+
   it('refuses bad configuration and bad writes without changing anything', async () => {
     const dir = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-redundant-bad-'));
     const mem = (): { id: string; provider: Provider }[] =>

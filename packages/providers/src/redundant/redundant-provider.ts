@@ -45,7 +45,10 @@ export interface RedundantOptions {
   readonly backends: readonly BackendConfig[];
   /** Folder of the placement store (placement.sqlite) and the write spool. */
   readonly dir: string;
-  /** Objects smaller than this are replicated; the rest striped. Default 1 MiB. */
+  /**
+   * Objects smaller than this are replicated; the rest striped. Default 512 KiB, measured
+   * (docs/redundancy.md "How the defaults were chosen", bench/redundant.bench.ts).
+   */
   readonly thresholdBytes?: number;
   /** Replicas of a small object. Default 2. */
   readonly replicas?: number;
@@ -112,7 +115,7 @@ export class RedundantProvider implements Provider {
 
   constructor(options: RedundantOptions) {
     const n = options.backends.length;
-    this.thresholdBytes = options.thresholdBytes ?? 1 << 20;
+    this.thresholdBytes = options.thresholdBytes ?? 512 * 1024;
     this.replicas = options.replicas ?? 2;
     this.k = options.k ?? (n >= 5 ? 3 : n - 1);
     this.m = options.m ?? (n >= 5 ? 2 : 1);
