@@ -292,6 +292,14 @@ export class SyncedFolders implements Disposable {
     const session = this.session;
     if (!session || this.engines.has(r.id)) return;
     const stateDir = this.stateOf(r.id);
+    // A folder gone from its place (a disk not connected, say) is not made again empty: an
+    // empty folder would read as every file deleted here. It waits, shown as an error.
+    const st = await fsp.stat(r.path).catch(() => undefined);
+    if (!st?.isDirectory()) {
+      this.failures.set(r.id, `The folder ${r.path} is missing; connect its disk or stop syncing it.`);
+      this.changed.fire();
+      return;
+    }
     let engine: Engine;
     try {
       // The server root is made by the engine's first listing (scoped-store.ts).

@@ -101,6 +101,29 @@ describe("the agent's folder list", () => {
     }
   });
 
+  it('a folder gone from its place at start is shown missing, never made again empty', async () => {
+    const root = await tmp('missing');
+    await fsp.mkdir(nodePath.join(root, 'Disk', 'Photos'), { recursive: true });
+    let agent = await offlineAgent(root);
+    try {
+      await agent.ui.handlers.addFolder({ path: nodePath.join(root, 'Disk', 'Photos') });
+    } finally {
+      await agent.stop();
+    }
+    await fsp.rename(nodePath.join(root, 'Disk'), nodePath.join(root, 'Unplugged'));
+    agent = await offlineAgent(root);
+    try {
+      const photos = (await agent.ui.handlers.listFolders({})).folders[1];
+      expect(photos?.state).toBe('error');
+      expect(photos?.error).toMatch(/is missing/);
+      expect(agent.folders.running()).toEqual([]);
+      expect(await fsp.stat(nodePath.join(root, 'Disk')).catch(() => 'absent')).toBe('absent');
+      expect((await agent.ui.handlers.getStatus({})).error).toMatch(/^Photos: The folder .* is missing/);
+    } finally {
+      await agent.stop();
+    }
+  });
+
   it('refuses what cannot be a synced folder, in words, and changes nothing', async () => {
     const root = await tmp('refusals');
     const at = (...p: string[]): string => nodePath.join(root, ...p);

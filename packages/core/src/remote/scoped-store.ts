@@ -151,8 +151,8 @@ export function scopedRemote(client: RemoteStore, root: string): RemoteStore {
       const r = await client.changes(cursor, limit);
       return { ...r, changes: changes(r.changes) };
     },
-    merkle: async (paths) =>
-      merkleOf((await client.list(root, true)).entries.filter((e) => inside(e.path)).map(entry), paths),
+    // One listing of the root (made again if it is gone, as for the engine's own listing).
+    merkle: async (paths) => merkleOf((await view.list('', true)).entries, paths),
     openFeed: (cursor, onMessage, onClose) =>
       client.openFeed(
         cursor,

@@ -67,9 +67,9 @@ export function combinedStatus(main: FolderStatusDto, folders: SyncedFolders | u
   }[];
   const states = [main.state, ...lines.slice(1).map((l) => l.state)];
   const state = PRECEDENCE.find((s) => states.includes(s)) ?? main.state;
-  const firstError = lines.find((l) => l.state === state && l.error !== undefined);
-  const error =
-    main.error ?? (firstError && !firstError.primary ? `${firstError.name}: ${firstError.error}` : undefined);
+  // The message of the folder whose state the whole shows (the main one's when it is that one).
+  const first = lines.find((l) => l.state === state && l.error !== undefined);
+  const error = first && !first.primary ? `${first.name}: ${first.error}` : main.error;
   const sum = (pick: (s: FolderStatus) => number): number => live.reduce((n, o) => n + pick(o.status), 0);
   const recent = [
     ...main.recent,
