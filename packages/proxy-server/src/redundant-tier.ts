@@ -50,7 +50,7 @@ export const RedundantTierConfig = z
     /** Placement store and write spool. Default: <dataDir>/redundant. */
     dir: z.string().optional(),
     backends: z.array(RedundantBackendConfig).min(2),
-    /** Below: replicated; at or above: striped. Default 1 MiB. */
+    /** Below: replicated; at or above: striped. Default 512 KiB (measured: docs/redundancy.md). */
     thresholdBytes: z.number().int().min(1).optional(),
     replicas: z.number().int().min(1).optional(),
     k: z.number().int().min(2).optional(),
