@@ -379,11 +379,12 @@ const show = (r: string[]): void => {
   console.error(`row: ${r.join(' | ')}`);
 };
 for (const c of corpora) {
+  // Syncthing first (a minute at most): a long corpus run cut short still has it.
+  show(await syncthingRow(c));
   for (const { label, link } of links) {
     show(await weftRow(c, label, link()));
     show(await rcloneRow(c, label, link()));
   }
-  show(await syncthingRow(c));
 }
 
 console.log('\nMany small files: Weft beside rclone and Syncthing');
