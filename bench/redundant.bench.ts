@@ -8,7 +8,9 @@
 // all backends up, one down and m = 2 down, beside the fastest single backend and plain
 // replication; stored bytes and modelled monthly cost of a mixed workload under HyRD placement,
 // full replication (DuraCloud-like, r = 2) and striping everything (RACS-like); and the mean
-// small-file read latency with one backend down under HyRD and RACS-like placement.
+// small-file read latency with one backend down under HyRD and RACS-like placement; then the
+// candidates for the two measured defaults (threshold, RS(k, m)); BENCH_PART=candidates runs
+// only those (BENCH_CAND_MB, default 16, for the RS(k, m) rows).
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
@@ -60,7 +62,12 @@ class Shaped extends ForwardingProvider {
   }
 }
 
-async function rig(threshold: number, base: string, tag: string) {
+async function rig(
+  threshold: number,
+  base: string,
+  tag: string,
+  rs: { k: number; m: number } = { k: 3, m: 2 },
+) {
   const outage: OutageProvider[] = [];
   const roots: string[] = [];
   const backends = await Promise.all(
@@ -77,6 +84,8 @@ async function rig(threshold: number, base: string, tag: string) {
     backends,
     dir: nodePath.join(base, `${tag}-tier`),
     thresholdBytes: threshold,
+    k: rs.k,
+    m: rs.m,
     maxShardBytes: 1 << 20,
     hedgeAfterMs: 1000,
     probeIntervalMs: 0,
@@ -100,12 +109,110 @@ async function du(dir: string): Promise<number> {
   return n;
 }
 
+/**
+ * The measured choices (docs/redundancy.md "Defaults, and how they were chosen"): the
+ * small/large threshold as the object size from which a striped read (k requests to the k
+ * fastest backends, each 1/k of the bytes) is as fast as a replica read (one request to the
+ * fastest), all up and with the fastest backend down — HyRD's crossover; and RS(k, m) over
+ * five backends: overhead, modelled price, write and read throughput all up and with m down.
+ */
+async function candidates(base: string): Promise<void> {
+  const KiB = 1024;
+  const sizes = [64, 256, 512, 1024, 2048, 4096, 8192].map((k) => k * KiB);
+  const rep = await rig(Number.MAX_SAFE_INTEGER, base, 'cand-rep');
+  const str = await rig(1, base, 'cand-str');
+  const reads = Number(process.env.BENCH_READS ?? 9);
+  // The median of several reads: the shared machine's noise (other jobs) hits single reads.
+  const mean = async (t: RedundantProvider, p: string): Promise<number> => {
+    const times: number[] = [];
+    for (let i = 0; i < reads; i++) times.push((await timed(async () => collect(await t.read(p)))).s);
+    return times.sort((a, b) => a - b)[Math.floor(reads / 2)]! * 1000;
+  };
+  console.log(`threshold candidates: median of ${reads} read latencies (ms), replica vs RS(3,2) stripe`);
+  console.log('  size       replica up  stripe up   replica 1 down  stripe 1 down');
+  const rows: { size: number; r: number; s: number; r1: number; s1: number }[] = [];
+  for (const size of sizes) {
+    const d = randomBytes(size);
+    await rep.tier.write(`s${size}`, d);
+    await str.tier.write(`s${size}`, d);
+  }
+  for (const size of sizes)
+    rows.push({
+      size,
+      r: await mean(rep.tier, `s${size}`),
+      s: await mean(str.tier, `s${size}`),
+      r1: 0,
+      s1: 0,
+    });
+  for (const r of [rep, str]) {
+    r.outage[0]!.goDown();
+    await r.tier.probe();
+  }
+  for (const row of rows) {
+    row.r1 = await mean(rep.tier, `s${row.size}`);
+    row.s1 = await mean(str.tier, `s${row.size}`);
+  }
+  const f = (x: number): string => x.toFixed(1).padStart(10);
+  for (const row of rows)
+    console.log(
+      `  ${(row.size / KiB).toFixed(0).padStart(5)} KiB ${f(row.r)} ${f(row.s)} ${f(row.r1)}     ${f(row.s1)}`,
+    );
+  // The crossover: the smallest size from which on the stripe is at least as fast at every size measured.
+  const from = (faster: (r: (typeof rows)[number]) => boolean): string => {
+    let i = rows.length;
+    while (i > 0 && faster(rows[i - 1]!)) i -= 1;
+    return i === rows.length ? 'never (in this range)' : `${rows[i]!.size / KiB} KiB`;
+  };
+  console.log(
+    `  stripe as fast as a replica from: ${from((r) => r.s <= r.r)} all up, ${from((r) => r.s1 <= r.r1)} one down`,
+  );
+  await rep.tier.close();
+  await str.tier.close();
+
+  const size = Number(process.env.BENCH_CAND_MB ?? 16) * 1024 * 1024;
+  const data = randomBytes(size);
+  const mb = size / MB;
+  console.log(`RS(k, m) candidates over 5 backends, ${mb.toFixed(0)} MB file (throughput MB/s)`);
+  console.log('  code     survives  stored   $/GB-mo  write   read up  read m down');
+  for (const rs of [
+    { k: 4, m: 1 },
+    { k: 3, m: 1 },
+    { k: 3, m: 2 },
+    { k: 2, m: 2 },
+    { k: 2, m: 3 },
+  ]) {
+    const r = await rig(1, base, `cand-${rs.k}-${rs.m}`, rs);
+    const w = await timed(() => r.tier.write('big', data, { size }));
+    const upRead = await timed(async () => collect(await r.tier.read('big')));
+    // The m fastest holders down: the ones a read would have chosen.
+    const holders = r.tier.store
+      .locations(r.tier.store.objectOf('big')!)
+      .map((l) => Number(l.backend.slice(1)))
+      .sort((a, b) => a - b);
+    for (const i of holders.slice(0, rs.m)) r.outage[i]!.goDown();
+    await r.tier.probe();
+    const downRead = await timed(async () => collect(await r.tier.read('big')));
+    const bytes = await Promise.all(r.roots.map(du));
+    const stored = bytes.reduce((a, b) => a + b, 0);
+    const cost = bytes.reduce((a, b, i) => a + (b / 1e9) * LINKS[i]!.price, 0);
+    console.log(
+      `  RS(${rs.k},${rs.m})  ${String(rs.m).padStart(8)}  ${(stored / size).toFixed(2).padStart(5)}×  ${((cost * 1e9) / size).toFixed(4).padStart(8)}  ${(mb / w.s).toFixed(1).padStart(5)}  ${(mb / upRead.s).toFixed(1).padStart(7)}  ${(mb / downRead.s).toFixed(1).padStart(11)}`,
+    );
+    await r.tier.close();
+  }
+}
+
 async function main(): Promise<void> {
   const base = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-bench-redundant-'));
+  if (process.env.BENCH_PART === 'candidates') {
+    await candidates(base);
+    await fsp.rm(base, { recursive: true, force: true });
+    return;
+  }
   const data = randomBytes(SIZE);
   const mb = SIZE / MB;
   console.log(`redundant tier, ${mb.toFixed(0)} MB file, RS(3,2) over 5 modelled links`);
-  const { tier, outage } = await rig(1 << 20, base, 'large');
+  const { tier, outage } = await rig(512 * 1024, base, 'large');
   const w = await timed(() => tier.write('big.bin', data, { size: SIZE }));
   console.log(
     `write (encode+spool+upload): ${(mb / w.s).toFixed(1)} MB/s wall, ${(mb / w.cpu).toFixed(1)} MB per CPU-second`,
@@ -153,7 +260,7 @@ async function main(): Promise<void> {
   const logical = mix.reduce((n, b) => n + b.length, 0);
   console.log(`mixed workload: ${mix.length} files, ${(logical / MB).toFixed(1)} MB logical`);
   const layouts: [string, number][] = [
-    ['HyRD (replicate < 1 MiB, stripe ≥)', 1 << 20],
+    ['HyRD (replicate < 512 KiB, stripe ≥)', 512 * 1024],
     ['full replication r = 2 (DuraCloud)', Number.MAX_SAFE_INTEGER],
     ['stripe everything (RACS)', 1],
   ];
@@ -173,6 +280,7 @@ async function main(): Promise<void> {
     );
     await r.tier.close();
   }
+  await candidates(base);
   await fsp.rm(base, { recursive: true, force: true });
 }
 
