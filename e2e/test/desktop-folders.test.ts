@@ -94,7 +94,7 @@ describe('Settings → Synced folders in Chromium', () => {
     const confirm = page.getByRole('group', { name: /Stop syncing “Photos”\?/ });
     await confirm.waitFor();
     expect(await confirm.textContent()).toContain('Nothing is deleted');
-    expect(await page.evaluate(() => document.activeElement?.id)).toBe('confirm-remove-folder');
+    expect(await page.evaluate('document.activeElement?.id')).toBe('confirm-remove-folder');
     await checkVariants(page, 'settings-folders-confirm', clean);
     await page.getByRole('button', { name: 'Cancel' }).click();
     expect(await listed()).toEqual(['Main Weft folder', 'Photos']);
