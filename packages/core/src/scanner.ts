@@ -102,12 +102,20 @@ export interface ScanResult {
 
 interface DiskEntry {
   path: string;
-  /** Where it is on disk. */
-  abs: string;
+  /** Where it is on disk: its folder (one string shared by the folder's entries) and name. */
+  dir: string;
+  name: string;
   kind: 'file' | 'dir';
   size: number;
   mtimeNs: bigint;
   inode: bigint;
+  /** Its content's hash when it was hashed, or 'unsettled' (changed meanwhile) or 'gone'. */
+  hash?: string;
+}
+
+/** Where an entry is on disk (made when needed: 100,000 stored paths cost megabytes). */
+function absOf(e: DiskEntry): string {
+  return nodePath.join(e.dir, e.name);
 }
 
 export async function scan(
@@ -201,7 +209,6 @@ export async function scan(
         const reason = encodeName(remoteName, paths.rules).reason ?? 'quoted';
         defer(() => realJournal.recordLocalName(rel, name.normalize('NFC'), reason));
       }
-      const abs = nodePath.join(dirAbs, name);
       const st = await stat;
       if (st === undefined) continue;
       if (st.isSymbolicLink() || (!st.isFile() && !st.isDirectory())) {
@@ -222,13 +229,14 @@ export async function scan(
       }
       disk.set(rel, {
         path: rel,
-        abs,
+        dir: dirAbs,
+        name,
         kind: isDir ? 'dir' : 'file',
         size: isDir ? 0 : Number(st.size),
         mtimeNs: st.mtimeNs,
         inode: st.ino,
       });
-      if (isDir) await walk(abs, rel);
+      if (isDir) await walk(nodePath.join(dirAbs, name), rel);
     }
   };
 
@@ -259,7 +267,8 @@ export async function scan(
       if (ignore.ignores(s, st.isDirectory())) continue;
       disk.set(s, {
         path: s,
-        abs: sAbs,
+        dir: nodePath.dirname(sAbs),
+        name: nodePath.basename(sAbs),
         kind: st.isDirectory() ? 'dir' : 'file',
         size: st.isDirectory() ? 0 : Number(st.size),
         mtimeNs: st.mtimeNs,
@@ -321,7 +330,6 @@ export async function scan(
   const settled = (e: DiskEntry): boolean => nowNs - e.mtimeNs >= settleNs;
   // Hash what needs it, several files at once; the loop below uses the results in order.
   // 'unsettled': changed while hashed (left for the next scan); 'gone': unreadable or vanished.
-  const hashed = new Map<string, string>();
   const tasks = new BoundedTasks(HASH_CONCURRENCY);
   for (const e of sortedDisk) {
     if (e.kind !== 'file' || cheaplyUnchanged(e, known.get(e.path)) || !settled(e)) continue;
@@ -329,13 +337,14 @@ export async function scan(
     await tasks.add(async () => {
       let outcome: string;
       try {
-        const hash = await hashFile(e.abs, e.size);
-        const again = await fsp.lstat(e.abs, { bigint: true });
+        const abs = absOf(e);
+        const hash = await hashFile(abs, e.size);
+        const again = await fsp.lstat(abs, { bigint: true });
         outcome = again.mtimeNs !== e.mtimeNs || Number(again.size) !== e.size ? 'unsettled' : hash;
       } catch {
         outcome = 'gone';
       }
-      hashed.set(e.path, outcome);
+      e.hash = outcome;
     });
   }
   await tasks.drain();
@@ -362,7 +371,7 @@ export async function scan(
       unsettled.push(e.path);
       continue;
     }
-    const hash = hashed.get(e.path) ?? 'gone';
+    const hash = e.hash ?? 'gone';
     if (hash === 'gone') continue;
     if (hash === 'unsettled') {
       unsettled.push(e.path); // changed while we hashed: leave it for the next scan
@@ -415,7 +424,6 @@ export async function scan(
   // The returned closures keep this scope alive: let go of what only the scan needed.
   disk.clear();
   known.clear();
-  hashed.clear();
   folded.clear();
   let written = 0;
   const commitThrough = (end: number): void => {
