@@ -10,6 +10,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
+import { MemoryProvider } from '../src/adapters/memory.ts';
+import { openRedundantProvider } from '../src/redundant/index.ts';
 import { PlacementStore } from '../src/redundant/store.ts';
 import { migrate } from '../src/sqlite-migrations.ts';
 
@@ -109,5 +111,24 @@ describe('redundant placement store schema', () => {
       'outage_log_backend',
     ]);
     up.close();
+  });
+
+  it('takes a modification time with a fraction of a millisecond (as fs stat gives), kept to the millisecond', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'weft-placement-mtime-'));
+    const tier = openRedundantProvider({
+      dir,
+      backends: [0, 1, 2].map((i) => ({ id: `b${i}`, provider: new MemoryProvider() })),
+      probeIntervalMs: 0,
+    });
+    try {
+      // STRICT INTEGER columns refuse a REAL with a fraction: the tier rounds it first.
+      const written = await tier.write('d/a.txt', new TextEncoder().encode('x'), {
+        modifiedMs: 1_700_000_000_123.6,
+      });
+      expect(written.modifiedMs).toBe(1_700_000_000_124);
+      expect((await tier.stat('d/a.txt')).modifiedMs).toBe(1_700_000_000_124);
+    } finally {
+      await tier.close();
+    }
   });
 });

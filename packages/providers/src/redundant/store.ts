@@ -145,7 +145,7 @@ export class PlacementStore {
     for (const p of paths) {
       const row = get.get(p) as { kind: string } | undefined;
       if (row?.kind === 'file') throw new AlreadyExistsError(`redundant: a file is at ${p}`);
-      if (!row) put.run(p, parentPath(p), modifiedMs);
+      if (!row) put.run(p, parentPath(p), Math.round(modifiedMs));
     }
   }
 
@@ -179,7 +179,8 @@ export class PlacementStore {
         .prepare(
           "INSERT INTO entries (path, parent, kind, size, modified_ms, revision, object_id) VALUES (?, ?, 'file', ?, ?, ?, ?)",
         )
-        .run(path, parentPath(path), o.size, modifiedMs, newRevision(), o.id);
+        // Whole milliseconds: the STRICT column refuses a fraction (an fs stat's mtimeMs has one).
+        .run(path, parentPath(path), o.size, Math.round(modifiedMs), newRevision(), o.id);
       return { entry: this.entry(path)!, released };
     })();
   }
