@@ -55,6 +55,7 @@ function handlers(over: Partial<ApiHandlers> = {}): ApiHandlers {
     openFolder: async () => ({ opened: false }),
     fileHistory: async () => ({ available: false as const, reason: 'later' }),
     deletedFiles: async () => ({ available: false as const, reason: 'later' }),
+    getStorageHealth: async () => ({ available: false as const, reason: 'later' }),
     restoreVersion: fail,
     downloadVersion: fail,
     listFolders: async () => ({ folders: [] }),

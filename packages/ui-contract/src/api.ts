@@ -10,6 +10,7 @@ import { CostViewSchema } from './cost.ts';
 import { FolderStateSchema } from './folder-state.ts';
 import { SyncedFolderSchema, folderMethods } from './folders.ts';
 import { versionMethods } from './versions.ts';
+import { storageHealthMethods } from './storage-health.ts';
 
 export { FolderStateSchema };
 
@@ -390,6 +391,7 @@ export const api = {
    */
   openFolder: { input: Empty, output: z.object({ opened: z.boolean() }) },
   ...versionMethods,
+  ...storageHealthMethods,
   ...folderMethods,
 } as const;
 

@@ -3,3 +3,4 @@ export * from './empty-status.ts';
 export * from './cost.ts';
 export * from './versions.ts';
 export * from './folders.ts';
+export * from './storage-health.ts';

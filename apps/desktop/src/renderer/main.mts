@@ -10,14 +10,16 @@ import { settingsScreen } from './screens/settings.mts';
 import { selectiveSyncSection } from './screens/selective-sync.mts';
 import { sharingScreen } from './screens/sharing.mts';
 import { statusScreen } from './screens/status.mts';
+import { storageHealthScreen } from './screens/storage-health.mts';
 import { connect } from './transport.mts';
 
-const SCREENS = ['status', 'accounts', 'cost', 'sharing', 'settings', 'history'] as const;
+const SCREENS = ['status', 'accounts', 'cost', 'storage', 'sharing', 'settings', 'history'] as const;
 type Screen = (typeof SCREENS)[number];
 const TITLES: Record<Screen, string> = {
   status: 'Status',
   history: 'History',
   cost: 'Cost',
+  storage: 'Storage health',
   accounts: 'Accounts',
   sharing: 'Sharing',
   settings: 'Settings',
@@ -65,6 +67,7 @@ function start(): void {
       if (last) onStatus(last);
     } else if (screen === 'cost') costScreen(main, api, scope, report);
     else if (screen === 'history') historyScreen(main, api, scope, report);
+    else if (screen === 'storage') storageHealthScreen(main, api, scope, report);
     else if (screen === 'accounts') accountsScreen(main, api, scope, report);
     else if (screen === 'sharing') sharingScreen(main, api, scope, report);
     else {

@@ -29,6 +29,7 @@ import {
   TransferState,
   UsageResponse,
   CostResponse,
+  StorageHealthResponse,
   WhoAmIResponse,
   DeletedResponse,
   VersionsResponse,
@@ -269,6 +270,11 @@ export class ProxyClient implements RemoteStore {
   /** This month's bill (`GET /v1/cost`, docs/cost.md): this user's and the proxy's, so far and projected. */
   async cost(): Promise<CostResponse> {
     return this.parseJson(await this.request('GET', '/cost'), CostResponse);
+  }
+
+  /** How this user's files stand on a redundant object tier (`GET /v1/storage/health`, docs/redundancy.md). */
+  async storageHealth(): Promise<StorageHealthResponse> {
+    return this.parseJson(await this.request('GET', '/storage/health'), StorageHealthResponse);
   }
 
   /** This user's devices (`current`: this one). */

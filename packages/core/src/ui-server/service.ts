@@ -33,6 +33,7 @@ import { applySelection, selectiveView } from './selective-view.ts';
 import { type ShareBackend, ShareApiError, httpShareBackend } from './share-client.ts';
 import { toShare } from './share-words.ts';
 import { versionHandlers } from './versions-view.ts';
+import { storageHealthHandlers } from './storage-health-view.ts';
 import type { SyncedFolders } from '../synced-folders.ts';
 import { allEngines, combinedStatus, engineOf, folderHandlers } from './folders-view.ts';
 
@@ -329,6 +330,7 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
   };
 
   const handlers: ApiHandlers = {
+    ...storageHealthHandlers({ session: options.session }),
     ...versionHandlers({
       session: options.session,
       ...(options.downloadsDir ? { downloadsDir: options.downloadsDir } : {}),
