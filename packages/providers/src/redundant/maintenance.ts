@@ -168,7 +168,8 @@ export async function scrub(tier: RedundantProvider, options: ScrubOptions = {})
   const started = now();
   for (const id of tier.store.objectIds()) {
     const obj = tier.store.object(id);
-    if (!obj) continue;
+    // Gone, or unreferenced and being released: its blobs are going away on purpose.
+    if (!obj || obj.refs <= 0) continue;
     report.objects += 1;
     for (const loc of tier.store.locations(id)) {
       options.signal?.throwIfAborted();
@@ -187,6 +188,9 @@ export async function scrub(tier: RedundantProvider, options: ScrubOptions = {})
         report.skipped += 1;
         continue;
       }
+      // Deleted while the scrub read it (the tier is in use): not missing, nothing to rebuild —
+      // a blob written back now would belong to nothing.
+      if (verdict !== 'ok' && !((tier.store.object(id)?.refs ?? 0) > 0)) break;
       report.blobsChecked += 1;
       if (verdict === 'missing') report.missing += 1;
       if (verdict === 'corrupt') report.corrupt += 1;
