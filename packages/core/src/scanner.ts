@@ -61,6 +61,8 @@ export class ScanStopped extends Error {
  */
 export const ENQUEUE_BATCH = 250;
 
+/** Entries compared between two turns of the event loop. */
+const YIELD_EVERY = 1_000;
 /** Names of one folder whose stats are asked for together. */
 const STAT_CHUNK = 64;
 /** Files hashed at once (reads overlap in the thread pool; small files are read whole). */
@@ -349,8 +351,16 @@ export async function scan(
   }
   await tasks.drain();
 
+  let sinceYield = 0;
   for (const e of sortedDisk) {
     stopCheck();
+    // A turn of the event loop now and then: 100,000 entries compared in one go held the
+    // agent's UI and SIGTERM for seconds on a loaded machine (issue #16).
+    if (++sinceYield === YIELD_EVERY) {
+      sinceYield = 0;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      stopCheck();
+    }
     const row = known.get(e.path);
     if (e.kind === 'dir') {
       if (!row) {
