@@ -6,10 +6,13 @@
  *   with no activity at all).
  * - An upload refused with QUOTA_EXCEEDED (507) makes the storage *full*. The engine then
  *   keeps uploads queued (nothing is dropped) while downloads and deletes go on, and does not
- *   send them again: usage is read on a slow backoff (`fullCheckMs`, doubling up to
- *   `fullCheckMaxMs`) and after activity, and uploads resume by themselves once it shows room
- *   — the quota lifted or raised, or free space grown (a delete here or on another device).
+ *   send them again: usage is read on a slow backoff (Weft's one retry policy,
+ *   `@weft/providers/backoff`: a ceiling of `fullCheckMs` doubling up to `fullCheckMaxMs`,
+ *   each wait drawn in its upper half) and after activity, and uploads resume by themselves
+ *   once it shows room — the quota lifted or raised, or free space grown (a delete here or
+ *   on another device).
  */
+import { backoffDelay } from '@weft/providers/backoff';
 import type { ErrorCode } from '@weft/wire';
 import type { Disposable } from './lifecycle.ts';
 import { RemoteError } from './remote/proxy-client.ts';
@@ -66,6 +69,8 @@ export interface StorageWatchOptions {
   readonly onRoom: () => void;
   readonly now?: () => number;
   readonly timings?: Partial<StorageTimings>;
+  /** Uniform in [0, 1): the backoff's jitter. Default Math.random (injected by tests). */
+  readonly random?: () => number;
 }
 
 interface Full {
@@ -221,10 +226,12 @@ export class StorageWatch implements Disposable {
   private scheduleFullCheck(): void {
     const full = this.full;
     if (!full) return;
-    const wait = Math.min(
-      this.timings.fullCheckMaxMs,
-      this.timings.fullCheckMs * 2 ** Math.min(full.checks, 30),
-    );
+    const policy = {
+      baseMs: this.timings.fullCheckMs,
+      capMs: this.timings.fullCheckMaxMs,
+      jitter: 'equal' as const,
+    };
+    const wait = backoffDelay(policy, full.checks + 1, { random: this.options.random ?? Math.random });
     full.nextCheckMs = this.now() + wait;
     this.arm(wait);
   }

@@ -31,6 +31,7 @@ describe('StorageWatch', () => {
       onRoom: () => void (rooms += 1),
       now: () => Date.now(),
       timings: { refreshMs: 600_000, activityMs: 1_000, fullCheckMs: 10_000, fullCheckMaxMs: 40_000 },
+      random: () => 0.5,
     });
     const advance = async (ms: number): Promise<void> => {
       await vi.advanceTimersByTimeAsync(ms);
@@ -65,21 +66,22 @@ describe('StorageWatch', () => {
     expect(t.status.get().storage?.full).toEqual({
       sinceMs: 1_000_000,
       neededBytes: 400,
-      nextCheckMs: 1_010_000,
+      nextCheckMs: 1_007_500,
     });
     expect(t.watch.message(2)).toBe(
       'Weft storage is full (900 bytes of 1 KB used): 2 changes wait to upload. Downloads and deletes go on; ' +
         'delete files you no longer need or ask for more space, and Weft uploads again by itself.',
     );
     const before = t.reads.length;
-    await t.advance(10_000 + 20_000 + 40_000 + 40_000);
-    // 10 s, then 20 s, then at most 40 s apart: four reads, and still full.
-    expect(t.reads.slice(before).map((r) => r - 1_000_000)).toEqual([10_000, 30_000, 70_000, 110_000]);
+    await t.advance(7_500 + 15_000 + 30_000 + 30_000);
+    // Ceilings 10 s, 20 s, then at most 40 s (Weft's one retry policy), each wait drawn in
+    // [ceiling/2, ceiling) — here three quarters: four reads, and still full.
+    expect(t.reads.slice(before).map((r) => r - 1_000_000)).toEqual([7_500, 22_500, 52_500, 82_500]);
     expect(t.watch.isFull).toBe(true);
     expect(t.rooms()).toBe(0);
     // Space freed elsewhere (free space grows past what it was at the refusal): resume.
     t.usage.usedBytes = 800;
-    await t.advance(40_000);
+    await t.advance(30_000);
     expect(t.watch.isFull).toBe(false);
     expect(t.rooms()).toBe(1);
     expect(t.status.get().storage).toMatchObject({ usedBytes: 800, limitBytes: 1000 });
@@ -120,9 +122,10 @@ describe('StorageWatch', () => {
       status,
       onRoom: () => void (rooms += 1),
       timings: { fullCheckMs: 10_000, fullCheckMaxMs: 40_000 },
+      random: () => 0.5,
     });
     watch.refused(refusal(10, 10, 1));
-    await vi.advanceTimersByTimeAsync(9_999);
+    await vi.advanceTimersByTimeAsync(7_499);
     expect([watch.isFull, rooms]).toEqual([true, 0]);
     await vi.advanceTimersByTimeAsync(1);
     expect([watch.isFull, rooms]).toEqual([false, 1]);
