@@ -100,6 +100,12 @@ describe('several synced folders per device, against a real proxy', () => {
     await expect
       .poll(() => fsp.readFile(at('laptop', 'Photos', 'panorama.raw')).then(sha, () => ''), POLL)
       .toBe(sha(big));
+    // An edit of the large file comes down as a delta under the folder's root.
+    big.fill(7, 1000, 5000);
+    await fsp.writeFile(at('laptop', 'Photos', 'panorama.raw'), big);
+    await expect
+      .poll(() => fsp.readFile(at('desktop', 'Pictures', 'Photos', 'panorama.raw')).then(sha, () => ''), POLL)
+      .toBe(sha(big));
     await idle(laptop);
     await idle(desktop);
     expect((await fsp.readdir(at('laptop', 'Weft'))).sort()).toEqual(['notes.txt']);

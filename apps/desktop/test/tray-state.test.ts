@@ -179,6 +179,22 @@ describe('tray popover model', () => {
     ]);
   });
 
+  it("names another synced folder's changes by folder, and opens only the main folder's files", () => {
+    const p = trayPopover(
+      status({
+        recent: [
+          { atMs: NOW - 1000, kind: 'uploaded', path: 'a.jpg', folder: 'Photos' },
+          { atMs: NOW - 2000, kind: 'uploaded', path: 'a.jpg' },
+        ],
+      }),
+      NOW,
+    );
+    expect(p.changes.map((c) => [c.path, c.name, c.openable])).toEqual([
+      ['Photos: a.jpg', 'a.jpg', false],
+      ['a.jpg', 'a.jpg', true],
+    ]);
+  });
+
   it('explains a problem instead of counting files, and offers to connect before enrolment', () => {
     expect(trayPopover(status({ state: 'offline', error: 'fetch failed' }), NOW).detail).toMatch(
       /^Weft cannot reach the storage server\. Check your internet connection/,

@@ -21,6 +21,7 @@ import { usageLine } from './storage-usage.ts';
 import { readSecretFile } from './token-file.ts';
 import { openLoginInBrowser } from './ui-server/browser-open.ts';
 import type { FolderStatus } from './status.ts';
+import type { SyncedFolder } from '@weft/ui-contract';
 
 const out = (line: string): void => void process.stdout.write(line + '\n');
 const fail = (line: string): never => {
@@ -157,12 +158,18 @@ if (command === 'agent') {
   }
   const res = await fetch(new URL('/api/status', info.statusUrl), { headers });
   if (!res.ok) fail(`the agent at ${info.statusUrl} refused: HTTP ${res.status}`);
-  const s = (await res.json()) as FolderStatus;
+  // The status of every synced folder together, with one line per folder when there are several.
+  const s = (await res.json()) as FolderStatus & { folders?: SyncedFolder[] };
   if (values.json) out(JSON.stringify(s, null, 2));
   else {
     const state = s.state === 'idle' && s.pendingOperations === 0 ? 'up to date' : s.state;
     out(`${s.folder}: ${state}${s.error ? ` (${s.error})` : ''}`);
     out(`  files ${s.files}, waiting ${s.pendingOperations}, conflicts ${s.conflicts.length}`);
+    if ((s.folders?.length ?? 0) > 1)
+      for (const f of s.folders ?? [])
+        out(
+          `  ${f.primary ? 'main folder' : `folder ${f.name}`} ${f.path}: ${f.state === 'idle' && f.pendingOperations === 0 ? 'up to date' : f.state}, ${f.files} files${f.error ? ` (${f.error})` : ''}`,
+        );
     out(`  uploaded ${s.bytesUploaded} B, downloaded ${s.bytesDownloaded} B`);
     if (s.storage) out(`  ${usageLine(s.storage)}`);
     out(
@@ -170,7 +177,8 @@ if (command === 'agent') {
     );
     for (const t of s.transfers)
       out(`  ${t.direction === 'up' ? '↑' : '↓'} ${t.path} ${t.bytesDone}/${t.bytesTotal}`);
-    for (const a of s.recent.slice(0, 10)) out(`  ${new Date(a.atMs).toISOString()} ${a.kind} ${a.path}`);
+    for (const a of s.recent.slice(0, 10) as (FolderStatus['recent'][number] & { folder?: string })[])
+      out(`  ${new Date(a.atMs).toISOString()} ${a.kind} ${a.folder ? `${a.folder}: ` : ''}${a.path}`);
   }
 } else {
   out(

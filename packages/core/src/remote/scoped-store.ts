@@ -161,6 +161,9 @@ export function scopedRemote(client: RemoteStore, root: string): RemoteStore {
       ),
   };
   if (client.usage) view.usage = () => (client.usage as NonNullable<RemoteStore['usage']>).call(client);
+  if (client.serverDelta)
+    view.serverDelta = (path, base) =>
+      (client.serverDelta as NonNullable<RemoteStore['serverDelta']>).call(client, out(path), base);
   return view;
 }
 
