@@ -6,8 +6,10 @@
  * Accounts screen (the emulator's sign-in page opens in a new tab and sends you back), share
  * the `Team plans` folder that waits there, and copy the invitation; in Bob's window Bob
  * connects "Google Drive" and accepts it into his Drive. The welcome file crosses to Bob's
- * Drive, and a file Bob adds in his Drive crosses back to your Dropbox. Screenshots under
- * test-artifacts/screenshots/demo-clouds-*.
+ * Drive, and a file Bob adds in his Drive crosses back to your Dropbox. Each of the three
+ * screens reached (your share's invitation, Bob's accepted share, you seeing Bob as a member)
+ * is axe-clean in light and dark at 100 % and 200 % (screenshots under
+ * test-artifacts/screenshots/demo-clouds-*).
  */
 import { spawn } from 'node:child_process';
 import * as fsp from 'node:fs/promises';
@@ -23,9 +25,14 @@ import {
   startDemo,
 } from '../../scripts/demo-clouds.ts';
 import { tempDir } from '../src/harness.ts';
-import { ensureChromium, launchChromium, screenshot } from '../src/ui-browser.ts';
+import { type AxeViolation, checkVariants, ensureChromium, launchChromium } from '../src/ui-browser.ts';
 
 const POLL = { timeout: 120_000, interval: 250 };
+
+const clean = (what: string, violations: AxeViolation[], overflows: boolean): void => {
+  expect(violations, what).toEqual([]);
+  expect(overflows, `${what} reflows`).toBe(false);
+};
 
 async function readText(p: Provider, path: string): Promise<string | undefined> {
   try {
@@ -97,7 +104,7 @@ describe('npm start --demo-clouds: connect a pretend Dropbox, share with Bob on 
     await mine.getByRole('button', { name: 'Share and create invitation' }).click();
     await expect.poll(() => mine.locator('#invite-link').inputValue(), POLL).toMatch(/^weft:\/\/share\//);
     const invite = await mine.locator('#invite-link').inputValue();
-    await screenshot(mine, 'demo-clouds-you-shared');
+    await checkVariants(mine, 'demo-clouds-you-shared', clean);
 
     const bobs = await context.newPage();
     await bobs.goto(bob.loginUrl());
@@ -113,7 +120,7 @@ describe('npm start --demo-clouds: connect a pretend Dropbox, share with Bob on 
     await bobs.getByRole('button', { name: 'Accept invitation' }).click();
     await expect.poll(() => bobs.locator('#shares-list').textContent(), POLL).toContain('Google Drive');
     expect(await bobs.locator('#shares-list').textContent()).toContain('alice');
-    await screenshot(bobs, 'demo-clouds-bob-accepted');
+    await checkVariants(bobs, 'demo-clouds-bob-accepted', clean);
 
     // The files themselves, as each person would see them in their cloud's own app.
     const { dropbox, gdrive } = demo.emulators;
@@ -148,7 +155,7 @@ describe('npm start --demo-clouds: connect a pretend Dropbox, share with Bob on 
     await mine.reload();
     await expect.poll(() => mine.locator('#shares-list').textContent(), POLL).toContain('bob');
     expect(await mine.locator('#shares-list').textContent()).toContain('Google Drive');
-    await screenshot(mine, 'demo-clouds-you-members');
+    await checkVariants(mine, 'demo-clouds-you-members', clean);
   });
 
   it('`npm start -- --demo-clouds` itself starts it, says where everything is, and stops cleanly', async () => {
