@@ -125,36 +125,35 @@ export function tierStatus(tier: RedundantProvider, weights?: ReadonlyMap<string
   const stats = tier.stats(ids);
   const classes = classify(stats);
   const health = new Map(tier.health().map((h) => [h.id, h]));
-  const blobs = new Map<string, number>();
-  const bad = new Map<string, number>();
-  // One pass over the locations, grouped by object; nothing else may use the store meanwhile.
-  function* objects(): Generator<ObjectHolding> {
+  const counts = tier.store.backendCounts();
+  // With weights, only the weighted objects are read (a user's view: a few queries per file
+  // of theirs); without, one pass over every location, grouped by object.
+  function* weighted(w: ReadonlyMap<string, number>): Generator<ObjectHolding> {
+    for (const [id, weight] of w) {
+      const o = weight > 0 ? tier.store.object(id) : undefined;
+      if (!o) continue;
+      const holders = tier.store.locations(id).map((l) => ({ backend: l.backend, ok: l.state === 'ok' }));
+      yield { need: o.layout === 'replicated' ? 1 : o.k, holders, weight };
+    }
+  }
+  // Nothing else may use the store while this iterates.
+  function* everything(): Generator<ObjectHolding> {
     let current: { id: string; need: number; holders: { backend: string; ok: boolean }[] } | undefined;
-    const done = (): ObjectHolding | undefined => {
-      const w = current && (weights ? weights.get(current.id) : 1);
-      return current && w !== undefined && w > 0
-        ? { need: current.need, holders: current.holders, weight: w }
-        : undefined;
-    };
     for (const row of tier.store.holdings()) {
-      blobs.set(row.backend, (blobs.get(row.backend) ?? 0) + 1);
-      if (row.state === 'bad') bad.set(row.backend, (bad.get(row.backend) ?? 0) + 1);
       if (current?.id !== row.object_id) {
-        const o = done();
-        if (o) yield o;
+        if (current) yield { need: current.need, holders: current.holders };
         current = { id: row.object_id, need: row.layout === 'replicated' ? 1 : row.k, holders: [] };
       }
       current.holders.push({ backend: row.backend, ok: row.state === 'ok' });
     }
-    const o = done();
-    if (o) yield o;
+    if (current) yield { need: current.need, holders: current.holders };
   }
   const up = new Set(ids.filter((id) => tier.isUp(id)));
-  const risk = assessRisk(objects(), up, ids);
+  const risk = assessRisk(weights ? weighted(weights) : everything(), up, ids);
   const backends = stats.map((s): BackendStatus => {
     const h = health.get(s.id);
     const owed = h?.owed ?? 0;
-    const badHere = bad.get(s.id) ?? 0;
+    const badHere = counts.get(s.id)?.bad ?? 0;
     const measuredBps = tier.measured(s.id).throughputBps;
     const oldest = owed > 0 ? tier.store.logPending(s.id, 1)[0]?.at_ms : undefined;
     const state: BackendState =
@@ -172,7 +171,7 @@ export function tierStatus(tier: RedundantProvider, weights?: ReadonlyMap<string
       ...(measuredBps.length ? { throughputBps: harmonicMean(measuredBps) } : {}),
       pricePerGbMonth: s.pricePerGbMonth,
       outageLog: owed,
-      blobs: blobs.get(s.id) ?? 0,
+      blobs: counts.get(s.id)?.blobs ?? 0,
       bad: badHere,
     };
   });

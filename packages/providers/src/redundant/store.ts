@@ -304,6 +304,14 @@ export class PlacementStore {
       .iterate() as IterableIterator<HoldingRow>;
   }
 
+  /** Per backend: the replicas and fragments placed on it, and how many of them are `bad`. */
+  backendCounts(): Map<string, { blobs: number; bad: number }> {
+    const rows = this.db
+      .prepare("SELECT backend, count(*) AS blobs, sum(state = 'bad') AS bad FROM locations GROUP BY backend")
+      .all() as { backend: string; blobs: number; bad: number }[];
+    return new Map(rows.map((r) => [r.backend, { blobs: r.blobs, bad: r.bad }]));
+  }
+
   setLocation(id: string, slot: number, change: { state?: LocationRow['state']; backend?: string }): void {
     const cur = this.db.prepare('SELECT * FROM locations WHERE object_id = ? AND slot = ?').get(id, slot) as
       LocationRow | undefined;
