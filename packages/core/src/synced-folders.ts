@@ -300,7 +300,7 @@ export class SyncedFolders implements Disposable {
       this.changed.fire();
       return;
     }
-    let engine: Engine;
+    let engine: Engine | undefined;
     try {
       // The server root is made by the engine's first listing (scoped-store.ts).
       engine = await Engine.open({
@@ -310,14 +310,15 @@ export class SyncedFolders implements Disposable {
         client: scopedRemote(session.client, folderRoot(r.name)),
         deviceName: session.deviceName,
       });
+      await engine.start();
     } catch (e) {
-      // The folder cannot be synced now (its disk is gone, say): the others go on.
+      // The folder cannot be synced now (its watcher or journal failed, say): the others go on.
+      await engine?.stop().catch(() => undefined);
       this.failures.set(r.id, e instanceof Error ? e.message : String(e));
       this.changed.fire();
       return;
     }
     this.failures.delete(r.id);
-    await engine.start();
     this.engines.set(r.id, { engine, extra: this.o.onEngine?.(r.id, engine, stateDir) });
     this.subs.set(
       r.id,

@@ -124,6 +124,37 @@ describe("the agent's folder list", () => {
     }
   });
 
+  it('a folder whose engine cannot start is shown with why; the others sync on', async () => {
+    const root = await tmp('broken');
+    await fsp.mkdir(nodePath.join(root, 'A'));
+    await fsp.mkdir(nodePath.join(root, 'B'));
+    let agent = await offlineAgent(root);
+    let a: string | undefined;
+    try {
+      await agent.ui.handlers.addFolder({ path: nodePath.join(root, 'A') });
+      a = (await agent.ui.handlers.addFolder({ path: nodePath.join(root, 'B') })).folders[1]?.id;
+    } finally {
+      await agent.stop();
+    }
+    if (!a) throw new Error('no folder A');
+    // A's journal is not a database any more.
+    await fsp.writeFile(
+      nodePath.join(root, 'state', 'folders', a, 'journal.db'),
+      'not a database, '.repeat(512),
+    );
+    agent = await offlineAgent(root);
+    try {
+      const [main, first, second] = (await agent.ui.handlers.listFolders({})).folders;
+      expect(first?.state).toBe('error');
+      expect(first?.error).toMatch(/database/);
+      expect(second?.error ?? '').not.toMatch(/database/);
+      expect(main?.error ?? '').not.toMatch(/database/);
+      expect(agent.folders.running().map((r) => r.folder.name)).toEqual(['B']);
+    } finally {
+      await agent.stop();
+    }
+  });
+
   it('refuses what cannot be a synced folder, in words, and changes nothing', async () => {
     const root = await tmp('refusals');
     const at = (...p: string[]): string => nodePath.join(root, ...p);
