@@ -178,6 +178,21 @@ describe('tierStatus', () => {
     expect(tierStatus(tier).backends.find((b) => b.id === loc.backend)!.state).toBe('available');
   });
 
+  it('showsABackendThatHoldsPlacementButIsNotInTheSetAsDown', async () => {
+    const { tier } = await rig();
+    await tier.write('large', Buffer.alloc(200 * KiB, 3));
+    await tier.dropBackend('b4'); // as after a restart with b4 left out of the configuration
+    const s = tierStatus(tier);
+    expect(s.backends.map((b) => b.id)).toEqual(['b0', 'b1', 'b2', 'b3', 'b4']);
+    expect(s.backends[4]).toMatchObject({
+      state: 'down',
+      blobs: 1,
+      name: 'b4 (not in the configured backends)',
+    });
+    expect(s.risk).toMatchObject({ objects: 1, reduced: 1 });
+    expect(s.risk.ifFails.b4).toBeUndefined();
+  });
+
   it('countsOnlyTheWeightedObjectsWhenGivenWeights', async () => {
     const { tier } = await rig();
     await tier.write('a', Buffer.from('a'));

@@ -175,6 +175,21 @@ export function tierStatus(tier: RedundantProvider, weights?: ReadonlyMap<string
       bad: badHere,
     };
   });
+  // Placement on a backend that is not in the set (dropped from the configuration, or
+  // replaced without the configuration following): shown down, since nothing can read it.
+  for (const [id, c] of counts) {
+    if (ids.includes(id)) continue;
+    backends.push({
+      id,
+      name: `${id} (not in the configured backends)`,
+      class: 'cost',
+      state: 'down',
+      pricePerGbMonth: 0,
+      outageLog: tier.store.logCount(id),
+      blobs: c.blobs,
+      bad: c.bad,
+    });
+  }
   return {
     backends,
     risk,
