@@ -151,6 +151,11 @@ try {
   const listing = await client.list('', true);
   const uploaded = listing.entries.filter((e) => e.kind === 'file').length;
   if (engine.error) console.error(`engine stopped on: ${String(engine.error)}`);
+  if (process.env.WEFT_PROFILE_WAL) {
+    for (const e of await fsp.readdir(join(work, 'proxy'), { recursive: true }))
+      if (String(e).endsWith('-wal') || String(e).endsWith('.db'))
+        console.log(`${String(e)}: ${(await fsp.stat(join(work, 'proxy', String(e)))).size} B`);
+  }
   await engine.stop();
   await server.close();
   const load = os.loadavg().map((x) => x.toFixed(2));
