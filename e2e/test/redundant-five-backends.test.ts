@@ -137,6 +137,10 @@ describe('redundant object tier on five backends through the proxy', () => {
             },
           ],
           thresholdBytes: 256 * KiB,
+          // Two backends down at once: a replicated object (a pack) survives that only with
+          // three replicas (r − 1 ≥ 2), as a striped one does with m = 2. With r = 2 a pack
+          // whose two replicas sat on s3-own and Dropbox was unreadable (a WEFT_FULL run).
+          replicas: 3,
           maxShardBytes: 128 * KiB,
           hedgeAfterMs: 1000,
           probeIntervalMs: 300,
