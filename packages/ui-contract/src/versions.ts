@@ -7,6 +7,11 @@ import { z } from 'zod';
 
 /** A path in the synced folder, '/'-separated, as the activity list shows it. */
 const FilePath = z.string().min(1).max(4096);
+/**
+ * Which synced folder the path is in: the name of a folder added in Settings (as the
+ * activity list's `folder` shows it); absent or '' for the main folder.
+ */
+const SyncedFolderName = z.string().max(200).optional();
 
 export const FileVersionViewSchema = z.object({
   /** 0: the current version; else pass it to restoreVersion / downloadVersion. */
@@ -65,17 +70,27 @@ export type DeletedFiles = z.infer<typeof DeletedFilesSchema>;
 /** The UI API methods of this screen (merged into `api`). */
 export const versionMethods = {
   /** The versions Weft storage keeps of a file. */
-  fileHistory: { input: z.object({ path: FilePath }).strict(), output: FileHistorySchema },
+  fileHistory: {
+    input: z.object({ path: FilePath, syncedFolder: SyncedFolderName }).strict(),
+    output: FileHistorySchema,
+  },
   /** Files deleted in a folder ('' = the whole synced folder) that can still be restored. */
-  deletedFiles: { input: z.object({ folder: z.string().max(4096) }).strict(), output: DeletedFilesSchema },
+  deletedFiles: {
+    input: z.object({ folder: z.string().max(4096), syncedFolder: SyncedFolderName }).strict(),
+    output: DeletedFilesSchema,
+  },
   /** Make a kept version (or a deleted file) current again; every device gets it. */
   restoreVersion: {
-    input: z.object({ path: FilePath, version: z.number().int().min(1) }).strict(),
+    input: z
+      .object({ path: FilePath, version: z.number().int().min(1), syncedFolder: SyncedFolderName })
+      .strict(),
     output: z.object({ path: z.string(), message: z.string() }),
   },
   /** Save a copy of a kept version in the Downloads folder (the synced file is left alone). */
   downloadVersion: {
-    input: z.object({ path: FilePath, version: z.number().int().min(1) }).strict(),
+    input: z
+      .object({ path: FilePath, version: z.number().int().min(1), syncedFolder: SyncedFolderName })
+      .strict(),
     output: z.object({ savedTo: z.string(), message: z.string() }),
   },
 } as const;

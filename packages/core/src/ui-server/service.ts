@@ -334,6 +334,7 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
     ...versionHandlers({
       session: options.session,
       ...(options.downloadsDir ? { downloadsDir: options.downloadsDir } : {}),
+      ...(options.folders ? { folders: options.folders } : {}),
     }),
     ...folderHandlers({
       folders: options.folders,

@@ -3,7 +3,10 @@
  * files"): a file's versions and a folder's deleted files as Weft storage keeps them
  * (`GET /v1/versions`, `GET /v1/deleted`), restore (a normal write on the server, which the
  * change feed brings to every device, this one included) and "download this version" (a
- * copy saved in the Downloads folder; the synced file is left alone).
+ * copy saved in the Downloads folder; the synced file is left alone). A folder added in
+ * Settings (`syncedFolder`, its name) has its files under its own root on the server
+ * (`.weft/folders/<name>`, remote/scoped-store.ts): paths go out with that root in front and
+ * come back without it, so the screen shows them as they are in that folder.
  */
 import { createWriteStream } from 'node:fs';
 import * as fsp from 'node:fs/promises';
@@ -13,6 +16,8 @@ import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import { ApiError, type ApiHandlers } from '@weft/ui-contract';
 import { OfflineError, RemoteError } from '../remote/proxy-client.ts';
+import { FOLDER_ROOTS_DIR } from '../remote/scoped-store.ts';
+import type { SyncedFolders } from '../synced-folders.ts';
 import type { UiSession } from './service.ts';
 
 type VersionHandlers = Pick<
@@ -24,6 +29,8 @@ export interface VersionViewOptions {
   readonly session: () => UiSession | undefined;
   /** Where "download this version" saves (default: $WEFT_DOWNLOADS_DIR, else ~/Downloads). */
   readonly downloadsDir?: string;
+  /** The folders added in Settings (absent: the main folder only). */
+  readonly folders?: Pick<SyncedFolders, 'list'>;
 }
 
 const NO_SESSION = 'Connect Weft storage first (Accounts).';
@@ -44,6 +51,18 @@ function why(e: unknown): string {
     return e.message;
   }
   return e instanceof Error ? e.message : String(e);
+}
+
+/** `p` (relative to a synced folder) as a path of the whole storage, under `root`. */
+function inRoot(root: string, p: string): string {
+  return root === '' ? p : p === '' ? root : `${root}/${p}`;
+}
+
+/** A path of the whole storage as the synced folder at `root` sees it. */
+function fromRoot(root: string, p: string): string {
+  if (root === '') return p;
+  if (p === root) return '';
+  return p.startsWith(`${root}/`) ? p.slice(root.length + 1) : p;
 }
 
 function stamp(ms: number): string {
@@ -71,15 +90,23 @@ export function versionHandlers(o: VersionViewOptions): VersionHandlers {
       throw new ApiError('bad-request', why(e));
     throw new ApiError(e instanceof OfflineError ? 'unavailable' : 'failed', why(e));
   };
+  /** The server root of a synced folder named so ('' / absent: the main folder, the whole storage). */
+  const rootOf = (syncedFolder: string | undefined): string => {
+    if (syncedFolder === undefined || syncedFolder === '') return '';
+    const f = o.folders?.list().find((x) => !x.primary && x.name === syncedFolder);
+    if (!f) throw new ApiError('bad-request', `There is no synced folder named “${syncedFolder}”.`);
+    return f.remoteRoot;
+  };
   return {
-    fileHistory: async ({ path }) => {
+    fileHistory: async ({ path, syncedFolder }) => {
       const s = o.session();
       if (!s) return { available: false, reason: NO_SESSION };
       try {
-        const r = await s.client.versions(remotePath(path));
+        const root = rootOf(syncedFolder);
+        const r = await s.client.versions(inRoot(root, remotePath(path)));
         return {
           available: true,
-          path: r.path,
+          path: fromRoot(root, r.path),
           retentionDays: r.retentionDays,
           versions: r.versions.map((v) => ({
             id: v.id,
@@ -96,24 +123,29 @@ export function versionHandlers(o: VersionViewOptions): VersionHandlers {
         return { available: false, reason: why(e) };
       }
     },
-    deletedFiles: async ({ folder }) => {
+    deletedFiles: async ({ folder, syncedFolder }) => {
       const s = o.session();
       if (!s) return { available: false, reason: NO_SESSION };
       try {
-        const r = await s.client.deletedFiles(remotePath(folder));
+        const root = rootOf(syncedFolder);
+        const r = await s.client.deletedFiles(inRoot(root, remotePath(folder)));
+        // The main folder's deleted files are not those of the added folders' roots.
+        const hidden = (p: string): boolean => root === '' && p.startsWith(`${FOLDER_ROOTS_DIR}/`);
         return {
           available: true,
-          folder: r.path,
+          folder: fromRoot(root, r.path),
           truncated: r.truncated,
           retentionDays: r.retentionDays,
-          files: r.files.map((f) => ({
-            path: f.path,
-            version: f.version,
-            deletedMs: f.deletedMs,
-            ...(f.deletedByName !== null ? { device: f.deletedByName } : {}),
-            size: f.size,
-            expiresMs: f.expiresMs,
-          })),
+          files: r.files
+            .filter((f) => !hidden(f.path))
+            .map((f) => ({
+              path: fromRoot(root, f.path),
+              version: f.version,
+              deletedMs: f.deletedMs,
+              ...(f.deletedByName !== null ? { device: f.deletedByName } : {}),
+              size: f.size,
+              expiresMs: f.expiresMs,
+            })),
         };
       } catch (e) {
         if (e instanceof RemoteError && e.code === 'NOT_A_FOLDER')
@@ -121,21 +153,24 @@ export function versionHandlers(o: VersionViewOptions): VersionHandlers {
         return { available: false, reason: why(e) };
       }
     },
-    restoreVersion: async ({ path, version }) => {
+    restoreVersion: async ({ path, version, syncedFolder }) => {
       const s = session();
+      const root = rootOf(syncedFolder);
       const p = remotePath(path);
-      const r = await s.client.restoreVersion(p, version).catch(refused);
+      const r = await s.client.restoreVersion(inRoot(root, p), version).catch(refused);
       if (r.status === 'error') throw new ApiError('failed', r.error.message);
-      if (r.status === 'conflict')
+      if (r.status === 'conflict') {
+        const copy = fromRoot(root, r.conflict.conflictPath);
         return {
-          path: r.conflict.conflictPath,
-          message: `“${p}” changed meanwhile; the restored version was saved as “${r.conflict.conflictPath}”.`,
+          path: copy,
+          message: `“${p}” changed meanwhile; the restored version was saved as “${copy}”.`,
         };
+      }
       return { path: p, message: `Restored “${p}”. Your devices get it at their next sync.` };
     },
-    downloadVersion: async ({ path, version }) => {
+    downloadVersion: async ({ path, version, syncedFolder }) => {
       const s = session();
-      const p = remotePath(path);
+      const p = inRoot(rootOf(syncedFolder), remotePath(path));
       const dir =
         o.downloadsDir ?? process.env.WEFT_DOWNLOADS_DIR ?? nodePath.join(os.homedir(), 'Downloads');
       const history = await s.client.versions(p).catch(refused);

@@ -4,35 +4,47 @@
  * (docs/desktop.md "Version history and deleted files"). Opened from a row of the activity
  * list (`#history?path=…`), from its "Deleted files" link (`#history?folder=…`) or from the
  * form at the top. Restoring is a write on the server: every device gets the file back.
+ * A folder added in Settings is named by `&in=<its name>` (absent: the main folder); its
+ * paths are as they are in that folder.
  */
 import type { DeletedFiles, FileHistory, FileVersionView, WeftClient } from '../../common/api.ts';
 import { formatBytes } from '../../common/format.ts';
 import { Scope, h, renderInto, timeText } from '../dom.mts';
 
+/** Which synced folder: an added folder's name; absent for the main folder. */
+type In = { syncedFolder?: string };
+
 /** What the hash asks for: one file's versions, or a folder's deleted files. */
-export function historyTarget(hash: string): { path: string } | { folder: string } {
+export function historyTarget(hash: string): ({ path: string } | { folder: string }) & In {
   const q = new URLSearchParams(hash.includes('?') ? hash.slice(hash.indexOf('?') + 1) : '');
   const path = q.get('path');
-  if (path) return { path };
-  return { folder: q.get('folder') ?? '' };
+  const synced = q.get('in');
+  const within = synced ? { syncedFolder: synced } : {};
+  if (path) return { path, ...within };
+  return { folder: q.get('folder') ?? '', ...within };
 }
 
-export function historyHash(target: { path: string } | { folder: string }): string {
+export function historyHash(target: ({ path: string } | { folder: string }) & In): string {
+  const within = target.syncedFolder ? `&in=${encodeURIComponent(target.syncedFolder)}` : '';
   return 'path' in target
-    ? `#history?path=${encodeURIComponent(target.path)}`
-    : `#history?folder=${encodeURIComponent(target.folder)}`;
+    ? `#history?path=${encodeURIComponent(target.path)}${within}`
+    : `#history?folder=${encodeURIComponent(target.folder)}${within}`;
 }
 
-/** The link an activity row carries to the file's history ("Restore" for a deletion). */
-export function historyLink(path: string, kind: string): HTMLElement | null {
+/**
+ * The link an activity row carries to the file's history ("Restore" for a deletion);
+ * `syncedFolder`: the added folder the row is of (absent: the main folder).
+ */
+export function historyLink(path: string, kind: string, syncedFolder?: string): HTMLElement | null {
   if (kind === 'error' || path === '') return null;
   const deleted = kind === 'deleted';
+  const where = syncedFolder ? `${syncedFolder}: ` : '';
   return h(
     'a',
     {
-      href: historyHash({ path }),
+      href: historyHash({ path, ...(syncedFolder ? { syncedFolder } : {}) }),
       class: 'history-link',
-      'aria-label': `${deleted ? 'Restore' : 'Versions of'} ${path}`,
+      'aria-label': `${deleted ? 'Restore' : 'Versions of'} ${where}${path}`,
     },
     deleted ? 'Restore' : 'Versions',
   );
@@ -56,6 +68,7 @@ export function historyScreen(
   report: (m: string) => void,
 ): void {
   const target = historyTarget(location.hash);
+  const within: In = target.syncedFolder ? { syncedFolder: target.syncedFolder } : {};
   const result = h('p', { id: 'history-result', role: 'status', 'aria-live': 'polite' });
   const body = h('div', { id: 'history' }, h('p', {}, 'Loading…'));
   const input = h('input', {
@@ -67,7 +80,7 @@ export function historyScreen(
   });
   const go = (kind: 'path' | 'folder'): void => {
     const v = input.value.trim().replace(/^\/+|\/+$/g, '');
-    location.hash = historyHash(kind === 'path' ? { path: v } : { folder: v });
+    location.hash = historyHash(kind === 'path' ? { path: v, ...within } : { folder: v, ...within });
   };
   const form = h(
     'form',
@@ -78,7 +91,11 @@ export function historyScreen(
         go(input.value.trim() === '' ? 'folder' : 'path');
       },
     },
-    h('label', { for: 'history-path' }, 'File or folder in your Weft folder'),
+    h(
+      'label',
+      { for: 'history-path' },
+      target.syncedFolder ? `File or folder in ${target.syncedFolder}` : 'File or folder in your Weft folder',
+    ),
     h(
       'p',
       { class: 'hint', id: 'history-path-hint' },
@@ -127,11 +144,15 @@ export function historyScreen(
           {},
           h(
             'a',
-            { href: historyHash({ folder: path }), id: 'history-deleted-below' },
+            { href: historyHash({ folder: path, ...within }), id: 'history-deleted-below' },
             `Deleted files in ${path}`,
           ),
           ' · ',
-          h('a', { href: historyHash({ folder: parentOf(path) }) }, 'Deleted files in the folder around it'),
+          h(
+            'a',
+            { href: historyHash({ folder: parentOf(path), ...within }) },
+            'Deleted files in the folder around it',
+          ),
         ),
       ];
     const rows = r.versions.map((v) => {
@@ -142,7 +163,7 @@ export function historyScreen(
         'Restore',
       );
       restore.addEventListener('click', () =>
-        busy(restore, async () => (await api.restoreVersion({ path, version: v.id })).message),
+        busy(restore, async () => (await api.restoreVersion({ path, version: v.id, ...within })).message),
       );
       const download = h(
         'button',
@@ -150,7 +171,7 @@ export function historyScreen(
         'Download this version',
       );
       download.addEventListener('click', () =>
-        busy(download, async () => (await api.downloadVersion({ path, version: v.id })).message),
+        busy(download, async () => (await api.downloadVersion({ path, version: v.id, ...within })).message),
       );
       return h(
         'li',
@@ -169,7 +190,7 @@ export function historyScreen(
         'p',
         { class: 'hint' },
         `Weft storage keeps replaced and deleted versions for ${r.retentionDays} days. `,
-        h('a', { href: historyHash({ folder: parentOf(path) }) }, 'Deleted files in this folder'),
+        h('a', { href: historyHash({ folder: parentOf(path), ...within }) }, 'Deleted files in this folder'),
       ),
       rows.length === 0
         ? h('p', {}, 'No versions are kept of this file.')
@@ -186,7 +207,10 @@ export function historyScreen(
         'Restore',
       );
       restore.addEventListener('click', () =>
-        busy(restore, async () => (await api.restoreVersion({ path: f.path, version: f.version })).message),
+        busy(
+          restore,
+          async () => (await api.restoreVersion({ path: f.path, version: f.version, ...within })).message,
+        ),
       );
       return h(
         'li',
@@ -196,11 +220,21 @@ export function historyScreen(
         h('span', { class: 'device' }, f.device ? `on ${f.device}` : 'device not known'),
         h('span', { class: 'size' }, formatBytes(f.size)),
         restore,
-        h('a', { href: historyHash({ path: f.path }), 'aria-label': `Versions of ${f.path}` }, 'Versions'),
+        h(
+          'a',
+          { href: historyHash({ path: f.path, ...within }), 'aria-label': `Versions of ${f.path}` },
+          'Versions',
+        ),
       );
     });
     return [
-      h('h3', { id: 'h-deleted' }, folder === '' ? 'Deleted files' : `Deleted files in ${folder}`),
+      h(
+        'h3',
+        { id: 'h-deleted' },
+        folder === ''
+          ? `Deleted files${target.syncedFolder ? ` in ${target.syncedFolder}` : ''}`
+          : `Deleted files in ${folder}`,
+      ),
       h(
         'p',
         { class: 'hint' },
@@ -216,12 +250,12 @@ export function historyScreen(
   const load = (): void => {
     if ('path' in target) {
       const path = target.path;
-      api.fileHistory({ path }).then((r) => {
+      api.fileHistory({ path, ...within }).then((r) => {
         if (alive) renderInto(body, JSON.stringify(['v', r]), () => showVersions(path, r));
       }, failed);
     } else {
       const folder = target.folder;
-      api.deletedFiles({ folder }).then((r) => {
+      api.deletedFiles({ folder, ...within }).then((r) => {
         if (alive) renderInto(body, JSON.stringify(['d', r]), () => showDeleted(folder, r));
       }, failed);
     }

@@ -152,8 +152,7 @@ export function statusScreen(
                     a.folder ? `${a.folder}: ${a.path}` : a.path,
                     a.detail && a.kind !== 'conflicted' ? ` — ${a.detail}` : '',
                     ' ',
-                    // Version history is of the main folder's files (docs/desktop.md).
-                    a.folder ? '' : historyLink(a.path, a.kind),
+                    historyLink(a.path, a.kind, a.folder),
                   ),
                 ),
               ),
@@ -353,7 +352,7 @@ export function statusScreen(
                   ` was changed in two places (${timeText(c.atMs)}). The other version is `,
                   h('span', { class: 'path' }, c.copyPath),
                   '. ',
-                  c.folder ? '' : historyLink(c.path, 'conflicted'),
+                  historyLink(c.path, 'conflicted', c.folder),
                 ),
                 h(
                   'div',
