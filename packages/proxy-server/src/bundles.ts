@@ -50,13 +50,31 @@ export class BundleService {
     // Under a quota, the entries are admitted as they are inflated: a compressed bundle is
     // refused at the first entry that takes the running total (each entry's size less the
     // file it replaces) past what is left, before the rest is expanded.
-    const left = store.quota.remaining(a.userId);
+    // The scan's callback is synchronous: it refuses as soon as the sizes pass what is left
+    // plus everything the namespace holds (more than any overwrite could free); the exact
+    // growth, each size less the file it replaces, is checked once the headers are read.
+    const left = await store.quota.remaining(a.userId);
     if (left !== Infinity) {
-      let growth = 0;
+      const used = (await store.quota.usage(a.userId)).usedBytes;
+      const headers: { path: string; size: number }[] = [];
+      let sizes = 0;
+      let tooBig = false;
       await scanBundleEntries(bytes, (h) => {
-        growth += store.growthAt(a.userId, h.path, h.size);
-        if (growth > left) throw store.quota.exceeded(a.userId, growth);
+        headers.push({ path: h.path, size: h.size });
+        sizes += h.size;
+        if (sizes > left + used) {
+          tooBig = true;
+          throw new ApiError('QUOTA_EXCEEDED', 'bundle exceeds the quota');
+        }
+      }).catch((e: unknown) => {
+        if (!tooBig) throw e;
       });
+      let growth = 0;
+      for (const h of headers) {
+        growth += await store.growthAt(a.userId, h.path, h.size);
+        if (growth > left) throw await store.quota.exceeded(a.userId, growth);
+      }
+      if (tooBig) throw await store.quota.exceeded(a.userId, sizes - used);
     }
     const bundle = decodeBundle(bytes);
     for (const e of bundle.entries) checkNewPath(e.path);
@@ -105,7 +123,7 @@ export class BundleService {
     // coalesced ranged reads, then every file read and checked.
     const planned: { index: number; path: string; entry: EntryInfo & { sha256: string } }[] = [];
     for (const [index, p] of paths.entries()) {
-      const place = room.place(p, store.stat(userId, p));
+      const place = room.place(p, await store.stat(userId, p));
       if ('reason' in place) {
         deferred.push({ index, reason: place.reason });
         continue;

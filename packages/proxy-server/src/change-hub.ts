@@ -45,11 +45,20 @@ export class ChangeHub {
   /** Resolves once `userId`'s feed is past `seq`, or `signal` aborts. */
   waitForSeq(userId: string, seq: number, signal: AbortSignal): Promise<void> {
     return new Promise<void>((resolve) => {
-      const check = (): void => {
-        if (this.o.meta.currentSeq(userId) <= seq && !signal.aborted) return;
+      let done = false;
+      const finish = (): void => {
+        if (done) return;
+        done = true;
         stop();
         signal.removeEventListener('abort', check);
         resolve();
+      };
+      const check = (): void => {
+        if (signal.aborted) return finish();
+        // A failed read ends the wait too: the caller reads the feed again and sees.
+        this.o.meta.currentSeq(userId).then((cur) => {
+          if (cur > seq) finish();
+        }, finish);
       };
       const stop = this.listen(userId, check);
       signal.addEventListener('abort', check);

@@ -136,6 +136,16 @@ export const ProxyConfig = z.object({
   /** SQLite file. Default: <dataDir>/metadata.sqlite. */
   metadataFile: z.string().optional(),
   /**
+   * PostgreSQL for the metadata store instead of the SQLite file (docs/deployment.md):
+   * `postgres://user:password@host:5432/db`. Several proxy processes may share one database.
+   * The SQLite file then keeps only what is still per process (the cost ledger); packing
+   * is off, its index not being on PostgreSQL yet.
+   */
+  databaseUrl: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'a postgres:// or postgresql:// URL')
+    .optional(),
+  /**
    * Guards enrolment. Default: a random token, returned by startProxyServer and logged once.
    * Prefer `adminTokenSha256`, which keeps the token itself out of the config.
    */
@@ -285,6 +295,7 @@ export const ENV_OVERRIDES: Record<string, (c: Record<string, unknown>, v: strin
   WEFT_PROXY_DATA_DIR: (c, v) => (c.dataDir = v),
   WEFT_PROXY_FS_TIER_DIR: (c, v) => (c.fsTierDir = v),
   WEFT_PROXY_METADATA_FILE: (c, v) => (c.metadataFile = v),
+  WEFT_DATABASE_URL: (c, v) => (c.databaseUrl = v),
   WEFT_PROXY_ADMIN_TOKEN: (c, v) => (c.adminToken = v),
   WEFT_PROXY_ADMIN_TOKEN_SHA256: (c, v) => (c.adminTokenSha256 = v),
   WEFT_PROXY_INVITE_TTL_MS: (c, v) => (c.inviteTtlMs = Number(v)),

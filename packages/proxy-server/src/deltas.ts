@@ -82,14 +82,14 @@ export class DeltaService {
     const { store, scheduler, limits } = this.o;
     checkNewPath(q.path);
     const { header: c, delta } = await openDeltaUpload(body, contentLength, limits);
-    const found = store.findContent(w.userId, q.path, c.baseSha256);
+    const found = await store.findContent(w.userId, q.path, c.baseSha256);
     if (!found)
       throw new ApiError(
         'DELTA_BASE_UNKNOWN',
         'the server does not have the base content; upload the whole file',
       );
     // The patch is capped at the declared target size, so the quota is checked before it runs.
-    store.quota.check(w.userId, store.growthAt(w.userId, q.path, c.targetSize));
+    await store.quota.check(w.userId, await store.growthAt(w.userId, q.path, c.targetSize));
     const base = await this.openBase(w.userId, found, c.baseSha256);
     const tmp = store.tempFile();
     try {

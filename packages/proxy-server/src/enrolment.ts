@@ -35,11 +35,11 @@ export class Enrolment {
   }
 
   /** A new one-time invite for `user`, valid for `ttlHours` (default: the configured TTL). */
-  invite(user: string, ttlHours: number | undefined): { invite: string; expiresMs: number } {
+  async invite(user: string, ttlHours: number | undefined): Promise<{ invite: string; expiresMs: number }> {
     const invite = newInvite();
     const now = this.now();
     const expiresMs = now + (ttlHours !== undefined ? Math.round(ttlHours * 3600_000) : this.o.inviteTtlMs);
-    this.o.meta.addInvite(hashSecret(invite), user, now, expiresMs);
+    await this.o.meta.addInvite(hashSecret(invite), user, now, expiresMs);
     return { invite, expiresMs };
   }
 
@@ -61,7 +61,7 @@ export class Enrolment {
   ): Promise<{ token: string; deviceId: string }> {
     try {
       if (request.invite !== undefined) {
-        const used = this.o.meta.consumeInvite(hashSecret(request.invite), request.user, this.now());
+        const used = await this.o.meta.consumeInvite(hashSecret(request.invite), request.user, this.now());
         if (!used.ok && used.reason === 'expired')
           throw new ApiError('INVITE_EXPIRED', 'this invite has expired; ask for a new one');
         if (!used.ok) throw new ApiError('FORBIDDEN', 'invalid or used invite');
@@ -78,7 +78,11 @@ export class Enrolment {
     await this.o.ensureNamespace(user);
     const token = newToken();
     const deviceId = 'd_' + randomBytes(8).toString('hex');
-    this.o.meta.addDevice({ id: deviceId, userId: user, name: deviceName }, hashSecret(token), this.now());
+    await this.o.meta.addDevice(
+      { id: deviceId, userId: user, name: deviceName },
+      hashSecret(token),
+      this.now(),
+    );
     return { token, deviceId };
   }
 }

@@ -9,6 +9,7 @@ export {
 } from './config.ts';
 export { OpScheduler, BandwidthEstimator, type ScheduledOp, type SchedulerOptions } from './scheduler.ts';
 export { SqliteMetadataStore } from './store/sqlite.ts';
+export { PostgresMetadataStore } from './store/postgres.ts';
 export type { MetadataStore } from './store/metadata.ts';
 export {
   LINK_EXTENSION,

@@ -9,11 +9,17 @@ import type { MetadataStore } from './store/metadata.ts';
 
 export class MerkleIndex {
   private readonly cache = new Map<string, Map<string, Uint8Array>>();
+  /**
+   * Bumped per user by every invalidation: a hash computed from reads that an invalidation
+   * overlapped is returned but not cached (it may predate the change).
+   */
+  private readonly generation = new Map<string, number>();
 
   constructor(private readonly meta: MetadataStore) {}
 
   /** Forget cached hashes of every folder containing `path`. */
   invalidate(userId: string, path: string): void {
+    this.generation.set(userId, (this.generation.get(userId) ?? 0) + 1);
     const c = this.cache.get(userId);
     if (!c) return;
     c.delete('');
@@ -21,38 +27,44 @@ export class MerkleIndex {
     for (const k of [...c.keys()]) if (k === path || k.startsWith(path + '/')) c.delete(k);
   }
 
-  private dirHashOf(userId: string, dir: string): Uint8Array {
-    let c = this.cache.get(userId);
-    if (!c) this.cache.set(userId, (c = new Map()));
-    const cached = c.get(dir);
+  private async dirHashOf(userId: string, dir: string): Promise<Uint8Array> {
+    const cached = this.cache.get(userId)?.get(dir);
     if (cached) return cached;
-    const children = this.children(userId, dir);
+    const gen = this.generation.get(userId) ?? 0;
+    const children = await this.children(userId, dir);
     const h = dirHash(dir, children);
-    c.set(dir, h);
+    if ((this.generation.get(userId) ?? 0) === gen) {
+      let c = this.cache.get(userId);
+      if (!c) this.cache.set(userId, (c = new Map()));
+      c.set(dir, h);
+    }
     return h;
   }
 
-  private children(userId: string, dir: string): MerkleChildHash[] {
+  private async children(userId: string, dir: string): Promise<MerkleChildHash[]> {
     const prefix = dir === '' ? '' : dir + '/';
-    return this.meta.listEntries(userId, dir, false).map((e) => ({
-      name: e.path.slice(prefix.length),
-      kind: e.kind,
-      hash: e.kind === 'file' ? fileLeafHash(e.path, e.sha256 ?? '') : this.dirHashOf(userId, e.path),
-    }));
+    const out: MerkleChildHash[] = [];
+    for (const e of await this.meta.listEntries(userId, dir, false))
+      out.push({
+        name: e.path.slice(prefix.length),
+        kind: e.kind,
+        hash: e.kind === 'file' ? fileLeafHash(e.path, e.sha256 ?? '') : await this.dirHashOf(userId, e.path),
+      });
+    return out;
   }
 
-  node(userId: string, path: string): MerkleNode {
+  async node(userId: string, path: string): Promise<MerkleNode> {
     if (path !== '') {
-      const e = this.meta.getEntry(userId, path);
+      const e = await this.meta.getEntry(userId, path);
       if (!e) return { path };
       if (e.kind === 'file') return { path, kind: 'file', hash: hex(fileLeafHash(path, e.sha256 ?? '')) };
     }
-    const children = orderChildren(this.children(userId, path)).map((c) => ({
+    const children = orderChildren(await this.children(userId, path)).map((c) => ({
       name: c.name,
       kind: c.kind,
       hash: hex(c.hash),
     }));
-    return { path, kind: 'dir', hash: hex(this.dirHashOf(userId, path)), children };
+    return { path, kind: 'dir', hash: hex(await this.dirHashOf(userId, path)), children };
   }
 }
 

@@ -46,6 +46,8 @@ import { PackCollector, type PackGcPass } from './store/pack-gc.ts';
 import { decodeStub, dropFsCopy, loadStubKey } from './store/pack-stub.ts';
 import { markFsDropped, Packer } from './store/packs.ts';
 import { ReadCounter } from './store/read-counts.ts';
+import type { MetadataStore } from './store/metadata.ts';
+import { openPostgresStore } from './store/postgres.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
 import { openRedundantTier, registerRedundantMetrics } from './redundant-tier.ts';
 import { openStorageMaintenance } from './storage-maintenance.ts';
@@ -141,11 +143,17 @@ export async function startProxyServer(
   const metrics = new ProxyMetrics();
   const tiers = await openProviders(config);
   registerRedundantMetrics(metrics.registry, tiers.objects);
-  const meta = new SqliteMetadataStore(
+  const sqlite = new SqliteMetadataStore(
     config.metadataFile ?? nodePath.join(config.dataDir, 'metadata.sqlite'),
   );
+  // With PostgreSQL the SQLite file keeps only the per-process tables (cost ledger).
+  const meta: MetadataStore = config.databaseUrl ? await openPostgresStore(config.databaseUrl, log) : sqlite;
+  if (config.databaseUrl && config.packs.enabled) {
+    log.warn('packing is off with a PostgreSQL metadata store (its index is not on PostgreSQL yet)');
+    config.packs.enabled = false;
+  }
   // Every request to a tier is counted for the cost model (docs/cost.md).
-  const cost = new CostService(meta.database, config.cost, metrics, log, options.now);
+  const cost = new CostService(sqlite.database, config.cost, metrics, log, options.now);
   const { fsRoot } = tiers;
   const fs = countFs(tiers.fs, cost.sink('fs'));
   const objects = withCounting(tiers.objects, cost.sink('objects'));
@@ -181,7 +189,7 @@ export async function startProxyServer(
     readPacked: async (sha256, range) => packer?.readDropped(sha256, range),
     packedStub: (bytes) => {
       const stub = decodeStub(stubKey, bytes);
-      if (stub) markFsDropped(meta.database, stub.sha256, clock());
+      if (stub) markFsDropped(sqlite.database, stub.sha256, clock());
       return stub;
     },
     stagingDir: nodePath.join(fsRoot, 'staging'),
@@ -204,13 +212,13 @@ export async function startProxyServer(
   });
   await store.clearTemps();
   // Crash recovery: the filesystem tier is the truth for every namespace.
-  for (const user of meta.listUsers()) await store.reconcile(user);
-  meta.recomputeRefcounts(Date.now());
+  for (const user of await meta.listUsers()) await store.reconcile(user);
+  await meta.recomputeRefcounts(Date.now());
   // Reads per content, for the 'cost' keep-or-drop decision of a packed file's fs copy.
-  const reads = new ReadCounter(meta.database);
+  const reads = new ReadCounter(sqlite.database);
   if (config.packs.enabled) {
     packer = new Packer({
-      db: meta.database,
+      db: sqlite.database,
       objects,
       readSmall: async (user, path) => collect(await fs.read(store.nsPath(user, path))),
       ...(config.packs.fsCopy === 'keep'
@@ -218,7 +226,7 @@ export async function startProxyServer(
         : {
             dropSmall: async (f) => {
               await dropFsCopy(
-                { fs, db: meta.database, key: stubKey, nsPath: (u, p) => store.nsPath(u, p) },
+                { fs, db: sqlite.database, key: stubKey, nsPath: (u, p) => store.nsPath(u, p) },
                 f,
               );
             },
@@ -376,7 +384,8 @@ export async function startProxyServer(
       await objects.close?.();
       cost.close();
       reads.close();
-      meta.close();
+      if (meta !== sqlite) await meta.close();
+      await sqlite.close();
     },
   };
 }

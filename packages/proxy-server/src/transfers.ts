@@ -32,18 +32,18 @@ export class TransferService {
   ) {}
 
   /** The transfer, if it exists and belongs to the caller (another user's looks absent). */
-  get(auth: AuthContext, id: string): TransferRow {
-    const t = this.store.meta.getTransfer(id);
+  async get(auth: AuthContext, id: string): Promise<TransferRow> {
+    const t = await this.store.meta.getTransfer(id);
     if (!t || t.userId !== auth.userId)
       throw new ApiError('TRANSFER_UNKNOWN', 'no such transfer; open a new one');
     return t;
   }
 
-  state(t: TransferRow): TransferState {
+  async state(t: TransferRow): Promise<TransferState> {
     return transferState(
       t,
-      this.store.meta.transferRanges(t.id),
-      this.store.meta.userLargeContent(t.userId, t.sha256),
+      await this.store.meta.transferRanges(t.id),
+      await this.store.meta.userLargeContent(t.userId, t.sha256),
     );
   }
 
@@ -58,10 +58,10 @@ export class TransferService {
     nowMs: number,
   ): Promise<TransferState> {
     checkNewPath(request.path);
-    this.store.quota.check(
+    await this.store.quota.check(
       auth.userId,
-      this.store.growthAt(auth.userId, request.path, request.size) +
-        this.store.meta.openTransferBytes(auth.userId, request.path),
+      (await this.store.growthAt(auth.userId, request.path, request.size)) +
+        (await this.store.meta.openTransferBytes(auth.userId, request.path)),
     );
     const id = randomBytes(16).toString('hex');
     return this.create(auth, { id, ...request }, nowMs);
@@ -76,13 +76,13 @@ export class TransferService {
     const row: TransferRow = { ...t, userId: auth.userId, createdMs: nowMs };
     const file = await this.store.stagingFile(t.id);
     await (await fsp.open(file, 'w', 0o600)).close();
-    this.store.meta.addTransfer(row);
+    await this.store.meta.addTransfer(row);
     return this.state(row);
   }
 
   async block(auth: AuthContext, bytes: Uint8Array): Promise<BlockAck> {
     const b = decodeTransferBlock(bytes);
-    const t = this.get(auth, b.transferId);
+    const t = await this.get(auth, b.transferId);
     // A transfer opened before maxFileBytes was lowered is still held to the current limit.
     if (b.offset + b.payload.byteLength > Math.min(t.size, this.maxFileBytes)) {
       throw new ApiError(
@@ -108,8 +108,8 @@ export class TransferService {
       await fh.close();
     }
     // Durable before acknowledged: the ack promises the client it need not resend.
-    this.store.meta.addTransferRange(t.id, b.offset, b.payload.byteLength);
-    return blockAck(b, this.state(t).receivedBytes);
+    await this.store.meta.addTransferRange(t.id, b.offset, b.payload.byteLength);
+    return blockAck(b, (await this.state(t)).receivedBytes);
   }
 
   /**
@@ -123,8 +123,8 @@ export class TransferService {
 
   /** The staged file, once every byte has been acknowledged. */
   async complete(auth: AuthContext, id: string): Promise<{ t: TransferRow; file: string }> {
-    const t = this.get(auth, id);
-    const st = this.state(t);
+    const t = await this.get(auth, id);
+    const st = await this.state(t);
     if (st.receivedBytes !== t.size) {
       throw new ApiError('TRANSFER_INCOMPLETE', `${st.receivedBytes} of ${t.size} bytes received`, {
         received: st.received,
@@ -135,6 +135,6 @@ export class TransferService {
 
   async remove(id: string): Promise<void> {
     await fsp.rm(await this.store.stagingFile(id), { force: true });
-    this.store.meta.deleteTransfer(id);
+    await this.store.meta.deleteTransfer(id);
   }
 }

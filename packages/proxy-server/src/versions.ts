@@ -14,6 +14,7 @@ import { ApiError } from './errors.ts';
 import { writerOf } from './ops.ts';
 import type { OpScheduler } from './scheduler.ts';
 import { checkUserPath, type HybridStore } from './store/hybrid.ts';
+import { publicEntry } from './store/metadata.ts';
 import { NOOP_SEQ } from './store/op-results.ts';
 import type { VersionRow } from './store/version-index.ts';
 
@@ -50,11 +51,11 @@ export class VersionService {
   }
 
   /** The current version (when the path holds a file) and the kept ones, newest first. */
-  list(userId: string, path: string): VersionsResponse {
+  async list(userId: string, path: string): Promise<VersionsResponse> {
     checkUserPath(path);
     const { meta } = this.o.store;
-    const cur = meta.getEntry(userId, path);
-    const kept = meta.versions.list(userId, path);
+    const cur = await meta.getEntry(userId, path);
+    const kept = await meta.versions.list(userId, path);
     if (cur?.kind === 'dir' && kept.length === 0) throw new ApiError('NOT_FOUND', 'not a file');
     if (!cur && kept.length === 0)
       throw new ApiError('NOT_FOUND', 'no file and no kept version at that path');
@@ -65,7 +66,7 @@ export class VersionService {
               id: 0,
               current: true,
               deleted: false,
-              ...meta.versions.written(userId, path),
+              ...(await meta.versions.written(userId, path)),
               size: cur.size,
               sha256: cur.sha256,
               mtimeMs: cur.mtimeMs,
@@ -83,13 +84,13 @@ export class VersionService {
   }
 
   /** Files deleted below `dir` that nothing has replaced since. */
-  deleted(userId: string, dir: string, limit: number): DeletedResponse {
+  async deleted(userId: string, dir: string, limit: number): Promise<DeletedResponse> {
     if (dir !== '') {
       checkUserPath(dir);
-      const d = this.o.store.meta.getEntry(userId, dir);
+      const d = await this.o.store.meta.getEntry(userId, dir);
       if (d && d.kind !== 'dir') throw new ApiError('NOT_A_FOLDER', 'not a folder');
     }
-    const rows = this.o.store.meta.versions.deleted(userId, dir, limit + 1);
+    const rows = await this.o.store.meta.versions.deleted(userId, dir, limit + 1);
     return {
       path: dir,
       files: rows.slice(0, limit).map((v) => ({
@@ -107,9 +108,9 @@ export class VersionService {
     };
   }
 
-  private version(userId: string, path: string, id: number): VersionRow {
+  private async version(userId: string, path: string, id: number): Promise<VersionRow> {
     checkUserPath(path);
-    const v = this.o.store.meta.versions.get(userId, path, id);
+    const v = await this.o.store.meta.versions.get(userId, path, id);
     if (!v) throw new ApiError('NOT_FOUND', 'no such version of that file (it may have expired)');
     return v;
   }
@@ -120,7 +121,7 @@ export class VersionService {
     path: string,
     id: number,
   ): Promise<{ version: VersionRow; body: AsyncIterable<Uint8Array> | Uint8Array; release: () => void }> {
-    const version = this.version(userId, path, id);
+    const version = await this.version(userId, path, id);
     const { content, release } = await this.o.store.versionContent(version);
     if ('bytes' in content) return { version, body: content.bytes, release };
     const stream = createReadStream(content.file);
@@ -132,17 +133,17 @@ export class VersionService {
    * Make a kept version current again at its path: a write based on whatever is there now
    * (which becomes a kept version in turn), so nothing is lost and every device syncs it.
    */
-  restore(a: AuthContext, path: string, id: number): Promise<OpResult> {
-    const v = this.version(a.userId, path, id);
+  async restore(a: AuthContext, path: string, id: number): Promise<OpResult> {
+    const v = await this.version(a.userId, path, id);
     const { store, scheduler } = this.o;
     return scheduler.submit({
       namespace: a.userId,
       paths: [path],
       bytes: v.size,
       run: async (): Promise<OpResult> => {
-        const cur = store.meta.getEntry(a.userId, path);
+        const cur = await store.meta.getEntry(a.userId, path);
         if (cur?.kind === 'file' && cur.sha256 === v.sha256)
-          return { status: 'applied', entry: store.stat(a.userId, path)!, seq: NOOP_SEQ };
+          return { status: 'applied', entry: publicEntry(cur), seq: NOOP_SEQ };
         if (cur?.kind === 'dir')
           throw new ApiError('ALREADY_EXISTS', 'a folder is at that path now; move it away first', { path });
         const { content, release } = await store.versionContent(v);

@@ -156,13 +156,13 @@ describe('large files', () => {
     expect(linked?.status).toBe('applied');
     const [copied] = await c.ops({ op: 'copy', from: 'dedup', to: 'dedup2' });
     expect(copied?.status).toBe('applied');
-    expect(server.store.meta.getObject(sha(data))?.refcount).toBe(4);
+    expect((await server.store.meta.getObject(sha(data)))?.refcount).toBe(4);
     await c.ops({ op: 'delete', path: 'dedup' }, { op: 'delete', path: 'dedup2' });
-    expect(server.store.meta.getObject(sha(data))).toMatchObject({ refcount: 0 });
+    expect(await server.store.meta.getObject(sha(data))).toMatchObject({ refcount: 0 });
     expect((await server.gc()).objects).toBe(0); // within the 24 h grace period
-    expect(server.store.meta.getObject(sha(data))).toBeDefined();
+    expect(await server.store.meta.getObject(sha(data))).toBeDefined();
     expect((await server.gc(0)).objects).toBeGreaterThanOrEqual(1);
-    expect(server.store.meta.getObject(sha(data))).toBeUndefined();
+    expect(await server.store.meta.getObject(sha(data))).toBeUndefined();
     expect(existsSync(nodePath.join(server.dir, 'objects', objectKey(sha(data))))).toBe(false);
   });
 

@@ -10,10 +10,18 @@ function sources(dir: string): string[] {
   );
 }
 
-describe('the metadata store is used through its interface (a PostgreSQL one comes next)', () => {
+describe('the metadata store is used through its interface (SQLite or PostgreSQL)', () => {
   it('onlyTheCompositionRootAndThePackageBarrelImportTheSqliteImplementation', () => {
     const importers = sources(SRC)
       .filter((f) => /from '(\.\.?\/)+(store\/)?sqlite\.ts'/.test(readFileSync(f, 'utf8')))
+      .map((f) => relative(SRC, f))
+      .sort();
+    expect(importers).toEqual(['index.ts', 'server.ts']);
+  });
+
+  it('onlyTheCompositionRootAndThePackageBarrelImportThePostgresImplementation', () => {
+    const importers = sources(SRC)
+      .filter((f) => /from '(\.\.?\/)+(store\/)?postgres\.ts'/.test(readFileSync(f, 'utf8')))
       .map((f) => relative(SRC, f))
       .sort();
     expect(importers).toEqual(['index.ts', 'server.ts']);

@@ -12,7 +12,7 @@ const MIGRATIONS = fileURLToPath(new URL('../src/migrations/', import.meta.url))
 const LATEST = readdirSync(MIGRATIONS).filter((n) => n.endsWith('.sql')).length;
 
 describe('proxy metadata schema', () => {
-  it('upgrades a version-2 database (devices without last seen, invites without expiry), rows kept', () => {
+  it('upgrades a version-2 database (devices without last seen, invites without expiry), rows kept', async () => {
     const old = mkdtempSync(join(tmpdir(), 'weft-proxy-sql2-'));
     for (const f of readdirSync(MIGRATIONS).filter((n) => /^00[12]_/.test(n)))
       copyFileSync(join(MIGRATIONS, f), join(old, f));
@@ -28,15 +28,15 @@ describe('proxy metadata schema', () => {
 
     const store = new SqliteMetadataStore(file);
     expect(store.schemaVersion()).toBe(LATEST);
-    expect(store.listUsers()).toEqual(['alice']);
-    expect(store.lookupToken('th')).toEqual({
+    expect(await store.listUsers()).toEqual(['alice']);
+    expect(await store.lookupToken('th')).toEqual({
       state: 'active',
       device: { id: 'd1', userId: 'alice', name: 'laptop' },
     });
-    expect(store.listDevices('alice')).toEqual([
+    expect(await store.listDevices('alice')).toEqual([
       { id: 'd1', userId: 'alice', name: 'laptop', createdMs: 2, lastSeenMs: null },
     ]);
-    store.close();
+    await store.close();
     const after = new Database(file, { readonly: true });
     expect(after.prepare("SELECT expires_ms FROM invites WHERE invite_sha256 = 'ih'").get()).toEqual({
       expires_ms: 1000 + 7 * 24 * 3600 * 1000,
@@ -51,9 +51,9 @@ describe('proxy metadata schema', () => {
     after.close();
   });
 
-  it('refuses a database newer than its files, unchanged', () => {
+  it('refuses a database newer than its files, unchanged', async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'weft-proxy-new-')), 'metadata.sqlite');
-    new SqliteMetadataStore(file).close();
+    await new SqliteMetadataStore(file).close();
     const db = new Database(file);
     db.pragma('user_version = 42');
     db.close();

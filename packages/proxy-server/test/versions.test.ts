@@ -122,10 +122,13 @@ describe('versions', () => {
     await c.putSmall({ 'small.txt': 'replaced' });
     const objectFile = nodePath.join(server.dir, 'objects', objectKey(sha(v1)));
     const smallFile = nodePath.join(server.dir, 'fs', versionContentKey(sha('kept small')));
-    expect(server.store.meta.getObject(sha(v1))?.refcount).toBe(1); // the version's reference
+    expect((await server.store.meta.getObject(sha(v1)))?.refcount).toBe(1); // the version's reference
     // Crash recovery recounts references from the index: kept versions count too.
-    server.store.meta.recomputeRefcounts(clock);
-    expect(server.store.meta.getObject(sha(v1))).toMatchObject({ refcount: 1, unreferencedSinceMs: null });
+    await server.store.meta.recomputeRefcounts(clock);
+    expect(await server.store.meta.getObject(sha(v1))).toMatchObject({
+      refcount: 1,
+      unreferencedSinceMs: null,
+    });
     expect(existsSync(smallFile)).toBe(true);
     expect(await c.json<UsageResponse>('GET', '/v1/usage')).toMatchObject({
       usedBytes: 3 * MiB + 8,

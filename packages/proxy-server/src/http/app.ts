@@ -89,12 +89,12 @@ export async function createHttpApp(o: {
       return;
     const token = bearer(req.headers.authorization);
     // Read from the store on every request: a revocation takes effect at once.
-    const found = token ? meta.lookupToken(hashSecret(token)) : ({ state: 'unknown' } as const);
+    const found = token ? await meta.lookupToken(hashSecret(token)) : ({ state: 'unknown' } as const);
     if (found.state === 'revoked')
       throw new ApiError('DEVICE_REVOKED', 'this device was removed from its account; enrol it again');
     if (found.state !== 'active') throw new ApiError('UNAUTHORIZED', 'missing or unknown device token');
     const device = found.device;
-    devices.seen(device.id, Date.now());
+    await devices.seen(device.id, Date.now());
     req.auth = { userId: device.userId, deviceId: device.id, deviceName: device.name };
   });
   app.addHook('onResponse', async (req, reply) => {

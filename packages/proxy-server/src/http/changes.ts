@@ -44,9 +44,9 @@ export function registerChangeRoutes(
     async (req) => {
       const a = auth(req);
       const q = parse(ChangesQuery, req.query);
-      const seq = meta.currentSeq(a.userId);
+      const seq = await meta.currentSeq(a.userId);
       if (q.cursor > seq) return { changes: [], cursor: seq, hasMore: false, reset: true };
-      const changes = meta.changesSince(a.userId, q.cursor, q.limit);
+      const changes = await meta.changesSince(a.userId, q.cursor, q.limit);
       const cursor = changes.at(-1)?.seq ?? q.cursor;
       return { changes, cursor, hasMore: cursor < seq, reset: false };
     },
@@ -75,46 +75,62 @@ export function registerChangeRoutes(
     }
     metrics.feedClients.inc();
     let sent = parsed.data;
-    const seqNow = meta.currentSeq(a.userId);
-    send({ type: 'hello', user: a.userId, seq: seqNow, cursor: Math.min(sent, seqNow) });
-    if (sent > seqNow) {
-      send({ type: 'reset', cursor: seqNow });
-      sent = seqNow;
-    }
+    let closed = false;
+    let stop = (): void => undefined;
+    socket.on('message', (data: Buffer) => {
+      const msg = FeedClientMessage.safeParse(safeJson(data.toString('utf8')));
+      if (!msg.success) send({ type: 'error', error: { code: 'BAD_REQUEST', message: 'unknown message' } });
+    });
+    socket.on('close', () => {
+      closed = true;
+      stop();
+      metrics.feedClients.dec();
+    });
+    const failed = (err: unknown): void => {
+      req.log.error({ err, user: a.userId }, 'change feed failed');
+      if (socket.readyState === socket.OPEN) socket.close(1011, 'internal error');
+    };
+    // One page read at a time, in order; a notification during a read asks for another pass.
     let busy = false;
     let again = false;
+    const drain = async (): Promise<void> => {
+      do {
+        again = false;
+        for (;;) {
+          if (socket.readyState !== socket.OPEN) return;
+          const page = await meta.changesSince(a.userId, sent, 500);
+          const last = page.at(-1);
+          if (!last || socket.readyState !== socket.OPEN) break;
+          send({ type: 'changes', changes: page, cursor: last.seq });
+          sent = last.seq;
+        }
+      } while (again);
+    };
     const pump = (): void => {
       if (busy) {
         again = true;
         return;
       }
       busy = true;
-      try {
-        do {
-          again = false;
-          for (;;) {
-            if (socket.readyState !== socket.OPEN) return;
-            const page = meta.changesSince(a.userId, sent, 500);
-            const last = page.at(-1);
-            if (!last) break;
-            send({ type: 'changes', changes: page, cursor: last.seq });
-            sent = last.seq;
-          }
-        } while (again);
-      } finally {
-        busy = false;
-      }
+      drain()
+        .catch(failed)
+        .finally(() => {
+          busy = false;
+        });
     };
-    const stop = hub.listen(a.userId, pump);
-    socket.on('message', (data: Buffer) => {
-      const msg = FeedClientMessage.safeParse(safeJson(data.toString('utf8')));
-      if (!msg.success) send({ type: 'error', error: { code: 'BAD_REQUEST', message: 'unknown message' } });
-    });
-    socket.on('close', () => {
-      stop();
-      metrics.feedClients.dec();
-    });
-    pump();
+    const start = async (): Promise<void> => {
+      const seqNow = await meta.currentSeq(a.userId);
+      if (closed) return;
+      send({ type: 'hello', user: a.userId, seq: seqNow, cursor: Math.min(sent, seqNow) });
+      if (sent > seqNow) {
+        send({ type: 'reset', cursor: seqNow });
+        sent = seqNow;
+      }
+      // Listening before the first read: a change recorded meanwhile is read by one or the other.
+      stop = hub.listen(a.userId, pump);
+      pump();
+    };
+    start().catch(failed);
   });
 
   route(
@@ -129,7 +145,9 @@ export function registerChangeRoutes(
     async (req) => {
       const a = auth(req);
       const body = parse(MerkleRequest, req.body);
-      return { nodes: body.paths.map((p) => merkle.node(a.userId, p)) };
+      const nodes = [];
+      for (const p of body.paths) nodes.push(await merkle.node(a.userId, p));
+      return { nodes };
     },
   );
 }

@@ -16,7 +16,7 @@ export async function registerDeltaRoutes(
 ): Promise<void> {
   const { app, route, auth, parse } = ctx;
   const { deltas, store, maxSignatureBytes } = deps;
-  const stat = (userId: string, path: string): EntryInfo | undefined => store.stat(userId, path);
+  const stat = (userId: string, path: string): Promise<EntryInfo | undefined> => store.stat(userId, path);
 
   // The delta upload reads its body as a stream (patched as it arrives, never buffered), so
   // it lives in a scope whose octet-stream parser hands the request stream through.
@@ -62,7 +62,7 @@ export async function registerDeltaRoutes(
       binaryResponse: 'application/octet-stream',
     },
     async (req, reply) => {
-      const { a, e } = entryAt(ctx, stat, req, PathQuery);
+      const { a, e } = await entryAt(ctx, stat, req, PathQuery);
       const sig = await deltas.signature(a.userId, e);
       // The revision and SHA-256 say which version the signature describes.
       fileHeaders(reply, { ...e, sha256: sig.sha256 });
@@ -84,7 +84,7 @@ export async function registerDeltaRoutes(
     },
     async (req, reply) => {
       const sig = parseSignature(binaryBody(req));
-      const { a, q, e } = entryAt(ctx, stat, req, DeltaDownloadQuery, 'content');
+      const { a, q, e } = await entryAt(ctx, stat, req, DeltaDownloadQuery, 'content');
       // Written to a temporary file and streamed from there: never a file-sized buffer.
       const out = await deltas.download(a.userId, e, sig, q.baseSha256);
       fileHeaders(reply, e);

@@ -60,11 +60,11 @@ export class DeviceSessions {
   }
 
   /** A sign of life: written to the store at most once a minute per device. */
-  seen(deviceId: string, nowMs: number): void {
+  async seen(deviceId: string, nowMs: number): Promise<void> {
     const last = this.seenAt.get(deviceId);
     if (last !== undefined && nowMs - last < SEEN_EVERY_MS) return;
     this.seenAt.set(deviceId, nowMs);
-    this.meta.touchDevice(deviceId, nowMs);
+    await this.meta.touchDevice(deviceId, nowMs);
   }
 
   /** Tell the device's sockets why, then close them. */
@@ -123,7 +123,7 @@ export function registerDeviceRoutes(
     async (req) => {
       const a = auth(req);
       return {
-        devices: meta.listDevices(a.userId).map((d) => ({
+        devices: (await meta.listDevices(a.userId)).map((d) => ({
           id: d.id,
           name: d.name,
           createdMs: d.createdMs,
@@ -145,7 +145,7 @@ export function registerDeviceRoutes(
       const a = auth(req);
       const { id } = parse(DeviceIdParam, req.params);
       // Another user's device is answered exactly as an unknown one.
-      if (!meta.revokeDevice(a.userId, id, now())) throw new ApiError('NOT_FOUND', 'no such device');
+      if (!(await meta.revokeDevice(a.userId, id, now()))) throw new ApiError('NOT_FOUND', 'no such device');
       sessions.closeDevice(id);
       req.log.info({ user: a.userId, device: id, by: a.deviceId }, 'device revoked');
       return reply.code(204).send();

@@ -35,7 +35,7 @@ export function registerEnrolmentRoutes(
     async (req, reply) => {
       enrolment.requireAdmin(bearer(req.headers.authorization));
       const body = parse(InviteRequest, req.body);
-      const { invite, expiresMs } = enrolment.invite(body.user, body.ttlHours);
+      const { invite, expiresMs } = await enrolment.invite(body.user, body.ttlHours);
       void reply.code(201);
       return { user: body.user, invite, expiresMs };
     },
@@ -77,7 +77,7 @@ export function registerEnrolmentRoutes(
         user: a.userId,
         deviceId: a.deviceId,
         deviceName: a.deviceName,
-        seq: store.meta.currentSeq(a.userId),
+        seq: await store.meta.currentSeq(a.userId),
       };
     },
   );
@@ -92,9 +92,9 @@ export function registerEnrolmentRoutes(
     },
     async (req) => {
       const a = auth(req);
-      const usage = { user: a.userId, ...store.quota.usage(a.userId) };
+      const usage = { user: a.userId, ...(await store.quota.usage(a.userId)) };
       if (!store.keepsVersions) return usage;
-      const kept = store.meta.versions.bytes(a.userId);
+      const kept = await store.meta.versions.bytes(a.userId);
       return { ...usage, versionsBytes: kept.small + kept.large };
     },
   );

@@ -11,7 +11,7 @@ export function registerFileRoutes(
 ): void {
   const { route, auth, parse } = ctx;
   const { store } = deps;
-  const stat = (userId: string, path: string): EntryInfo | undefined => store.stat(userId, path);
+  const stat = (userId: string, path: string): Promise<EntryInfo | undefined> => store.stat(userId, path);
 
   route(
     {
@@ -25,8 +25,10 @@ export function registerFileRoutes(
     async (req) => {
       const a = auth(req);
       const q = parse(ListQuery, req.query);
-      const seq = store.meta.currentSeq(a.userId);
-      const entries = store.list(a.userId, q.path, q.recursive === '1' || q.recursive === 'true');
+      // The seq first: a change landing between the two reads is in the listing and replayed
+      // from the feed after it (harmless), never missing from both.
+      const seq = await store.meta.currentSeq(a.userId);
+      const entries = await store.list(a.userId, q.path, q.recursive === '1' || q.recursive === 'true');
       return { entries, seq };
     },
   );
@@ -40,7 +42,7 @@ export function registerFileRoutes(
       query: PathQuery,
       response: EntryInfo,
     },
-    async (req) => entryAt(ctx, stat, req, PathQuery).e,
+    async (req) => (await entryAt(ctx, stat, req, PathQuery)).e,
   );
 
   route(
@@ -53,7 +55,7 @@ export function registerFileRoutes(
       binaryResponse: 'application/octet-stream',
     },
     async (req, reply) => {
-      const { a, e } = entryAt(ctx, stat, req, PathQuery, 'file');
+      const { a, e } = await entryAt(ctx, stat, req, PathQuery, 'file');
       const range = parseRange(req.headers.range, e.size);
       const { stream } = await store.openRead(a.userId, e, range && e.size > 0 ? range : undefined);
       if (e.tier === 'small' && e.sha256) deps.onRead?.(e.sha256);

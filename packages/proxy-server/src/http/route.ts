@@ -61,28 +61,28 @@ export function errorBody(e: ApiError): ApiErrorBody {
  */
 export function entryAt<S extends z.ZodType<{ path: string }>>(
   ctx: Pick<RouteContext, 'auth' | 'parse'>,
-  stat: (userId: string, path: string) => EntryInfo | undefined,
+  stat: (userId: string, path: string) => Promise<EntryInfo | undefined>,
   req: FastifyRequest,
   schema: S,
   want?: 'any' | 'file',
-): { a: AuthContext; q: z.infer<S>; e: EntryInfo };
+): Promise<{ a: AuthContext; q: z.infer<S>; e: EntryInfo }>;
 export function entryAt<S extends z.ZodType<{ path: string }>>(
   ctx: Pick<RouteContext, 'auth' | 'parse'>,
-  stat: (userId: string, path: string) => EntryInfo | undefined,
+  stat: (userId: string, path: string) => Promise<EntryInfo | undefined>,
   req: FastifyRequest,
   schema: S,
   want: 'content',
-): { a: AuthContext; q: z.infer<S>; e: EntryInfo & { sha256: string } };
-export function entryAt<S extends z.ZodType<{ path: string }>>(
+): Promise<{ a: AuthContext; q: z.infer<S>; e: EntryInfo & { sha256: string } }>;
+export async function entryAt<S extends z.ZodType<{ path: string }>>(
   ctx: Pick<RouteContext, 'auth' | 'parse'>,
-  stat: (userId: string, path: string) => EntryInfo | undefined,
+  stat: (userId: string, path: string) => Promise<EntryInfo | undefined>,
   req: FastifyRequest,
   schema: S,
   want: 'any' | 'file' | 'content' = 'any',
-): { a: AuthContext; q: z.infer<S>; e: EntryInfo } {
+): Promise<{ a: AuthContext; q: z.infer<S>; e: EntryInfo }> {
   const a = ctx.auth(req);
   const q = ctx.parse(schema, req.query);
-  const e = stat(a.userId, (q as { path: string }).path);
+  const e = await stat(a.userId, (q as { path: string }).path);
   if (!e || (want === 'content' && (e.kind !== 'file' || !e.sha256)))
     throw new ApiError('NOT_FOUND', 'not found');
   if (want === 'file' && e.kind !== 'file') throw new ApiError('NOT_FOUND', 'not a file');

@@ -55,7 +55,7 @@ export function registerTransferRoutes(
     async (req) => {
       const a = auth(req);
       const { id } = parse(TransferParams, req.params);
-      return transfers.state(transfers.get(a, id));
+      return transfers.state(await transfers.get(a, id));
     },
   );
   route(
@@ -63,7 +63,7 @@ export function registerTransferRoutes(
     async (req, reply) => {
       const a = auth(req);
       const { id } = parse(TransferParams, req.params);
-      transfers.get(a, id);
+      await transfers.get(a, id);
       await transfers.remove(id);
       return reply.code(204).send();
     },

@@ -92,7 +92,7 @@ export class NamespaceProvider implements Provider {
     const d = normalizePath(dir);
     let entries: EntryInfo[];
     try {
-      entries = this.o.store.list(this.user, d, options.recursive ?? false);
+      entries = await this.o.store.list(this.user, d, options.recursive ?? false);
     } catch (e) {
       throw classify(e, d);
     }
@@ -102,14 +102,14 @@ export class NamespaceProvider implements Provider {
   async stat(path: string): Promise<Entry> {
     const p = normalizePath(path);
     if (p === '') return { path: '', kind: 'dir', size: 0, modifiedMs: 0, revision: '' };
-    const e = this.o.store.stat(this.user, p);
+    const e = await this.o.store.stat(this.user, p);
     if (!e) throw new NotFoundError(`weft: ${p}: not found`);
     return toEntry(e);
   }
 
   async read(path: string, options: ReadOptions = {}): Promise<AsyncIterable<Uint8Array>> {
     const p = normalizeEntryPath(path);
-    const e = this.o.store.stat(this.user, p);
+    const e = await this.o.store.stat(this.user, p);
     if (!e || e.kind !== 'file') throw new NotFoundError(`weft: ${p}: no such file`);
     const start = options.offset ?? 0;
     if (start >= e.size) return (async function* () {})();
@@ -128,7 +128,7 @@ export class NamespaceProvider implements Provider {
     if (options.sha256 !== undefined && options.sha256 !== sha256)
       throw new Error(`weft: ${p}: content does not match the declared SHA-256`);
     const entry = await this.run([p], bytes.byteLength, async () => {
-      const cur = this.o.store.stat(this.user, p);
+      const cur = await this.o.store.stat(this.user, p);
       if (options.ifNotExists && cur) throw new AlreadyExistsError(`weft: ${p}: exists`);
       if (options.ifRevision !== undefined) {
         if (!cur) throw new NotFoundError(`weft: ${p}: not found`);
@@ -151,7 +151,7 @@ export class NamespaceProvider implements Provider {
         throw classify(e, p);
       }
     });
-    const now = entry ?? this.o.store.stat(this.user, p);
+    const now = entry ?? (await this.o.store.stat(this.user, p));
     if (!now) throw new NotFoundError(`weft: ${p}: gone right after the write`);
     return toEntry(now);
   }
@@ -159,7 +159,7 @@ export class NamespaceProvider implements Provider {
   async remove(path: string, options: RemoveOptions = {}): Promise<void> {
     const p = normalizeEntryPath(path);
     await this.run([p], 0, async () => {
-      const cur = this.o.store.stat(this.user, p);
+      const cur = await this.o.store.stat(this.user, p);
       if (!cur) throw new NotFoundError(`weft: ${p}: not found`);
       if (options.ifRevision !== undefined && cur.revision !== options.ifRevision)
         throw new PreconditionFailedError(`weft: ${p}: revision moved`, cur.revision);
@@ -187,7 +187,7 @@ export class NamespaceProvider implements Provider {
     const f = normalizeEntryPath(from);
     const t = normalizeEntryPath(to);
     const entry = await this.run([f, t], 0, async () => {
-      const dest = this.o.store.stat(this.user, t);
+      const dest = await this.o.store.stat(this.user, t);
       if (dest && options.overwrite && dest.kind === 'file')
         settled(await this.o.store.remove(this.o.writer, t, undefined), t);
       try {
@@ -196,7 +196,7 @@ export class NamespaceProvider implements Provider {
         throw classify(e, f);
       }
     });
-    const now = entry ?? this.o.store.stat(this.user, t);
+    const now = entry ?? (await this.o.store.stat(this.user, t));
     if (!now) throw new NotFoundError(`weft: ${t}: gone right after the move`);
     return toEntry(now);
   }
@@ -211,13 +211,13 @@ export class NamespaceProvider implements Provider {
         throw classify(e, f);
       }
     });
-    const now = entry ?? this.o.store.stat(this.user, t);
+    const now = entry ?? (await this.o.store.stat(this.user, t));
     if (!now) throw new NotFoundError(`weft: ${t}: gone right after the copy`);
     return toEntry(now);
   }
 
   async latestCursor(): Promise<string> {
-    return CURSOR_PREFIX + String(this.o.store.meta.currentSeq(this.user));
+    return CURSOR_PREFIX + String(await this.o.store.meta.currentSeq(this.user));
   }
 
   private seqOf(cursor: string): number | undefined {
@@ -228,10 +228,10 @@ export class NamespaceProvider implements Provider {
 
   async changes(cursor: string, options: { limit?: number } = {}): Promise<ChangePage> {
     const seq = this.seqOf(cursor);
-    const current = this.o.store.meta.currentSeq(this.user);
+    const current = await this.o.store.meta.currentSeq(this.user);
     if (seq === undefined || seq > current)
       return { changes: [], cursor: CURSOR_PREFIX + String(current), hasMore: false, reset: true };
-    const records = this.o.store.meta.changesSince(this.user, seq, options.limit ?? 1000);
+    const records = await this.o.store.meta.changesSince(this.user, seq, options.limit ?? 1000);
     const out: Change[] = [];
     for (const r of records) {
       if (r.device === this.o.writer.deviceId) continue; // the mirror's own write: an echo
@@ -241,11 +241,11 @@ export class NamespaceProvider implements Provider {
         // A move: the old path's delete, then the new path and, for a folder, what is in
         // it now (the store records no per-child change).
         out.push({ type: 'delete', path: r.from });
-        const now = this.o.store.stat(this.user, r.path);
+        const now = await this.o.store.stat(this.user, r.path);
         if (!now) continue;
         out.push({ type: 'upsert', path: r.path, entry: toEntry(now) });
         if (now.kind === 'dir') {
-          for (const e of this.o.store.list(this.user, r.path, true))
+          for (const e of await this.o.store.list(this.user, r.path, true))
             out.push({ type: 'upsert', path: e.path, entry: toEntry(e) });
         }
       }
@@ -257,7 +257,7 @@ export class NamespaceProvider implements Provider {
   /** The mirror engine's ChangeWaiter: resolves when the namespace records a change after the cursor. */
   async waitForChanges(cursor: string, signal: AbortSignal): Promise<{ changes: boolean }> {
     const seq = this.seqOf(cursor);
-    if (seq === undefined || seq < this.o.store.meta.currentSeq(this.user)) return { changes: true };
+    if (seq === undefined || seq < (await this.o.store.meta.currentSeq(this.user))) return { changes: true };
     if (!this.o.waitForSeq) return { changes: true };
     await this.o.waitForSeq(seq, signal);
     return { changes: true };

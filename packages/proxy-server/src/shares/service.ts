@@ -169,7 +169,7 @@ export class ShareService {
     create: boolean,
   ): Promise<{ provider: string; accountId: string; root: string }> {
     if (choice.cloud === 'weft') {
-      const e = this.o.store.stat(user, choice.root);
+      const e = await this.o.store.stat(user, choice.root);
       if (e && e.kind !== 'dir') throw new ApiError('NOT_A_FOLDER', `${choice.root} is a file`);
       if (!e) {
         if (!create) throw new ApiError('NOT_FOUND', `no folder ${choice.root} in your Weft storage`);

@@ -49,12 +49,12 @@ export interface BatchWriteDeps {
   /** Content of at least this many bytes belongs in the object tier. */
   readonly smallFileBytes: number;
   readonly quota: QuotaLedger;
-  growthAt(userId: string, path: string, size: number): number;
+  growthAt(userId: string, path: string, size: number): Promise<number>;
   nsPath(userId: string, path: string): string;
   /** Record changes in one metadata transaction. */
-  record(userId: string, changes: ChangeInput[], w: Writer): ChangeRecord[];
+  record(userId: string, changes: ChangeInput[], w: Writer): Promise<ChangeRecord[]>;
   /** A conflicted-copy name free in the index and not taken by `taken`. */
-  conflictPathFor(w: Writer, path: string, taken: (p: string) => boolean): string;
+  conflictPathFor(w: Writer, path: string, taken: (p: string) => boolean): Promise<string>;
   /** Put aside the bytes of files about to be replaced (kept versions); returns the unpin. */
   keepContent(userId: string, rows: readonly EntryInfo[]): Promise<() => void>;
   /** A single write of content whose SHA-256 is already checked. */
@@ -98,8 +98,8 @@ export async function writeBatchFiles(
   };
   /** What this batch puts at a path, before it is recorded. */
   const planned = new Map<string, 'file' | 'dir'>();
-  const kindAt = (path: string): 'file' | 'dir' | undefined =>
-    planned.get(path) ?? store.meta.getEntry(w.userId, path)?.kind;
+  const kindAt = async (path: string): Promise<'file' | 'dir' | undefined> =>
+    planned.get(path) ?? (await store.meta.getEntry(w.userId, path))?.kind;
   const newDirs: string[] = [];
   const jobs: {
     i: number;
@@ -121,7 +121,7 @@ export async function writeBatchFiles(
         continue;
       }
       // A folder this batch creates is in the way as much as one already there.
-      const cur = store.meta.getEntry(w.userId, item.path);
+      const cur = await store.meta.getEntry(w.userId, item.path);
       const d =
         planned.get(item.path) === 'dir'
           ? ({ action: 'refuse-folder' } as const)
@@ -135,12 +135,12 @@ export async function writeBatchFiles(
       let target = item.path;
       let conflict: ConflictReport | undefined;
       if (d.action === 'conflict') {
-        target = store.conflictPathFor(w, item.path, (p) => planned.has(p));
+        target = await store.conflictPathFor(w, item.path, (p) => planned.has(p));
         conflict = conflictReport(item.path, target, d);
       }
       const missing: string[] = [];
       for (const dir of ancestors(target)) {
-        const k = kindAt(dir);
+        const k = await kindAt(dir);
         if (k === 'dir') continue;
         if (k === 'file')
           throw new ApiError('ALREADY_EXISTS', `a file is in the way of folder ${dir}`, { path: dir });
@@ -151,7 +151,7 @@ export async function writeBatchFiles(
         newDirs.push(dir);
       }
       planned.set(target, 'file');
-      const before = target === item.path ? cur : store.meta.getEntry(w.userId, target);
+      const before = target === item.path ? cur : await store.meta.getEntry(w.userId, target);
       jobs.push({
         i,
         path: target,
@@ -167,11 +167,11 @@ export async function writeBatchFiles(
 
   // The quota is checked for the whole batch before anything is written: a bundle that
   // does not fit is refused whole (QUOTA_EXCEEDED thrown), never half applied.
-  const largeGrowth = new Map(
-    large.map((i) => [i, store.growthAt(w.userId, items[i]!.path, items[i]!.bytes.byteLength)]),
-  );
+  const largeGrowth = new Map<number, number>();
+  for (const i of large)
+    largeGrowth.set(i, await store.growthAt(w.userId, items[i]!.path, items[i]!.bytes.byteLength));
   const smallGrowth = jobs.reduce((n, j) => n + j.growth, 0);
-  const held = store.quota.reserve(
+  const held = await store.quota.reserve(
     w.userId,
     smallGrowth + [...largeGrowth.values()].reduce((n, g) => n + g, 0),
   );
@@ -241,13 +241,12 @@ async function writeBatch(
     return false;
   });
   // The versions these files replace stay restorable: their bytes are put aside first.
-  const unkeep = await store.keepContent(
-    w.userId,
-    writable.flatMap((j) => {
-      const cur = store.meta.getEntry(w.userId, j.path);
-      return cur && cur.sha256 !== j.item.sha256 ? [cur] : [];
-    }),
-  );
+  const replaced: EntryInfo[] = [];
+  for (const j of writable) {
+    const cur = await store.meta.getEntry(w.userId, j.path);
+    if (cur && cur.sha256 !== j.item.sha256) replaced.push(cur);
+  }
+  const unkeep = await store.keepContent(w.userId, replaced);
   let records: ChangeRecord[];
   const recorded: { job: (typeof jobs)[number]; change: number }[] = [];
   try {
@@ -283,7 +282,7 @@ async function writeBatch(
       });
     }
     // One transaction for the whole batch.
-    records = store.record(w.userId, changes, w);
+    records = await store.record(w.userId, changes, w);
   } finally {
     unkeep();
   }

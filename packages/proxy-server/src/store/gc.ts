@@ -31,11 +31,14 @@ export interface GcResult {
 export async function collectGarbage(d: GcDeps, graceMs: number): Promise<GcResult> {
   const cutoff = d.now() - graceMs;
   let objects = 0;
-  for (const o of d.meta.collectableObjects(cutoff)) {
+  for (const o of await d.meta.collectableObjects(cutoff)) {
     if (d.isPinned(o.sha256)) continue;
+    // The row goes first, and only while nothing references the object (one transaction): a
+    // reference taken since the listing keeps it. A crash before the bytes go leaves an
+    // orphan, which the sweep below removes.
+    if (!(await d.meta.deleteObject(o.sha256))) continue;
     await d.objects.remove(objectKey(o.sha256)).catch(ignoreNotFound);
     await d.objects.remove(signatureKey(o.sha256, signatureBlockSize(o.size))).catch(ignoreNotFound);
-    d.meta.deleteObject(o.sha256);
     await d.relay.forget(o.sha256);
     objects += 1;
   }
@@ -44,7 +47,7 @@ export async function collectGarbage(d: GcDeps, graceMs: number): Promise<GcResu
     for await (const e of d.objects.list('objects', { recursive: true })) {
       if (e.kind !== 'file') continue;
       const sha = e.path.slice(e.path.lastIndexOf('/') + 1);
-      if (d.meta.getObject(sha) || d.isPinned(sha) || e.modifiedMs >= cutoff) continue;
+      if ((await d.meta.getObject(sha)) || d.isPinned(sha) || e.modifiedMs >= cutoff) continue;
       await d.objects.remove(e.path).catch(ignoreNotFound);
       orphans += 1;
     }
@@ -57,7 +60,7 @@ export async function collectGarbage(d: GcDeps, graceMs: number): Promise<GcResu
       if (e.kind !== 'file') continue;
       const name = e.path.slice(e.path.lastIndexOf('/') + 1);
       const sha = name.slice(0, name.indexOf('.'));
-      if (d.meta.getObject(sha) || d.isPinned(sha) || e.modifiedMs >= cutoff) continue;
+      if ((await d.meta.getObject(sha)) || d.isPinned(sha) || e.modifiedMs >= cutoff) continue;
       await d.objects.remove(e.path).catch(ignoreNotFound);
       orphans += 1;
     }
@@ -65,9 +68,9 @@ export async function collectGarbage(d: GcDeps, graceMs: number): Promise<GcResu
     if (!(e instanceof NotFoundError)) throw e;
   }
   let transfers = 0;
-  for (const t of d.meta.transfersOlderThan(cutoff)) {
+  for (const t of await d.meta.transfersOlderThan(cutoff)) {
     await fsp.rm(nodePath.join(d.stagingDir, t.id), { force: true });
-    d.meta.deleteTransfer(t.id);
+    await d.meta.deleteTransfer(t.id);
     transfers += 1;
   }
   return { objects, orphans, transfers };

@@ -108,8 +108,8 @@ export class HybridStore {
   }
 
   /** Bytes a file of `size` at `path` adds to the namespace (the file it replaces is freed). */
-  growthAt(userId: string, path: string, size: number): number {
-    const cur = this.meta.getEntry(userId, path);
+  async growthAt(userId: string, path: string, size: number): Promise<number> {
+    const cur = await this.meta.getEntry(userId, path);
     return size - (cur?.kind === 'file' ? cur.size : 0);
   }
 
@@ -145,9 +145,13 @@ export class HybridStore {
     };
   }
 
-  private record(userId: string, changes: ChangeInput[], w: Writer | undefined): ChangeRecord[] {
+  private async record(
+    userId: string,
+    changes: ChangeInput[],
+    w: Writer | undefined,
+  ): Promise<ChangeRecord[]> {
     if (changes.length === 0) return [];
-    const records = this.meta.applyChanges(
+    const records = await this.meta.applyChanges(
       userId,
       changes,
       w?.deviceId,
@@ -159,24 +163,24 @@ export class HybridStore {
   }
 
   async ensureNamespace(userId: string): Promise<void> {
-    this.meta.ensureUser(userId, this.now());
+    await this.meta.ensureUser(userId, this.now());
     await this.fs.mkdir(this.nsPath(userId, ''));
   }
 
   // ------------------------------------------------------------------ reads
 
-  stat(userId: string, path: string): EntryInfo | undefined {
-    const e = this.meta.getEntry(userId, path);
+  async stat(userId: string, path: string): Promise<EntryInfo | undefined> {
+    const e = await this.meta.getEntry(userId, path);
     return e ? publicEntry(e) : undefined;
   }
 
-  list(userId: string, dir: string, recursive: boolean): EntryInfo[] {
+  async list(userId: string, dir: string, recursive: boolean): Promise<EntryInfo[]> {
     if (dir !== '') {
-      const d = this.meta.getEntry(userId, dir);
+      const d = await this.meta.getEntry(userId, dir);
       if (!d) throw new ApiError('NOT_FOUND', 'not found');
       if (d.kind !== 'dir') throw new ApiError('NOT_A_FOLDER', 'not a folder');
     }
-    return this.meta.listEntries(userId, dir, recursive).map(publicEntry);
+    return (await this.meta.listEntries(userId, dir, recursive)).map(publicEntry);
   }
 
   /** A readable byte range of a file; large files come through the relay cache. */
@@ -232,15 +236,15 @@ export class HybridStore {
   }
 
   /** A local file or buffer holding content with this SHA-256, if the server has it. */
-  findContent(
+  async findContent(
     userId: string,
     path: string,
     sha256: string,
-  ): { entry?: EntryInfo; objectSize?: number } | undefined {
-    const cur = this.meta.getEntry(userId, path);
+  ): Promise<{ entry?: EntryInfo; objectSize?: number } | undefined> {
+    const cur = await this.meta.getEntry(userId, path);
     if (cur?.sha256 === sha256) return { entry: publicEntry(cur) };
-    const size = this.meta.userLargeContent(userId, sha256);
-    if (size !== undefined && this.meta.getObject(sha256)) return { objectSize: size };
+    const size = await this.meta.userLargeContent(userId, sha256);
+    if (size !== undefined && (await this.meta.getObject(sha256))) return { objectSize: size };
     return undefined;
   }
 
@@ -249,7 +253,7 @@ export class HybridStore {
   /** Create missing ancestors (tier and index); a file in the way is ALREADY_EXISTS. */
   private async ensureParents(userId: string, path: string, out: ChangeInput[]): Promise<void> {
     for (const dir of ancestors(path)) {
-      const e = this.meta.getEntry(userId, dir);
+      const e = await this.meta.getEntry(userId, dir);
       if (e?.kind === 'dir') continue;
       if (e) throw new ApiError('ALREADY_EXISTS', `a file is in the way of folder ${dir}`, { path: dir });
       out.push(await makeDir(this.fs, this.nsPath(userId, dir), dir));
@@ -259,7 +263,7 @@ export class HybridStore {
   /** Upload content to the object tier unless an object with that hash exists. */
   async putObject(sha256: string, c: Content): Promise<void> {
     const size = contentSize(c);
-    const existing = this.meta.getObject(sha256);
+    const existing = await this.meta.getObject(sha256);
     if (existing) {
       try {
         await this.objects.stat(objectKey(sha256));
@@ -275,7 +279,7 @@ export class HybridStore {
     this.o.onObjectTransfer(size, ms);
     this.o.metrics.transferSeconds.observe({ kind: 'object-put' }, ms / 1000);
     this.o.metrics.bytes.inc({ tier: 'object', direction: 'in' }, size);
-    this.meta.addObject(sha256, size, this.now());
+    await this.meta.addObject(sha256, size, this.now());
   }
 
   /** The rsync signature of a large file's current content (signatures.ts). */
@@ -330,13 +334,13 @@ export class HybridStore {
     const actual = knownSha ? sha256 : await contentSha(content);
     if (actual !== sha256)
       throw new ApiError('HASH_MISMATCH', 'SHA-256 of the content does not match the declared one');
-    const cur = this.meta.getEntry(w.userId, path);
+    const cur = await this.meta.getEntry(w.userId, path);
     const d = decideWrite(cur, base, sha256);
     if (d.action === 'refuse-folder')
       throw new ApiError('ALREADY_EXISTS', 'a folder exists at that path', { path });
     if (d.action === 'unchanged' && cur) return { status: 'applied', entry: publicEntry(cur), seq: NOOP_SEQ };
     if (d.action === 'conflict') {
-      const conflictPath = this.conflictPathFor(w, path, () => false);
+      const conflictPath = await this.conflictPathFor(w, path, () => false);
       const res = await this.storeFile(w, conflictPath, content, sha256, mtimeMs);
       const conflict = conflictReport(path, conflictPath, d);
       return { status: 'conflict', conflict, ...(res.entry ? { entry: res.entry } : {}), seq: res.seq };
@@ -372,10 +376,10 @@ export class HybridStore {
   }
 
   /** A conflicted-copy name free in the index and not taken by `taken`. */
-  private conflictPathFor(w: Writer, path: string, taken: (p: string) => boolean): string {
+  private async conflictPathFor(w: Writer, path: string, taken: (p: string) => boolean): Promise<string> {
     const when = new Date(this.now());
     let candidate = conflictedCopyPath(path, when, w.deviceName);
-    for (let i = 2; this.meta.getEntry(w.userId, candidate) || taken(candidate); i++) {
+    for (let i = 2; taken(candidate) || (await this.meta.getEntry(w.userId, candidate)); i++) {
       candidate = conflictedCopyPath(path, when, `${w.deviceName} ${i}`);
     }
     return candidate;
@@ -389,7 +393,10 @@ export class HybridStore {
     sha256: string,
     mtimeMs: number,
   ): Promise<{ entry?: EntryInfo; seq: number }> {
-    const held = this.quota.reserve(w.userId, this.growthAt(w.userId, path, contentSize(content)));
+    const held = await this.quota.reserve(
+      w.userId,
+      await this.growthAt(w.userId, path, contentSize(content)),
+    );
     try {
       return await this.storeFileReserved(w, path, content, sha256, mtimeMs);
     } finally {
@@ -406,7 +413,7 @@ export class HybridStore {
   ): Promise<{ entry?: EntryInfo; seq: number }> {
     const changes: ChangeInput[] = [];
     await this.ensureParents(w.userId, path, changes);
-    const before = this.meta.getEntry(w.userId, path);
+    const before = await this.meta.getEntry(w.userId, path);
     const unkeep = before && before.sha256 !== sha256 ? await this.keepContent(w.userId, [before]) : () => {};
     try {
       return await this.storeNew(w, path, content, sha256, mtimeMs, changes, before);
@@ -454,14 +461,14 @@ export class HybridStore {
         if (before?.tier === 'small') await this.fs.remove(ns).catch(ignoreNotFound);
         entryRow = { path, kind: 'file', size, mtimeMs, sha256, tier: 'large', fsRevision: e.revision };
         changes.push({ type: 'upsert', entry: entryRow });
-        const records = this.record(w.userId, changes, w);
+        const records = await this.record(w.userId, changes, w);
         return lastEntry(records);
       } finally {
         unpin();
       }
     }
     changes.push({ type: 'upsert', entry: entryRow });
-    return lastEntry(this.record(w.userId, changes, w));
+    return lastEntry(await this.record(w.userId, changes, w));
   }
 
   /** Make an existing object current at `path` (dedup commit: no bytes sent). */
@@ -477,8 +484,8 @@ export class HybridStore {
     // namespace through a share): a hash alone proves nothing. An object that exists but is
     // another user's, one of another size and one that does not exist all get the same
     // answer, so the answer says nothing about other users' content.
-    const held = this.meta.userLargeContent(w.userId, sha256);
-    if (held === undefined || held !== size || !this.meta.getObject(sha256))
+    const held = await this.meta.userLargeContent(w.userId, sha256);
+    if (held === undefined || held !== size || !(await this.meta.getObject(sha256)))
       throw new ApiError('OBJECT_UNKNOWN', 'the server has no object with that SHA-256 and size; upload it');
     const unpin = this.pin(sha256);
     try {
@@ -504,7 +511,7 @@ export class HybridStore {
 
   async mkdir(w: Writer, path: string): Promise<OpResult> {
     checkNewPath(path);
-    const cur = this.meta.getEntry(w.userId, path);
+    const cur = await this.meta.getEntry(w.userId, path);
     if (cur?.kind === 'dir') return { status: 'applied', entry: publicEntry(cur), seq: NOOP_SEQ };
     if (cur) throw new ApiError('ALREADY_EXISTS', 'a file exists at that path', { path });
     const changes: ChangeInput[] = [];
@@ -515,7 +522,7 @@ export class HybridStore {
       type: 'upsert',
       entry: { path, kind: 'dir', size: 0, mtimeMs: Math.floor(st.modifiedMs), fsRevision: st.revision },
     });
-    const { entry, seq } = lastEntry(this.record(w.userId, changes, w));
+    const { entry, seq } = lastEntry(await this.record(w.userId, changes, w));
     return { status: 'applied', ...(entry ? { entry } : {}), seq };
   }
 
@@ -526,17 +533,17 @@ export class HybridStore {
 
   async remove(w: Writer, path: string, base: string | null | undefined): Promise<OpResult> {
     checkUserPath(path);
-    const cur = this.meta.getEntry(w.userId, path);
+    const cur = await this.meta.getEntry(w.userId, path);
     if (!cur) return { status: 'applied', seq: NOOP_SEQ }; // already gone: idempotent
     const conflict = deleteConflict(path, cur, base);
     if (conflict) return { status: 'conflict', conflict, entry: publicEntry(cur), seq: NOOP_SEQ };
     const unkeep = await this.keepContent(w.userId, [
       cur,
-      ...(cur.kind === 'dir' ? this.meta.listEntries(w.userId, path, true) : []),
+      ...(cur.kind === 'dir' ? await this.meta.listEntries(w.userId, path, true) : []),
     ]);
     try {
       await this.fs.remove(this.tierPath(w.userId, cur)).catch(ignoreNotFound);
-      const records = this.record(w.userId, [{ type: 'delete', path }], w);
+      const records = await this.record(w.userId, [{ type: 'delete', path }], w);
       return { status: 'applied', seq: records.at(-1)?.seq ?? NOOP_SEQ };
     } finally {
       unkeep();
@@ -548,9 +555,9 @@ export class HybridStore {
     checkNewPath(to);
     if (from === to) throw new ApiError('BAD_REQUEST', 'source and destination are the same');
     if (to.startsWith(from + '/')) throw new ApiError('BAD_REQUEST', 'cannot move a folder inside itself');
-    const src = this.meta.getEntry(w.userId, from);
+    const src = await this.meta.getEntry(w.userId, from);
     if (!src) throw new ApiError('NOT_FOUND', 'source not found', { path: from });
-    if (this.meta.getEntry(w.userId, to))
+    if (await this.meta.getEntry(w.userId, to))
       throw new ApiError('ALREADY_EXISTS', 'destination exists', { path: to });
     const changes: ChangeInput[] = [];
     await this.ensureParents(w.userId, to, changes);
@@ -561,10 +568,10 @@ export class HybridStore {
       this.nsPath(w.userId, to) + suffix,
     );
     changes.push({ type: 'move', from, path: to });
-    const records = this.record(w.userId, changes, w);
-    this.meta.setFsRevision(w.userId, to, moved.revision);
+    const records = await this.record(w.userId, changes, w);
+    await this.meta.setFsRevision(w.userId, to, moved.revision);
     const last = records.at(-1);
-    const entry = this.stat(w.userId, to);
+    const entry = await this.stat(w.userId, to);
     return { status: 'applied', ...(entry ? { entry } : {}), seq: last?.seq ?? NOOP_SEQ };
   }
 
@@ -573,13 +580,13 @@ export class HybridStore {
     checkNewPath(to);
     if (to === from || to.startsWith(from + '/'))
       throw new ApiError('BAD_REQUEST', 'cannot copy onto or inside itself');
-    const src = this.meta.getEntry(w.userId, from);
+    const src = await this.meta.getEntry(w.userId, from);
     if (!src) throw new ApiError('NOT_FOUND', 'source not found', { path: from });
-    if (this.meta.getEntry(w.userId, to))
+    if (await this.meta.getEntry(w.userId, to))
       throw new ApiError('ALREADY_EXISTS', 'destination exists', { path: to });
-    const rows = [src, ...(src.kind === 'dir' ? this.meta.listEntries(w.userId, from, true) : [])];
+    const rows = [src, ...(src.kind === 'dir' ? await this.meta.listEntries(w.userId, from, true) : [])];
     // A copy adds every file it copies to the namespace's usage (dedup or not).
-    const held = this.quota.reserve(
+    const held = await this.quota.reserve(
       w.userId,
       rows.reduce((n, r) => n + (r.kind === 'file' ? r.size : 0), 0),
     );
@@ -596,11 +603,11 @@ export class HybridStore {
         const { revision: _r, ...rest } = r;
         changes.push({ type: 'upsert', entry: { ...rest, path: target, fsRevision: st.revision } });
       }
-      seq = lastEntry(this.record(w.userId, changes, w)).seq;
+      seq = lastEntry(await this.record(w.userId, changes, w)).seq;
     } finally {
       held.release();
     }
-    const entry = this.stat(w.userId, to);
+    const entry = await this.stat(w.userId, to);
     return { status: 'applied', ...(entry ? { entry } : {}), seq };
   }
 
@@ -615,7 +622,7 @@ export class HybridStore {
         log: this.o.log,
         nsPath: (u, p) => this.nsPath(u, p),
         ensureNamespace: (u) => this.ensureNamespace(u),
-        record: (u, changes) => void this.record(u, changes, undefined),
+        record: async (u, changes) => void (await this.record(u, changes, undefined)),
         ...(this.o.packedStub ? { packedStub: this.o.packedStub } : {}),
       },
       userId,

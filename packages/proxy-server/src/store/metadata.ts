@@ -1,11 +1,13 @@
 /**
  * The metadata store: users, devices, the namespace index, the change feed, object
- * reference counts and transfers. One interface; SQLite (better-sqlite3, WAL) implements
- * it today, PostgreSQL later. Methods are synchronous because SQLite is; a PostgreSQL
- * implementation will sit behind the same calls made async at that point.
+ * reference counts and transfers. One interface, two implementations: SQLite (better-sqlite3,
+ * WAL; sqlite.ts), the embedded default, and PostgreSQL (postgres.ts), which several proxy
+ * processes can share. Every method is async; a method that must be atomic (a check and the
+ * write it guards) is one method, run as one transaction by each implementation, never a
+ * read and a write with an await between them in the caller.
  */
 import type { EntryInfo, ChangeRecord } from '@weft/wire';
-import type { VersionIndex } from './version-index.ts';
+import type { VersionStore } from './version-index.ts';
 
 export interface EntryRow extends EntryInfo {
   readonly fsRevision: string;
@@ -64,23 +66,23 @@ export type ChangeInput =
 
 export interface MetadataStore {
   // users and devices
-  ensureUser(userId: string, nowMs: number): void;
-  listUsers(): string[];
-  addDevice(device: DeviceRow, tokenSha256: string, nowMs: number): void;
+  ensureUser(userId: string, nowMs: number): Promise<void>;
+  listUsers(): Promise<string[]>;
+  addDevice(device: DeviceRow, tokenSha256: string, nowMs: number): Promise<void>;
   /** The live (not revoked) device a token belongs to. */
-  deviceByTokenHash(tokenSha256: string): DeviceRow | undefined;
+  deviceByTokenHash(tokenSha256: string): Promise<DeviceRow | undefined>;
   /** The device a token belongs to, revoked ones included. */
-  lookupToken(tokenSha256: string): TokenLookup;
+  lookupToken(tokenSha256: string): Promise<TokenLookup>;
   /** A user's live devices, oldest first. */
-  listDevices(userId: string): DeviceInfoRow[];
+  listDevices(userId: string): Promise<DeviceInfoRow[]>;
   /** Record a sign of life (callers throttle it). */
-  touchDevice(deviceId: string, nowMs: number): void;
+  touchDevice(deviceId: string, nowMs: number): Promise<void>;
   /**
    * Revoke one of `userId`'s live devices; false when there is none with that id for this
    * user (another user's device included: the same answer as an unknown one).
    */
-  revokeDevice(userId: string, deviceId: string, nowMs: number): boolean;
-  addInvite(inviteSha256: string, userId: string, nowMs: number, expiresMs: number): void;
+  revokeDevice(userId: string, deviceId: string, nowMs: number): Promise<boolean>;
+  addInvite(inviteSha256: string, userId: string, nowMs: number, expiresMs: number): Promise<void>;
   /**
    * Use an invite for `userId`, atomically: it is marked used only when it is known, unused,
    * unexpired and made for that user; otherwise nothing changes and the refusal says why.
@@ -89,13 +91,13 @@ export interface MetadataStore {
     inviteSha256: string,
     userId: string,
     nowMs: number,
-  ): { ok: true } | { ok: false; reason: InviteRefusal };
+  ): Promise<{ ok: true } | { ok: false; reason: InviteRefusal }>;
 
   // namespace index
-  currentSeq(userId: string): number;
-  getEntry(userId: string, path: string): EntryRow | undefined;
+  currentSeq(userId: string): Promise<number>;
+  getEntry(userId: string, path: string): Promise<EntryRow | undefined>;
   /** Direct children of `dir` ('' = root), or everything below it when recursive; path order. */
-  listEntries(userId: string, dir: string, recursive: boolean): EntryRow[];
+  listEntries(userId: string, dir: string, recursive: boolean): Promise<EntryRow[]>;
   /**
    * Record changes atomically: entries updated, object refcounts adjusted, one change
    * record each with the next seq. Returns the records (with seq and revisions).
@@ -110,15 +112,15 @@ export interface MetadataStore {
      * has put small versions' bytes aside first: HybridStore.keepContent).
      */
     keepVersions?: boolean,
-  ): ChangeRecord[];
+  ): Promise<ChangeRecord[]>;
   /** Record a new tier revision for an entry without a change (a rename changed its ctime). */
-  setFsRevision(userId: string, path: string, fsRevision: string): void;
-  changesSince(userId: string, cursor: number, limit: number): ChangeRecord[];
+  setFsRevision(userId: string, path: string, fsRevision: string): Promise<void>;
+  changesSince(userId: string, cursor: number, limit: number): Promise<ChangeRecord[]>;
   /** Logical bytes the namespace holds: the sum of its files' sizes (quota usage). */
-  usedBytes(userId: string): number;
+  usedBytes(userId: string): Promise<number>;
 
   /** Kept versions and deleted files (version-index.ts). */
-  readonly versions: VersionIndex;
+  readonly versions: VersionStore;
 
   // objects
   /**
@@ -126,25 +128,30 @@ export interface MetadataStore {
    * global, but only content the caller already holds may be linked or used as a delta
    * base without sending it — otherwise a client could probe other users' files.
    */
-  userLargeContent(userId: string, sha256: string): number | undefined;
-  getObject(sha256: string): ObjectRow | undefined;
+  userLargeContent(userId: string, sha256: string): Promise<number | undefined>;
+  getObject(sha256: string): Promise<ObjectRow | undefined>;
   /** Insert an object row (refcount 0, unreferenced now) if absent. */
-  addObject(sha256: string, size: number, nowMs: number): void;
+  addObject(sha256: string, size: number, nowMs: number): Promise<void>;
   /** Objects unreferenced since before `cutoffMs`. */
-  collectableObjects(cutoffMs: number): ObjectRow[];
-  deleteObject(sha256: string): void;
+  collectableObjects(cutoffMs: number): Promise<ObjectRow[]>;
+  /**
+   * Forget an object whose refcount is 0 (true), in one transaction; false, with nothing
+   * changed, when something references it again. GC claims the row this way before it
+   * removes the bytes, so a reference taken meanwhile keeps them.
+   */
+  deleteObject(sha256: string): Promise<boolean>;
   /** Recompute every refcount from the index (after a crash). */
-  recomputeRefcounts(nowMs: number): void;
+  recomputeRefcounts(nowMs: number): Promise<void>;
 
   // transfers
-  addTransfer(t: TransferRow): void;
-  getTransfer(id: string): TransferRow | undefined;
-  addTransferRange(id: string, offset: number, length: number): void;
-  transferRanges(id: string): { offset: number; length: number }[];
-  deleteTransfer(id: string): void;
-  transfersOlderThan(cutoffMs: number): TransferRow[];
+  addTransfer(t: TransferRow): Promise<void>;
+  getTransfer(id: string): Promise<TransferRow | undefined>;
+  addTransferRange(id: string, offset: number, length: number): Promise<void>;
+  transferRanges(id: string): Promise<{ offset: number; length: number }[]>;
+  deleteTransfer(id: string): Promise<void>;
+  transfersOlderThan(cutoffMs: number): Promise<TransferRow[]>;
   /** Declared bytes of the user's open transfers, except those for `exceptPath`. */
-  openTransferBytes(userId: string, exceptPath: string): number;
+  openTransferBytes(userId: string, exceptPath: string): Promise<number>;
 
-  close(): void;
+  close(): Promise<void>;
 }

@@ -4,6 +4,10 @@
  * are files of their own), whatever the object tier's deduplication. Writes in progress hold
  * a reservation for the bytes they add, so concurrent writes of one user cannot together
  * pass the limit; a write checks before it stores anything and refuses with QUOTA_EXCEEDED.
+ *
+ * The usage comes from the metadata store (async). A reservation reads it, then checks and
+ * takes its bytes with no await in between; a usage read that overlapped a release (a write
+ * recorded, its reservation given back) is read again, so no write's bytes are missed.
  */
 import { ApiError } from '../errors.ts';
 import type { MetadataStore } from './metadata.ts';
@@ -26,6 +30,8 @@ const NONE: Reservation = { bytes: 0, shrink: () => undefined, release: () => un
 
 export class QuotaLedger {
   private readonly reserved = new Map<string, number>();
+  /** Bumped whenever reserved bytes are given back (a write recorded or failed). */
+  private releases = 0;
 
   constructor(
     private readonly meta: MetadataStore,
@@ -37,24 +43,34 @@ export class QuotaLedger {
     return this.limitOf(userId);
   }
 
-  usage(userId: string): Usage {
+  async usage(userId: string): Promise<Usage> {
     const limit = this.limitOf(userId);
-    return { usedBytes: this.meta.usedBytes(userId), limitBytes: limit ?? null };
+    return { usedBytes: await this.meta.usedBytes(userId), limitBytes: limit ?? null };
+  }
+
+  /** The namespace's usage, read again while a release overlapped the read. */
+  private async settledUsage(userId: string): Promise<number> {
+    for (;;) {
+      const before = this.releases;
+      const used = await this.meta.usedBytes(userId);
+      if (this.releases === before) return used;
+    }
   }
 
   /**
    * Bytes the user may still add before any write in progress lands (Infinity without a
    * quota). Reads the namespace's usage, so callers ask once per request, not per entry.
    */
-  remaining(userId: string): number {
+  async remaining(userId: string): Promise<number> {
     const limit = this.limitOf(userId);
     if (limit === undefined) return Infinity;
-    return limit - this.meta.usedBytes(userId) - (this.reserved.get(userId) ?? 0);
+    const used = await this.settledUsage(userId);
+    return limit - used - (this.reserved.get(userId) ?? 0);
   }
 
   /** The QUOTA_EXCEEDED error for a write that needs `neededBytes` more. */
-  exceeded(userId: string, neededBytes: number): ApiError {
-    const { usedBytes, limitBytes } = this.usage(userId);
+  async exceeded(userId: string, neededBytes: number): Promise<ApiError> {
+    const { usedBytes, limitBytes } = await this.usage(userId);
     const inFlight = this.reserved.get(userId) ?? 0;
     return new ApiError(
       'QUOTA_EXCEEDED',
@@ -65,8 +81,8 @@ export class QuotaLedger {
   }
 
   /** Throw QUOTA_EXCEEDED unless `growth` more bytes fit now (an early check; nothing reserved). */
-  check(userId: string, growth: number): void {
-    if (growth > 0 && growth > this.remaining(userId)) throw this.exceeded(userId, growth);
+  async check(userId: string, growth: number): Promise<void> {
+    if (growth > 0 && growth > (await this.remaining(userId))) throw await this.exceeded(userId, growth);
   }
 
   /**
@@ -74,9 +90,10 @@ export class QuotaLedger {
    * size — always passes, so a full user can still edit and delete). Throws QUOTA_EXCEEDED,
    * having reserved nothing, when the write would pass the limit.
    */
-  reserve(userId: string, growth: number): Reservation {
+  async reserve(userId: string, growth: number): Promise<Reservation> {
     if (growth <= 0 || this.limitOf(userId) === undefined) return NONE;
-    if (growth > this.remaining(userId)) throw this.exceeded(userId, growth);
+    // remaining() ends with no await after its read: the check and the add below are one step.
+    if (growth > (await this.remaining(userId))) throw await this.exceeded(userId, growth);
     this.add(userId, growth);
     let left = growth;
     return {
@@ -94,6 +111,7 @@ export class QuotaLedger {
   }
 
   private add(userId: string, n: number): void {
+    if (n < 0) this.releases += 1;
     const v = (this.reserved.get(userId) ?? 0) + n;
     if (v <= 0) this.reserved.delete(userId);
     else this.reserved.set(userId, v);

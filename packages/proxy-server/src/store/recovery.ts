@@ -20,7 +20,7 @@ export interface RecoveryDeps {
   nsPath(userId: string, path: string): string;
   ensureNamespace(userId: string): Promise<void>;
   /** Record changes in one transaction (no device: a repair). */
-  record(userId: string, changes: ChangeInput[]): void;
+  record(userId: string, changes: ChangeInput[]): Promise<void>;
   /** The stub a small file's dropped copy left (pack-stub.ts), or undefined: not a stub. */
   packedStub?(bytes: Uint8Array): { sha256: string; size: number; mtimeMs: number } | undefined;
 }
@@ -39,6 +39,8 @@ export async function reconcileNamespace(d: RecoveryDeps, userId: string): Promi
     if (e.kind === 'file' && isLinkName(rel)) links.set(rel.slice(0, -LINK_EXTENSION.length), e);
     else seen.set(rel, e);
   }
+  // The index as it stands, read once (one query, not one per path).
+  const index = new Map((await d.meta.listEntries(userId, '', true)).map((e) => [e.path, e]));
   const changes: ChangeInput[] = [];
   for (const [rel, le] of links) {
     const small = seen.get(rel);
@@ -52,7 +54,7 @@ export async function reconcileNamespace(d: RecoveryDeps, userId: string): Promi
       await d.fs.remove(small.path).catch(ignoreNotFound);
       seen.delete(rel);
     }
-    const known = d.meta.getEntry(userId, rel);
+    const known = index.get(rel);
     if (known?.fsRevision === le.revision) continue;
     let link: LinkFile;
     try {
@@ -76,7 +78,7 @@ export async function reconcileNamespace(d: RecoveryDeps, userId: string): Promi
     });
   }
   for (const [rel, e] of seen) {
-    const known = d.meta.getEntry(userId, rel);
+    const known = index.get(rel);
     if (known?.fsRevision === e.revision && known.kind === e.kind) continue;
     if (e.kind === 'dir') {
       changes.push({
@@ -126,15 +128,14 @@ export async function reconcileNamespace(d: RecoveryDeps, userId: string): Promi
     }
   }
   const present = new Set([...seen.keys(), ...links.keys()]);
-  const gone = d.meta
-    .listEntries(userId, '', true)
+  const gone = [...index.values()]
     .filter((e) => !present.has(e.path))
     .map((e) => e.path)
     .filter((p, _i, all) => !all.some((q) => q !== p && p.startsWith(q + '/')));
   for (const p of gone) changes.push({ type: 'delete', path: p });
   // Parents before children so the index never holds an orphan.
   changes.sort((a, b) => depth(a) - depth(b));
-  d.record(userId, changes);
+  await d.record(userId, changes);
   if (changes.length > 0)
     d.log.warn({ userId, repaired: changes.length }, 'index reconciled with the filesystem tier');
   return changes.length;

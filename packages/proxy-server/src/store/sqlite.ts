@@ -7,7 +7,7 @@ import * as nodePath from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { migrate } from '@weft/providers/sqlite-migrations';
-import type { ChangeRecord, EntryInfo } from '@weft/wire';
+import type { ChangeRecord } from '@weft/wire';
 import { privateDatabaseFile } from '../private-files.ts';
 import {
   type ChangeInput,
@@ -21,62 +21,10 @@ import {
   type TokenLookup,
   type TransferRow,
 } from './metadata.ts';
+import { below, type ChangeSql, type EntrySql, toChange, toEntry } from './rows.ts';
 import { VersionIndex } from './version-index.ts';
 
 const MIGRATIONS_DIR = nodePath.resolve(fileURLToPath(import.meta.url), '../../migrations');
-
-interface EntrySql {
-  path: string;
-  kind: 'file' | 'dir';
-  size: number;
-  mtime_ms: number;
-  revision: string;
-  sha256: string | null;
-  tier: 'small' | 'large' | null;
-  fs_revision: string;
-  written_ms?: number | null;
-  device?: string | null;
-}
-
-interface ChangeSql {
-  seq: number;
-  type: 'upsert' | 'delete' | 'move';
-  path: string;
-  from_path: string | null;
-  entry: string | null;
-  device: string | null;
-  device_name: string | null;
-}
-
-function toEntry(r: EntrySql): EntryRow {
-  return {
-    path: r.path,
-    kind: r.kind,
-    size: r.size,
-    mtimeMs: r.mtime_ms,
-    revision: r.revision,
-    ...(r.sha256 !== null ? { sha256: r.sha256 } : {}),
-    ...(r.tier !== null ? { tier: r.tier } : {}),
-    fsRevision: r.fs_revision,
-  };
-}
-
-function toChange(r: ChangeSql): ChangeRecord {
-  const device = {
-    ...(r.device !== null ? { device: r.device } : {}),
-    ...(r.device_name !== null ? { deviceName: r.device_name } : {}),
-  };
-  if (r.type === 'delete') return { seq: r.seq, type: 'delete', path: r.path, ...device };
-  const entry = JSON.parse(r.entry ?? 'null') as EntryInfo;
-  if (r.type === 'move')
-    return { seq: r.seq, type: 'move', from: r.from_path ?? '', path: r.path, entry, ...device };
-  return { seq: r.seq, type: 'upsert', path: r.path, entry, ...device };
-}
-
-/** The half-open key range of everything strictly below `dir` ('/' is 0x2F, '0' is 0x30). */
-function below(dir: string): [string, string] {
-  return [dir + '/', dir + '0'];
-}
 
 export class SqliteMetadataStore implements MetadataStore {
   private readonly db: Database.Database;
@@ -123,15 +71,15 @@ export class SqliteMetadataStore implements MetadataStore {
     return this.db.pragma('user_version', { simple: true }) as number;
   }
 
-  ensureUser(userId: string, nowMs: number): void {
+  async ensureUser(userId: string, nowMs: number): Promise<void> {
     this.stmt('INSERT OR IGNORE INTO users (id, seq, created_ms) VALUES (?, 0, ?)').run(userId, nowMs);
   }
 
-  listUsers(): string[] {
+  async listUsers(): Promise<string[]> {
     return (this.stmt('SELECT id FROM users ORDER BY id').all() as { id: string }[]).map((r) => r.id);
   }
 
-  addDevice(device: DeviceRow, tokenSha256: string, nowMs: number): void {
+  async addDevice(device: DeviceRow, tokenSha256: string, nowMs: number): Promise<void> {
     this.stmt('INSERT INTO devices (id, user_id, name, token_sha256, created_ms) VALUES (?, ?, ?, ?, ?)').run(
       device.id,
       device.userId,
@@ -141,12 +89,12 @@ export class SqliteMetadataStore implements MetadataStore {
     );
   }
 
-  deviceByTokenHash(tokenSha256: string): DeviceRow | undefined {
-    const t = this.lookupToken(tokenSha256);
+  async deviceByTokenHash(tokenSha256: string): Promise<DeviceRow | undefined> {
+    const t = await this.lookupToken(tokenSha256);
     return t.state === 'active' ? t.device : undefined;
   }
 
-  lookupToken(tokenSha256: string): TokenLookup {
+  async lookupToken(tokenSha256: string): Promise<TokenLookup> {
     const r = this.stmt('SELECT id, user_id, name, revoked_ms FROM devices WHERE token_sha256 = ?').get(
       tokenSha256,
     ) as { id: string; user_id: string; name: string; revoked_ms: number | null } | undefined;
@@ -155,7 +103,7 @@ export class SqliteMetadataStore implements MetadataStore {
     return r.revoked_ms === null ? { state: 'active', device } : { state: 'revoked', device };
   }
 
-  listDevices(userId: string): DeviceInfoRow[] {
+  async listDevices(userId: string): Promise<DeviceInfoRow[]> {
     const rows = this.stmt(
       'SELECT id, user_id, name, created_ms, last_seen_ms FROM devices WHERE user_id = ? AND revoked_ms IS NULL ORDER BY created_ms, id',
     ).all(userId) as {
@@ -174,18 +122,18 @@ export class SqliteMetadataStore implements MetadataStore {
     }));
   }
 
-  touchDevice(deviceId: string, nowMs: number): void {
+  async touchDevice(deviceId: string, nowMs: number): Promise<void> {
     this.stmt('UPDATE devices SET last_seen_ms = ? WHERE id = ? AND revoked_ms IS NULL').run(nowMs, deviceId);
   }
 
-  revokeDevice(userId: string, deviceId: string, nowMs: number): boolean {
+  async revokeDevice(userId: string, deviceId: string, nowMs: number): Promise<boolean> {
     const r = this.stmt(
       'UPDATE devices SET revoked_ms = ? WHERE id = ? AND user_id = ? AND revoked_ms IS NULL',
     ).run(nowMs, deviceId, userId);
     return r.changes === 1;
   }
 
-  addInvite(inviteSha256: string, userId: string, nowMs: number, expiresMs: number): void {
+  async addInvite(inviteSha256: string, userId: string, nowMs: number, expiresMs: number): Promise<void> {
     this.stmt('INSERT INTO invites (invite_sha256, user_id, created_ms, expires_ms) VALUES (?, ?, ?, ?)').run(
       inviteSha256,
       userId,
@@ -194,11 +142,11 @@ export class SqliteMetadataStore implements MetadataStore {
     );
   }
 
-  consumeInvite(
+  async consumeInvite(
     inviteSha256: string,
     userId: string,
     nowMs: number,
-  ): { ok: true } | { ok: false; reason: InviteRefusal } {
+  ): Promise<{ ok: true } | { ok: false; reason: InviteRefusal }> {
     return this.db.transaction((): { ok: true } | { ok: false; reason: InviteRefusal } => {
       const r = this.stmt('SELECT user_id, used_ms, expires_ms FROM invites WHERE invite_sha256 = ?').get(
         inviteSha256,
@@ -215,18 +163,22 @@ export class SqliteMetadataStore implements MetadataStore {
     })();
   }
 
-  currentSeq(userId: string): number {
+  async currentSeq(userId: string): Promise<number> {
+    return this.seqOf(userId);
+  }
+
+  private seqOf(userId: string): number {
     const r = this.stmt('SELECT seq FROM users WHERE id = ?').get(userId) as { seq: number } | undefined;
     return r?.seq ?? 0;
   }
 
-  getEntry(userId: string, path: string): EntryRow | undefined {
+  async getEntry(userId: string, path: string): Promise<EntryRow | undefined> {
     const r = this.stmt('SELECT * FROM entries WHERE user_id = ? AND path = ?').get(userId, path) as
       EntrySql | undefined;
     return r ? toEntry(r) : undefined;
   }
 
-  listEntries(userId: string, dir: string, recursive: boolean): EntryRow[] {
+  async listEntries(userId: string, dir: string, recursive: boolean): Promise<EntryRow[]> {
     let rows: EntrySql[];
     if (dir === '') {
       rows = this.stmt('SELECT * FROM entries WHERE user_id = ? ORDER BY path').all(userId) as EntrySql[];
@@ -325,15 +277,15 @@ export class SqliteMetadataStore implements MetadataStore {
     }
   }
 
-  applyChanges(
+  async applyChanges(
     userId: string,
     changes: ChangeInput[],
     device: string | undefined,
     nowMs: number,
     keepVersions = false,
-  ): ChangeRecord[] {
+  ): Promise<ChangeRecord[]> {
     return this.db.transaction(() => {
-      let seq = this.currentSeq(userId);
+      let seq = this.seqOf(userId);
       const out: ChangeRecord[] = [];
       const insert = this.stmt(
         'INSERT INTO changes (user_id, seq, type, path, from_path, entry, device) VALUES (?, ?, ?, ?, ?, ?, ?)',
@@ -388,7 +340,7 @@ export class SqliteMetadataStore implements MetadataStore {
   }
 
   /** Update a moved entry's tier revision without a change record (the rename changed ctime). */
-  setFsRevision(userId: string, path: string, fsRevision: string): void {
+  async setFsRevision(userId: string, path: string, fsRevision: string): Promise<void> {
     this.stmt('UPDATE entries SET fs_revision = ? WHERE user_id = ? AND path = ?').run(
       fsRevision,
       userId,
@@ -396,7 +348,7 @@ export class SqliteMetadataStore implements MetadataStore {
     );
   }
 
-  changesSince(userId: string, cursor: number, limit: number): ChangeRecord[] {
+  async changesSince(userId: string, cursor: number, limit: number): Promise<ChangeRecord[]> {
     const rows = this.stmt(
       `SELECT c.seq, c.type, c.path, c.from_path, c.entry, c.device, d.name AS device_name
          FROM changes c LEFT JOIN devices d ON d.id = c.device
@@ -405,21 +357,21 @@ export class SqliteMetadataStore implements MetadataStore {
     return rows.map(toChange);
   }
 
-  usedBytes(userId: string): number {
+  async usedBytes(userId: string): Promise<number> {
     const r = this.stmt(
       "SELECT COALESCE(SUM(size), 0) AS used FROM entries WHERE user_id = ? AND kind = 'file'",
     ).get(userId) as { used: number };
     return r.used;
   }
 
-  userLargeContent(userId: string, sha256: string): number | undefined {
+  async userLargeContent(userId: string, sha256: string): Promise<number | undefined> {
     const r = this.stmt(
       'SELECT o.size FROM user_objects u JOIN objects o ON o.sha256 = u.sha256 WHERE u.user_id = ? AND u.sha256 = ?',
     ).get(userId, sha256) as { size: number } | undefined;
     return r?.size;
   }
 
-  getObject(sha256: string): ObjectRow | undefined {
+  async getObject(sha256: string): Promise<ObjectRow | undefined> {
     const r = this.stmt('SELECT * FROM objects WHERE sha256 = ?').get(sha256) as
       { sha256: string; size: number; refcount: number; unreferenced_since_ms: number | null } | undefined;
     return r
@@ -427,13 +379,13 @@ export class SqliteMetadataStore implements MetadataStore {
       : undefined;
   }
 
-  addObject(sha256: string, size: number, nowMs: number): void {
+  async addObject(sha256: string, size: number, nowMs: number): Promise<void> {
     this.stmt(
       'INSERT OR IGNORE INTO objects (sha256, size, refcount, unreferenced_since_ms, created_ms) VALUES (?, ?, 0, ?, ?)',
     ).run(sha256, size, nowMs, nowMs);
   }
 
-  collectableObjects(cutoffMs: number): ObjectRow[] {
+  async collectableObjects(cutoffMs: number): Promise<ObjectRow[]> {
     const rows = this.stmt(
       'SELECT * FROM objects WHERE refcount <= 0 AND unreferenced_since_ms IS NOT NULL AND unreferenced_since_ms < ?',
     ).all(cutoffMs) as {
@@ -450,14 +402,15 @@ export class SqliteMetadataStore implements MetadataStore {
     }));
   }
 
-  deleteObject(sha256: string): void {
-    this.db.transaction(() => {
+  async deleteObject(sha256: string): Promise<boolean> {
+    return this.db.transaction(() => {
       const gone = this.stmt('DELETE FROM objects WHERE sha256 = ? AND refcount <= 0').run(sha256);
       if (gone.changes > 0) this.stmt('DELETE FROM user_objects WHERE sha256 = ?').run(sha256);
+      return gone.changes > 0;
     })();
   }
 
-  recomputeRefcounts(nowMs: number): void {
+  async recomputeRefcounts(nowMs: number): Promise<void> {
     this.db.transaction(() => {
       // A referenced object must have a row, or the orphan sweep would collect it.
       this.stmt(
@@ -480,13 +433,13 @@ export class SqliteMetadataStore implements MetadataStore {
     })();
   }
 
-  addTransfer(t: TransferRow): void {
+  async addTransfer(t: TransferRow): Promise<void> {
     this.stmt(
       'INSERT INTO transfers (id, user_id, path, size, sha256, mtime_ms, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)',
     ).run(t.id, t.userId, t.path, t.size, t.sha256, t.mtimeMs, t.createdMs);
   }
 
-  getTransfer(id: string): TransferRow | undefined {
+  async getTransfer(id: string): Promise<TransferRow | undefined> {
     const r = this.stmt('SELECT * FROM transfers WHERE id = ?').get(id) as
       | {
           id: string;
@@ -511,7 +464,7 @@ export class SqliteMetadataStore implements MetadataStore {
       : undefined;
   }
 
-  addTransferRange(id: string, offset: number, length: number): void {
+  async addTransferRange(id: string, offset: number, length: number): Promise<void> {
     this.stmt('INSERT OR REPLACE INTO transfer_ranges (transfer_id, offset, length) VALUES (?, ?, ?)').run(
       id,
       offset,
@@ -519,7 +472,7 @@ export class SqliteMetadataStore implements MetadataStore {
     );
   }
 
-  transferRanges(id: string): { offset: number; length: number }[] {
+  async transferRanges(id: string): Promise<{ offset: number; length: number }[]> {
     return this.stmt('SELECT offset, length FROM transfer_ranges WHERE transfer_id = ? ORDER BY offset').all(
       id,
     ) as {
@@ -528,28 +481,33 @@ export class SqliteMetadataStore implements MetadataStore {
     }[];
   }
 
-  deleteTransfer(id: string): void {
+  async deleteTransfer(id: string): Promise<void> {
     this.db.transaction(() => {
       this.stmt('DELETE FROM transfer_ranges WHERE transfer_id = ?').run(id);
       this.stmt('DELETE FROM transfers WHERE id = ?').run(id);
     })();
   }
 
-  transfersOlderThan(cutoffMs: number): TransferRow[] {
+  async transfersOlderThan(cutoffMs: number): Promise<TransferRow[]> {
     const ids = this.stmt('SELECT id FROM transfers WHERE created_ms < ?').all(cutoffMs) as {
       id: string;
     }[];
-    return ids.map((r) => this.getTransfer(r.id)).filter((t): t is TransferRow => t !== undefined);
+    const out: TransferRow[] = [];
+    for (const r of ids) {
+      const t = await this.getTransfer(r.id);
+      if (t) out.push(t);
+    }
+    return out;
   }
 
-  openTransferBytes(userId: string, exceptPath: string): number {
+  async openTransferBytes(userId: string, exceptPath: string): Promise<number> {
     const r = this.stmt(
       'SELECT COALESCE(SUM(size), 0) AS bytes FROM transfers WHERE user_id = ? AND path != ?',
     ).get(userId, exceptPath) as { bytes: number };
     return r.bytes;
   }
 
-  close(): void {
+  async close(): Promise<void> {
     this.db.close();
   }
 }

@@ -7,11 +7,11 @@
  */
 import { NotFoundError, type FsProvider } from '@weft/providers';
 import { ignoreNotFound } from './ignore-not-found.ts';
-import type { VersionIndex } from './version-index.ts';
+import type { VersionStore } from './version-index.ts';
 
 export interface VersionGcDeps {
   readonly fs: FsProvider;
-  readonly versions: VersionIndex;
+  readonly versions: VersionStore;
   isPinned(sha256: string): boolean;
   now(): number;
 }
@@ -23,13 +23,13 @@ export async function collectVersions(
   graceMs: number,
 ): Promise<number> {
   const now = d.now();
-  const purged = d.versions.purge(now - retentionMs, now);
+  const purged = await d.versions.purge(now - retentionMs, now);
   const cutoff = now - graceMs;
   try {
     for await (const e of d.fs.list('versions', { recursive: true })) {
       if (e.kind !== 'file') continue;
       const sha = e.path.slice(e.path.lastIndexOf('/') + 1);
-      if (d.versions.holdsSmall(sha) || d.isPinned(sha) || e.modifiedMs >= cutoff) continue;
+      if ((await d.versions.holdsSmall(sha)) || d.isPinned(sha) || e.modifiedMs >= cutoff) continue;
       await d.fs.remove(e.path).catch(ignoreNotFound);
     }
   } catch (e) {

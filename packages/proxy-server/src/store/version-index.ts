@@ -39,7 +39,7 @@ export interface KeptFile {
   readonly device: string | null;
 }
 
-interface VersionSql {
+export interface VersionSql {
   id: number;
   path: string;
   size: number;
@@ -52,7 +52,7 @@ interface VersionSql {
   replaced_ms: number;
   replaced_by: string | null;
   replaced_by_name: string | null;
-  deleted: number;
+  deleted: number | boolean;
 }
 
 function toRow(r: VersionSql): VersionRow {
@@ -69,7 +69,7 @@ function toRow(r: VersionSql): VersionRow {
     replacedMs: r.replaced_ms,
     replacedBy: r.replaced_by,
     replacedByName: r.replaced_by_name,
-    deleted: r.deleted === 1,
+    deleted: Number(r.deleted) === 1,
   };
 }
 
@@ -81,7 +81,35 @@ export function versionContentKey(sha256: string): string {
   return `versions/${sha256.slice(0, 2)}/${sha256}`;
 }
 
-export class VersionIndex {
+/** Kept versions as the rest of the proxy uses them (SQLite: VersionIndex; PostgreSQL: postgres.ts). */
+export interface VersionStore {
+  /** Who wrote the current entry at `path` and when (null: not known). */
+  written(userId: string, path: string): Promise<{ writtenMs: number | null; deviceName: string | null }>;
+  /** The kept versions of `path`, newest first. */
+  list(userId: string, path: string): Promise<VersionRow[]>;
+  get(userId: string, path: string, id: number): Promise<VersionRow | undefined>;
+  /**
+   * Files deleted under `dir` ('' = everywhere) that nothing has replaced since: per path, its
+   * latest version when that one records a delete and the path holds nothing now. Path order.
+   */
+  deleted(userId: string, dir: string, limit: number): Promise<VersionRow[]>;
+  /** Bytes of the user's kept versions on each tier (what retention costs them). */
+  bytes(userId: string): Promise<{ small: number; large: number }>;
+  /** Whether any kept version names this small content (its bytes must stay). */
+  holdsSmall(sha256: string): Promise<boolean>;
+  /**
+   * Forget versions replaced before `cutoffMs` (retention passed): their object references
+   * are released, in one transaction. Returns how many were dropped.
+   */
+  purge(cutoffMs: number, nowMs: number): Promise<number>;
+}
+
+/** SQLite rows shared by both stores' SQL (the PostgreSQL store maps its rows the same way). */
+export function versionRow(r: VersionSql): VersionRow {
+  return toRow(r);
+}
+
+export class VersionIndex implements VersionStore {
   constructor(private readonly db: Database.Database) {}
 
   private refDelta(sha256: string, size: number, delta: number, nowMs: number): void {
@@ -126,7 +154,10 @@ export class VersionIndex {
   }
 
   /** Who wrote the current entry at `path` and when (null: not known). */
-  written(userId: string, path: string): { writtenMs: number | null; deviceName: string | null } {
+  async written(
+    userId: string,
+    path: string,
+  ): Promise<{ writtenMs: number | null; deviceName: string | null }> {
     const r = this.db
       .prepare(
         'SELECT e.written_ms, d.name FROM entries e LEFT JOIN devices d ON d.id = e.device WHERE e.user_id = ? AND e.path = ?',
@@ -136,7 +167,7 @@ export class VersionIndex {
   }
 
   /** The kept versions of `path`, newest first. */
-  list(userId: string, path: string): VersionRow[] {
+  async list(userId: string, path: string): Promise<VersionRow[]> {
     return (
       this.db
         .prepare(`${SELECT} WHERE v.user_id = ? AND v.path = ? ORDER BY v.replaced_ms DESC, v.id DESC`)
@@ -144,7 +175,7 @@ export class VersionIndex {
     ).map(toRow);
   }
 
-  get(userId: string, path: string, id: number): VersionRow | undefined {
+  async get(userId: string, path: string, id: number): Promise<VersionRow | undefined> {
     const r = this.db
       .prepare(`${SELECT} WHERE v.user_id = ? AND v.path = ? AND v.id = ?`)
       .get(userId, path, id) as VersionSql | undefined;
@@ -155,7 +186,7 @@ export class VersionIndex {
    * Files deleted under `dir` ('' = everywhere) that nothing has replaced since: per path, its
    * latest version when that one records a delete and the path holds nothing now. Path order.
    */
-  deleted(userId: string, dir: string, limit: number): VersionRow[] {
+  async deleted(userId: string, dir: string, limit: number): Promise<VersionRow[]> {
     const [lo, hi] = dir === '' ? ['', '\u{10ffff}'] : [dir + '/', dir + '0'];
     const rows = this.db
       .prepare(
@@ -169,7 +200,7 @@ export class VersionIndex {
   }
 
   /** Bytes of the user's kept versions on each tier (what retention costs them). */
-  bytes(userId: string): { small: number; large: number } {
+  async bytes(userId: string): Promise<{ small: number; large: number }> {
     const rows = this.db
       .prepare('SELECT tier, COALESCE(SUM(size), 0) AS bytes FROM versions WHERE user_id = ? GROUP BY tier')
       .all(userId) as { tier: 'small' | 'large'; bytes: number }[];
@@ -180,7 +211,7 @@ export class VersionIndex {
   }
 
   /** Whether any kept version names this small content (its bytes must stay). */
-  holdsSmall(sha256: string): boolean {
+  async holdsSmall(sha256: string): Promise<boolean> {
     return (
       this.db.prepare("SELECT 1 FROM versions WHERE sha256 = ? AND tier = 'small' LIMIT 1").get(sha256) !==
       undefined
@@ -191,7 +222,7 @@ export class VersionIndex {
    * Forget versions replaced before `cutoffMs` (retention passed): their object references
    * are released, in one transaction. Returns how many were dropped.
    */
-  purge(cutoffMs: number, nowMs: number): number {
+  async purge(cutoffMs: number, nowMs: number): Promise<number> {
     return this.db.transaction(() => {
       const old = this.db
         .prepare('SELECT id, sha256, size, tier FROM versions WHERE replaced_ms < ?')

@@ -1,0 +1,88 @@
+/**
+ * The PostgreSQL connection of the metadata store: the client (`postgres`, porsager's; chosen
+ * over `pg` by bench/pg-client.bench.ts, see docs/deployment.md), BIGINT read as a JS number,
+ * transactions retried on a deadlock or serialization failure, and the schema kept current
+ * from the numbered files in src/pg-migrations/ (NNN_name.sql produces version NNN, recorded
+ * in `schema_migrations`), applied under an advisory lock so proxies starting together
+ * migrate once.
+ */
+import * as nodePath from 'node:path';
+import { fileURLToPath } from 'node:url';
+import postgres from 'postgres';
+import { readMigrations } from '@weft/providers/sqlite-migrations';
+
+export const PG_MIGRATIONS_DIR = nodePath.resolve(fileURLToPath(import.meta.url), '../../pg-migrations');
+
+/** The advisory lock key proxies take while they migrate (any fixed 64-bit number). */
+const MIGRATION_LOCK = 0x77656674_0001n;
+
+export type Sql = postgres.Sql;
+export type Tx = postgres.TransactionSql;
+
+/** Open a pool; BIGINT (int8) columns come back as numbers (they hold ms and byte counts). */
+export function connect(url: string, max = 8): Sql {
+  return postgres(url, {
+    max,
+    onnotice: () => undefined,
+    types: {
+      bigint: {
+        to: 20,
+        from: [20],
+        serialize: (x: number | bigint) => String(x),
+        parse: (x: string) => Number(x),
+      },
+    },
+  });
+}
+
+/** Errors worth running the whole transaction again for (PostgreSQL SQLSTATE). */
+const RETRY = new Set(['40001', '40P01']);
+
+/** Run `fn` in a transaction, again (up to 5 times) when PostgreSQL aborted it for a deadlock. */
+export async function inTransaction<T>(sql: Sql, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return (await sql.begin(fn)) as T;
+    } catch (e) {
+      const code = (e as { code?: string }).code;
+      if (attempt >= 5 || code === undefined || !RETRY.has(code)) throw e;
+      await new Promise((r) => setTimeout(r, attempt * 5 * Math.random()));
+    }
+  }
+}
+
+/** Bring the database to the newest schema in `dir`; returns that version. */
+export async function migratePostgres(sql: Sql, dir = PG_MIGRATIONS_DIR): Promise<number> {
+  const all = readMigrations(dir);
+  const newest = all.at(-1)?.version ?? 0;
+  return inTransaction(sql, async (tx) => {
+    await tx`SELECT pg_advisory_xact_lock(${String(MIGRATION_LOCK)}::bigint)`;
+    await tx`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL)`;
+    const [row] = await tx<{ v: number | null }[]>`SELECT MAX(version) AS v FROM schema_migrations`;
+    const current = row?.v ?? 0;
+    if (current > newest)
+      throw new Error(`proxy metadata schema ${current} is newer than this Weft understands (${newest})`);
+    for (const m of all) {
+      if (m.version <= current) continue;
+      await tx.unsafe(m.sql);
+      await tx`INSERT INTO schema_migrations (version, applied_ms) VALUES (${m.version}, ${Date.now()})`;
+    }
+    return newest;
+  });
+}
+
+/** Add `delta` to an object's refcount (the row made at 0 if absent), dating it when it reaches 0. */
+export async function adjustRef(
+  tx: Tx | Sql,
+  sha256: string,
+  size: number,
+  delta: number,
+  nowMs: number,
+): Promise<void> {
+  await tx`
+    INSERT INTO objects (sha256, size, refcount, unreferenced_since_ms, created_ms)
+      VALUES (${sha256}, ${size}, ${delta}, ${delta <= 0 ? nowMs : null}, ${nowMs})
+    ON CONFLICT (sha256) DO UPDATE SET
+      refcount = objects.refcount + ${delta},
+      unreferenced_since_ms = CASE WHEN objects.refcount + ${delta} <= 0 THEN ${nowMs}::bigint ELSE NULL END`;
+}
