@@ -36,6 +36,11 @@ export class ChangeHub {
     );
   }
 
+  /** Another process recorded changes in `userId`'s feed (MetadataStore.watchChanges): wake at once. */
+  wake(userId: string): void {
+    this.hub.emit(key(userId));
+  }
+
   /** Call `listener` whenever `userId`'s feed grows; the returned function stops it. */
   listen(userId: string, listener: () => void): () => void {
     this.hub.on(key(userId), listener);

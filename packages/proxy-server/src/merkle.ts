@@ -17,6 +17,12 @@ export class MerkleIndex {
 
   constructor(private readonly meta: MetadataStore) {}
 
+  /** Forget every cached hash of a namespace (another process changed it). */
+  forget(userId: string): void {
+    this.generation.set(userId, (this.generation.get(userId) ?? 0) + 1);
+    this.cache.delete(userId);
+  }
+
   /** Forget cached hashes of every folder containing `path`. */
   invalidate(userId: string, path: string): void {
     this.generation.set(userId, (this.generation.get(userId) ?? 0) + 1);

@@ -163,6 +163,12 @@ export async function startProxyServer(
     isMirror: (r) => r.device?.startsWith(MIRROR_DEVICE_PREFIX) ?? false,
   });
   const merkle = new MerkleIndex(meta);
+  // Changes recorded by any process sharing the store (PostgreSQL) wake this one's feeds; the
+  // hashes cached for that namespace may predate them.
+  const unwatch = await meta.watchChanges((userId) => {
+    merkle.forget(userId);
+    hub.wake(userId);
+  });
   const devices = new DeviceSessions(meta);
   const scheduler = new OpScheduler({ concurrency: config.concurrency });
   const relay = new RelayCache(
@@ -373,6 +379,7 @@ export async function startProxyServer(
       if (gcTimer) clearInterval(gcTimer);
       await peerRouter?.stop();
       await shares?.close();
+      await unwatch();
       hub.close();
       for (const c of app.websocketServer?.clients ?? []) c.terminate();
       slowClients.close();

@@ -20,6 +20,7 @@ import {
 } from '@weft/wire';
 import { startProxyServer, type RunningProxyServer } from '../src/index.ts';
 import type { ProxyConfigInput } from '../src/config.ts';
+import { createTestDatabase } from './pg-admin.ts';
 
 export const sha = (b: Uint8Array | string): string => createHash('sha256').update(b).digest('hex');
 
@@ -31,8 +32,11 @@ export async function startTestServer(
   config: ProxyConfigInput = {},
 ): Promise<RunningProxyServer & { dir: string; stop(): Promise<void> }> {
   const dir = config.dataDir ?? (await tempDir());
+  // WEFT_TEST_METADATA=postgres (global-setup.ts): a database of its own on the test cluster.
+  const pg = inject('proxyPostgres');
+  const databaseUrl = config.databaseUrl ?? (pg ? await createTestDatabase(pg) : undefined);
   const server = await startProxyServer(
-    { dataDir: dir, gcIntervalMs: 0, ...config },
+    { dataDir: dir, gcIntervalMs: 0, ...config, ...(databaseUrl ? { databaseUrl } : {}) },
     { logger: pino({ level: 'silent' }) },
   );
   return Object.assign(server, {

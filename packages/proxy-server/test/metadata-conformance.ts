@@ -18,6 +18,11 @@ export interface MetadataConformanceOptions {
   readonly name: string;
   /** Two instances on one new, empty database. */
   open(): Promise<MetadataStoreFixture>;
+  /**
+   * Whether watchChanges hears the other instance's changes (PostgreSQL); false: it is a
+   * store one process writes (SQLite) and watchChanges never calls back.
+   */
+  readonly notifiesOtherInstances: boolean;
 }
 
 const U = 'alice';
@@ -333,6 +338,26 @@ export function runMetadataConformance(o: MetadataConformanceOptions): void {
       expect(page[0]).toMatchObject({ device: 'd1', deviceName: 'laptop', path: 'f5' });
       expect(await a.changesSince(U, 20, 10)).toEqual([]);
       expect((await feed(a, U)).map((r) => r.seq)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+    });
+
+    it('watchChangesHearsTheOtherInstanceAfterCommit', async () => {
+      const { a, b } = await open();
+      const heard: string[] = [];
+      const stop = await b.watchChanges((user) => heard.push(user));
+      await a.applyChanges(U, [up(file('f', 'h', 1))], undefined, T0);
+      await a.ensureUser('bob', T0);
+      await a.applyChanges('bob', [up(file('g', 'h', 1))], undefined, T0);
+      if (o.notifiesOtherInstances) {
+        await expect.poll(() => heard).toEqual([U, 'bob']);
+      } else {
+        // Give a notification every chance to arrive: none does.
+        await new Promise((r) => setTimeout(r, 100));
+        expect(heard).toEqual([]);
+      }
+      await stop();
+      await a.applyChanges(U, [up(file('f2', 'h', 1))], undefined, T0);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(heard).toHaveLength(o.notifiesOtherInstances ? 2 : 0); // stopped: nothing more
     });
 
     it('twoInstancesConcurrentlyGetDistinctGaplessSeqsAndAConsistentFeed', async () => {

@@ -5,22 +5,13 @@
  * machine has no PostgreSQL server binaries.
  */
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import postgres from 'postgres';
 import { PostgresMetadataStore } from '../src/store/postgres.ts';
 import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
 import { runMetadataConformance } from './metadata-conformance.ts';
+import { adminSql } from './pg-admin.ts';
 
 const bins = postgresBinaries();
 let cluster: RunningPostgres | undefined;
-
-export async function adminSql(url: string, statement: string): Promise<void> {
-  const sql = postgres(url, { max: 1, onnotice: () => undefined });
-  try {
-    await sql.unsafe(statement);
-  } finally {
-    await sql.end();
-  }
-}
 
 if ('missing' in bins) {
   describe('metadata store conformance: postgres', () => {
@@ -35,6 +26,7 @@ if ('missing' in bins) {
   });
   runMetadataConformance({
     name: 'postgres',
+    notifiesOtherInstances: true,
     open: async () => {
       const url = await cluster!.createDatabase();
       const a = await PostgresMetadataStore.open(url, { maxConnections: 4 });

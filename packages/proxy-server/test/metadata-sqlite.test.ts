@@ -7,6 +7,7 @@ import { runMetadataConformance } from './metadata-conformance.ts';
 
 runMetadataConformance({
   name: 'sqlite',
+  notifiesOtherInstances: false,
   open: async () => {
     const dir = mkdtempSync(join(tmpdir(), 'weft-meta-'));
     const a = new SqliteMetadataStore(join(dir, 'metadata.sqlite'));

@@ -153,5 +153,12 @@ export interface MetadataStore {
   /** Declared bytes of the user's open transfers, except those for `exceptPath`. */
   openTransferBytes(userId: string, exceptPath: string): Promise<number>;
 
+  /**
+   * Call `listener` with the namespace whenever any process sharing this store records
+   * changes (PostgreSQL: LISTEN/NOTIFY, sent at commit); the returned function stops it.
+   * SQLite has one writing process, whose own calls already say so: it never calls back.
+   */
+  watchChanges(listener: (userId: string) => void): Promise<() => Promise<void>>;
+
   close(): Promise<void>;
 }

@@ -69,6 +69,9 @@ function toTransfer(r: TransferSql): TransferRow {
   };
 }
 
+/** The NOTIFY channel of recorded changes (payload: the namespace). */
+const CHANNEL = 'weft_changes';
+
 export class PostgresMetadataStore implements MetadataStore {
   readonly versions: PostgresVersions;
 
@@ -329,6 +332,8 @@ export class PostgresMetadataStore implements MetadataStore {
         }
       }
       await tx`UPDATE users SET seq = ${seq} WHERE id = ${userId}`;
+      // Delivered at commit to every process listening (watchChanges), this one included.
+      await tx`SELECT pg_notify(${CHANNEL}, ${userId})`;
       return out;
     });
   }
@@ -442,6 +447,11 @@ export class PostgresMetadataStore implements MetadataStore {
     const [r] = await this.sql<{ bytes: number }[]>`
       SELECT COALESCE(SUM(size), 0)::bigint AS bytes FROM transfers WHERE user_id = ${userId} AND path != ${exceptPath}`;
     return r?.bytes ?? 0;
+  }
+
+  async watchChanges(listener: (userId: string) => void): Promise<() => Promise<void>> {
+    const { unlisten } = await this.sql.listen(CHANNEL, listener);
+    return unlisten;
   }
 
   async close(): Promise<void> {

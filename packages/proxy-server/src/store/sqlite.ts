@@ -507,6 +507,10 @@ export class SqliteMetadataStore implements MetadataStore {
     return r.bytes;
   }
 
+  async watchChanges(_listener: (userId: string) => void): Promise<() => Promise<void>> {
+    return async () => undefined;
+  }
+
   async close(): Promise<void> {
     this.db.close();
   }

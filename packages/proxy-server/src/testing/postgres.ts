@@ -25,8 +25,24 @@ export interface RunningPostgres {
 
 const PG_USER = 'nobody';
 
-/** The folder holding initdb and pg_ctl, or why there is none. */
+const ENSURE_SCRIPT = nodePath.resolve(import.meta.dirname, '../../../../scripts/ensure-postgres.sh');
+let ensured = false;
+
+/**
+ * The folder holding initdb and pg_ctl, or why there is none. The first call installs
+ * Debian's package when none is there (scripts/ensure-postgres.sh; as root, as CI runs).
+ */
 export function postgresBinaries(): { dir: string } | { missing: string } {
+  const found = findBinaries();
+  if ('dir' in found || process.env.WEFT_PG_BIN || ensured || !fs.existsSync(ENSURE_SCRIPT)) return found;
+  ensured = true;
+  const r = spawnSync('sh', [ENSURE_SCRIPT], { encoding: 'utf8' });
+  if (r.status !== 0)
+    return { missing: `${found.missing}; ensure-postgres.sh: ${(r.stderr || '').trim().slice(-300)}` };
+  return findBinaries();
+}
+
+function findBinaries(): { dir: string } | { missing: string } {
   const env = process.env.WEFT_PG_BIN;
   const candidates = env
     ? [env]
