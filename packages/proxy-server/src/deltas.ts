@@ -56,7 +56,7 @@ export class DeltaService {
     baseSha256: string,
   ): Promise<{ length: number; body: Readable }> {
     const { store } = this.o;
-    const found = store.findContent(userId, entry.path, baseSha256);
+    const found = await store.findContent(userId, entry.path, baseSha256);
     const size = found?.objectSize ?? (found?.entry?.tier === 'large' ? found.entry.size : undefined);
     if (size === undefined)
       throw new ApiError(

@@ -318,7 +318,7 @@ export async function startProxyServer(
     objectTier: config.objectTier.type,
     maintenance,
     requireAdmin: (token) => enrolment.requireAdmin(token),
-    userObjects: (user) => userObjectKeys(meta, user),
+    userObjects: (user) => userObjectKeys(meta, sqlite.database, user),
   });
 
   let gcTimer: NodeJS.Timeout | undefined;

@@ -105,7 +105,7 @@ export async function registerDeltaRoutes(
       binaryResponse: 'application/octet-stream',
     },
     async (req, reply) => {
-      const { a, q, e } = entryAt(ctx, stat, req, DeltaDownloadQuery, 'content');
+      const { a, q, e } = await entryAt(ctx, stat, req, DeltaDownloadQuery, 'content');
       const out = await deltas.serverDiff(a.userId, e, q.baseSha256);
       fileHeaders(reply, e);
       void reply.type('application/octet-stream').header('content-length', String(out.length));

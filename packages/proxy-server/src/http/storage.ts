@@ -42,7 +42,7 @@ export function registerStorageRoutes(
     maintenance: StorageMaintenance | undefined;
     requireAdmin: (token: string | undefined) => void;
     /** The caller's files in the object tier: key → how many of their files refer to it. */
-    userObjects: (userId: string) => Map<string, number>;
+    userObjects: (userId: string) => Promise<Map<string, number>>;
     now?: () => number;
   },
 ): void {
@@ -70,7 +70,7 @@ export function registerStorageRoutes(
     async (req): Promise<StorageHealthResponse> => {
       const a = auth(req);
       if (!maintenance) return { redundant: false };
-      return { redundant: true, ...maintenance.userStatus(deps.userObjects(a.userId)), checkedAtMs: now() };
+      return { redundant: true, ...maintenance.userStatus(await deps.userObjects(a.userId)), checkedAtMs: now() };
     },
   );
 
