@@ -70,7 +70,11 @@ export function registerStorageRoutes(
     async (req): Promise<StorageHealthResponse> => {
       const a = auth(req);
       if (!maintenance) return { redundant: false };
-      return { redundant: true, ...maintenance.userStatus(await deps.userObjects(a.userId)), checkedAtMs: now() };
+      return {
+        redundant: true,
+        ...maintenance.userStatus(await deps.userObjects(a.userId)),
+        checkedAtMs: now(),
+      };
     },
   );
 
