@@ -1,6 +1,7 @@
 /**
- * The PostgreSQL connection of the metadata store: the client (`postgres`, porsager's; chosen
- * over `pg` by bench/pg-client.bench.ts, see docs/deployment.md), BIGINT read as a JS number,
+ * The PostgreSQL connection of the metadata store: the client (`postgres`, porsager's; as fast
+ * as `pg` on bench/pg-client.bench.ts, kept for its parameter-only tagged templates: see
+ * docs/deployment.md), BIGINT read as a JS number,
  * transactions retried on a deadlock or serialization failure, and the schema kept current
  * from the numbered files in src/pg-migrations/ (NNN_name.sql produces version NNN, recorded
  * in `schema_migrations`), applied under an advisory lock so proxies starting together
