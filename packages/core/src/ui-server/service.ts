@@ -2,7 +2,9 @@
  * The agent's implementation of the desktop UI API (@weft/ui-contract): status, pause,
  * conflicts, settings, accounts (Weft storage enrolment; clouds through OAuth PKCE with a
  * loopback redirect, tokens in the secret store), storage split, and cross-cloud sharing
- * through the proxy's share API.
+ * through the proxy's share API. Pause, resume, "sync now" and the conflict and mass-delete
+ * answers are in sync-control.ts; History in versions-view.ts; Settings' folders in
+ * folders-view.ts.
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
@@ -23,7 +25,6 @@ import {
 import { type OAuthClientConfig, type TokenStore, authorizeWithLoopback } from '@weft/providers';
 import { type ReplicaChoice, shareInviteTokenFromLink } from '@weft/wire/shares';
 import { z } from 'zod';
-import { sanitizeDevice } from '../conflict-name.ts';
 import type { Engine } from '../engine.ts';
 import { Emitter, type Disposable } from '../lifecycle.ts';
 import { OfflineError, type ProxyClient, RemoteError } from '../remote/proxy-client.ts';
@@ -35,9 +36,11 @@ import { toShare } from './share-words.ts';
 import { versionHandlers } from './versions-view.ts';
 import { storageHealthHandlers } from './storage-health-view.ts';
 import type { SyncedFolders } from '../synced-folders.ts';
-import { allEngines, combinedStatus, engineOf, folderHandlers } from './folders-view.ts';
+import { combinedStatus, folderHandlers } from './folders-view.ts';
+import { syncControlHandlers } from './sync-control.ts';
 
 export { availabilityText, toShare } from './share-words.ts';
+export { copyIsMine } from './sync-control.ts';
 
 /** The engine and its server, once this device is enrolled with Weft storage. */
 export interface UiSession {
@@ -155,19 +158,6 @@ export function toStatusDto(s: FolderStatus): FolderStatusDto {
         }
       : undefined,
   };
-}
-
-/**
- * Whose version the conflicted copy holds: the copy's name says which device wrote it (the
- * server names it after the writer as it knows it; the engine after the other device).
- */
-export function copyIsMine(copyPath: string, myNames: string | readonly string[]): boolean {
-  const m = / \(conflicted copy \d{4}-\d{2}-\d{2} \d{6} from ([^()/]*?)(?: \d+)?\)(?:\.[^./]*)?$/.exec(
-    copyPath,
-  );
-  if (m === null) return false;
-  const names = typeof myNames === 'string' ? [myNames] : myNames;
-  return names.some((n) => n !== '' && m[1] === sanitizeDevice(n));
 }
 
 async function writePrivate(file: string, data: unknown): Promise<void> {
@@ -342,52 +332,14 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       changed: () => changed.fire(),
     }),
     getStatus: async () => status(),
-    pause: async ({ duration }) => {
-      for (const e of allEngines(engine(), options.folders))
-        e.pause(duration === '1h' ? now() + 3_600_000 : undefined);
-      return status();
-    },
-    resume: async () => {
-      for (const e of allEngines(engine(), options.folders)) e.resume();
-      return status();
-    },
-    syncNow: async () => {
-      for (const e of allEngines(engine(), options.folders)) {
-        // Weft storage full: "check again" reads usage first (uploads resume if there is room).
-        if (e.storage.isFull) await e.storage.check();
-        // The pass runs on; progress arrives on the status stream.
-        void e.syncNow().catch(() => undefined);
-      }
-      return status();
-    },
-    resolveConflict: async ({ path, keep, folder }) => {
-      const { client, deviceName } = session();
-      const where = engineOf({ engine: engine(), path: options.folder }, options.folders, folder);
-      const { engine: inFolder } = where;
-      const current = inFolder.getStatus();
-      const c = current.conflicts.find((x) => x.path === path);
-      if (!c) throw new ApiError('bad-request', `no conflict at ${path}`);
-      const me = await client.whoami().catch(() => undefined);
-      const copyMine = copyIsMine(c.copyPath, [deviceName, me?.deviceName ?? '', me?.deviceId ?? '']);
-      const abs = (p: string): string => nodePath.join(where.path, ...p.split('/'));
-      if (keep !== 'both' && c.copyPath !== c.path) {
-        const keepCopy = keep === 'mine' ? copyMine : !copyMine;
-        if (keepCopy) await fsp.rename(abs(c.copyPath), abs(c.path));
-        else await fsp.rm(abs(c.copyPath), { force: true });
-      }
-      inFolder.status.update({ conflicts: inFolder.getStatus().conflicts.filter((x) => x.path !== path) });
-      inFolder.markDirty([c.path, c.copyPath]);
-      return status();
-    },
-    resolveMassDelete: async ({ answer }) => {
-      // The folder holding a pass that would delete many files (the main one first).
-      const all = allEngines(engine(), options.folders);
-      const held = all.find(
-        (e) => e.getStatus().state === 'paused' && /would delete/.test(e.getStatus().error ?? ''),
-      );
-      await (held ?? engine()).resolveMassDelete(answer);
-      return status();
-    },
+    ...syncControlHandlers({
+      engine,
+      folder: options.folder,
+      folders: options.folders,
+      session,
+      now,
+      status,
+    }),
     getCost: async () => {
       const s = options.session();
       if (!s) return { available: false, reason: NO_SESSION };
