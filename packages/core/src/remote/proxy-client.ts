@@ -1,14 +1,14 @@
 /**
  * HTTP + WebSocket client of the Weft proxy API (docs/formats/api.md). Every response body
  * is validated with the shared schemas of @weft/wire; failures become RemoteError with the
- * server's error code, or OfflineError when the server could not be reached.
+ * server's error code, or OfflineError when the server could not be reached (both, and the
+ * fetch and status checks behind them, in http-errors.ts).
  */
 import { type BackoffPolicy, backoffDelay, parseRetryAfter } from '@weft/providers/backoff';
 import WebSocket from 'ws';
 import type { z } from 'zod/v4';
 import {
   API_PREFIX,
-  ApiErrorBody,
   BlockAck,
   type BundleDeferredReason,
   BundleUploadResponse,
@@ -16,7 +16,6 @@ import {
   DeviceListResponse,
   EnrolResponse,
   EntryInfo,
-  type ErrorCode,
   FeedServerMessage,
   type FileOp,
   HEADER_REVISION,
@@ -39,29 +38,16 @@ import {
   type DecodedDeltaContainer,
 } from '@weft/wire';
 import { type Disposable, toDisposable } from '../lifecycle.ts';
+import {
+  OfflineError,
+  RemoteError,
+  connectionDropped,
+  ensureOk,
+  parseJson,
+  safeFetch,
+} from './http-errors.ts';
 import { ByteRateLimiter } from './rate-limit.ts';
 import type { RemoteStore } from './remote-store.ts';
-
-export class RemoteError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: ErrorCode | 'UNKNOWN',
-    message: string,
-    readonly details?: Record<string, unknown>,
-    readonly retryAfterMs?: number,
-  ) {
-    super(message);
-    this.name = 'RemoteError';
-  }
-}
-
-/** The server could not be reached (or the connection broke): stay queued, retry later. */
-export class OfflineError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'OfflineError';
-  }
-}
 
 export interface ProxyClientOptions {
   readonly baseUrl: string;
@@ -539,64 +525,5 @@ export class ProxyClient implements RemoteStore {
   }
 }
 
-/** The connection was reset or closed under a request (not refused, not a timeout). */
-function connectionDropped(e: unknown): boolean {
-  for (let c: unknown = e; c instanceof Error; c = c.cause) {
-    const code = (c as NodeJS.ErrnoException).code;
-    if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET') return true;
-  }
-  return false;
-}
-
-async function safeFetch(url: string, init: RequestInit): Promise<Response> {
-  try {
-    return await fetch(url, init);
-  } catch (e) {
-    if ((e as Error).name === 'AbortError') throw e;
-    throw new OfflineError(`cannot reach ${new URL(url).origin}: ${(e as Error).message}`, { cause: e });
-  }
-}
-
-async function ensureOk(res: Response): Promise<void> {
-  if (res.ok) return;
-  const text = await res.text().catch(() => '');
-  let parsed: ApiErrorBody | undefined;
-  try {
-    parsed = ApiErrorBody.parse(JSON.parse(text));
-  } catch {
-    parsed = undefined;
-  }
-  const retryAfter = res.headers.get('retry-after');
-  const retryAfterMs =
-    retryAfter && Number.isFinite(Number(retryAfter)) ? Number(retryAfter) * 1000 : undefined;
-  if (res.status >= 500 && !parsed)
-    throw new OfflineError(`server error ${res.status}: ${text.slice(0, 200)}`);
-  throw new RemoteError(
-    res.status,
-    parsed?.error.code ?? 'UNKNOWN',
-    parsed?.error.message ?? `HTTP ${res.status}: ${text.slice(0, 200)}`,
-    parsed?.error.details,
-    retryAfterMs,
-  );
-}
-
-async function parseJson<T>(res: Response, schema: Schema<T>): Promise<T> {
-  await ensureOk(res);
-  let json: unknown;
-  try {
-    json = await res.json();
-  } catch (e) {
-    throw new RemoteError(res.status, 'UNKNOWN', `response is not JSON: ${(e as Error).message}`);
-  }
-  try {
-    return schema.parse(json);
-  } catch (e) {
-    throw new RemoteError(
-      res.status,
-      'UNKNOWN',
-      `response does not match the API schema: ${(e as Error).message}`,
-    );
-  }
-}
-
 export { OpResult };
+export { OfflineError, RemoteError } from './http-errors.ts';
