@@ -179,19 +179,42 @@ describe('tray popover model', () => {
     ]);
   });
 
-  it("names another synced folder's changes by folder, and opens only the main folder's files", () => {
-    const p = trayPopover(
-      status({
-        recent: [
-          { atMs: NOW - 1000, kind: 'uploaded', path: 'a.jpg', folder: 'Photos' },
-          { atMs: NOW - 2000, kind: 'uploaded', path: 'a.jpg' },
-        ],
-      }),
-      NOW,
-    );
-    expect(p.changes.map((c) => [c.path, c.name, c.openable])).toEqual([
-      ['Photos: a.jpg', 'a.jpg', false],
-      ['a.jpg', 'a.jpg', true],
+  it("names another synced folder's changes by folder and opens them in that folder", () => {
+    const line = { state: 'idle' as const, files: 1, pendingOperations: 0 };
+    const s = status({
+      recent: [
+        { atMs: NOW - 1000, kind: 'uploaded', path: 'trip/a.jpg', folder: 'Photos' },
+        { atMs: NOW - 1500, kind: 'uploaded', path: 'b.txt', folder: 'Gone' },
+        { atMs: NOW - 2000, kind: 'uploaded', path: 'a.jpg' },
+      ],
+      folders: [
+        { ...line, id: 'main', path: '/home/me/Weft', name: '', remoteRoot: '', primary: true },
+        {
+          ...line,
+          id: 'abc',
+          path: '/home/me/Pictures',
+          name: 'Photos',
+          remoteRoot: '.weft/folders/Photos',
+          primary: false,
+        },
+      ],
+    });
+    const p = trayPopover(s, NOW);
+    // A folder not (or no longer) in the list cannot be opened.
+    expect(p.changes.map((c) => [c.path, c.name, c.openable, c.root])).toEqual([
+      ['Photos: trip/a.jpg', 'a.jpg', true, '/home/me/Pictures'],
+      ['Gone: b.txt', 'b.txt', false, undefined],
+      ['a.jpg', 'a.jpg', true, undefined],
+    ]);
+    const recent = trayMenu(s, NOW).find((i) => i.kind === 'submenu' && i.label === 'Recent changes');
+    expect(
+      recent?.kind === 'submenu'
+        ? recent.items.map((i) => (i.kind === 'item' ? i.action : i.kind === 'label' ? i.label : i.kind))
+        : [],
+    ).toEqual([
+      { type: 'openFile', path: 'trip/a.jpg', root: '/home/me/Pictures' },
+      'Uploaded Gone: b.txt',
+      { type: 'openFile', path: 'a.jpg' },
     ]);
   });
 

@@ -65,7 +65,8 @@ export type TrayAction =
   | { readonly type: 'openStatus' }
   | { readonly type: 'pause'; readonly duration: '1h' | 'untilRestart' }
   | { readonly type: 'resume' }
-  | { readonly type: 'openFile'; readonly path: string }
+  /** `path` in the main folder, or in the added synced folder at `root` (a local path). */
+  | { readonly type: 'openFile'; readonly path: string; readonly root?: string }
   | { readonly type: 'quit' };
 
 /**
@@ -127,6 +128,9 @@ export interface TrayChangeView {
   readonly atMs: number;
   /** The file is there to open (not deleted, not failed). */
   readonly openable: boolean;
+  /** Where it is in its folder, and that folder on this computer when it is an added one. */
+  readonly file: string;
+  readonly root?: string;
 }
 
 export type TrayPauseChoice =
@@ -181,8 +185,9 @@ export function trayPopover(s: FolderStatusDto, now: number, cost?: CostView): T
   const changes: TrayChangeView[] = [];
   for (const a of s.recent) {
     if (changes.length >= TRAY_CHANGES) break;
-    // Another synced folder's change is shown with its folder's name; "open" opens the main folder's files.
+    // Another synced folder's change is shown with its folder's name and opened in that folder.
     const shown = a.folder ? `${a.folder}: ${a.path}` : a.path;
+    const root = a.folder ? s.folders?.find((f) => !f.primary && f.name === a.folder)?.path : undefined;
     if (seen.has(shown)) continue;
     seen.add(shown);
     changes.push({
@@ -191,7 +196,9 @@ export function trayPopover(s: FolderStatusDto, now: number, cost?: CostView): T
       name: baseName(a.path),
       verb: VERB[a.kind],
       atMs: a.atMs,
-      openable: a.folder === undefined && a.kind !== 'deleted' && a.kind !== 'error',
+      openable: (a.folder === undefined || root !== undefined) && a.kind !== 'deleted' && a.kind !== 'error',
+      file: a.path,
+      ...(root !== undefined ? { root } : {}),
     });
   }
   const pause: TrayPauseChoice = notEnrolled
@@ -247,7 +254,7 @@ export function trayMenu(s: FolderStatusDto, now: number, cost?: CostView): Tray
               ? {
                   kind: 'item',
                   label: `${c.verb} ${c.path}`,
-                  action: { type: 'openFile', path: c.path },
+                  action: { type: 'openFile', path: c.file, ...(c.root ? { root: c.root } : {}) },
                   enabled: true,
                 }
               : { kind: 'label', label: `${c.verb} ${c.path}` },

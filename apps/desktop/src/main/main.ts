@@ -211,7 +211,7 @@ async function main(): Promise<void> {
         void handlers.resume({}).catch(() => undefined);
         break;
       case 'openFile':
-        void shell.openPath(nodePath.join(folder, ...a.path.split('/')));
+        void shell.openPath(nodePath.join(a.root ?? folder, ...a.path.split('/')));
         break;
       case 'quit':
         app.quit();
