@@ -2,10 +2,10 @@
  * Settings → Synced folders in Chromium (issue #19; docs/desktop.md "Several synced
  * folders"): the main folder is listed; a file's path is refused in words beside the field,
  * nothing added; a folder's path adds it, and its files reach Weft storage under its own
- * root; the status screen lists both folders; "Stop syncing" asks first (Cancel keeps it),
- * then stops it and deletes nothing, here or in Weft storage. Axe-clean in light and dark
- * at 100 % and 200 % (screenshots settings-folders-*, settings-folders-confirm-*,
- * status-folders-*).
+ * root; the status screen lists both folders and links the folder's activity to its History;
+ * "Stop syncing" asks first (Cancel keeps it), then stops it and deletes nothing, here or in
+ * Weft storage. Axe-clean in light and dark at 100 % and 200 % (screenshots
+ * settings-folders-*, settings-folders-confirm-*, status-folders-*).
  */
 import { createHash } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
@@ -87,6 +87,12 @@ describe('Settings → Synced folders in Chromium', () => {
     await expect.poll(() => page.locator('#folder-states li').count(), POLL).toBe(2);
     expect(await page.locator('#folder-states').textContent()).toContain('Photos: up to date, 1 file');
     await checkVariants(page, 'status-folders', clean);
+
+    // The folder's activity links to a file's history in that folder (paths as in the folder).
+    await page.getByRole('link', { name: 'Versions of Photos: beach.jpg' }).first().click();
+    await expect.poll(() => page.locator('#version-list li').count(), POLL).toBe(1);
+    expect(await page.locator('#h-versions').textContent()).toBe('Versions of beach.jpg');
+    expect(new URL(page.url()).hash).toBe('#history?path=beach.jpg&in=Photos');
 
     // Stop syncing asks first; Cancel keeps the folder.
     await page.goto(`${new URL(page.url()).origin}/#settings`);
