@@ -206,7 +206,11 @@ export async function startProxyServer(
     metrics,
     onChanges: (userId: string, records: ChangeRecord[]) => {
       for (const r of records) {
-        if (r.type === 'upsert' && r.entry.tier === 'small') packer?.notify(r.entry.size);
+        if (r.type === 'upsert' && r.entry.tier === 'small')
+          packer?.notify(r.entry.size, { userId, path: r.path });
+        // A moved file is queued at its new path; a moved folder's files are found by listing.
+        if (r.type === 'move')
+          packer?.notify(0, r.entry.kind === 'dir' ? undefined : { userId, path: r.path });
         // A delete or an overwrite may leave packed content unreferenced: date it soon.
         if (r.type === 'delete' || (r.type === 'upsert' && r.entry.kind === 'file')) packGc?.markSoon();
         merkle.invalidate(userId, r.path);

@@ -12,6 +12,7 @@ export * from './write-rule.ts';
 export * from './transfer-state.ts';
 export * from './cost.ts';
 export * from './storage-health.ts';
+export * from './read-ahead.ts';
 export {
   conflictStamp,
   conflictedCopyPath,

@@ -7,7 +7,7 @@
  */
 import * as fsp from 'node:fs/promises';
 import type { Op } from '../ops.ts';
-import { readAhead } from '../read-ahead.ts';
+import { readAhead } from '@weft/wire';
 import type { SyncContext } from './context.ts';
 import { sendOps } from './propagate/remote-ops.ts';
 import { uploadBundles } from './propagate/upload-bundle.ts';

@@ -23,9 +23,19 @@ import {
   PACK_TRAILER_SIZE,
   PackBuilder,
   type PackEntry,
+  readAhead,
   unpackEntry,
   WireFormatError,
 } from '@weft/wire';
+import type {
+  FsCopyPolicy,
+  PackGcCandidate,
+  PackLocation,
+  PackStats,
+  PendingContent,
+  RepackOutcome,
+} from './pack-types.ts';
+import { keepFsCopy } from './pack-types.ts';
 
 export const PACK_PREFIX = 'packs';
 /**
@@ -40,31 +50,10 @@ export const PACK_PREFIX = 'packs';
 export const DEFAULT_PACK_TARGET_BYTES = 16 * 1024 * 1024;
 /** Small files read at once while a pack is filled. */
 const READ_AHEAD = 16;
-
-/**
- * `fn` over `items` with up to `depth` calls in flight, results in item order (a failure
- * thrown when its turn comes; every outcome observed as it starts).
- */
-async function* readAhead<T, R>(
-  items: readonly T[],
-  depth: number,
-  fn: (item: T) => Promise<R>,
-): AsyncGenerator<[T, R]> {
-  const settled = (i: number) =>
-    fn(items[i] as T).then(
-      (value) => ({ ok: true as const, value }),
-      (error: unknown) => ({ ok: false as const, error }),
-    );
-  const inFlight: ReturnType<typeof settled>[] = [];
-  let next = 0;
-  while (next < items.length && inFlight.length < depth) inFlight.push(settled(next++));
-  for (let i = 0; i < items.length; i++) {
-    const outcome = await (inFlight.shift() as ReturnType<typeof settled>);
-    if (next < items.length) inFlight.push(settled(next++));
-    if (!outcome.ok) throw outcome.error;
-    yield [items[i] as T, outcome.value];
-  }
-}
+/** A flush lists every pending small file at least this often, whatever was queued. */
+const FULL_LIST_MS = 10 * 60_000;
+/** At most this many files per listing (the next flush lists the rest). */
+const FULL_LIST_LIMIT = 100_000;
 
 /** Default flush timeout (the Packing paper's 5 s). */
 export const DEFAULT_PACK_TIMEOUT_MS = 5000;
@@ -73,74 +62,16 @@ export function packKey(packId: string): string {
   return `${PACK_PREFIX}/${packId}`;
 }
 
-export interface PackLocation {
-  readonly sha256: string;
-  readonly packId: string;
-  readonly offset: number;
-  readonly length: number;
-  readonly rawLength: number;
-  readonly compression: 0 | 1;
-}
-
-/** Live and dead bytes of one pack: what GC policies decide on (Coral §3.5). */
-export interface PackStats {
-  readonly packId: string;
-  /** Whole pack object, footer and trailer included. */
-  readonly size: number;
-  readonly entries: number;
-  /** Stored bytes of entries some namespace still references. */
-  readonly liveBytes: number;
-  readonly liveEntries: number;
-  /** Ranged reads a repack needs for the live entries (coalescePackRanges, default gap). */
-  readonly liveRanges: number;
-  /** Stored bytes of entries nothing references (or that moved to another pack). */
-  readonly deadBytes: number;
-  readonly createdMs: number;
-}
-
-/** What the cost model needs to decide on one pack (cost/policy.ts PackGcInput, and its size). */
-export interface PackGcCandidate {
-  readonly packId: string;
-  readonly size: number;
-  readonly liveBytes: number;
-  readonly liveRanges: number;
-  readonly deadBytes: number;
-  readonly deadByteSinceMs: number;
-}
-
-/** What a repack did: the old pack's size, the new one's ('' and 0 when nothing was live). */
-export interface RepackOutcome {
-  readonly packId: string;
-  readonly into: string;
-  readonly oldSize: number;
-  readonly newSize: number;
-  readonly liveBytes: number;
-}
-
-/** A small file waiting for the packer. */
-export interface PendingContent {
-  readonly userId: string;
-  readonly path: string;
-  readonly sha256: string;
-  readonly size: number;
-  /** The namespace file's revision and mtime when it was queued (for dropping its copy). */
-  readonly fsRevision?: string;
-  readonly mtimeMs?: number;
-}
-
-/** After a flush: keep the filesystem-tier copy of a packed small file, or drop it. */
-export type FsCopyPolicy = (file: PendingContent & { packId: string }) => 'keep' | 'drop';
-
-/**
- * Default: keep (config `packs.fsCopy`). A dropped copy leaves a stub in the namespace tree
- * (pack-stub.ts), the filesystem tier staying the truth for the tree.
- */
-export const keepFsCopy: FsCopyPolicy = () => 'keep';
-
-/** Reads of this content go to its pack (a stub found by recovery, or a copy being dropped). */
-export function markFsDropped(db: Database.Database, sha256: string, nowMs: number): void {
-  db.prepare('INSERT OR IGNORE INTO fs_dropped (sha256, dropped_ms) VALUES (?, ?)').run(sha256, nowMs);
-}
+export {
+  type FsCopyPolicy,
+  keepFsCopy,
+  markFsDropped,
+  type PackGcCandidate,
+  type PackLocation,
+  type PackStats,
+  type PendingContent,
+  type RepackOutcome,
+} from './pack-types.ts';
 
 export interface PackerOptions {
   readonly db: Database.Database;
@@ -183,6 +114,15 @@ export class Packer {
   readonly targetBytes: number;
   readonly timeoutMs: number;
   private pendingBytes = 0;
+  /**
+   * The namespace paths written since the last flush began (`user\0path`), looked up one by
+   * one at the flush; undefined: the next flush lists every small entry not yet packed (at
+   * start, after a failed flush, after a folder move, and at least every FULL_LIST_MS as a
+   * safety net). Listing them all at every flush cost O(all small files) per flush: 290 s of
+   * a 100,000-file drop's 800 s (issue #16).
+   */
+  private queued: Map<string, { userId: string; path: string }> | undefined;
+  private lastFullListMs = Number.NEGATIVE_INFINITY;
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<number> | undefined;
   private closed = false;
@@ -215,6 +155,32 @@ export class Packer {
       .all(limit) as PendingContent[];
   }
 
+  /** What this flush packs: the paths queued since the last one, or every pending file. */
+  private takePending(): PendingContent[] {
+    const queued = this.queued;
+    this.queued = new Map();
+    const now = this.now();
+    if (queued === undefined || now - this.lastFullListMs >= FULL_LIST_MS) {
+      this.lastFullListMs = now;
+      const all = this.pending(FULL_LIST_LIMIT);
+      // More than one listing holds: the next flush lists again from where the packs are.
+      if (all.length >= FULL_LIST_LIMIT) this.queued = undefined;
+      return all;
+    }
+    const one = this.o.db.prepare(
+      `SELECT user_id AS userId, path, sha256, size, fs_revision AS fsRevision, mtime_ms AS mtimeMs
+       FROM entries e
+       WHERE user_id = ? AND path = ? AND tier = 'small' AND sha256 IS NOT NULL
+         AND NOT EXISTS (SELECT 1 FROM pack_entries p WHERE p.sha256 = e.sha256)`,
+    );
+    const out: PendingContent[] = [];
+    for (const q of queued.values()) {
+      const row = one.get(q.userId, q.path) as PendingContent | undefined;
+      if (row) out.push(row);
+    }
+    return out;
+  }
+
   /** How many small files `pending` would list (unbounded). */
   pendingCount(): number {
     const r = this.o.db
@@ -227,9 +193,15 @@ export class Packer {
     return r.n;
   }
 
-  /** A small file became durable on the filesystem tier: flush at the target or after the timeout. */
-  notify(bytes: number): void {
+  /**
+   * A small file became durable on the filesystem tier at `at` (or, without `at`, something the
+   * packer must find by listing: a folder moved, a start): flush at the target or after the
+   * timeout.
+   */
+  notify(bytes: number, at?: { readonly userId: string; readonly path: string }): void {
     if (this.closed) return;
+    if (at === undefined) this.queued = undefined;
+    else this.queued?.set(`${at.userId}\0${at.path}`, { userId: at.userId, path: at.path });
     this.pendingBytes += bytes;
     if (this.pendingBytes >= this.targetBytes) void this.flush().catch((e) => this.failed(e));
     else if (!this.timer) {
@@ -254,6 +226,9 @@ export class Packer {
     this.flushing = this.flushAll();
     try {
       return await this.flushing;
+    } catch (e) {
+      this.queued = undefined; // what this flush took is found again by the next listing
+      throw e;
     } finally {
       this.flushing = undefined;
     }
@@ -281,7 +256,11 @@ export class Packer {
         throw e;
       }
     };
-    for await (const [file, raw] of readAhead(this.pending(), READ_AHEAD, read)) {
+    for await (const [file, raw] of readAhead(
+      this.takePending(),
+      READ_AHEAD,
+      async (f) => [f, await read(f)] as const,
+    )) {
       if (builder.has(file.sha256)) {
         members.push(file);
         continue;
@@ -297,6 +276,7 @@ export class Packer {
       if (builder.size >= this.targetBytes) await write();
     }
     await write();
+    if (this.queued === undefined) this.notify(0); // a listing cut short: the rest at the next flush
     return packs;
   }
 

@@ -12,11 +12,11 @@ import {
   type OpResult,
   bundleEntrySize,
   encodeBundle,
+  readAhead,
 } from '@weft/wire';
 import { stated } from '../../decisions.ts';
 import { JournalChanges } from '../../journal/changes.ts';
 import type { Op } from '../../ops.ts';
-import { readAhead } from '../../read-ahead.ts';
 import type { SyncContext } from '../context.ts';
 import { noteServerConflict } from './conflict.ts';
 
