@@ -19,7 +19,9 @@ function schemaDirs(): string[] {
   const out: string[] = [];
   const walk = (dir: string): void => {
     const entries = readdirSync(dir, { withFileTypes: true });
-    if (entries.some((e) => e.isFile() && MIGRATION.test(e.name))) out.push(dir);
+    // PostgreSQL schemas (pg-migrations/) are typed by the server itself: not SQLite's to check.
+    const postgres = nodePath.basename(dir).startsWith('pg-');
+    if (!postgres && entries.some((e) => e.isFile() && MIGRATION.test(e.name))) out.push(dir);
     for (const e of entries)
       if (e.isDirectory() && e.name !== 'node_modules') walk(nodePath.join(dir, e.name));
   };
