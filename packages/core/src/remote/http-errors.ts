@@ -69,11 +69,17 @@ export async function ensureOk(res: Response): Promise<void> {
   );
 }
 
-export async function parseJson<T>(res: Response, schema: Schema<T>): Promise<T> {
+/** A response's JSON body checked against its schema (`body` reads it: a client may meter it). */
+export async function parseJson<T>(
+  res: Response,
+  schema: Schema<T>,
+  body: (res: Response) => Promise<string> = (r) => r.text(),
+): Promise<T> {
   await ensureOk(res);
+  const text = await body(res); // a dropped connection is not "not JSON"
   let json: unknown;
   try {
-    json = await res.json();
+    json = JSON.parse(text);
   } catch (e) {
     throw new RemoteError(res.status, 'UNKNOWN', `response is not JSON: ${(e as Error).message}`);
   }

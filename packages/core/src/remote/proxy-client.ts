@@ -112,23 +112,7 @@ export class ProxyClient implements RemoteStore {
   }
 
   private async parseJson<T>(res: Response, schema: Schema<T>): Promise<T> {
-    await ensureOk(res);
-    const bytes = await this.bodyBytes(res);
-    let json: unknown;
-    try {
-      json = JSON.parse(Buffer.from(bytes).toString('utf8'));
-    } catch (e) {
-      throw new RemoteError(res.status, 'UNKNOWN', `response is not JSON: ${(e as Error).message}`);
-    }
-    try {
-      return schema.parse(json);
-    } catch (e) {
-      throw new RemoteError(
-        res.status,
-        'UNKNOWN',
-        `response does not match the API schema: ${(e as Error).message}`,
-      );
-    }
+    return parseJson(res, schema, async (r) => Buffer.from(await this.bodyBytes(r)).toString('utf8'));
   }
 
   /** Read a whole response body, counting it and honouring the download limit. */
