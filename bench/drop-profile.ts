@@ -21,6 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { Engine, ProxyClient } from '@weft/core';
 import { startS3Proxy, type RunningS3Proxy } from '@weft/providers/testing';
 import { startProxyServer } from '@weft/proxy-server';
+import { syntheticTree } from './agent-procs.ts';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -34,29 +35,8 @@ const flag = (name: string): string | undefined => {
 const tier = flag('--tier') ?? 's3';
 const synthetic = Number(flag('--files') ?? 0);
 
-/** N files of 1–16 KiB, 1,000 to a folder, dated an hour back (settled); made once. */
-async function tree(n: number): Promise<string> {
-  const dir = join(ROOT, '.cache', `many-${n}`);
-  const done = join(ROOT, '.cache', `many-${n}.done`);
-  if (await fsp.stat(done).catch(() => undefined)) return dir;
-  await fsp.rm(dir, { recursive: true, force: true });
-  const old = new Date(Date.now() - 3_600_000);
-  for (let start = 0; start < n; start += 1_000) {
-    const sub = join(dir, `d${Math.floor(start / 10_000)}`, `s${(start / 1_000) % 10}`);
-    await fsp.mkdir(sub, { recursive: true });
-    await Promise.all(
-      Array.from({ length: Math.min(1_000, n - start) }, async (_, k) => {
-        const f = join(sub, `f${start + k}.txt`);
-        await fsp.writeFile(f, randomBytes(1024 + (((start + k) * 7919) % (15 * 1024))));
-        await fsp.utimes(f, old, old);
-      }),
-    );
-  }
-  await fsp.writeFile(done, '');
-  return dir;
-}
-
-const corpus = synthetic > 0 ? await tree(synthetic) : resolve(args[0] ?? join(ROOT, '.cache', 'small'));
+const corpus =
+  synthetic > 0 ? await syntheticTree(synthetic) : resolve(args[0] ?? join(ROOT, '.cache', 'small'));
 const work = await fsp.mkdtemp(join(os.tmpdir(), 'weft-drop-profile-'));
 let s3: RunningS3Proxy | undefined;
 try {
