@@ -1,0 +1,177 @@
+/**
+ * The agent's choice of proxy instance (remote/server-pool.ts): nearest by round trip,
+ * failover at once on a refused connection and after sustained 502/503, all down → Weft's
+ * backoff, moving back to the nearest only with hysteresis, and the saved list.
+ */
+import { describe, expect, it } from 'vitest';
+import { ServerPool, type ServerPoolOptions } from '../src/remote/server-pool.ts';
+
+const A = 'http://a.example:1';
+const B = 'http://b.example:2';
+const C = 'http://c.example:3';
+
+function pool(extra: Partial<ServerPoolOptions> = {}) {
+  let t = 1_000_000;
+  const clock = {
+    now: () => t,
+    advance: (ms: number) => {
+      t += ms;
+    },
+  };
+  const p = new ServerPool({
+    home: A,
+    now: clock.now,
+    downBackoff: { baseMs: 1_000, capMs: 8_000, jitter: 'none' },
+    minDwellMs: 30_000,
+    ...extra,
+  });
+  p.learn([
+    { url: A, id: 'a', state: 'active' },
+    { url: B, id: 'b', state: 'active' },
+    { url: C, id: 'c', state: 'active' },
+  ]);
+  return { p, clock };
+}
+
+/** Enough answered probes with these round trips for the hysteresis to allow a move. */
+function probe(p: ServerPool, rtts: Record<string, number>, rounds = 3): void {
+  for (let i = 0; i < rounds; i++) for (const [url, ms] of Object.entries(rtts)) p.answered(url, ms);
+}
+
+describe('ServerPool', () => {
+  it('startsOnTheEnrolmentServerAndFailsOverToTheNearestThatAnswers', () => {
+    const { p } = pool();
+    expect(p.current).toBe(A);
+    probe(p, { [A]: 5, [B]: 40, [C]: 12 });
+    expect(p.reconsider()).toBe(false); // A is the nearest already
+    const r = p.failed(A, 'unreachable');
+    expect(r).toEqual({ current: C, moved: true }); // C (12 ms) before B (40 ms)
+    expect(p.failovers).toBe(1);
+    expect(p.currentId()).toBe('c');
+  });
+
+  it('unknownRoundTripsRankAfterMeasuredOnesAndTheListOrderBreaksTies', () => {
+    const { p } = pool();
+    p.answered(C, 30);
+    expect(p.failed(A, 'unreachable').current).toBe(C);
+    const { p: q } = pool();
+    expect(q.failed(A, 'unreachable').current).toBe(B); // nothing measured: listing order
+  });
+
+  it('a502Or503MovesOnlyWhenSustained', () => {
+    const { p } = pool();
+    expect(p.failed(A, 'unavailable')).toEqual({ current: A, moved: false });
+    p.answered(A); // an answer in between: the count starts again
+    expect(p.failed(A, 'unavailable').moved).toBe(false);
+    expect(p.failed(A, 'unavailable')).toEqual({ current: B, moved: true });
+  });
+
+  it('allDownWaitsOnTheSharedBackoffAndAnAnswerResetsIt', () => {
+    const { p, clock } = pool();
+    p.failed(A, 'unreachable');
+    p.failed(B, 'unreachable');
+    expect(p.failed(C, 'unreachable').moved).toBe(false);
+    // Everyone waits base·2^(n-1): 1 s each after one failure; A's wait ends first.
+    expect(p.current).toBe(A);
+    expect(p.retryInMs()).toBe(1_000);
+    expect(p.due(A)).toBe(false);
+    clock.advance(1_000);
+    expect(p.due(A)).toBe(true);
+    // A fails again: 2 s, then 4 s, 8 s and the cap.
+    const waits: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      clock.advance(10_000);
+      p.failed(A, 'unreachable');
+      p.failed(B, 'unreachable');
+      p.failed(C, 'unreachable');
+      waits.push(p.retryInMs());
+    }
+    expect(waits).toEqual([2_000, 4_000, 8_000, 8_000, 8_000]);
+    p.answered(B, 10);
+    expect(p.retryInMs()).toBe(0);
+    expect(p.reconsider()).toBe(true);
+    expect(p.current).toBe(B);
+    p.failed(B, 'unreachable');
+    clock.advance(1_000); // B's backoff was reset by the answer: back to the first delay
+    expect(p.due(B)).toBe(true);
+  });
+
+  it('movesBackToTheNearestOnlyAfterSteadyAnswersDwellTimeAndAClearGain', () => {
+    const { p, clock } = pool();
+    probe(p, { [A]: 5, [B]: 20, [C]: 50 });
+    p.failed(A, 'unreachable');
+    expect(p.current).toBe(B);
+    clock.advance(1_000);
+    // A answers again, but once: not yet.
+    p.answered(A, 5);
+    expect(p.reconsider()).toBe(false);
+    p.answered(A, 5);
+    p.answered(A, 5);
+    expect(p.reconsider()).toBe(false); // 1 s on B: under the dwell time
+    clock.advance(30_000);
+    // A flaps: its run of answers starts again.
+    p.failed(A, 'unreachable');
+    clock.advance(1_000);
+    p.answered(A, 5);
+    expect(p.reconsider()).toBe(false);
+    probe(p, { [A]: 5 });
+    expect(p.reconsider()).toBe(true);
+    expect(p.current).toBe(A);
+    expect(p.returns).toBe(1);
+  });
+
+  it('aSimilarRoundTripIsNoReasonToMove', () => {
+    const { p, clock } = pool();
+    probe(p, { [A]: 10, [B]: 9 });
+    clock.advance(60_000);
+    expect(p.reconsider()).toBe(false); // 9 ms is not ≤ 75 % of 10 ms
+    probe(p, { [B]: 1 }, 10);
+    expect(p.reconsider()).toBe(true);
+    expect(p.current).toBe(B);
+  });
+
+  it('leavesADrainingOrUnlistedInstanceForOneThatAnswers', () => {
+    const { p } = pool();
+    probe(p, { [B]: 50 });
+    p.learn([
+      { url: A, state: 'draining' },
+      { url: B, state: 'active' },
+    ]);
+    expect(p.reconsider()).toBe(true); // no dwell time or gain needed to leave a draining one
+    expect(p.current).toBe(B);
+    expect(p.view().map((v) => v.url)).toEqual([A, B]); // C no longer listed; A is home
+    p.learn([{ url: C, state: 'active' }]);
+    expect(p.view().find((v) => v.url === B)?.state).toBe('draining');
+  });
+
+  it('aFailureSeenOnAnOldInstanceSendsTheRequestToTheCurrentOne', () => {
+    const { p } = pool();
+    p.failed(A, 'unreachable');
+    expect(p.current).toBe(B);
+    // A request that had started on A before the move fails now.
+    expect(p.failed(A, 'unreachable')).toEqual({ current: B, moved: true });
+  });
+
+  it('isSavedAndRestoredForTheSameEnrolmentOnly', () => {
+    const { p } = pool();
+    probe(p, { [A]: 5, [B]: 7 }, 1);
+    p.failed(A, 'unreachable');
+    const saved = JSON.parse(JSON.stringify(p.snapshot())) as unknown;
+    const again = ServerPool.restore(saved, { home: `${A}/` });
+    expect(again.current).toBe(B);
+    expect(again.view().map((v) => [v.url, v.rttMs])).toEqual([
+      [A, 5],
+      [B, 7],
+      [C, undefined],
+    ]);
+    const other = ServerPool.restore(saved, { home: 'http://elsewhere:9' });
+    expect(other.view().map((v) => v.url)).toEqual(['http://elsewhere:9']);
+    // Garbage is ignored, not trusted.
+    expect(
+      ServerPool.restore(
+        { home: A, current: 'x', instances: [{ url: 'file:///etc' }, 3] },
+        { home: A },
+      ).view(),
+    ).toHaveLength(1);
+  });
+});
