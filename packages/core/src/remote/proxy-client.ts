@@ -48,6 +48,7 @@ import {
 } from './http-errors.ts';
 import { ByteRateLimiter } from './rate-limit.ts';
 import type { RemoteStore } from './remote-store.ts';
+import type { ServerPool } from './server-pool.ts';
 
 export interface ProxyClientOptions {
   readonly baseUrl: string;
@@ -58,6 +59,12 @@ export interface ProxyClientOptions {
   readonly uploadBytesPerSecond?: number;
   /** Download limit in bytes per second (response bodies). */
   readonly downloadBytesPerSecond?: number;
+  /**
+   * Several proxy instances serving this storage (server-pool.ts): requests go to the pool's
+   * current one, and one that cannot be reached (or answers 502/503/504 twice) is sent again
+   * to the next. Absent: `baseUrl` only.
+   */
+  readonly servers?: ServerPool;
 }
 
 type Schema<T> = { parse(input: unknown): T };
@@ -67,9 +74,13 @@ const MAX_BUSY_RETRIES = 40;
 /** Waits between busy retries when the server names none (Retry-After wins, capped at 30 s). */
 const BUSY_BACKOFF: BackoffPolicy = { baseMs: 200, capMs: 30_000, jitter: 'equal' };
 
+/** Wait before sending a request again to an instance that answered 502/503/504 once. */
+const UNAVAILABLE_RETRY_MS = 250;
+
 export class ProxyClient implements RemoteStore {
-  readonly baseUrl: string;
+  private readonly fixedUrl: string;
   private readonly token: string;
+  readonly servers: ServerPool | undefined;
   requests = 0;
   /** Times the server asked us to slow down and we waited. */
   busyWaits = 0;
@@ -80,7 +91,8 @@ export class ProxyClient implements RemoteStore {
   private downLimit: ByteRateLimiter | undefined;
 
   constructor(private readonly options: ProxyClientOptions) {
-    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.fixedUrl = options.baseUrl.replace(/\/+$/, '');
+    this.servers = options.servers;
     this.token = options.token;
     this.upLimit = options.uploadBytesPerSecond
       ? new ByteRateLimiter(options.uploadBytesPerSecond)
@@ -88,6 +100,11 @@ export class ProxyClient implements RemoteStore {
     this.downLimit = options.downloadBytesPerSecond
       ? new ByteRateLimiter(options.downloadBytesPerSecond)
       : undefined;
+  }
+
+  /** The instance requests go to now (the pool's current one, else the configured URL). */
+  get baseUrl(): string {
+    return this.servers?.current ?? this.fixedUrl;
   }
 
   /**
@@ -159,11 +176,15 @@ export class ProxyClient implements RemoteStore {
     return parseJson(res, EnrolResponse);
   }
 
-  private url(route: string, query?: Record<string, string | number | undefined>): string {
+  private url(
+    route: string,
+    query?: Record<string, string | number | undefined>,
+    base: string = this.baseUrl,
+  ): string {
     const q = new URLSearchParams();
     for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) q.set(k, String(v));
     const qs = q.toString();
-    return `${this.baseUrl}${API_PREFIX}${route}${qs ? `?${qs}` : ''}`;
+    return `${base}${API_PREFIX}${route}${qs ? `?${qs}` : ''}`;
   }
 
   private async request(
@@ -189,10 +210,26 @@ export class ProxyClient implements RemoteStore {
     else if (options.body !== undefined) headers['content-type'] = 'application/octet-stream';
     // The server pushes back with 503 SLOW_DOWN (or 429) and Retry-After when its queue is
     // deep: wait as asked and send the same request again; our operations stay queued meanwhile.
+    // With several instances (options.servers), one that cannot be reached or keeps answering
+    // 502/503/504 is left for the next and the request is sent there: writes are safe to
+    // repeat (a put of the content already there is answered applied, unchanged; a delete of
+    // what is gone likewise), and the feed cursor is the caller's, so nothing is skipped.
     let res: Response;
+    let base = this.baseUrl;
+    let hops = 0;
+    let unavailableRetried = false;
+    const pool = this.servers;
+    const moveOn = (kind: 'unreachable' | 'unavailable'): boolean => {
+      const next = pool?.failed(base, kind);
+      if (!next?.moved || hops >= pool!.view().length) return false;
+      hops += 1;
+      base = next.current;
+      unavailableRetried = false;
+      return true;
+    };
     for (let attempt = 1; ; attempt++) {
       try {
-        res = await safeFetch(this.url(route, options.query), {
+        res = await safeFetch(this.url(route, options.query, base), {
           method,
           headers,
           body: body as RequestInit['body'],
@@ -203,12 +240,28 @@ export class ProxyClient implements RemoteStore {
         // and ours race) dies before any answer: send once more on a fresh connection.
         // Writes are safe to repeat: the server answers a repeated one as already applied.
         if (attempt === 1 && e instanceof OfflineError && connectionDropped(e)) continue;
+        if (e instanceof OfflineError && moveOn('unreachable')) continue;
         throw e;
       }
-      if ((res.status !== 503 && res.status !== 429) || attempt >= MAX_BUSY_RETRIES) break;
-      const text = await res.text().catch(() => '');
-      if (res.status === 503 && !text.includes('SLOW_DOWN')) {
-        res = new Response(text, { status: res.status, headers: res.headers });
+      const busy = res.status === 503 || res.status === 429;
+      const text = busy ? await res.text().catch(() => '') : '';
+      const unavailable =
+        res.status === 502 || res.status === 504 || (res.status === 503 && !text.includes('SLOW_DOWN'));
+      if (pool && unavailable) {
+        const moved = moveOn('unavailable');
+        // Once is not yet down: ask the same instance again before giving up on it.
+        const again = !moved && !unavailableRetried && pool.current === base;
+        if (moved || again) {
+          if (!busy) await res.body?.cancel().catch(() => undefined);
+          if (again) {
+            unavailableRetried = true;
+            await new Promise((r) => setTimeout(r, UNAVAILABLE_RETRY_MS));
+          }
+          continue;
+        }
+      } else pool?.answered(base);
+      if (!busy || attempt >= MAX_BUSY_RETRIES || unavailable) {
+        if (busy) res = new Response(text, { status: res.status, headers: res.headers });
         break;
       }
       this.busyWaits += 1;
@@ -479,9 +532,15 @@ export class ProxyClient implements RemoteStore {
     onMessage: (m: FeedServerMessage) => void,
     onClose: (reason: string) => void,
   ): Disposable {
-    const wsUrl = this.url('/feed', { cursor }).replace(/^http/, 'ws');
+    const base = this.baseUrl;
+    const wsUrl = this.url('/feed', { cursor }, base).replace(/^http/, 'ws');
     const ws = new WebSocket(wsUrl, { headers: { authorization: `Bearer ${this.token}` } });
     let closed = false;
+    let opened = false;
+    ws.on('open', () => {
+      opened = true;
+      this.servers?.answered(base);
+    });
     const close = (reason: string): void => {
       if (closed) return;
       closed = true;
@@ -496,7 +555,11 @@ export class ProxyClient implements RemoteStore {
         ws.terminate();
       }
     });
-    ws.on('error', (e) => close(e.message));
+    ws.on('error', (e) => {
+      // Not even connected: that instance is away (the next connect goes to another).
+      if (!opened) this.servers?.failed(base, 'unreachable');
+      close(e.message);
+    });
     ws.on('close', (code) => close(`closed (${code})`));
     const ping = setInterval(() => {
       if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'ping' }));
