@@ -176,6 +176,11 @@ export class RateEstimator {
   }
 }
 
+/** Samples after which the compression means count as settled (their weight caps at 20). */
+const SETTLED = 20;
+/** Once settled, one call in this many takes a sample. */
+const SAMPLE_EVERY = 8;
+
 /**
  * Decides per bundle whether deflate pays (CoCloud Eq. 3–4 with the one level the bundle
  * format offers): it deflates a sample of the batch, keeps running estimates of the ratio
@@ -205,10 +210,21 @@ export class CompressionAdvisor {
     return this.compressing;
   }
 
-  /** Look at (up to 256 KiB of) the data about to be sent and decide. */
+  /** Calls since the running means last took a sample. */
+  private sinceSample = 0;
+
+  /**
+   * Look at (up to 256 KiB of) the data about to be sent and decide. The sample is deflated
+   * here, on the caller's thread (its time is the rate measured): every call until the means
+   * hold SETTLED samples, then every SAMPLE_EVERY-th call — one deflate per 4 MiB bundle was
+   * 3 s of a 100,000-file drop's event loop (issue #16), and a settled mean moves by at most
+   * 1/21 per sample anyway.
+   */
   shouldCompress(data: readonly Uint8Array[], linkBytesPerSecond: number, gamma = 0): boolean {
-    const sample = concatUpTo(data, 256 * 1024);
+    const due = this.samples < SETTLED || ++this.sinceSample >= SAMPLE_EVERY;
+    const sample = due ? concatUpTo(data, 256 * 1024) : new Uint8Array(0);
     if (sample.byteLength >= 4096) {
+      this.sinceSample = 0;
       const m = this.measure(sample);
       const ratio = sample.byteLength / Math.max(1, m.outBytes);
       const rate = sample.byteLength / Math.max(1e-6, m.seconds);
@@ -216,7 +232,7 @@ export class CompressionAdvisor {
       const lambda = this.samples / (this.samples + 1);
       this.ratio = this.samples === 0 ? ratio : this.ratio * lambda + ratio * (1 - lambda);
       this.rate = this.samples === 0 ? rate : this.rate * lambda + rate * (1 - lambda);
-      this.samples = Math.min(this.samples + 1, 20);
+      this.samples = Math.min(this.samples + 1, SETTLED);
     }
     const level = [{ level: 6, ratio: this.ratio, rate: this.rate }];
     const at = (factor: number): boolean =>

@@ -3,7 +3,7 @@
  * the remaining length first and reports TRUNCATED through a WireFormatError, so a decoder
  * built on it can never read out of bounds or leak a RangeError.
  */
-import { crc32 as zlibCrc32, deflateRawSync, inflateRawSync } from 'node:zlib';
+import { crc32 as zlibCrc32, deflateRaw, deflateRawSync, inflateRawSync } from 'node:zlib';
 import { WireFormatError, type WireFormat } from './errors.ts';
 
 export class ByteReader {
@@ -134,6 +134,11 @@ export class ByteWriter {
   finish(): Uint8Array {
     return this.buf.slice(0, this.offset);
   }
+
+  /** What was written, without a copy (the writer must not be written to afterwards). */
+  written(): Uint8Array {
+    return this.buf.subarray(0, this.offset);
+  }
 }
 
 export function startsWith(bytes: Uint8Array, magic: Uint8Array): boolean {
@@ -148,6 +153,13 @@ export function ascii(text: string): Uint8Array {
 
 export function deflate(bytes: Uint8Array): Uint8Array {
   return deflateRawSync(bytes, { level: 6 });
+}
+
+/** deflate, worked in zlib's thread pool: the caller's event loop runs on meanwhile. */
+export function deflateAsync(bytes: Uint8Array): Promise<Uint8Array> {
+  return new Promise((resolve, reject) =>
+    deflateRaw(bytes, { level: 6 }, (err, out) => (err ? reject(err) : resolve(out))),
+  );
 }
 
 /**

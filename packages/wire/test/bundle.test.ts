@@ -1,6 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { BUNDLE_MAGIC, decodeBundle, encodeBundle, MAX_BUNDLE_BYTES, sha256Hex } from '../src/bundle.ts';
+import {
+  BUNDLE_MAGIC,
+  decodeBundle,
+  encodeBundle,
+  encodeBundleAsync,
+  MAX_BUNDLE_BYTES,
+  sha256Hex,
+} from '../src/bundle.ts';
 import { crc32 } from '../src/bytes.ts';
 import { WireFormatError } from '../src/errors.ts';
 import { bundleEntries, FUZZ_RUNS, mutate, RUNS } from './arbitraries.ts';
@@ -188,5 +195,23 @@ describe('bundle', () => {
     view.setUint32(lying.byteLength - 4, 0, true);
     view.setUint32(lying.byteLength - 4, crc32(lying.subarray(0, lying.byteLength - 4)), true);
     expect(rejects(lying).code).toBe('BAD_COMPRESSION');
+  });
+
+  it('encodesTheSameBytesAsyncWithTheDeflateOffTheEventLoop', async () => {
+    await fc.assert(
+      fc.asyncProperty(bundleEntries, fc.boolean(), async (entries, compress) => {
+        expect(await encodeBundleAsync(entries, { compress })).toEqual(encodeBundle(entries, { compress }));
+      }),
+      { numRuns: Math.min(RUNS, 50) },
+    );
+    // A turn of the event loop comes while a 3 MiB bundle is deflated (issue #16: inline, it
+    // held the agent's UI): a callback queued before the call runs before the bundle is back.
+    const content = new Uint8Array(3 * 1024 * 1024).map((_, i) => (i * 31) % 251);
+    const entries = [{ path: 'big.txt', mtimeMs: 0, sha256: sha256Hex(content), content }];
+    let turned = false;
+    setImmediate(() => (turned = true));
+    const bytes = await encodeBundleAsync(entries, { compress: true });
+    expect(turned).toBe(true);
+    expect(decodeBundle(bytes).compressed).toBe(true);
   });
 });

@@ -48,6 +48,15 @@ interface OpRecord {
   replaces: number | bigint;
 }
 
+/** One activity item as the journal keeps it (status.ts ActivityItem). */
+export interface ActivityRecord {
+  readonly atMs: number;
+  readonly kind: string;
+  readonly path: string;
+  readonly detail?: string | undefined;
+  readonly row?: string | undefined;
+}
+
 export interface QueuedOp {
   readonly id: number;
   readonly op: Op;
@@ -130,6 +139,7 @@ export class Journal {
   }
 
   close(): void {
+    this.flushActivity();
     this.db.close();
   }
 
@@ -466,30 +476,44 @@ export class Journal {
   /** Recent activity kept: the status shows these, and they survive a restart. */
   static readonly ACTIVITY_KEPT = 200;
 
-  /** Record one activity item (the oldest beyond ACTIVITY_KEPT are dropped). */
-  addActivity(item: {
-    atMs: number;
-    kind: string;
-    path: string;
-    detail?: string | undefined;
-    row?: string | undefined;
-  }): void {
-    const r = this.sql('INSERT INTO activity(at_ms, kind, path, detail, row_id) VALUES (?, ?, ?, ?, ?)').run(
-      item.atMs,
-      item.kind,
-      item.path,
-      item.detail ?? null,
-      item.row ?? null,
-    );
-    // Trim now and then, not on every insert (a burst of downloads records thousands).
-    if (BigInt(r.lastInsertRowid) % 32n === 0n)
+  /** Activity recorded but not written yet (written together: see addActivity). */
+  private activityBuffer: ActivityRecord[] = [];
+  private activityFlush: NodeJS.Immediate | undefined;
+
+  /**
+   * Record one activity item (the oldest beyond ACTIVITY_KEPT are dropped). Items are written
+   * together, in one transaction, on the next turn of the event loop (or before the activity
+   * is read and before the journal closes): one autocommitted INSERT per uploaded file was
+   * 5 s of a 100,000-file drop's main thread (issue #16). Activity is the UI's history — a
+   * crash may lose the last turn's items, never a file or an operation.
+   */
+  addActivity(item: ActivityRecord): void {
+    this.activityBuffer.push(item);
+    this.activityFlush ??= setImmediate(() => this.flushActivity());
+  }
+
+  /** Write the recorded activity now (one transaction); how many transactions ran (0 or 1). */
+  flushActivity(): number {
+    if (this.activityFlush !== undefined) clearImmediate(this.activityFlush);
+    this.activityFlush = undefined;
+    // Only the last ACTIVITY_KEPT can survive the trim: the older ones are not written at all.
+    const items = this.activityBuffer.slice(-Journal.ACTIVITY_KEPT);
+    this.activityBuffer = [];
+    if (items.length === 0 || !this.db.open) return 0;
+    const ins = this.sql('INSERT INTO activity(at_ms, kind, path, detail, row_id) VALUES (?, ?, ?, ?, ?)');
+    this.db.transaction(() => {
+      for (const item of items)
+        ins.run(item.atMs, item.kind, item.path, item.detail ?? null, item.row ?? null);
       this.sql('DELETE FROM activity WHERE id <= (SELECT MAX(id) FROM activity) - ?').run(
         Journal.ACTIVITY_KEPT,
       );
+    })();
+    return 1;
   }
 
   /** The last ACTIVITY_KEPT items, newest first. */
   recentActivity(): { atMs: number; kind: string; path: string; detail?: string; row?: string }[] {
+    this.flushActivity();
     const rows = this.sql(
       'SELECT at_ms, kind, path, detail, row_id FROM activity ORDER BY id DESC LIMIT ?',
     ).all(Journal.ACTIVITY_KEPT) as {
