@@ -3,8 +3,6 @@
  * at once converge to identical trees with nothing lost: every version a device held that
  * the other side had not seen is present at the end, in place or as a conflicted copy.
  */
-import * as fsp from 'node:fs/promises';
-import * as nodePath from 'node:path';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import {
   type Device,
@@ -17,59 +15,7 @@ import {
   startDevice,
   startTestProxy,
 } from '../src/harness.ts';
-
-const NAMES = ['a', 'b', 'c', 'd'];
-
-async function randomOp(d: Device, rnd: () => number, tag: string, log: string[]): Promise<void> {
-  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)] as T;
-  const tree = await localTree(d.folder);
-  const files = [...tree].filter(([, v]) => v !== 'dir').map(([k]) => k);
-  const dirs = [...tree].filter(([, v]) => v === 'dir').map(([k]) => k);
-  const abs = (p: string): string => nodePath.join(d.folder, ...p.split('/'));
-  const r = rnd();
-  try {
-    if (r < 0.35 || files.length === 0) {
-      const dir = rnd() < 0.5 || dirs.length === 0 ? '' : pick(dirs);
-      const p = (dir ? dir + '/' : '') + pick(NAMES) + '.txt';
-      if (tree.get(p) === 'dir') return;
-      log.push(`${tag} create ${p}`);
-      await fsp.writeFile(abs(p), `${tag} ${rnd()}`);
-    } else if (r < 0.55) {
-      const p = pick(files);
-      log.push(`${tag} edit ${p}`);
-      await fsp.writeFile(abs(p), `${tag} edit ${rnd()}`);
-    } else if (r < 0.65) {
-      const p = pick(NAMES);
-      if (!tree.has(p)) {
-        log.push(`${tag} mkdir ${p}`);
-        await fsp.mkdir(abs(p));
-      }
-    } else if (r < 0.8) {
-      const from = pick([...files, ...dirs]);
-      const to = pick(NAMES) + (tree.get(from) === 'dir' ? '' : '.moved');
-      if (!tree.has(to) && !to.startsWith(from + '/')) {
-        log.push(`${tag} move ${from} ${to}`);
-        await fsp.rename(abs(from), abs(to));
-      }
-    } else {
-      const p = pick([...files, ...dirs]);
-      log.push(`${tag} rm ${p}`);
-      await fsp.rm(abs(p), { recursive: true, force: true });
-    }
-  } catch {
-    // A path that vanished meanwhile: the next op picks another.
-  }
-}
-
-/** Contents a device holds that differ from its synced base: they must survive. */
-async function unsyncedContents(d: Device): Promise<Set<string>> {
-  const out = new Set<string>();
-  for (const [p, h] of await localTree(d.folder)) {
-    if (h === 'dir') continue;
-    if (d.engine.journal.getFile(p)?.syncedHash !== h) out.add(h);
-  }
-  return out;
-}
+import { randomOp, unsyncedContents } from '../src/storm-ops.ts';
 
 describe('operation storms', () => {
   let proxy: TestProxy | undefined;

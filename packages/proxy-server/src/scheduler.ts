@@ -105,6 +105,24 @@ export interface SchedulerOptions {
   readonly now?: () => number;
   /** Observer for tests and metrics: called when an op starts. */
   readonly onStart?: (info: { namespace: string; paths: readonly string[]; fop: number }) => void;
+  /**
+   * Wraps each op's run once its turn has come here (cluster/ordering.ts: the locks that
+   * order related operations across instances sharing one PostgreSQL). The op counts as
+   * started (onDone's startedMs) when `around` calls `run`.
+   */
+  readonly around?: <T>(namespace: string, paths: readonly string[], run: () => Promise<T>) => Promise<T>;
+  /**
+   * Observer called when an op has finished (the op log of the cluster tests, op-log.ts):
+   * when it arrived, started and ended (epoch ms, this machine's clock) and what it returned.
+   */
+  readonly onDone?: (info: {
+    namespace: string;
+    paths: readonly string[];
+    arrivedMs: number;
+    startedMs: number;
+    endedMs: number;
+    result: unknown;
+  }) => void;
 }
 
 export class OpScheduler {
@@ -175,6 +193,7 @@ export class OpScheduler {
   submit<T>(op: ScheduledOp<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const arrival = this.now();
+      const arrivedMs = this.options.onDone ? Date.now() : 0;
       const node: Pending = {
         namespace: op.namespace,
         paths: op.paths,
@@ -184,11 +203,49 @@ export class OpScheduler {
         dependents: [],
         start: () => {
           this.options.onStart?.({ namespace: op.namespace, paths: op.paths, fop: node.fop });
+          let startedMs = 0;
+          let endedMs = 0;
+          // Start and end as the op itself ran: inside `around`, while its locks are held.
+          const run = async (): Promise<T> => {
+            if (this.options.onDone) startedMs = Date.now();
+            try {
+              return await op.run();
+            } finally {
+              if (this.options.onDone) endedMs = Date.now();
+            }
+          };
+          const around = this.options.around;
           let result: Promise<T>;
           try {
-            result = op.run();
+            result = around ? around(op.namespace, op.paths, run) : run();
           } catch (e) {
             result = Promise.reject(e);
+          }
+          const done = this.options.onDone;
+          if (done) {
+            // An observer that throws must not change the op's outcome.
+            const report = (r: unknown): void => {
+              if (startedMs === 0) return; // refused before it ran (cluster ordering): nothing applied
+              try {
+                done({
+                  namespace: op.namespace,
+                  paths: op.paths,
+                  arrivedMs,
+                  startedMs,
+                  endedMs,
+                  result: r,
+                });
+              } catch {
+                /* observer only */
+              }
+            };
+            result = result.then(
+              (r) => (report(r), r),
+              (e: unknown) => {
+                report(e);
+                throw e;
+              },
+            );
           }
           result.then(resolve, reject).finally(() => this.finish(node));
         },

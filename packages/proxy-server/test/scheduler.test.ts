@@ -120,3 +120,46 @@ describe('ordered apply with FOP (Eq. 6)', () => {
     );
   });
 });
+
+describe('op observer (the op log of the cluster tests)', () => {
+  it('reportsEachOpOnceWithItsTimesAndOutcome', async () => {
+    const seen: {
+      paths: readonly string[];
+      arrivedMs: number;
+      startedMs: number;
+      endedMs: number;
+      result: unknown;
+    }[] = [];
+    const s = new OpScheduler({ concurrency: 1, onDone: (d) => seen.push(d) });
+    const first = gate();
+    const a = s.submit({
+      namespace: 'n',
+      paths: ['a'],
+      bytes: 0,
+      run: () => first.promise.then(() => ({ seq: 1 })),
+    });
+    const b = s.submit({
+      namespace: 'n',
+      paths: ['a/b'],
+      bytes: 0,
+      run: () => Promise.reject(new Error('refused')),
+    });
+    first.open();
+    await a;
+    await expect(b).rejects.toThrow('refused');
+    expect(seen.map((d) => d.paths)).toEqual([['a'], ['a/b']]);
+    expect(seen[0]!.result).toEqual({ seq: 1 });
+    expect((seen[1]!.result as Error).message).toBe('refused');
+    for (const d of seen) expect(d.arrivedMs <= d.startedMs && d.startedMs <= d.endedMs).toBe(true);
+    expect(seen[0]!.endedMs <= seen[1]!.startedMs).toBe(true);
+  });
+
+  it('anObserverThatThrowsDoesNotChangeTheOutcome', async () => {
+    const s = new OpScheduler({
+      onDone: () => {
+        throw new Error('disk full');
+      },
+    });
+    await expect(s.submit({ namespace: 'n', paths: ['x'], bytes: 0, run: async () => 7 })).resolves.toBe(7);
+  });
+});
