@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import * as nodePath from 'node:path';
 import * as os from 'node:os';
 import { z } from 'zod/v4';
+import { ClusterConfig } from './cluster/config.ts';
 import { CostConfig } from './cost/prices.ts';
 import { PeerLinkConfig } from './peer-link.ts';
 import { RedundantTierConfig } from './redundant-tier.ts';
@@ -269,6 +270,17 @@ export const ProxyConfig = z.object({
   /** Price tables and sampling of the cost model (docs/cost.md). */
   cost: CostConfig.prefault({}),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /**
+   * This instance among several sharing one database (docs/deployment.md): its id (default
+   * random at each start) and the URL clients reach it at (default its listen URL).
+   */
+  instanceId: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,64}$/, 'letters, digits, ".", "_" or "-", at most 64')
+    .optional(),
+  publicUrl: z.string().url().optional(),
+  /** Load reporting, steering and `weft-proxy cluster` scaling (src/cluster/config.ts). */
+  cluster: ClusterConfig.prefault({}),
   /** Inter-proxy link (docs/formats/inter-proxy.md): this proxy's id and its peers. */
   peer: PeerLinkConfig.optional(),
   shares: SharesConfig.default({
@@ -296,6 +308,8 @@ export const ENV_OVERRIDES: Record<string, (c: Record<string, unknown>, v: strin
   WEFT_PROXY_FS_TIER_DIR: (c, v) => (c.fsTierDir = v),
   WEFT_PROXY_METADATA_FILE: (c, v) => (c.metadataFile = v),
   WEFT_DATABASE_URL: (c, v) => (c.databaseUrl = v),
+  WEFT_PROXY_INSTANCE_ID: (c, v) => (c.instanceId = v),
+  WEFT_PROXY_PUBLIC_URL: (c, v) => (c.publicUrl = v),
   WEFT_PROXY_ADMIN_TOKEN: (c, v) => (c.adminToken = v),
   WEFT_PROXY_ADMIN_TOKEN_SHA256: (c, v) => (c.adminTokenSha256 = v),
   WEFT_PROXY_INVITE_TTL_MS: (c, v) => (c.inviteTtlMs = Number(v)),

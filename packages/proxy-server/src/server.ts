@@ -14,12 +14,15 @@ import { hashSecret } from './auth.ts';
 import { BundleService } from './bundles.ts';
 import { ChangeHub } from './change-hub.ts';
 import { parseConfig, quotaLimit, type ProxyConfig, type ProxyConfigInput } from './config.ts';
+import { ActiveTransfers, LoadMeter } from './cluster/load.ts';
+import { InstanceRegistry } from './cluster/registry.ts';
 import { countFs } from './cost/count-fs.ts';
 import { CostService } from './cost/service.ts';
 import { DeltaService } from './deltas.ts';
 import { Enrolment } from './enrolment.ts';
 import { createHttpApp, routeContext } from './http/app.ts';
 import { registerChangeRoutes } from './http/changes.ts';
+import { registerClusterRoutes } from './http/cluster.ts';
 import { registerCostRoutes } from './http/cost.ts';
 import { registerDeltaRoutes } from './http/deltas.ts';
 import { DeviceSessions, registerDeviceRoutes } from './http/devices.ts';
@@ -47,6 +50,7 @@ import { decodeStub, dropFsCopy, loadStubKey } from './store/pack-stub.ts';
 import { markFsDropped, Packer } from './store/packs.ts';
 import { ReadCounter } from './store/read-counts.ts';
 import type { MetadataStore } from './store/metadata.ts';
+import { connect as connectPostgres } from './store/postgres-db.ts';
 import { openPostgresStore } from './store/postgres.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
 import { openRedundantTier, registerRedundantMetrics } from './redundant-tier.ts';
@@ -88,6 +92,8 @@ export interface RunningProxyServer {
   packGc?(): Promise<PackGcPass>;
   /** Cross-cloud shared folders (absent when config.shares.enabled is false). */
   readonly shares?: ShareService;
+  /** This instance among those sharing its database: load, steering (cluster/registry.ts). */
+  readonly instances: InstanceRegistry;
   close(): Promise<void>;
 }
 
@@ -132,6 +138,8 @@ export async function startProxyServer(
   } = {},
 ): Promise<RunningProxyServer> {
   const config = parseConfig(input);
+  // One id for this run everywhere (instance registry, controller lease, logs).
+  config.instanceId ??= randomBytes(6).toString('hex');
   const log = options.logger ?? pino({ level: config.logLevel, name: 'weft-proxy' });
   // Owner-only, whatever the umask (the data directory, and every folder and file below).
   privateDir(config.dataDir);
@@ -287,6 +295,27 @@ export async function startProxyServer(
   });
 
   const { app, slowClients } = await createHttpApp({ config, log, meta, devices, metrics });
+  // The instance registry (several instances on one PostgreSQL; just this one on SQLite).
+  const activeTransfers = new ActiveTransfers();
+  activeTransfers.install(app);
+  const instanceSql = config.databaseUrl ? connectPostgres(config.databaseUrl, 2) : undefined;
+  const instances = new InstanceRegistry({
+    ...(instanceSql ? { sql: instanceSql } : {}),
+    id: config.instanceId,
+    heartbeatMs: config.cluster.heartbeatMs,
+    aliveMs: config.cluster.aliveMs,
+    meter: new LoadMeter({
+      windowMs: config.cluster.windowMs,
+      minCapacityBps: config.cluster.minCapacityBps,
+      ...(config.cluster.capacityBps ? { capacityBps: config.cluster.capacityBps } : {}),
+    }),
+    active: activeTransfers,
+    clientBytes: async () =>
+      (await metrics.bytes.get()).values
+        .filter((v) => v.labels.tier === 'client')
+        .reduce((sum, v) => sum + v.value, 0),
+    log,
+  });
   const docs: RouteDoc[] = [];
   const ctx = routeContext(app, docs);
   // Registration order is the OpenAPI document's order.
@@ -294,7 +323,16 @@ export async function startProxyServer(
   registerEnrolmentRoutes(ctx, { enrolment, store });
   registerFileRoutes(ctx, { store, onRead: (sha) => reads.count(sha) });
   registerOpRoutes(ctx, { ops, bundles, scheduler, maxQueueDepth: config.maxQueueDepth });
-  registerTransferRoutes(ctx, { transfers, devices });
+  registerTransferRoutes(ctx, {
+    transfers,
+    devices,
+    // New transfers are steered to the instance with the most available bandwidth.
+    steer: () => {
+      const p = instances.preferred();
+      return p.id === instances.id ? undefined : { id: p.id, url: p.url };
+    },
+  });
+  registerClusterRoutes(ctx, instances);
   await registerDeltaRoutes(ctx, { deltas, store, maxSignatureBytes: config.maxSignatureBytes });
   registerChangeRoutes(ctx, { meta, hub, merkle, devices, metrics });
   registerCostRoutes(ctx, cost);
@@ -352,6 +390,7 @@ export async function startProxyServer(
   await shares?.start();
   peerRouter?.start();
   const url = address.replace('[::1]', 'localhost');
+  await instances.start(config.publicUrl ?? url);
   log.info({ url, dataDir: config.dataDir, objectTier: config.objectTier.type }, 'weft proxy listening');
   if (!config.adminToken && !config.adminTokenSha256)
     log.info('no adminToken configured: a random one was generated for this run');
@@ -374,6 +413,7 @@ export async function startProxyServer(
     gc: (graceMs?: number) => store.gc(graceMs ?? config.gcGraceMs),
     enrol: (user: string, deviceName: string) => enrolment.enrolDevice(user, deviceName),
     ...(shares ? { shares } : {}),
+    instances,
     cost,
     ...(packer ? { packer } : {}),
     ...(packGc ? { packGc: () => packGc.run() } : {}),
@@ -381,6 +421,8 @@ export async function startProxyServer(
       if (closed) return;
       closed = true;
       if (gcTimer) clearInterval(gcTimer);
+      await instances.close();
+      await instanceSql?.end();
       await peerRouter?.stop();
       await shares?.close();
       await unwatch();

@@ -336,9 +336,49 @@ export const TransferState = z
     haveObject: z.boolean(),
     /** Largest payload of one block. */
     maxBlockBytes: z.number().int().positive(),
+    /**
+     * Several proxy instances (docs/deployment.md): the instance with the most available
+     * bandwidth, when it is not the one answering. A client may send this transfer's blocks
+     * there (same token, same paths); one that ignores it loses nothing.
+     */
+    preferred: z.object({ id: z.string(), url: z.string() }).optional(),
   })
   .meta({ id: 'TransferState' });
 export type TransferState = z.infer<typeof TransferState>;
+
+// ---------------------------------------------------------------- proxy instances
+
+/** One proxy instance sharing the metadata database (GET /v1/cluster/instances). */
+export const ClusterInstance = z
+  .object({
+    id: z.string(),
+    /** Where clients reach it. */
+    url: z.string(),
+    /** 'draining': being retired, takes no new transfers. */
+    state: z.enum(['active', 'draining']),
+    /** BW_a: what it can still move, bytes/s (HyCloud Eq. 7–8). */
+    availableBps: z.number().int().min(0),
+    /** BW_o: its overall bandwidth, bytes/s (declared, or the most it has moved). */
+    measuredBps: z.number().int().min(0),
+    /** Its last heartbeat (the database's clock), ms since the epoch. */
+    lastSeenMs: z.number().int().min(0),
+    /** The instance answering this request. */
+    self: z.boolean(),
+  })
+  .meta({ id: 'ClusterInstance' });
+export type ClusterInstance = z.infer<typeof ClusterInstance>;
+
+export const ClusterInstancesResponse = z
+  .object({
+    /** The live instances (a heartbeat within the last few seconds). */
+    instances: z.array(ClusterInstance),
+    /** The instance holding the controller role, or null (none, or not known). */
+    controller: z.string().nullable(),
+    /** The instance to send new transfers to: the active one with the most available bandwidth. */
+    preferred: z.string(),
+  })
+  .meta({ id: 'ClusterInstancesResponse' });
+export type ClusterInstancesResponse = z.infer<typeof ClusterInstancesResponse>;
 
 export const BlockAck = z
   .object({

@@ -21,7 +21,12 @@ const TransferParams = z.object({ id: z.string().regex(/^[0-9a-f]{32}$/) });
 
 export function registerTransferRoutes(
   ctx: RouteContext,
-  deps: { transfers: TransferService; devices: DeviceSessions },
+  deps: {
+    transfers: TransferService;
+    devices: DeviceSessions;
+    /** Another instance new transfers should go to (more available bandwidth), if any. */
+    steer?: () => { id: string; url: string } | undefined;
+  },
 ): void {
   const { app, route, document, auth, parse } = ctx;
   const { transfers, devices } = deps;
@@ -30,7 +35,8 @@ export function registerTransferRoutes(
     {
       method: 'POST',
       url: '/v1/transfers',
-      summary: 'Open a large-file transfer (a size above maxFileBytes: 413 FILE_TOO_LARGE)',
+      summary:
+        'Open a large-file transfer (a size above maxFileBytes: 413 FILE_TOO_LARGE); `preferred` names a less loaded instance to send its blocks to',
       auth: 'device',
       body: TransferCreateRequest,
       response: TransferState,
@@ -41,7 +47,8 @@ export function registerTransferRoutes(
       const { path, size, sha256, mtimeMs } = body;
       const st = await transfers.open(a, { path, size, sha256, mtimeMs }, Date.now());
       void reply.code(201);
-      return st;
+      const preferred = st.haveObject ? undefined : deps.steer?.();
+      return preferred ? { ...st, preferred } : st;
     },
   );
   route(

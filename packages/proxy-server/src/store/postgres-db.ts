@@ -7,10 +7,10 @@
  * in `schema_migrations`), applied under an advisory lock so proxies starting together
  * migrate once.
  */
+import * as fs from 'node:fs';
 import * as nodePath from 'node:path';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
-import { readMigrations } from '@weft/providers/sqlite-migrations';
 
 export const PG_MIGRATIONS_DIR = nodePath.resolve(fileURLToPath(import.meta.url), '../../pg-migrations');
 
@@ -20,9 +20,21 @@ const MIGRATION_LOCK = 0x77656674_0001n;
 export type Sql = postgres.Sql;
 export type Tx = postgres.TransactionSql;
 
+/**
+ * Server-side TCP keepalives (seconds) for the cluster's connections (lease, ordering locks):
+ * PostgreSQL notices a vanished instance within about 10 s and lets go of what its session
+ * held, instead of after the system default of hours.
+ */
+export const CLUSTER_KEEPALIVES = {
+  tcp_keepalives_idle: 4,
+  tcp_keepalives_interval: 2,
+  tcp_keepalives_count: 3,
+} as const;
+
 /** Open a pool; BIGINT (int8) columns come back as numbers (they hold ms and byte counts). */
-export function connect(url: string, max = 8): Sql {
+export function connect(url: string, max = 8, extra: postgres.Options<never> = {}): Sql {
   return postgres(url, {
+    ...extra,
     max,
     onnotice: () => undefined,
     types: {
@@ -52,19 +64,48 @@ export async function inTransaction<T>(sql: Sql, fn: (tx: Tx) => Promise<T>): Pr
   }
 }
 
-/** Bring the database to the newest schema in `dir`; returns that version. */
+/**
+ * The migration files in `dir`, in order. Unlike SQLite's folder, numbers may have gaps: the
+ * schema parts of issue #18 (002 packs, 003 shares, 004 lease, 005 instances) land in any
+ * order, each independent of the others, so each file is applied once by its number.
+ */
+export function readPgMigrations(dir: string): { version: number; file: string; sql: string }[] {
+  const out: { version: number; file: string; sql: string }[] = [];
+  for (const file of fs.readdirSync(dir).sort()) {
+    if (!file.endsWith('.sql')) continue;
+    const m = /^(\d{3})_[a-z0-9_]+\.sql$/.exec(file);
+    if (!m)
+      throw new Error(
+        `${nodePath.join(dir, file)}: a migration is named NNN_name.sql (lower case, digits, _)`,
+      );
+    const version = Number(m[1]);
+    if (out.at(-1)?.version === version)
+      throw new Error(`${nodePath.join(dir, file)}: migration ${m[1]} twice`);
+    out.push({ version, file, sql: fs.readFileSync(nodePath.join(dir, file), 'utf8') });
+  }
+  return out;
+}
+
+/**
+ * Bring the database to the newest schema in `dir`: every file whose version is not yet in
+ * `schema_migrations` runs, in order (a file that landed after a higher-numbered one still
+ * runs). A database holding a version no file here has was written by a newer Weft: refused,
+ * unchanged. Returns the highest version.
+ */
 export async function migratePostgres(sql: Sql, dir = PG_MIGRATIONS_DIR): Promise<number> {
-  const all = readMigrations(dir);
+  const all = readPgMigrations(dir);
   const newest = all.at(-1)?.version ?? 0;
   return inTransaction(sql, async (tx) => {
     await tx`SELECT pg_advisory_xact_lock(${String(MIGRATION_LOCK)}::bigint)`;
     await tx`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL)`;
-    const [row] = await tx<{ v: number | null }[]>`SELECT MAX(version) AS v FROM schema_migrations`;
-    const current = row?.v ?? 0;
-    if (current > newest)
-      throw new Error(`proxy metadata schema ${current} is newer than this Weft understands (${newest})`);
+    const rows = await tx<{ version: number }[]>`SELECT version FROM schema_migrations`;
+    const applied = new Set(rows.map((r) => r.version));
+    const known = new Set(all.map((m) => m.version));
+    const unknown = [...applied].filter((v) => !known.has(v)).sort((a, b) => b - a)[0];
+    if (unknown !== undefined)
+      throw new Error(`proxy metadata schema ${unknown} is newer than this Weft understands (${newest})`);
     for (const m of all) {
-      if (m.version <= current) continue;
+      if (applied.has(m.version)) continue;
       await tx.unsafe(m.sql);
       await tx`INSERT INTO schema_migrations (version, applied_ms) VALUES (${m.version}, ${Date.now()})`;
     }
