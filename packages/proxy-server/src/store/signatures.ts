@@ -21,6 +21,15 @@ import {
   signatureStrongLength,
 } from './link-file.ts';
 
+/**
+ * A file's bytes, opened at the first read. The signature encoder awaits its set-up before
+ * reading: a stream opened before that has no listener yet when its open fails (a staged
+ * file removed meanwhile), and the unheard error ends the process.
+ */
+async function* fileBytes(file: string): AsyncIterable<Uint8Array> {
+  yield* createReadStream(file) as AsyncIterable<Uint8Array>;
+}
+
 export interface SignatureDeps {
   readonly fs: FsProvider;
   readonly objects: Provider;
@@ -53,7 +62,7 @@ export async function putSignature(
     } catch (e) {
       if (!(e instanceof NotFoundError)) throw e;
     }
-    const source = 'bytes' in c ? c.bytes : (createReadStream(c.file) as AsyncIterable<Uint8Array>);
+    const source = 'bytes' in c ? c.bytes : fileBytes(c.file);
     const strongLength = signatureStrongLength(contentSize(c), blockSize);
     const bytes = await collect(rsyncSignature(source, { blockSize, strongLength }));
     await d.objects.write(ref.object, bytes, { size: bytes.byteLength });
@@ -94,7 +103,7 @@ export async function signatureOf(
     let bytes = made?.bytes;
     if (!bytes && made) bytes = await collect(await d.objects.read(made.ref.object));
     bytes ??= await collect(
-      rsyncSignature(createReadStream(file) as AsyncIterable<Uint8Array>, {
+      rsyncSignature(fileBytes(file), {
         blockSize,
         strongLength: signatureStrongLength(link.size, blockSize),
       }),
@@ -124,7 +133,7 @@ export async function contentSignature(d: SignatureDeps, sha256: string, size: n
     const made = await putSignature(d, sha256, { file, size });
     if (made?.bytes) return made.bytes;
     return await collect(
-      rsyncSignature(createReadStream(file) as AsyncIterable<Uint8Array>, {
+      rsyncSignature(fileBytes(file), {
         blockSize,
         strongLength: signatureStrongLength(size, blockSize),
       }),
