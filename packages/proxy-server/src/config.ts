@@ -271,6 +271,11 @@ export const ProxyConfig = z.object({
   cost: CostConfig.prefault({}),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /**
+   * Append one JSON line per finished file operation to this file (src/op-log.ts): for the
+   * cluster tests' ordering checker. Off by default.
+   */
+  opLogFile: z.string().optional(),
+  /**
    * This instance among several sharing one database (docs/deployment.md): its id (default
    * random at each start) and the URL clients reach it at (default its listen URL).
    */
