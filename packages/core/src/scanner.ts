@@ -18,12 +18,13 @@
  */
 import { createHash } from 'node:crypto';
 import type { BigIntStats } from 'node:fs';
+import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { caseFoldKey, normalizePath } from '@weft/providers/paths';
 import type { IgnoreRules } from './ignore-rules.ts';
 import { IGNORE_FILE } from './ignore-rules.ts';
-import type { FileRow, Journal } from './journal/journal.ts';
+import type { FileRow, IndexRow, Journal } from './journal/journal.ts';
 import { BoundedTasks } from './bounded-tasks.ts';
 import { PARTIAL_PREFIX, sha256File } from './local-fs.ts';
 import { LocalPaths, UnsafeLocalPathError, encodeName } from './local-path.ts';
@@ -63,7 +64,16 @@ export const ENQUEUE_BATCH = 250;
 
 /** Entries compared between two turns of the event loop. */
 const YIELD_EVERY = 1_000;
-/** Names of one folder whose stats are asked for together. */
+/**
+ * Entries stat'ed on the event loop between two of its turns. A stat is a few microseconds
+ * when the metadata is cached — four times less CPU than one through the thread pool and its
+ * promise (a no-change rescan of 100,000 files spent 1.8 s of CPU on those; issue #16) — so
+ * 256 hold the loop for a millisecond or two.
+ */
+export const STAT_SLICE = 256;
+/** One stat slower than this (a network or sleeping disk): the rest go to the thread pool. */
+const SLOW_STAT_MS = 20;
+/** Names of one folder whose stats are asked for together, in the thread pool. */
 const STAT_CHUNK = 64;
 /** Files hashed at once (reads overlap in the thread pool; small files are read whole). */
 const HASH_CONCURRENCY = 8;
@@ -88,6 +98,8 @@ export interface ScanResult {
   readonly knownFilesBefore: number;
   /** Entries found under an encoded local name (recorded in the journal by `commit`). */
   readonly storedAs: number;
+  /** Files whose content was read to hash it (0 when every stat matched the journal). */
+  readonly hashedFiles: number;
   /**
    * Writes the index rows this scan found. The scanner changes nothing itself: the caller
    * runs this in the same transaction that queues `ops` (Journal.enqueueMany), so a crash
@@ -152,6 +164,42 @@ export async function scan(
   const folded = new Map<string, string>();
   const detectClashes = options.detectCaseClashes ?? false;
 
+  // Stats on the event loop, STAT_SLICE between turns, until one is slow: then in the thread
+  // pool, a chunk of names at once (the pool works on them together).
+  let syncStats = true;
+  let sinceTurn = 0;
+  const statNames = async (
+    dirAbs: string,
+    names: readonly string[],
+  ): Promise<(BigIntStats | undefined)[]> => {
+    const out: (BigIntStats | undefined)[] = [];
+    while (syncStats && out.length < names.length) {
+      if (++sinceTurn >= STAT_SLICE) {
+        sinceTurn = 0;
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        stopCheck();
+      }
+      const abs = nodePath.join(dirAbs, names[out.length] as string);
+      const t = performance.now();
+      try {
+        out.push(fs.lstatSync(abs, { bigint: true, throwIfNoEntry: false }));
+      } catch {
+        out.push(undefined); // unreadable: as if gone
+      }
+      if (performance.now() - t > SLOW_STAT_MS) syncStats = false;
+    }
+    for (let i = out.length; i < names.length; i += STAT_CHUNK) {
+      const chunk = names.slice(i, i + STAT_CHUNK);
+      out.push(
+        ...(await Promise.all(
+          chunk.map((n) => fsp.lstat(nodePath.join(dirAbs, n), { bigint: true }).catch(() => undefined)),
+        )),
+      );
+      stopCheck();
+    }
+    return out;
+  };
+
   // Load .weftignore files first so they apply to this very scan.
   const walk = async (dirAbs: string, dirRel: string): Promise<void> => {
     stopCheck();
@@ -168,23 +216,8 @@ export async function scan(
         /* unreadable: keep the previous rules */
       }
     }
-    // Stats are asked for a chunk of names at once (the thread pool works on them together),
-    // then the names are handled in order.
-    const stats = new Map<string, Promise<BigIntStats | undefined>>();
-    const statOf = (i: number): Promise<BigIntStats | undefined> => {
-      if (i % STAT_CHUNK === 0)
-        for (const n of names.slice(i, i + STAT_CHUNK))
-          stats.set(
-            n,
-            fsp.lstat(nodePath.join(dirAbs, n), { bigint: true }).catch(() => undefined),
-          );
-      const name = names[i] as string;
-      const st = stats.get(name) as Promise<BigIntStats | undefined>;
-      stats.delete(name);
-      return st;
-    };
+    const stats = await statNames(dirAbs, names);
     for (const [i, name] of names.entries()) {
-      const stat = statOf(i);
       if (name.startsWith(PARTIAL_PREFIX)) continue;
       // Back to the remote name (NFC first: macOS may hand us NFD).
       const remoteName = paths.remoteName(name.normalize('NFC'));
@@ -211,7 +244,7 @@ export async function scan(
         const reason = encodeName(remoteName, paths.rules).reason ?? 'quoted';
         defer(() => realJournal.recordLocalName(rel, name.normalize('NFC'), reason));
       }
-      const st = await stat;
+      const st = stats[i];
       if (st === undefined) continue;
       if (st.isSymbolicLink() || (!st.isFile() && !st.isDirectory())) {
         warnings.push(`skipped ${rel}: symbolic links and special files are not synced`);
@@ -280,9 +313,11 @@ export async function scan(
     }
   }
 
-  const known = new Map<string, FileRow>();
+  // The journal's rows as the comparison needs them (Journal.indexUnderPaged), each with the
+  // path its whole row is stored at (the same, until this scan finds it moved).
+  const known = new Map<string, Known>();
   for (const s of scope ?? ['']) {
-    for await (const r of realJournal.filesUnderPaged(s)) known.set(r.path, r);
+    for await (const r of realJournal.indexUnderPaged(s)) known.set(r.path, r);
     stopCheck();
   }
   let knownFilesBefore = 0;
@@ -294,7 +329,7 @@ export async function scan(
   const nowNs = BigInt(Math.floor(now())) * 1_000_000n;
 
   // Moves: a known path gone from disk whose inode (and size, for files) shows up elsewhere, new.
-  const goneByInode = new Map<string, FileRow>();
+  const goneByInode = new Map<string, Known>();
   for (const r of known.values()) {
     if (!disk.has(r.path) && scoped(r.path) && r.inode !== 0n) goneByInode.set(`${r.kind}:${r.inode}`, r);
   }
@@ -305,7 +340,7 @@ export async function scan(
     const from = goneByInode.get(`${e.kind}:${e.inode}`);
     if (!from || (e.kind === 'file' && from.size !== e.size)) continue;
     if (properAncestorIn(from.path, movedFrom)) continue; // inside a moved folder
-    if (from.syncedRev === null && from.kind === 'file') continue; // never synced: plain create
+    if (!from.synced && from.kind === 'file') continue; // never synced: plain create
     ops.push({ kind: 'move', from: from.path, to: e.path, replaces: false });
     movedFrom.add(from.path);
     journal.moveFiles(from.path, e.path);
@@ -315,20 +350,26 @@ export async function scan(
         ? [from.path]
         : [...known.keys()].filter((k) => k === from.path || k.startsWith(from.path + '/'));
     for (const k of movedKeys) {
-      const r = known.get(k) as FileRow;
+      const r = known.get(k) as Known;
       known.delete(k);
       const moved = e.path + k.slice(from.path.length);
-      known.set(moved, { ...r, path: moved });
+      known.set(moved, { ...r, path: moved, storedAt: r.storedAt ?? r.path });
     }
   }
 
-  const cheaplyUnchanged = (e: DiskEntry, row: FileRow | undefined): boolean =>
+  const cheaplyUnchanged = (e: DiskEntry, row: Known | undefined): boolean =>
     row !== undefined &&
     row.kind === 'file' &&
     row.size === e.size &&
     row.mtimeNs === e.mtimeNs &&
     row.inode === e.inode &&
-    row.hash !== null;
+    row.hashed;
+  /** The whole row of a known entry, under its path now (read when an entry changed). */
+  const whole = (k: Known): FileRow | undefined => {
+    const r = realJournal.getFile(k.storedAt ?? k.path);
+    return r && { ...r, path: k.path };
+  };
+  let hashedFiles = 0;
   const settled = (e: DiskEntry): boolean => nowNs - e.mtimeNs >= settleNs;
   // Hash what needs it, several files at once; the loop below uses the results in order.
   // 'unsettled': changed while hashed (left for the next scan); 'gone': unreadable or vanished.
@@ -336,6 +377,7 @@ export async function scan(
   for (const e of sortedDisk) {
     if (e.kind !== 'file' || cheaplyUnchanged(e, known.get(e.path)) || !settled(e)) continue;
     stopCheck();
+    hashedFiles += 1;
     await tasks.add(async () => {
       let outcome: string;
       try {
@@ -372,7 +414,8 @@ export async function scan(
         ops.push({ kind: 'mkdir', path: e.path, created: true });
         journal.upsertFile(newRow(e, null));
       } else if (row.inode !== e.inode) {
-        journal.upsertFile({ ...row, inode: e.inode, mtimeNs: e.mtimeNs });
+        const r = whole(row);
+        if (r) journal.upsertFile({ ...r, inode: e.inode, mtimeNs: e.mtimeNs });
       }
       continue;
     }
@@ -394,15 +437,16 @@ export async function scan(
       journal.upsertFile({ ...newRow(e, hash) });
       continue;
     }
-    if (row && row.hash === hash) {
-      journal.upsertFile({ ...row, size: e.size, mtimeNs: e.mtimeNs, inode: e.inode }); // touched, not changed
+    const r = row && whole(row); // changed by its stat: its whole row now
+    if (r && r.hash === hash) {
+      journal.upsertFile({ ...r, size: e.size, mtimeNs: e.mtimeNs, inode: e.inode }); // touched, not changed
       continue;
     }
-    if (!row || row.syncedHash !== hash) {
-      ops.push({ kind: 'put', path: e.path, hash, size: e.size, created: !row || row.syncedRev === null });
+    if (!r || r.syncedHash !== hash) {
+      ops.push({ kind: 'put', path: e.path, hash, size: e.size, created: !r || r.syncedRev === null });
     }
     journal.upsertFile(
-      row ? { ...row, size: e.size, mtimeNs: e.mtimeNs, inode: e.inode, hash } : newRow(e, hash),
+      r ? { ...r, size: e.size, mtimeNs: e.mtimeNs, inode: e.inode, hash } : newRow(e, hash),
     );
   }
 
@@ -412,7 +456,7 @@ export async function scan(
   const missing = [...known.values()].filter(
     (r) => !disk.has(r.path) && !present.has(r.path) && scoped(r.path),
   );
-  const gone: FileRow[] = [];
+  const gone: Known[] = [];
   for (const r of missing) {
     if (ignore.ignores(r.path, r.kind === 'dir')) journal.deleteFile(r.path);
     else gone.push(r);
@@ -421,9 +465,10 @@ export async function scan(
   const deletedDirs = new Set<string>();
   for (const r of gone) {
     if (properAncestorIn(r.path, deletedDirs)) continue;
+    const revision = r.kind === 'file' && r.synced ? whole(r)?.syncedRev : undefined;
     ops.push(
-      r.kind === 'file' && r.syncedRev !== null
-        ? { kind: 'delete', path: r.path, revision: r.syncedRev }
+      revision !== undefined && revision !== null
+        ? { kind: 'delete', path: r.path, revision }
         : { kind: 'delete', path: r.path },
     );
     if (r.kind === 'dir') deletedDirs.add(r.path);
@@ -452,10 +497,14 @@ export async function scan(
     deletedFiles,
     knownFilesBefore,
     storedAs,
+    hashedFiles,
     commit: () => commitThrough(Number.POSITIVE_INFINITY),
     commitThrough,
   };
 }
+
+/** A journal row as the scan holds it: `storedAt`, where its whole row is, once found moved. */
+type Known = IndexRow & { readonly storedAt?: string };
 
 function properAncestorIn(p: string, set: ReadonlySet<string>): boolean {
   if (set.size === 0) return false;

@@ -24,6 +24,19 @@ export interface FileRow {
   signatureBlock: number | null;
 }
 
+/** A row as a scan compares it (Journal.indexUnderPaged): the stat, and whether it has a hash and a synced revision. */
+export interface IndexRow {
+  readonly path: string;
+  readonly kind: 'file' | 'dir';
+  readonly size: number;
+  readonly mtimeNs: bigint;
+  readonly inode: bigint;
+  /** The row holds a content hash (hash IS NOT NULL). */
+  readonly hashed: boolean;
+  /** The row was synced (synced_rev IS NOT NULL). */
+  readonly synced: boolean;
+}
+
 interface FileRecord {
   path: string;
   kind: 'file' | 'dir';
@@ -211,6 +224,43 @@ export class Journal {
       for (const r of rows) yield toRow(r);
       if (rows.length < pageSize) return;
       last = (rows[rows.length - 1] as FileRecord).path;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
+  /**
+   * What a scan compares the disk with, for the rows at or below `dir` ('' = all), in path
+   * order, a page at a time with a turn of the event loop between pages: only the columns
+   * the stat comparison needs (no hashes, revisions or signatures: a third of the memory and
+   * of the time of whole rows — issue #16); the scanner reads a whole row (getFile) only for
+   * an entry that changed.
+   */
+  async *indexUnderPaged(dir: string, pageSize = 2_000): AsyncGenerator<IndexRow> {
+    const columns = "path, kind = 'dir', size, mtime_ns, inode, hash IS NOT NULL, synced_rev IS NOT NULL";
+    const page = (
+      dir === ''
+        ? this.sql(`SELECT ${columns} FROM files WHERE path > ? ORDER BY path LIMIT ?`)
+        : this.sql(
+            `SELECT ${columns} FROM files WHERE (path = ? OR (path >= ? AND path < ?)) AND path > ? ORDER BY path LIMIT ?`,
+          )
+    ).raw(true);
+    let last = '';
+    for (;;) {
+      const rows = (
+        dir === '' ? page.all(last, pageSize) : page.all(dir, dir + '/', dir + '0', last, pageSize)
+      ) as [string, bigint, bigint, bigint, bigint, bigint, bigint][];
+      for (const [path, isDir, size, mtimeNs, inode, hashed, synced] of rows)
+        yield {
+          path,
+          kind: isDir === 1n ? 'dir' : 'file',
+          size: Number(size),
+          mtimeNs,
+          inode,
+          hashed: hashed === 1n,
+          synced: synced === 1n,
+        };
+      if (rows.length < pageSize) return;
+      last = (rows[rows.length - 1] as [string, ...bigint[]])[0];
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
