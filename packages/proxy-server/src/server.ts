@@ -14,7 +14,10 @@ import { hashSecret } from './auth.ts';
 import { BundleService } from './bundles.ts';
 import { ChangeHub } from './change-hub.ts';
 import { parseConfig, quotaLimit, type ProxyConfig, type ProxyConfigInput } from './config.ts';
+import type { ClusterRole } from './cluster/lease.ts';
 import { ActiveTransfers, LoadMeter } from './cluster/load.ts';
+import { PgOrdering } from './cluster/ordering.ts';
+import { LeaderJobs, openClusterRole } from './cluster/role.ts';
 import { InstanceRegistry } from './cluster/registry.ts';
 import { countFs } from './cost/count-fs.ts';
 import { CostService } from './cost/service.ts';
@@ -41,6 +44,7 @@ import { OpService } from './ops.ts';
 import { registerPeerLink, type PeerLink } from './peer-link.ts';
 import { PeerRouter } from './peer-routing.ts';
 import { privateDir } from './private-files.ts';
+import { opLogger } from './op-log.ts';
 import { OpScheduler } from './scheduler.ts';
 import { MIRROR_DEVICE_PREFIX, ShareService, type ShareServiceOptions } from './shares/service.ts';
 import { HybridStore } from './store/hybrid.ts';
@@ -94,6 +98,8 @@ export interface RunningProxyServer {
   readonly shares?: ShareService;
   /** This instance among those sharing its database: load, steering (cluster/registry.ts). */
   readonly instances: InstanceRegistry;
+  /** The controller role (cluster/lease.ts): GC, reconciliation and scrub run on its holder. */
+  readonly cluster: ClusterRole;
   close(): Promise<void>;
 }
 
@@ -155,7 +161,12 @@ export async function startProxyServer(
     config.metadataFile ?? nodePath.join(config.dataDir, 'metadata.sqlite'),
   );
   // With PostgreSQL the SQLite file keeps only the per-process tables (cost ledger).
-  const meta: MetadataStore = config.databaseUrl ? await openPostgresStore(config.databaseUrl, log) : sqlite;
+  const pg = config.databaseUrl ? await openPostgresStore(config.databaseUrl, log) : undefined;
+  const meta: MetadataStore = pg ?? sqlite;
+  // Several instances on one PostgreSQL: related operations ordered across them (cluster/ordering.ts).
+  const ordering = config.databaseUrl
+    ? new PgOrdering(config.databaseUrl, config.concurrency + 2)
+    : undefined;
   if (config.databaseUrl && config.packs.enabled) {
     log.warn('packing is off with a PostgreSQL metadata store (its index is not on PostgreSQL yet)');
     config.packs.enabled = false;
@@ -178,7 +189,16 @@ export async function startProxyServer(
     hub.wake(userId);
   });
   const devices = new DeviceSessions(meta);
-  const scheduler = new OpScheduler({ concurrency: config.concurrency });
+  const scheduler = new OpScheduler({
+    concurrency: config.concurrency,
+    ...(config.opLogFile ? { onDone: opLogger(config.opLogFile, config.instanceId ?? 'local') } : {}),
+    ...(ordering
+      ? {
+          around: <T>(ns: string, paths: readonly string[], run: () => Promise<T>) =>
+            ordering.around(ns, paths, run),
+        }
+      : {}),
+  });
   const relay = new RelayCache(
     nodePath.join(fsRoot, 'relay'),
     config.relayCacheBytes,
@@ -229,9 +249,12 @@ export async function startProxyServer(
     onObjectTransfer: (bytes, ms) => scheduler.bandwidth.record(bytes, ms),
   });
   await store.clearTemps();
-  // Crash recovery: the filesystem tier is the truth for every namespace.
-  for (const user of await meta.listUsers()) await store.reconcile(user);
-  await meta.recomputeRefcounts(Date.now());
+  // Crash recovery: the filesystem tier is the truth for every namespace. On PostgreSQL the
+  // controller does it, each namespace while no instance applies to it (below).
+  if (!pg) {
+    for (const user of await meta.listUsers()) await store.reconcile(user);
+    await meta.recomputeRefcounts(Date.now());
+  }
   // Reads per content, for the 'cost' keep-or-drop decision of a packed file's fs copy.
   const reads = new ReadCounter(sqlite.database);
   if (config.packs.enabled) {
@@ -316,6 +339,17 @@ export async function startProxyServer(
         .reduce((sum, v) => sum + v.value, 0),
     log,
   });
+  // The controller role (a PostgreSQL lease; always this process on SQLite) and its jobs.
+  const role = await openClusterRole({
+    databaseUrl: config.databaseUrl,
+    instanceId: instances.id,
+    ttlMs: config.cluster.leaseTtlMs,
+    renewMs: config.cluster.leaseRenewMs,
+    log,
+    registry: metrics.registry,
+  });
+  if (pg) pg.fence = (tx) => role.fence(tx);
+  const leaderJobs = new LeaderJobs(role, log);
   const docs: RouteDoc[] = [];
   const ctx = routeContext(app, docs);
   // Registration order is the OpenAPI document's order.
@@ -355,7 +389,9 @@ export async function startProxyServer(
   if (shares) registerShareRoutes(ctx, shares);
   registerDeviceRoutes(ctx, meta, devices);
   // A redundant object tier: scrub on a schedule, status and the operator's jobs (docs/redundancy.md).
-  const maintenance = await openStorageMaintenance(config, tiers.objects, log, metrics.registry);
+  const maintenance = await openStorageMaintenance(config, tiers.objects, log, metrics.registry, {
+    runScheduled: () => role.isController(),
+  });
   registerStorageRoutes(ctx, {
     objectTier: config.objectTier.type,
     maintenance,
@@ -364,12 +400,36 @@ export async function startProxyServer(
   });
 
   let gcTimer: NodeJS.Timeout | undefined;
-  if (config.gcIntervalMs > 0) {
-    gcTimer = setInterval(() => {
-      store.gc(config.gcGraceMs).catch((err: unknown) => log.error({ err }, 'garbage collection failed'));
-    }, config.gcIntervalMs);
-    gcTimer.unref();
+  leaderJobs.add('gc', {
+    start() {
+      if (config.gcIntervalMs <= 0) return;
+      gcTimer = setInterval(() => {
+        store.gc(config.gcGraceMs).catch((err: unknown) => log.error({ err }, 'garbage collection failed'));
+      }, config.gcIntervalMs);
+      gcTimer.unref();
+    },
+    stop() {
+      clearInterval(gcTimer);
+      gcTimer = undefined;
+    },
+  });
+  if (pg && ordering) {
+    // A new controller repairs what a crashed instance left half-applied (recovery.ts).
+    let reconciling: Promise<void> | undefined;
+    leaderJobs.add('reconcile', {
+      start(token) {
+        reconciling = (async () => {
+          for (const user of await meta.listUsers()) {
+            if (role.fencingToken !== token) return;
+            await ordering.exclusive(user, () => store.reconcile(user));
+          }
+          await meta.recomputeRefcounts(Date.now());
+        })().catch((err: unknown) => log.error({ err }, 'reconciliation failed'));
+      },
+      stop: () => reconciling,
+    });
   }
+  await leaderJobs.begin();
 
   const peerLink = config.peer ? await registerPeerLink(app, config.peer, config.dataDir, log) : undefined;
   const peerRouter =
@@ -414,13 +474,14 @@ export async function startProxyServer(
     enrol: (user: string, deviceName: string) => enrolment.enrolDevice(user, deviceName),
     ...(shares ? { shares } : {}),
     instances,
+    cluster: role,
     cost,
     ...(packer ? { packer } : {}),
     ...(packGc ? { packGc: () => packGc.run() } : {}),
     async close() {
       if (closed) return;
       closed = true;
-      if (gcTimer) clearInterval(gcTimer);
+      await leaderJobs.close();
       await instances.close();
       await instanceSql?.end();
       await peerRouter?.stop();
@@ -430,6 +491,7 @@ export async function startProxyServer(
       for (const c of app.websocketServer?.clients ?? []) c.terminate();
       slowClients.close();
       await app.close();
+      await ordering?.close();
       await packGc?.close();
       await packer?.close();
       await maintenance?.close();
@@ -437,6 +499,7 @@ export async function startProxyServer(
       await objects.close?.();
       cost.close();
       reads.close();
+      await role.close();
       if (meta !== sqlite) await meta.close();
       await sqlite.close();
     },

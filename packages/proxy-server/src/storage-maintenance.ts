@@ -72,6 +72,8 @@ export interface StorageMaintenanceOptions {
   readonly openBackend: (config: RedundantBackendConfig) => Promise<Provider>;
   readonly now?: () => number;
   readonly timers?: Timers;
+  /** Whether scheduled scrubs run here (several instances: only the controller's). Default: yes. */
+  readonly runScheduled?: () => boolean;
 }
 
 const SCRUB_FIGURES = [
@@ -198,6 +200,11 @@ export class StorageMaintenance {
     this.nextRunMs = at;
     this.timer = this.timers.set(() => {
       this.timer = undefined;
+      if (this.o.runScheduled && !this.o.runScheduled()) {
+        // Another instance is the controller: look again in a while.
+        this.timer = this.timers.set(() => this.schedule(), Math.min(every, 60_000));
+        return;
+      }
       if (this.job?.state === 'running') {
         // Another job (an operator's scrub or a replacement) is running: try again later.
         this.nextRunMs = undefined;
@@ -475,7 +482,7 @@ export async function openStorageMaintenance(
   objects: Provider,
   log: Logger,
   registry: Registry,
-  options: { now?: () => number; timers?: Timers } = {},
+  options: { now?: () => number; timers?: Timers; runScheduled?: () => boolean } = {},
 ): Promise<StorageMaintenance | undefined> {
   const ot = config.objectTier;
   if (ot.type !== 'redundant' || !(objects instanceof RedundantProvider)) return undefined;

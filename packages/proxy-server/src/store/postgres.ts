@@ -74,6 +74,12 @@ const CHANNEL = 'weft_changes';
 
 export class PostgresMetadataStore implements MetadataStore {
   readonly versions: PostgresVersions;
+  /**
+   * Checked first in the transaction of each controller-only write (an object row's
+   * deletion by GC, the refcount recount): refuses unless this instance holds the
+   * controller lease now (cluster/lease.ts), and keeps it from changing hands until commit.
+   */
+  fence: ((tx: Tx) => Promise<void>) | undefined;
 
   private constructor(private readonly sql: Sql) {
     this.versions = new PostgresVersions(sql);
@@ -382,6 +388,7 @@ export class PostgresMetadataStore implements MetadataStore {
 
   async deleteObject(sha256: string): Promise<boolean> {
     return inTransaction(this.sql, async (tx) => {
+      await this.fence?.(tx);
       const gone = await tx`DELETE FROM objects WHERE sha256 = ${sha256} AND refcount <= 0`;
       if (gone.count > 0) await tx`DELETE FROM user_objects WHERE sha256 = ${sha256}`;
       return gone.count > 0;
@@ -390,6 +397,7 @@ export class PostgresMetadataStore implements MetadataStore {
 
   async recomputeRefcounts(nowMs: number): Promise<void> {
     await inTransaction(this.sql, async (tx) => {
+      await this.fence?.(tx);
       // Every refcount is rewritten: no applyChanges may run between the count and the write.
       await tx`LOCK TABLE objects, entries, versions IN SHARE ROW EXCLUSIVE MODE`;
       await tx`INSERT INTO objects (sha256, size, refcount, unreferenced_since_ms, created_ms)

@@ -1,0 +1,99 @@
+/**
+ * What the controller role means for one proxy instance (issue #18): the role itself (a
+ * PostgreSQL lease, or always on SQLite), the `weft_cluster_controller{instance}` gauge,
+ * and the controller-only jobs, started when the role is gained and stopped when it is
+ * lost — in that order, one transition at a time, so a job never runs in two terms at once.
+ */
+import type { Logger } from 'pino';
+import { Gauge, type Registry } from 'prom-client';
+import { type ClusterRole, LocalRole, PgLease } from './lease.ts';
+
+export interface LeaderJob {
+  /** Start (the role was gained, in term `token`). Awaited before the next transition. */
+  start(token: number): void | Promise<void>;
+  /** Stop (the role was lost, or the server closes). */
+  stop(): void | Promise<void>;
+}
+
+export class LeaderJobs {
+  private readonly jobs: { name: string; job: LeaderJob }[] = [];
+  private running = false;
+  private chain: Promise<void> = Promise.resolve();
+  private unsubscribe: (() => void) | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly role: ClusterRole,
+    private readonly log: Logger,
+  ) {}
+
+  add(name: string, job: LeaderJob): void {
+    this.jobs.push({ name, job });
+  }
+
+  /** Follow the role from now on; resolves once the jobs of a role held now have started. */
+  begin(): Promise<void> {
+    this.unsubscribe = this.role.onChange(() => void this.follow());
+    return this.follow();
+  }
+
+  private follow(): Promise<void> {
+    this.chain = this.chain.then(async () => {
+      const want = this.role.isController() && !this.closed;
+      if (want === this.running) return;
+      this.running = want;
+      const token = this.role.fencingToken ?? 0;
+      for (const { name, job } of this.jobs) {
+        try {
+          await (want ? job.start(token) : job.stop());
+        } catch (err) {
+          this.log.error({ err, job: name }, `controller job failed to ${want ? 'start' : 'stop'}`);
+        }
+      }
+    });
+    return this.chain;
+  }
+
+  /** Stop every job (the server closes); the role is released after this. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.unsubscribe?.();
+    await this.follow();
+  }
+}
+
+/**
+ * The role of an instance: on PostgreSQL a lease (started: the first attempt made), on
+ * SQLite always the controller. The gauge reads 1 on the controller, 0 elsewhere.
+ */
+export async function openClusterRole(o: {
+  databaseUrl: string | undefined;
+  instanceId: string;
+  ttlMs: number;
+  renewMs: number;
+  log: Logger;
+  registry: Registry;
+}): Promise<ClusterRole> {
+  let role: ClusterRole;
+  if (o.databaseUrl) {
+    const lease = new PgLease({
+      url: o.databaseUrl,
+      instanceId: o.instanceId,
+      log: o.log,
+      ttlMs: o.ttlMs,
+      renewMs: o.renewMs,
+    });
+    await lease.start();
+    role = lease;
+  } else role = new LocalRole(o.instanceId);
+  new Gauge({
+    name: 'weft_cluster_controller',
+    help: 'Whether this instance holds the controller role (1) or not (0): GC, reconciliation, scrub run there',
+    labelNames: ['instance'] as const,
+    registers: [o.registry],
+    collect() {
+      this.set({ instance: role.instanceId }, role.isController() ? 1 : 0);
+    },
+  });
+  return role;
+}
