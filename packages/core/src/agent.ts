@@ -20,6 +20,7 @@ import {
 } from './device-credentials.ts';
 import { Engine } from './engine.ts';
 import { ProxyClient } from './remote/proxy-client.ts';
+import { type ServerWatch, loadServerPool, watchServers } from './remote/server-watch.ts';
 import { type SecretStore, keyFileSecretStore } from './secret-store.ts';
 import type { FolderStatus } from './status.ts';
 import type { CloudProvider } from '@weft/ui-contract';
@@ -82,6 +83,11 @@ export interface AgentOptions {
    * Default: the desktop's opener.
    */
   readonly openPath?: (path: string) => Promise<boolean>;
+  /**
+   * How often the proxy instances are asked for their list and timed (several instances:
+   * remote/server-watch.ts). Default 10 s.
+   */
+  readonly serverProbeMs?: number;
 }
 
 /** The renderer build next to this checkout, if it has been built. */
@@ -180,9 +186,12 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
       return { dispose: () => void janitor.stop() };
     },
   });
+  // The proxy instances this device may talk to, kept in <stateDir>/servers.json.
+  let serverWatch: ServerWatch | undefined;
   const open = async (d: DeviceCredentials): Promise<UiSession> => {
     const client = new ProxyClient({
       baseUrl: d.server,
+      servers: await loadServerPool(options.stateDir, { home: d.server }),
       token: d.token,
       ...(uploadBytesPerSecond ? { uploadBytesPerSecond } : {}),
       ...(downloadBytesPerSecond ? { downloadBytesPerSecond } : {}),
@@ -200,6 +209,12 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
       settleMs: options.settleMs,
     });
     await engine.start();
+    await serverWatch?.stop();
+    serverWatch = watchServers(client, {
+      stateDir: options.stateDir,
+      ...(options.serverProbeMs !== undefined ? { probeEveryMs: options.serverProbeMs } : {}),
+    });
+    serverWatch?.start();
     session = { engine, client, server: d.server, user: d.user, deviceName: d.deviceName, token: d.token };
     await folders.open({ client, deviceName: d.deviceName });
     return session;
@@ -221,6 +236,7 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
     signOut: async () => {
       const old = session;
       session = undefined;
+      await serverWatch?.stop();
       await folders.close();
       await old?.engine.stop();
       await forgetDevice(options.stateDir, secrets);
@@ -327,6 +343,7 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
       server.closeAllConnections();
       await closed;
       await enrolling?.catch(() => undefined);
+      await serverWatch?.stop();
       await folders.close();
       await session?.engine.stop();
       await fsp.rm(nodePath.join(options.stateDir, 'agent.json'), { force: true });

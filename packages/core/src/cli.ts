@@ -21,7 +21,9 @@ import { usageLine } from './storage-usage.ts';
 import { readSecretFile } from './token-file.ts';
 import { openLoginInBrowser } from './ui-server/browser-open.ts';
 import type { FolderStatus } from './status.ts';
-import type { SyncedFolder } from '@weft/ui-contract';
+import type { FolderStatusDto, SyncedFolder } from '@weft/ui-contract';
+
+type ServerLine = NonNullable<FolderStatusDto['server']>;
 
 const out = (line: string): void => void process.stdout.write(line + '\n');
 const fail = (line: string): never => {
@@ -159,7 +161,7 @@ if (command === 'agent') {
   const res = await fetch(new URL('/api/status', info.statusUrl), { headers });
   if (!res.ok) fail(`the agent at ${info.statusUrl} refused: HTTP ${res.status}`);
   // The status of every synced folder together, with one line per folder when there are several.
-  const s = (await res.json()) as FolderStatus & { folders?: SyncedFolder[] };
+  const s = (await res.json()) as FolderStatus & { folders?: SyncedFolder[]; server?: ServerLine };
   if (values.json) out(JSON.stringify(s, null, 2));
   else {
     const state = s.state === 'idle' && s.pendingOperations === 0 ? 'up to date' : s.state;
@@ -172,6 +174,10 @@ if (command === 'agent') {
         );
     out(`  uploaded ${s.bytesUploaded} B, downloaded ${s.bytesDownloaded} B`);
     if (s.storage) out(`  ${usageLine(s.storage)}`);
+    if (s.server)
+      out(
+        `  server ${s.server.url}${s.server.id ? ` (instance ${s.server.id})` : ''}${s.server.rttMs !== undefined ? `, ${s.server.rttMs} ms` : ''}; ${s.server.up} of ${s.server.instances} instances answer${s.server.failovers ? `, moved ${s.server.failovers}× after failures` : ''}`,
+      );
     out(
       `  saved: ${s.savings.deltaBytesSaved} B by delta, ${s.savings.requestsSavedByBundling} requests by bundling, ${s.savings.operationsEliminated} operations eliminated`,
     );

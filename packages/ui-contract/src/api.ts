@@ -91,6 +91,25 @@ export const FolderStatusSchema = z.object({
   /** Weft storage used and its quota; absent until the agent has read it. */
   storage: StorageUsageSchema.optional(),
   /**
+   * The Weft server instance this computer talks to: several instances can serve one Weft
+   * storage (docs/deployment.md), and the agent moves to another when its own stops
+   * answering. Absent before enrolment.
+   */
+  server: z
+    .object({
+      url: z.string(),
+      /** The instance's id, when the server named it. */
+      id: z.string().optional(),
+      /** Round trip to it as last measured, ms. */
+      rttMs: z.number().min(0).optional(),
+      /** Instances known, and how many of them answer. */
+      instances: z.number().int().min(0),
+      up: z.number().int().min(0),
+      /** Moves to another instance because this one stopped answering (since the agent started). */
+      failovers: z.number().int().min(0),
+    })
+    .optional(),
+  /**
    * How bundles of small files went up (CoCloud Eq. 3–4 with hysteresis): bundles sent
    * deflated and raw, and the last choice; absent until the first bundle.
    */

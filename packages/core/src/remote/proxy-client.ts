@@ -13,6 +13,7 @@ import {
   type BundleDeferredReason,
   BundleUploadResponse,
   ChangesResponse,
+  ClusterInstancesResponse,
   DeviceListResponse,
   EnrolResponse,
   EntryInfo,
@@ -276,6 +277,23 @@ export class ProxyClient implements RemoteStore {
     const len = Number(res.headers.get('content-length') ?? 0);
     this.options.onRequest?.({ method, route, bytesOut: out, bytesIn: len });
     return res;
+  }
+
+  /**
+   * The proxy instances serving this storage, as the instance at `url` lists them (`GET
+   * /v1/cluster/instances`); sent there only — never moved to another instance — because it
+   * is the probe of that instance (server-watch.ts). Undefined from an older server (404).
+   */
+  async clusterInstancesAt(url: string, signal?: AbortSignal): Promise<ClusterInstancesResponse | undefined> {
+    const res = await safeFetch(`${url.replace(/\/+$/, '')}${API_PREFIX}/cluster/instances`, {
+      headers: { authorization: `Bearer ${this.token}` },
+      ...(signal ? { signal } : {}),
+    });
+    if (res.status === 404) {
+      await res.body?.cancel();
+      return undefined;
+    }
+    return parseJson(res, ClusterInstancesResponse);
   }
 
   async whoami(): Promise<z.infer<typeof WhoAmIResponse>> {

@@ -329,3 +329,24 @@ export class ServerPool {
     return m;
   }
 }
+
+/** The status's `server` line (ui-contract FolderStatusSchema.server). */
+export function serverStatus(pool: ServerPool): {
+  url: string;
+  id?: string;
+  rttMs?: number;
+  instances: number;
+  up: number;
+  failovers: number;
+} {
+  const all = pool.view();
+  const cur = all.find((v) => v.url === pool.current);
+  return {
+    url: pool.current,
+    ...(cur?.id !== undefined ? { id: cur.id } : {}),
+    ...(cur?.rttMs !== undefined ? { rttMs: Math.round(cur.rttMs * 10) / 10 } : {}),
+    instances: all.length,
+    up: all.filter((v) => v.up).length,
+    failovers: pool.failovers,
+  };
+}

@@ -28,6 +28,7 @@ import { z } from 'zod';
 import type { Engine } from '../engine.ts';
 import { Emitter, type Disposable } from '../lifecycle.ts';
 import { OfflineError, type ProxyClient, RemoteError } from '../remote/proxy-client.ts';
+import { serverStatus } from '../remote/server-pool.ts';
 import { type SecretStore, secretTokenStore } from '../secret-store.ts';
 import type { FolderStatus } from '../status.ts';
 import { applySelection, selectiveView } from './selective-view.ts';
@@ -190,9 +191,13 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
   const aborts = new Set<AbortController>();
   const changed = new Emitter<void>();
   let engineSub: Disposable | undefined;
+  let serverSub: Disposable | undefined;
   const follow = (): void => {
     engineSub?.dispose();
+    serverSub?.dispose();
     engineSub = options.session()?.engine.status.onChange(() => changed.fire());
+    // The instance it talks to is on the status too (several proxy instances: issue #18).
+    serverSub = options.session()?.client.servers?.onMove(() => changed.fire());
   };
   follow();
   const foldersSub = options.folders?.onChange(() => changed.fire());
@@ -204,10 +209,12 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
   const engine = (): Engine => session().engine;
   const status = (): FolderStatusDto => {
     const s = options.session();
-    return combinedStatus(
+    const all = combinedStatus(
       s ? toStatusDto(s.engine.getStatus()) : notEnrolledStatus(options.folder),
       options.folders,
     );
+    const pool = s?.client.servers;
+    return pool ? { ...all, server: serverStatus(pool) } : all;
   };
   const saveAccounts = (): Promise<void> =>
     writePrivate(
@@ -555,6 +562,7 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       for (const a of aborts) a.abort();
       aborts.clear();
       engineSub?.dispose();
+      serverSub?.dispose();
       foldersSub?.dispose();
       changed.dispose();
     },
