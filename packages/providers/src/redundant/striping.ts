@@ -12,7 +12,7 @@ import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { encodeStripes, type ReedSolomon } from '@weft/reed-solomon-wasm';
 import { rechunk, throwIfAborted } from '../body.ts';
-import { abortError, TransientError } from '../errors.ts';
+import { TransientError } from '../errors.ts';
 import type { Provider } from '../provider.ts';
 import { encodeFragmentHeader, FRAGMENT_HEADER_BYTES, type FragmentHeader } from './fragment.ts';
 
@@ -137,106 +137,63 @@ export interface StripeReadHooks {
   readonly onHedge?: (src: FragmentSource) => void;
 }
 
-/** Shards each fragment reader keeps requested ahead of the stripe being decoded. */
-export const READ_AHEAD_SHARDS = 2;
+/**
+ * Range requests each fragment source keeps in flight, and the consecutive shards one asks
+ * for at most: enough to hide a source's per-request time (36 ms a GET from s3proxy on the
+ * loaded bench machine; one 1 MiB GET at a time moved half of what the link carried).
+ */
+export const READ_DEPTH = 2;
+export const READ_RUN = 2;
+/** Data bytes the stripes ahead of the one being decoded may hold at most (≥ 3 stripes). */
+export const READ_WINDOW_BYTES = 32 * 1024 * 1024;
+/** A laggard sits out this many windows of stripes, then takes part again. */
+const BENCH_WINDOWS = 4;
 
 export class ShardMismatchError extends Error {
   override name = 'ShardMismatchError';
 }
 
-/** Reads shards of one fragment, stripe after stripe, from a range request; one shard read ahead. */
-class FragmentCursor {
-  private readonly ac = new AbortController();
-  private it: AsyncIterator<Buffer> | undefined;
-  /** Shards requested ahead, in stripe order; fetched one after another from the stream. */
-  private readonly queue: Promise<Buffer>[] = [];
-  private tail: Promise<unknown> = Promise.resolve();
-  private queued: number;
-  private cancelled = false;
-  next: number;
-
-  constructor(
-    readonly src: FragmentSource,
-    private readonly obj: StripedObject,
-    from: number,
-    private readonly to: number,
-    private readonly hooks: StripeReadHooks,
-    outer: AbortSignal | undefined,
-    /** Shards read ahead of the one asked for (memory: this many shards per fragment). */
-    private readonly depth = READ_AHEAD_SHARDS,
-  ) {
-    this.next = from;
-    this.queued = from;
-    outer?.addEventListener('abort', () => this.cancel(), { once: true });
-  }
-
-  private fill(): void {
-    while (!this.cancelled && this.queued <= this.to && this.queue.length < this.depth) {
-      const stripe = this.queued++;
-      const p = this.tail.then(() => this.fetch(stripe));
-      p.catch(() => undefined);
-      this.tail = p.catch(() => undefined);
-      this.queue.push(p);
-    }
-  }
-
-  /** The shard of stripe `this.next`; keeps up to `depth` more being read behind it. */
-  take(): Promise<Buffer> {
-    this.fill();
-    const p = this.queue.shift()!;
-    return p.then((buf) => {
-      this.next += 1;
-      this.fill();
-      return buf;
-    });
-  }
-
-  private async fetch(stripe: number): Promise<Buffer> {
-    const { shardBytes: s, k, m } = this.obj;
-    const started = Date.now();
-    if (!this.it) {
-      const stream = await this.src.provider.read(this.src.key, {
-        offset: FRAGMENT_HEADER_BYTES + stripe * s,
-        length: (this.to - stripe + 1) * s,
-        signal: this.ac.signal,
-      });
-      this.it = rechunk(stream, s)[Symbol.asyncIterator]();
-    }
-    const r = await this.it.next();
-    if (this.cancelled) throw new Error('fragment read dropped');
-    if (r.done || r.value.byteLength !== s)
-      throw new ShardMismatchError(`${this.src.key}: fragment ends before stripe ${stripe}`);
-    const want = this.obj.shardSha.subarray(
-      (stripe * (k + m) + this.src.index) * 32,
-      (stripe * (k + m) + this.src.index + 1) * 32,
-    );
-    const got = createHash('sha256').update(r.value).digest();
-    if (!got.equals(want))
-      throw new ShardMismatchError(`${this.src.key}: shard of stripe ${stripe} does not match its checksum`);
-    this.hooks.onSample?.(this.src, s, Date.now() - started);
-    return r.value;
-  }
-
-  cancel(): void {
-    if (this.cancelled) return;
-    this.cancelled = true;
-    this.ac.abort(new Error('fragment read dropped'));
-    const it = this.it;
-    if (it?.return) void Promise.resolve(it.return()).catch(() => undefined);
-  }
-}
-
 export interface StripeReadOptions {
-  /** Start a spare when a stripe's k shards are not all in after this long. */
+  /** Let one more fragment take the stripe being decoded when it is not complete after this long. */
   readonly hedgeAfterMs: number;
   readonly signal?: AbortSignal;
   readonly hooks?: StripeReadHooks;
 }
 
+interface Source {
+  readonly src: FragmentSource;
+  readonly inflight: Set<Claim>;
+  /** When its last shard arrived (its next sample starts there when requests overlap). */
+  lastDone: number;
+}
+/** One range request: shards of consecutive stripes of one fragment. */
+interface Claim {
+  readonly w: Source;
+  /** Stripes whose shard has not arrived yet. */
+  readonly pending: Set<number>;
+  readonly ac: AbortController;
+}
+interface Stripe {
+  readonly got: Map<number, Buffer>;
+  readonly claims: Set<Claim>;
+  /** Shards it may have read or asked for at once: k, one more per hedge. */
+  allowance: number;
+}
+
 /**
  * Yields, for each stripe in [from, to], k + m slots holding at least k verified shards
- * (null for the ones not read). `sources` are the available fragments, fastest first:
- * the first k start, the rest are spares.
+ * (null for the ones not read). `sources` are the available fragments, fastest first.
+ *
+ * Every source takes part (HyCloud Eq. 3–5: work in proportion to bandwidth): each keeps
+ * READ_DEPTH range requests in flight, each for up to READ_RUN consecutive stripes from the
+ * lowest one of the window ahead that still needs a shard (a stripe is never asked for more
+ * than k at once), so a fast source reads more stripes than a slow one and the read moves
+ * at about the sum of their rates rather than k times the slowest of k chosen. When the
+ * stripe being decoded is not complete after `hedgeAfterMs`, one more source may take it
+ * (a hedged read); once it is complete, a source still reading it (the laggard) is dropped
+ * for the next few windows of stripes (BENCH_WINDOWS), then takes part again; sources
+ * beyond the first k + m are spares. A source that fails or
+ * sends a bad shard is dropped and a spare takes its place.
  */
 export async function* readStripes(
   obj: StripedObject,
@@ -245,78 +202,186 @@ export async function* readStripes(
   to: number,
   options: StripeReadOptions,
 ): AsyncGenerator<(Buffer | null)[]> {
-  const { k, m } = obj;
+  const { k, m, shardBytes } = obj;
   const hooks = options.hooks ?? {};
-  const spares = [...sources];
-  const active: FragmentCursor[] = [];
-  const start = (at: number): boolean => {
-    const src = spares.shift();
-    if (!src) return false;
-    active.push(new FragmentCursor(src, obj, at, to, hooks, options.signal));
-    return true;
-  };
   if (sources.length < k)
     throw new TransientError(`redundant: ${sources.length} of the ${k} fragments needed are available`);
-  for (let i = 0; i < k; i++) start(from);
+  // Room for every source's requests, within the byte bound.
+  const window = Math.max(
+    3,
+    Math.min(
+      Math.ceil(((k + m) * READ_DEPTH * READ_RUN) / k) + 2,
+      Math.floor(READ_WINDOW_BYTES / (k * shardBytes)),
+    ),
+  );
+  const all: Source[] = sources.map((src) => ({ src, inflight: new Set(), lastDone: 0 }));
+  const active = all.slice(0, k + m);
+  const spares = all.slice(k + m);
+  /** Laggards: out until the read reaches stripe `until` (a slow start, not a dead source). */
+  const benched: { w: Source; until: number }[] = [];
+  const stripes = new Map<number, Stripe>();
+  let head = from;
+  let wake: () => void = () => undefined;
+  const stripeAt = (s: number): Stripe => {
+    let st = stripes.get(s);
+    if (!st) stripes.set(s, (st = { got: new Map(), claims: new Set(), allowance: k }));
+    return st;
+  };
+  const release = (c: Claim): void => {
+    c.w.inflight.delete(c);
+    for (const s of c.pending) stripes.get(s)?.claims.delete(c);
+    c.ac.abort(new Error('fragment read dropped'));
+  };
+  const retire = (w: Source): void => {
+    for (const c of [...w.inflight]) release(c);
+    const i = active.indexOf(w);
+    if (i >= 0) active.splice(i, 1);
+  };
+  const fetchRun = async (c: Claim, first: number, n: number, signal: AbortSignal): Promise<void> => {
+    const { src } = c.w;
+    const started = performance.now();
+    const stream = await src.provider.read(src.key, {
+      offset: FRAGMENT_HEADER_BYTES + first * shardBytes,
+      length: n * shardBytes,
+      signal,
+    });
+    const it = rechunk(stream, shardBytes)[Symbol.asyncIterator]();
+    try {
+      for (let s = first; s < first + n; s++) {
+        const r = await it.next();
+        if (!c.w.inflight.has(c)) return;
+        if (r.done || r.value.byteLength !== shardBytes)
+          throw new ShardMismatchError(`${src.key}: fragment ends before stripe ${s}`);
+        const at = (s * (k + m) + src.index) * 32;
+        if (
+          !createHash('sha256')
+            .update(r.value)
+            .digest()
+            .equals(obj.shardSha.subarray(at, at + 32))
+        )
+          throw new ShardMismatchError(`${src.key}: shard of stripe ${s} does not match its checksum`);
+        const now = performance.now();
+        hooks.onSample?.(src, shardBytes, now - Math.max(started, c.w.lastDone));
+        c.w.lastDone = now;
+        c.pending.delete(s);
+        const st = stripes.get(s);
+        st?.claims.delete(c);
+        st?.got.set(src.index, r.value);
+        wake();
+      }
+    } finally {
+      if (it.return) void Promise.resolve(it.return()).catch(() => undefined);
+    }
+  };
+  const claim = (w: Source, first: number, n: number): void => {
+    const c: Claim = { w, pending: new Set(), ac: new AbortController() };
+    for (let s = first; s < first + n; s++) {
+      const st = stripeAt(s);
+      if (st.got.size + st.claims.size >= k) hooks.onHedge?.(w.src); // beyond k: a hedge
+      st.claims.add(c);
+      c.pending.add(s);
+    }
+    w.inflight.add(c);
+    const signal = options.signal ? AbortSignal.any([c.ac.signal, options.signal]) : c.ac.signal;
+    fetchRun(c, first, n, signal).then(
+      () => {
+        if (w.inflight.delete(c)) wake();
+      },
+      (err: unknown) => {
+        if (!w.inflight.has(c)) return;
+        release(c);
+        if (!options.signal?.aborted) {
+          retire(w);
+          hooks.onFailure?.(w.src, err, err instanceof ShardMismatchError);
+          const spare = spares.shift();
+          if (spare) active.push(spare);
+        }
+        wake();
+      },
+    );
+  };
+  const holds = (st: Stripe, w: Source): boolean =>
+    st.got.has(w.src.index) || [...st.claims].some((c) => c.w === w);
+  const needs = (s: number, w: Source): boolean => {
+    const st = stripeAt(s);
+    return st.got.size + st.claims.size < st.allowance && !holds(st, w);
+  };
+  /** Let every source with room take a run from the lowest stripe of the window it can help. */
+  const pump = (): void => {
+    const last = Math.min(to, head + window - 1);
+    for (const w of active) {
+      for (let s = head; s <= last && w.inflight.size < READ_DEPTH; s++) {
+        if (!needs(s, w)) continue;
+        let n = 1;
+        while (n < READ_RUN && s + n <= last && needs(s + n, w)) n++;
+        claim(w, s, n);
+        s += n - 1;
+      }
+    }
+    // The stripe being decoded still short (a hedge, or a failed source): beyond the depth.
+    const st = stripeAt(head);
+    if (st.got.size + st.claims.size < st.allowance) {
+      const w = active.find((x) => !holds(st, x)) ?? spares.shift();
+      if (w) {
+        if (!active.includes(w)) active.push(w);
+        claim(w, head, 1);
+      }
+    }
+  };
   try {
-    for (let s = from; s <= to; s++) {
+    let headSince = performance.now();
+    while (head <= to) {
       throwIfAborted(options.signal);
-      const got = new Map<number, Buffer>();
-      type Outcome = { c: FragmentCursor; buf?: Buffer; err?: unknown } | { timeout: true };
-      const inflight = new Map<FragmentCursor, Promise<Outcome>>();
-      const launch = (c: FragmentCursor): void => {
-        inflight.set(
-          c,
-          c.take().then(
-            (buf) => ({ c, buf }),
-            (err: unknown) => ({ c, err }),
-          ),
-        );
-      };
-      for (const c of active) launch(c);
-      let hedged = false;
-      while (got.size < k) {
-        let timer: NodeJS.Timeout | undefined;
-        const waits: Promise<Outcome>[] = [...inflight.values()];
-        if (!hedged && spares.length > 0)
-          waits.push(
-            new Promise((r) => (timer = setTimeout(() => r({ timeout: true }), options.hedgeAfterMs))),
-          );
-        if (waits.length === 0)
-          throw new TransientError(`redundant: fewer than ${k} fragments of stripe ${s} could be read`);
-        const out = await Promise.race(waits);
-        clearTimeout(timer);
-        if ('timeout' in out) {
-          hedged = true;
-          if (start(s)) {
-            hooks.onHedge?.(active.at(-1)!.src);
-            launch(active.at(-1)!);
-          }
-          continue;
+      const st = stripeAt(head);
+      if (st.got.size >= k) {
+        for (const c of [...st.claims]) {
+          // The laggard: still reading a stripe that is complete. Dropped for a while.
+          if (active.length > k) {
+            retire(c.w);
+            benched.push({ w: c.w, until: head + BENCH_WINDOWS * window });
+          } else release(c);
         }
-        inflight.delete(out.c);
-        if (out.buf) {
-          got.set(out.c.src.index, out.buf);
-          continue;
+        for (const b of benched.filter((x) => x.until <= head + 1)) {
+          benched.splice(benched.indexOf(b), 1);
+          if (active.length < k + m) active.push(b.w);
+          else spares.push(b.w);
         }
-        if (options.signal?.aborted) throw abortError(options.signal);
-        out.c.cancel();
-        active.splice(active.indexOf(out.c), 1);
-        hooks.onFailure?.(out.c.src, out.err, out.err instanceof ShardMismatchError);
-        if (start(s)) launch(active.at(-1)!);
+        stripes.delete(head);
+        yield Array.from({ length: k + m }, (_, i) => st.got.get(i) ?? null);
+        head += 1;
+        headSince = performance.now();
+        continue;
       }
-      // The laggards: still reading this stripe when k shards were in. Drop them; their
-      // backends go to the back of the spares.
-      for (const c of inflight.keys()) {
-        c.cancel();
-        active.splice(active.indexOf(c), 1);
-        spares.push(c.src);
+      pump();
+      if (!active.some((w) => w.inflight.size > 0)) {
+        // Nothing in flight and the stripe not complete: only a spare can still help.
+        const spare = spares.shift() ?? benched.shift()?.w;
+        if (!spare)
+          throw new TransientError(`redundant: fewer than ${k} fragments of stripe ${head} could be read`);
+        active.push(spare);
+        continue;
       }
-      const slots: (Buffer | null)[] = Array.from({ length: k + m }, (_, i) => got.get(i) ?? null);
-      yield slots;
+      const hedgeIn = st.allowance < k + m ? headSince + options.hedgeAfterMs - performance.now() : Infinity;
+      if (hedgeIn <= 0) {
+        st.allowance += 1;
+        headSince = performance.now();
+        continue;
+      }
+      await new Promise<void>((resolve) => {
+        const timer = Number.isFinite(hedgeIn) ? setTimeout(done, hedgeIn) : undefined;
+        const onAbort = (): void => done();
+        options.signal?.addEventListener('abort', onAbort, { once: true });
+        function done(): void {
+          clearTimeout(timer);
+          options.signal?.removeEventListener('abort', onAbort);
+          wake = () => undefined;
+          resolve();
+        }
+        wake = done;
+      });
     }
   } finally {
-    for (const c of active) c.cancel();
+    for (const w of all) for (const c of [...w.inflight]) release(c);
   }
 }
 

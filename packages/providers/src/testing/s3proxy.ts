@@ -71,16 +71,21 @@ export interface StartS3ProxyOptions {
   readonly port?: number;
   /** The secret to accept (default: a random one), e.g. to come back with the same one. */
   readonly secretAccessKey?: string;
+  /** Address to listen on (default 127.0.0.1), e.g. a network namespace's own (bench/netns.ts). */
+  readonly host?: string;
+  /** Command prefix to start Java under, e.g. `['ip', 'netns', 'exec', name]`. */
+  readonly launcher?: readonly string[];
 }
 
-/** Start s3proxy on 127.0.0.1 with a free port and create the bucket. */
+/** Start s3proxy (on 127.0.0.1 unless `host`) with a free port and create the bucket. */
 export async function startS3Proxy(options: StartS3ProxyOptions = {}): Promise<RunningS3Proxy> {
   const jar = await ensureS3ProxyJar();
   const work = await fsp.mkdtemp(nodePath.join(cacheDir(), 's3proxy-run-'));
   const accessKeyId = 'weft-test';
+  const host = options.host ?? '127.0.0.1';
   const secretAccessKey = options.secretAccessKey ?? randomBytes(16).toString('hex');
   const props = [
-    `s3proxy.endpoint=http://127.0.0.1:${options.port ?? 0}`,
+    `s3proxy.endpoint=http://${host}:${options.port ?? 0}`,
     's3proxy.authorization=aws-v2-or-v4',
     `s3proxy.identity=${accessKeyId}`,
     `s3proxy.credential=${secretAccessKey}`,
@@ -91,12 +96,13 @@ export async function startS3Proxy(options: StartS3ProxyOptions = {}): Promise<R
   ].filter((l) => l !== '');
   const propsFile = nodePath.join(work, 's3proxy.conf');
   await fsp.writeFile(propsFile, props.join('\n') + '\n');
-  const child = spawn('java', ['-Xmx2g', '-jar', jar, '--properties', propsFile], {
+  const [command, ...args] = [...(options.launcher ?? []), 'java', '-Xmx2g', '-jar', jar];
+  const child = spawn(command!, [...args, '--properties', propsFile], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, LOG_LEVEL: 'info' },
   });
-  const port = await waitForPort(child);
-  const endpoint = `http://127.0.0.1:${port}`;
+  const port = await waitForPort(child, host);
+  const endpoint = `http://${host}:${port}`;
   const bucket = options.bucket ?? 'weft-test';
   const client = new S3Client({
     endpoint,
@@ -134,7 +140,12 @@ export async function startS3Proxy(options: StartS3ProxyOptions = {}): Promise<R
   };
 }
 
-function waitForPort(child: ChildProcess): Promise<number> {
+function waitForPort(child: ChildProcess, host: string): Promise<number> {
+  const started = new RegExp(
+    String.raw`Started \S*ServerConnector@\S+\{HTTP/1\.1, \(http/1\.1\)\}\{` +
+      host.replace(/\./g, '\\.') +
+      String.raw`:(\d+)\}`,
+  );
   return new Promise((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => {
@@ -143,9 +154,7 @@ function waitForPort(child: ChildProcess): Promise<number> {
     }, 60_000);
     const onData = (buf: Buffer): void => {
       out += buf.toString();
-      const m = /Started \S*ServerConnector@\S+\{HTTP\/1\.1, \(http\/1\.1\)\}\{127\.0\.0\.1:(\d+)\}/.exec(
-        out,
-      );
+      const m = started.exec(out);
       if (m?.[1]) {
         clearTimeout(timer);
         child.stdout?.off('data', onData);
