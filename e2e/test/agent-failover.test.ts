@@ -94,17 +94,19 @@ describe.skipIf('missing' in bins)(
     let pg: RunningPostgres | undefined;
     const proxies: (ChildProcess | undefined)[] = [];
     let agent: RunningAgent | undefined;
+    let base: string | undefined;
 
     afterAll(async () => {
       await agent?.stop();
       for (const p of proxies) p?.kill('SIGKILL');
       await pg?.stop();
+      if (base) await fsp.rm(base, { recursive: true, force: true });
     });
 
     it('movesToTheOtherInstanceMidSyncAndConvergesWithNothingLostOrDoubled', async () => {
       pg = await startPostgres(adminSql);
       const databaseUrl = await pg.createDatabase();
-      const base = await tempDir('failover');
+      base = await tempDir('failover');
       const adminToken = randomBytes(24).toString('hex');
       const urls: string[] = [];
       const configs: string[] = [];
