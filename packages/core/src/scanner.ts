@@ -101,6 +101,11 @@ export interface ScanResult {
   /** Files whose content was read to hash it (0 when every stat matched the journal). */
   readonly hashedFiles: number;
   /**
+   * Entries (found on disk, or rows of the journal) the comparison still held once the
+   * journal was read: those that changed, appeared or went — 0 for a no-change rescan.
+   */
+  readonly heldForComparison: number;
+  /**
    * Writes the index rows this scan found. The scanner changes nothing itself: the caller
    * runs this in the same transaction that queues `ops` (Journal.enqueueMany), so a crash
    * can never record a change without the operation that sends it.
@@ -315,13 +320,23 @@ export async function scan(
 
   // The journal's rows as the comparison needs them (Journal.indexUnderPaged), each with the
   // path its whole row is stored at (the same, until this scan finds it moved).
+  // An entry whose stat matches its row (and a folder at the same inode) needs nothing more:
+  // both are let go as the rows are read, so a rescan holds only what changed, not the index
+  // beside the disk (issue #16: half the agent's memory in a rescan of 100,000 files).
+  const scannedFiles = disk.size;
   const known = new Map<string, Known>();
-  for (const s of scope ?? ['']) {
-    for await (const r of realJournal.indexUnderPaged(s)) known.set(r.path, r);
+  let knownFilesBefore = 0;
+  for (const s of outermost(scope ?? [''])) {
+    for await (const r of realJournal.indexUnderPaged(s)) {
+      if (r.kind === 'file') knownFilesBefore += 1;
+      const e = disk.get(r.path);
+      if (e !== undefined && (e.kind === 'dir' ? r.kind === 'dir' && r.inode === e.inode : unchanged(e, r)))
+        disk.delete(r.path);
+      else known.set(r.path, r);
+    }
     stopCheck();
   }
-  let knownFilesBefore = 0;
-  for (const r of known.values()) if (r.kind === 'file') knownFilesBefore += 1;
+  const heldForComparison = disk.size + known.size;
   const scopeSet = scope === undefined || scope.includes('') ? undefined : new Set(scope);
   /** In scope: the path or one of its ancestors is a scope entry (O(depth), not O(scope)). */
   const scoped = (p: string): boolean => scopeSet === undefined || selfOrAncestorIn(p, scopeSet);
@@ -358,12 +373,7 @@ export async function scan(
   }
 
   const cheaplyUnchanged = (e: DiskEntry, row: Known | undefined): boolean =>
-    row !== undefined &&
-    row.kind === 'file' &&
-    row.size === e.size &&
-    row.mtimeNs === e.mtimeNs &&
-    row.inode === e.inode &&
-    row.hashed;
+    row !== undefined && unchanged(e, row);
   /** The whole row of a known entry, under its path now (read when an entry changed). */
   const whole = (k: Known): FileRow | undefined => {
     const r = realJournal.getFile(k.storedAt ?? k.path);
@@ -475,7 +485,6 @@ export async function scan(
   }
   for (const r of gone) journal.deleteFile(r.path);
   const deletedFiles = gone.filter((r) => r.kind === 'file').length;
-  const scannedFiles = disk.size;
   // The returned closures keep this scope alive: let go of what only the scan needed.
   disk.clear();
   known.clear();
@@ -498,9 +507,30 @@ export async function scan(
     knownFilesBefore,
     storedAs,
     hashedFiles,
+    heldForComparison,
     commit: () => commitThrough(Number.POSITIVE_INFINITY),
     commitThrough,
   };
+}
+
+/** A file unchanged by every cheap measure: its row's size, mtime and inode, and a hash known. */
+function unchanged(e: DiskEntry, row: IndexRow): boolean {
+  return (
+    e.kind === 'file' &&
+    row.kind === 'file' &&
+    row.size === e.size &&
+    row.mtimeNs === e.mtimeNs &&
+    row.inode === e.inode &&
+    row.hashed
+  );
+}
+
+/** The scope entries not inside another (each journal row is read once). */
+function outermost(scope: readonly string[]): string[] {
+  if (scope.includes('')) return [''];
+  const out = new Set<string>();
+  for (const s of [...new Set(scope)].sort()) if (!selfOrAncestorIn(s, out)) out.add(s);
+  return [...out];
 }
 
 /** A journal row as the scan holds it: `storedAt`, where its whole row is, once found moved. */

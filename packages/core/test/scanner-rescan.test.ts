@@ -30,7 +30,7 @@ async function folderWith(files: number): Promise<{ root: string; journal: Journ
 }
 
 describe('a no-change rescan', () => {
-  it('hashes nothing and reads no whole row; a changed file is hashed and compared with its row', async () => {
+  it('hashes nothing and reads no whole row; a changed file is hashed and compared with its row; only what changed is held', async () => {
     const { root, journal } = await folderWith(30);
     const first = await scan(root, journal, new IgnoreRules(), { now: later });
     first.commit();
@@ -47,6 +47,9 @@ describe('a no-change rescan', () => {
     expect(again.ops).toEqual([]);
     expect(again.hashedFiles).toBe(0);
     expect(wholeRows).toBe(0);
+    // Nothing held beside the walk once the index is read: the matched entries were let go.
+    expect(again.scannedFiles).toBe(33);
+    expect(again.heldForComparison).toBe(0);
     // One edit: one file hashed, its whole row read, a put on its synced revision.
     const edit = nodePath.join(root, 'd1', 'f1.txt');
     await fsp.writeFile(edit, 'edited, longer');
@@ -54,6 +57,7 @@ describe('a no-change rescan', () => {
     const edited = await scan(root, journal, new IgnoreRules(), { now: later });
     expect(edited.hashedFiles).toBe(1);
     expect(wholeRows).toBe(1);
+    expect(edited.heldForComparison).toBe(2); // the edited file and its row
     expect(edited.ops).toMatchObject([{ kind: 'put', path: 'd1/f1.txt', created: false }]);
     // A synced file deleted: its delete carries the revision from its whole row.
     await fsp.rm(nodePath.join(root, 'd2', 'f2.txt'));
