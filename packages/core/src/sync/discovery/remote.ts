@@ -115,6 +115,9 @@ async function applyRemote(ctx: SyncContext, c: ChangeRecord): Promise<void> {
   }
 }
 
+/** Remote entries observed between two turns of the event loop. */
+const OBSERVED_PER_TURN = 100;
+
 /**
  * Remote file entries: observe each path (base, local, remote), decide, and propagate —
  * small downloads in bundles, large ones by delta or whole.
@@ -126,7 +129,14 @@ export async function applyRemoteFiles(
 ): Promise<void> {
   const decided: { entry: EntryInfo; row: FileRow | undefined; local: string | undefined; d: DecisionRow }[] =
     [];
+  let sinceTurn = 0;
   for (const entry of entries) {
+    // A turn of the event loop now and then: a page of 1,000 echoes of our own uploads
+    // observed in one go held the agent's UI for 300 ms on a loaded machine (issue #16).
+    if (++sinceTurn === OBSERVED_PER_TURN) {
+      sinceTurn = 0;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
     let row = ctx.journal.getFile(entry.path);
     const clash = await observeNewKind(ctx, entry, row);
     if (clash) {
