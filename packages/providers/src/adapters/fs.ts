@@ -27,6 +27,7 @@ import {
   NotFoundError,
   PreconditionFailedError,
   ProviderError,
+  TransientError,
 } from '../errors.ts';
 import type { Features } from '../features.ts';
 import { KeyedMutex } from '../keyed-mutex.ts';
@@ -243,9 +244,25 @@ export class FsProvider implements Provider {
       return st.isFile() || st.isDirectory() ? st : undefined;
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+      if (code === 'ENOENT' || code === 'ENOTDIR') {
+        await this.assertRoot();
+        return undefined;
+      }
       throw classify(e, this.name, p);
     }
+  }
+
+  /**
+   * A path is "not found" only while the root is there: a root folder deleted, or a mount
+   * point with nothing mounted (no state folder of ours in it), is unavailable instead, so
+   * a health check does not count it as answering.
+   */
+  private async assertRoot(): Promise<void> {
+    const st = await fsp.lstat(nodePath.join(this.realRoot, FS_STATE_DIR)).catch(() => undefined);
+    if (!st?.isDirectory())
+      throw new TransientError(
+        `${this.name}: the folder is missing or not mounted (no ${FS_STATE_DIR} in it)`,
+      );
   }
 
   async stat(path: string): Promise<Entry> {
@@ -265,7 +282,9 @@ export class FsProvider implements Provider {
     if (length !== undefined && (!Number.isSafeInteger(length) || length < 0)) {
       throw new InvalidArgumentError(`bad read length ${length}`);
     }
-    const handle = await fsp.open(abs, fsc.O_RDONLY | fsc.O_NOFOLLOW).catch((e: unknown) => {
+    const handle = await fsp.open(abs, fsc.O_RDONLY | fsc.O_NOFOLLOW).catch(async (e: unknown) => {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') await this.assertRoot();
       throw classify(e, this.name, p);
     });
     const st = await handle.stat();
@@ -293,7 +312,10 @@ export class FsProvider implements Provider {
     const hash = createHash('sha256');
     let received = 0;
     try {
-      const fh = await fsp.open(tmp, 'wx', this.fileMode);
+      const fh = await fsp.open(tmp, 'wx', this.fileMode).catch(async (e: unknown) => {
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT') await this.assertRoot();
+        throw e;
+      });
       try {
         for await (const chunk of openBody(body)) {
           throwIfAborted(options.signal);
