@@ -52,7 +52,7 @@ describe('instance registry on SQLite', () => {
       const doc = (await (await fetch(`${s.url}/openapi.json`)).json()) as {
         paths: Record<string, { get: { security: unknown } }>;
       };
-      expect(doc.paths['/v1/cluster/instances'].get.security).toEqual([{ device: [] }]);
+      expect(doc.paths['/v1/cluster/instances']!.get.security).toEqual([{ device: [] }]);
     } finally {
       await s.stop();
     }
