@@ -10,7 +10,7 @@
 import { readFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
-import { type OAuthClientConfig, dropboxOAuth, googleOAuth, microsoftOAuth } from '@weft/providers';
+import { type OAuthClientConfig, dropboxOAuth, googleOAuth, microsoftOAuth } from '@weft/providers/oauth';
 import type { CloudProvider } from '@weft/ui-contract';
 
 /** Every variable read here, in the order docs/clouds.md lists them. */

@@ -22,7 +22,8 @@ import {
   SettingsSchema,
   AccountSchema,
 } from '@weft/ui-contract';
-import { type OAuthClientConfig, type TokenStore, authorizeWithLoopback } from '@weft/providers';
+import type { TokenStore } from '@weft/providers';
+import { type OAuthClientConfig, authorizeWithLoopback } from '@weft/providers/oauth';
 import { type ReplicaChoice, shareInviteTokenFromLink } from '@weft/wire/shares';
 import { z } from 'zod';
 import type { Engine } from '../engine.ts';
