@@ -18,7 +18,7 @@ export const CLUSTER_LOAD_FIELDS = {
   /** Floor of a measured BW_o (default 12.5 MB/s = 100 Mbit/s). */
   minCapacityBps: z.number().positive().default(12_500_000),
   /** θ_c of Eq. 7: every instance with BW_a ≤ BW_o·θ_c is congested → add one. */
-  thetaCongested: z.number().min(0).max(1).default(0.2),
+  thetaCongested: z.number().min(0).max(1).default(0.4),
   /** θ_l of Eq. 8: every instance with BW_a ≥ BW_o·θ_l is idle → drain one. */
   thetaIdle: z.number().min(0).max(1).default(0.7),
   /** A condition must hold this long before the supervisor acts on it. */
