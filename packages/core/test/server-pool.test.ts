@@ -58,6 +58,29 @@ describe('ServerPool', () => {
     expect(q.failed(A, 'unreachable').current).toBe(B); // nothing measured: listing order
   });
 
+  it('amongSimilarRoundTripsTheMostAvailableBandwidthWins', () => {
+    const D = 'http://d.example:4';
+    const { p } = pool();
+    p.learn([
+      { url: A, availableBps: 0 },
+      { url: B, availableBps: 1_000_000 },
+      { url: C, availableBps: 50_000_000 },
+      { url: D, availableBps: 900_000_000 },
+    ]);
+    probe(p, { [A]: 10, [B]: 10, [C]: 11, [D]: 30 }, 1);
+    // B and C are within one 25 % band: C has the bandwidth; D is farther whatever it has.
+    expect(p.failed(A, 'unreachable').current).toBe(C);
+    expect(p.failed(C, 'unreachable').current).toBe(B);
+    // Under 5 ms every round trip is alike.
+    const { p: q } = pool();
+    q.learn([
+      { url: B, availableBps: 10 },
+      { url: C, availableBps: 20 },
+    ]);
+    probe(q, { [A]: 1, [B]: 0.5, [C]: 4.5 }, 1);
+    expect(q.failed(A, 'unreachable').current).toBe(C);
+  });
+
   it('a502Or503MovesOnlyWhenSustained', () => {
     const { p } = pool();
     expect(p.failed(A, 'unavailable')).toEqual({ current: A, moved: false });

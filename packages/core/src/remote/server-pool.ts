@@ -11,8 +11,10 @@
  *   A down instance is not tried again before its backoff (Weft's one `Backoff`) has
  *   passed; each further failure doubles the wait up to the cap, an answer resets it.
  * - When the current instance goes down the agent moves at once to the best one that is up:
- *   active before draining, then lowest measured round trip (unknown last), then the
- *   enrolment server, then the order listed.
+ *   active before draining, then lowest measured round trip (unknown last) — round trips
+ *   within the same 25 % band (all under 5 ms alike) count as equal, and among those the
+ *   one with the most available bandwidth (the server's BW_a) wins — then the enrolment
+ *   server, then the order listed.
  * - All down: requests go to the instance whose backoff ends first (and fail fast while it
  *   is away); the engine's own retry timer keeps the pace.
  * - Moving back to a nearer instance has hysteresis: it must have answered
@@ -28,6 +30,8 @@ export interface ServerInstance {
   readonly url: string;
   readonly id?: string;
   readonly state?: 'active' | 'draining';
+  /** What it can still move, bytes/s (BW_a of the cluster list). */
+  readonly availableBps?: number;
 }
 
 export type ServerFailure = 'unreachable' | 'unavailable';
@@ -72,6 +76,7 @@ interface Member {
   state: 'active' | 'draining';
   /** Smoothed round trip (EWMA), ms. */
   rttMs?: number;
+  availableBps?: number;
   answers: number;
   unavailable: number;
   downUntilMs?: number;
@@ -81,6 +86,14 @@ interface Member {
 const DEFAULT_DOWN_BACKOFF: BackoffPolicy = { baseMs: 1_000, capMs: 30_000, jitter: 'equal' };
 /** Weight of a new round-trip sample. */
 const RTT_ALPHA = 0.3;
+/** Round trips are compared in bands of this ratio, from this floor (below it: one band). */
+const RTT_BAND_RATIO = 1.25;
+const RTT_BAND_FLOOR_MS = 5;
+
+/** Which band of round trips `ms` falls in: 0 up to the floor, then one per 25 %. */
+function rttBand(ms: number): number {
+  return Math.floor(Math.log(Math.max(ms, RTT_BAND_FLOOR_MS) / RTT_BAND_FLOOR_MS) / Math.log(RTT_BAND_RATIO));
+}
 
 export const normalServerUrl = (url: string): string => url.trim().replace(/\/+$/, '');
 
@@ -292,15 +305,19 @@ export class ServerPool {
     return m.downUntilMs === undefined || m.downUntilMs <= this.now();
   }
 
-  /** Up first, active before draining, nearest first, the enrolment server, listing order. */
+  /**
+   * Up first, active before draining, nearest first (by band), the most available bandwidth,
+   * the enrolment server, listing order.
+   */
   private ranked(): Member[] {
     const order = [...this.members.values()];
     const index = new Map(order.map((m, i) => [m, i]));
-    const key = (m: Member): [number, number, number, number, number] => [
+    const key = (m: Member): number[] => [
       this.isUp(m) ? 0 : 1,
       m.state === 'active' ? 0 : 1,
       m.rttMs === undefined ? 1 : 0,
-      m.rttMs ?? 0,
+      m.rttMs === undefined ? 0 : rttBand(m.rttMs),
+      -(m.availableBps ?? 0),
       m.url === this.home ? -1 : (index.get(m) ?? 0),
     ];
     return order.sort((a, b) => {
@@ -326,6 +343,8 @@ export class ServerPool {
     }
     if (i.id !== undefined) m.id = i.id;
     if (i.state === 'active' || i.state === 'draining') m.state = i.state;
+    if (typeof i.availableBps === 'number' && Number.isFinite(i.availableBps) && i.availableBps >= 0)
+      m.availableBps = i.availableBps;
     return m;
   }
 }

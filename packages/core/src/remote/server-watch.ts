@@ -137,6 +137,7 @@ export function watchServers(
         url: i.url,
         id: i.id,
         state: i.state,
+        availableBps: i.availableBps,
       })),
   });
 }
