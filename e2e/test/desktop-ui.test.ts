@@ -150,6 +150,8 @@ describe('desktop UI in Chromium', () => {
 
   it('shows files written into the folder syncing, with progress, then up to date', async () => {
     await expect.poll(state, POLL).toBe('Up to date');
+    // The server this computer talks to (several proxy instances: it moves when one stops).
+    await expect.poll(() => page.locator('#server').textContent(), POLL).toContain(proxy.url);
     // Record every headline and whether a progress bar was ever drawn.
     await page.evaluate(`(() => {
       window.__seen = { states: [], progress: false };

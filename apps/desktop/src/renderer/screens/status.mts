@@ -168,36 +168,46 @@ export function statusScreen(
     const headline =
       d === 'paused' && !s.massDeletePending ? `Paused ${pausedUntilText(s, Date.now())}` : DISPLAY_LABEL[d];
     const several = (s.folders?.length ?? 0) > 1 ? (s.folders ?? []) : [];
-    renderInto(overview, JSON.stringify([headline, s.folder, s.files, s.pendingOperations, several]), () => [
-      h('p', { class: `state state-${d}`, id: 'folder-state' }, headline),
-      h(
-        'dl',
-        { class: 'facts' },
-        h('dt', {}, several.length > 0 ? 'Folders' : 'Folder'),
-        several.length > 0
-          ? h(
-              'dd',
-              {},
-              h(
-                'ul',
-                { id: 'folder-states', class: 'plain' },
-                several.map((f) =>
-                  h(
-                    'li',
-                    { 'data-folder': f.id },
-                    h('span', { class: 'path' }, f.path),
-                    ` — ${f.primary ? 'main folder' : f.name}: ${f.state === 'idle' && f.pendingOperations === 0 ? 'up to date' : f.state}, ${files(f.files)}`,
+    const server = s.server;
+    // Several proxy instances: which one this computer talks to (it moves when one stops answering).
+    const serverText = server
+      ? `${server.url}${server.id ? ` (instance ${server.id})` : ''}${server.instances > 1 ? ` — ${server.up} of ${server.instances} instances answer` : ''}`
+      : undefined;
+    renderInto(
+      overview,
+      JSON.stringify([headline, s.folder, s.files, s.pendingOperations, several, serverText]),
+      () => [
+        h('p', { class: `state state-${d}`, id: 'folder-state' }, headline),
+        h(
+          'dl',
+          { class: 'facts' },
+          h('dt', {}, several.length > 0 ? 'Folders' : 'Folder'),
+          several.length > 0
+            ? h(
+                'dd',
+                {},
+                h(
+                  'ul',
+                  { id: 'folder-states', class: 'plain' },
+                  several.map((f) =>
+                    h(
+                      'li',
+                      { 'data-folder': f.id },
+                      h('span', { class: 'path' }, f.path),
+                      ` — ${f.primary ? 'main folder' : f.name}: ${f.state === 'idle' && f.pendingOperations === 0 ? 'up to date' : f.state}, ${files(f.files)}`,
+                    ),
                   ),
                 ),
-              ),
-            )
-          : h('dd', { class: 'path' }, s.folder),
-        h('dt', {}, 'Files'),
-        h('dd', {}, String(s.files)),
-        h('dt', {}, 'Waiting to sync'),
-        h('dd', {}, String(s.pendingOperations)),
-      ),
-    ]);
+              )
+            : h('dd', { class: 'path' }, s.folder),
+          h('dt', {}, 'Files'),
+          h('dd', {}, String(s.files)),
+          h('dt', {}, 'Waiting to sync'),
+          h('dd', {}, String(s.pendingOperations)),
+          ...(serverText ? [h('dt', {}, 'Server'), h('dd', { id: 'server' }, serverText)] : []),
+        ),
+      ],
+    );
     // Weft storage use: a bar against the quota, or the bytes alone when there is none.
     const u = s.storage;
     renderInto(usage, JSON.stringify([u?.usedBytes, u?.limitBytes, u?.full !== undefined]), () =>
