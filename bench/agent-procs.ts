@@ -104,16 +104,20 @@ export interface ProxyProcess {
   stop(): Promise<void>;
 }
 
-/** A `weft-proxy` process on port 0 with this object tier (`{ type: 'fs' }`: the embedded default). */
+/**
+ * A `weft-proxy` process on port 0 with this object tier (`{ type: 'fs' }`: the embedded
+ * default) and `more` of its configuration.
+ */
 export async function startProxy(
   dir: string,
   admin: string,
   objectTier: Record<string, unknown>,
+  more: Record<string, unknown> = {},
 ): Promise<ProxyProcess> {
   const config = join(dir, 'proxy.json');
   await fsp.writeFile(
     config,
-    JSON.stringify({ dataDir: join(dir, 'data'), adminToken: admin, logLevel: 'warn', objectTier }),
+    JSON.stringify({ dataDir: join(dir, 'data'), adminToken: admin, logLevel: 'warn', objectTier, ...more }),
     { mode: 0o600 },
   );
   const child = spawn(process.execPath, [PROXY, '--config', config], {

@@ -12,11 +12,14 @@ import * as net from 'node:net';
 interface Pair {
   readonly client: net.Socket;
   upstream: net.Socket | undefined;
+  /** Its far end gave up during a cut: on healing, the near end learns it (reset). */
+  dead?: boolean;
 }
 
 export class TcpForwarder {
   private readonly pairs = new Set<Pair>();
   private cutNow = false;
+  private givingUp: NodeJS.Timeout | undefined;
   /** Connections accepted so far (a test can see that the instance reconnected). */
   accepted = 0;
 
@@ -83,9 +86,13 @@ export class TcpForwarder {
 
   /**
    * Partition: 'blackhole' (default) stops every byte both ways without closing anything;
-   * 'reset' closes every open connection and any made while cut.
+   * 'reset' closes every open connection and any made while cut. In a blackhole the far
+   * side (PostgreSQL) gives up on its connections after `upstreamGivesUpMs` — its TCP
+   * keepalives going unanswered (the proxy's CLUSTER_KEEPALIVES: 4 s + 3 × 2 s), which a
+   * forwarder's own socket would otherwise answer — releasing what their sessions held;
+   * the near side (the proxy) hears nothing.
    */
-  cut(mode: 'blackhole' | 'reset' = 'blackhole'): void {
+  cut(mode: 'blackhole' | 'reset' = 'blackhole', upstreamGivesUpMs = 10_000): void {
     this.cutNow = true;
     for (const p of this.pairs) {
       if (mode === 'reset') {
@@ -98,6 +105,22 @@ export class TcpForwarder {
       p.upstream?.pause();
     }
     if (mode === 'reset') this.resetting = true;
+    else {
+      const cut = [...this.pairs];
+      this.givingUp = setTimeout(() => {
+        for (const p of cut) {
+          if (!this.cutNow) return;
+          // The far end's session is gone; the near end keeps a dead connection (detached,
+          // so its close does not reach it) until the link heals.
+          p.upstream?.removeAllListeners('close');
+          p.upstream?.removeAllListeners('error');
+          p.upstream?.on('error', () => undefined);
+          p.upstream?.destroy();
+          p.upstream = undefined;
+          p.dead = true;
+        }
+      }, upstreamGivesUpMs);
+    }
   }
 
   private set resetting(on: boolean) {
@@ -109,10 +132,15 @@ export class TcpForwarder {
   restore(): void {
     this.cutNow = false;
     this.resetting = false;
-    for (const p of this.pairs) this.link(p);
+    clearTimeout(this.givingUp);
+    for (const p of this.pairs) {
+      if (p.dead) p.client.destroy();
+      else this.link(p);
+    }
   }
 
   async close(): Promise<void> {
+    clearTimeout(this.givingUp);
     for (const p of this.pairs) {
       p.client.destroy();
       p.upstream?.destroy();

@@ -17,7 +17,7 @@ describe('rsync signatures', () => {
   it('aStagedFileGoneBeforeItsSignatureLeavesNoneAndNothingCrashes', async () => {
     const dir = await tempDir();
     const deps = {
-      fs: new FsProvider({ root: dir }),
+      fs: await FsProvider.open({ root: dir }),
       objects: new MemoryProvider(),
       log: pino({ level: 'silent' }),
       metrics: new ProxyMetrics(),
