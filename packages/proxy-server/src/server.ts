@@ -17,7 +17,7 @@ import { parseConfig, quotaLimit, type ProxyConfig, type ProxyConfigInput } from
 import type { ClusterRole } from './cluster/lease.ts';
 import { ActiveTransfers, LoadMeter } from './cluster/load.ts';
 import { PgOrdering } from './cluster/ordering.ts';
-import { LeaderJobs, openClusterRole } from './cluster/role.ts';
+import { LeaderJobs, openClusterRole, writeGate } from './cluster/role.ts';
 import { InstanceRegistry } from './cluster/registry.ts';
 import { countFs } from './cost/count-fs.ts';
 import { CostService } from './cost/service.ts';
@@ -317,7 +317,15 @@ export async function startProxyServer(
     limits: { maxDeltaBytes: config.maxDeltaBytes, maxFileBytes: config.maxFileBytes },
   });
 
-  const { app, slowClients } = await createHttpApp({ config, log, meta, devices, metrics });
+  const held: { role?: ClusterRole } = {}; // the write gate's view, set once the role is open
+  const { app, slowClients } = await createHttpApp({
+    config,
+    log,
+    meta,
+    devices,
+    metrics,
+    gate: writeGate(() => held.role),
+  });
   // The instance registry (several instances on one PostgreSQL; just this one on SQLite).
   const activeTransfers = new ActiveTransfers();
   activeTransfers.install(app);
@@ -348,6 +356,7 @@ export async function startProxyServer(
     log,
     registry: metrics.registry,
   });
+  held.role = role;
   if (pg) pg.fence = (tx) => role.fence(tx);
   const leaderJobs = new LeaderJobs(role, log);
   const docs: RouteDoc[] = [];

@@ -6,7 +6,6 @@
  * past its lease, as a long GC pause or SIGSTOP would) is refused by the database.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import * as net from 'node:net';
 import * as nodePath from 'node:path';
 import { createInterface } from 'node:readline';
 import pino from 'pino';
@@ -15,41 +14,11 @@ import { FencedError, PgLease } from '../src/cluster/lease.ts';
 import { connect, migratePostgres, type Sql } from '../src/store/postgres-db.ts';
 import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
 import { adminSql } from './pg-admin.ts';
+import { forwarder } from './tcp-hop.ts';
 
 const bins = postgresBinaries();
 const log = pino({ level: 'silent' });
 const CHILD = nodePath.join(import.meta.dirname, 'fixtures', 'lease-child.ts');
-
-/** A TCP hop to PostgreSQL that can stop carrying bytes (a partition) and carry them again. */
-async function forwarder(port: number): Promise<{ port: number; cut(): void; heal(): void; close(): void }> {
-  const pairs: [net.Socket, net.Socket][] = [];
-  let cut = false;
-  const server = net.createServer((inbound) => {
-    const outbound = net.connect(port, '127.0.0.1');
-    inbound.pipe(outbound).pipe(inbound);
-    inbound.on('error', () => outbound.destroy());
-    outbound.on('error', () => inbound.destroy());
-    pairs.push([inbound, outbound]);
-    if (cut) for (const s of [inbound, outbound]) s.pause();
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    // Nothing read either way: bytes wait in the kernel, as over a link that went dark.
-    cut() {
-      cut = true;
-      for (const p of pairs) for (const s of p) s.pause();
-    },
-    heal() {
-      cut = false;
-      for (const p of pairs) for (const s of p) s.resume();
-    },
-    close() {
-      for (const p of pairs) for (const s of p) s.destroy();
-      server.close();
-    },
-  };
-}
 
 interface Role {
   id: string;

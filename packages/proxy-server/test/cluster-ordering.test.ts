@@ -16,6 +16,7 @@ import { FencedError } from '../src/cluster/lease.ts';
 import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
 import { startTestServer, tempDir, TestClient } from './helpers.ts';
 import { adminSql } from './pg-admin.ts';
+import { forwarder } from './tcp-hop.ts';
 
 const bins = postgresBinaries();
 
@@ -77,12 +78,13 @@ describe.skipIf('missing' in bins)(
     let shared: string;
     let one: Awaited<ReturnType<typeof startTestServer>>;
     let two: Awaited<ReturnType<typeof startTestServer>>;
+    let tiers: Parameters<typeof startTestServer>[0] & { databaseUrl: string };
 
     beforeAll(async () => {
       cluster = await startPostgres(adminSql);
       const databaseUrl = await cluster.createDatabase();
       shared = await tempDir('weft-pg-order-');
-      const tiers = {
+      tiers = {
         databaseUrl,
         fsTierDir: nodePath.join(shared, 'fs'),
         objectTier: { type: 'fs' as const, dir: nodePath.join(shared, 'objects') },
@@ -152,6 +154,51 @@ describe.skipIf('missing' in bins)(
       await two.store.reconcile('ord');
       expect(await index()).toEqual(before);
     });
+    it('anInstanceCutFromPostgresRefusesWritesThenTakesThemAgain', async () => {
+      const hop = await forwarder(cluster.port);
+      const three = await startTestServer({
+        ...tiers,
+        databaseUrl: tiers.databaseUrl.replace(`:${cluster.port}/`, `:${hop.port}/`),
+        instanceId: 'three',
+        cluster: { leaseTtlMs: 1000, leaseRenewMs: 200 },
+      });
+      try {
+        const c = new TestClient(three.url, (await TestClient.enrol(one, 'cut', 'c')).token);
+        expect((await c.ops({ op: 'mkdir', path: 'before' }))[0]?.status).toBe('applied');
+        hop.cut();
+        let refused: Response | undefined;
+        for (let k = 0; !refused && k < 100; k++) {
+          const res = await fetch(`${three.url}/v1/ops`, {
+            method: 'POST',
+            headers: c.headers({ 'content-type': 'application/json' }),
+            body: JSON.stringify({ ops: [{ op: 'mkdir', path: `during${k}` }] }),
+            signal: AbortSignal.timeout(2000),
+          }).catch(() => undefined);
+          if (res?.status === 503) refused = res;
+          else await new Promise((r) => setTimeout(r, 100));
+        }
+        expect(refused?.headers.get('retry-after')).toBe('1');
+        expect(await refused?.json()).toMatchObject({ error: { code: 'SLOW_DOWN' } });
+        expect(three.cluster.reachable()).toBe(false);
+        hop.heal();
+        let back = false;
+        for (let k = 0; !back && k < 100; k++) {
+          back = await c.ops({ op: 'mkdir', path: 'after' }).then(
+            (r) => r[0]?.status === 'applied',
+            () => false,
+          );
+          if (!back) await new Promise((r) => setTimeout(r, 100));
+        }
+        expect(back).toBe(true);
+        const paths = (await one.store.meta.listEntries('cut', '', true)).map((e) => e.path);
+        expect(paths).toEqual(expect.arrayContaining(['before', 'after']));
+      } finally {
+        hop.heal();
+        await three.stop();
+        hop.close();
+      }
+    });
+
     it('oneOfTheTwoIsTheControllerAndOnlyItsControllerWritesGoThrough', async () => {
       const roles = [one, two].map((s) => s.cluster.isController());
       expect(roles.filter(Boolean)).toHaveLength(1);

@@ -37,6 +37,12 @@ export interface ClusterRole {
   isController(): boolean;
   /** The current term's fencing token (undefined when not the controller). */
   readonly fencingToken: number | undefined;
+  /**
+   * Whether this instance reached PostgreSQL recently enough to take writes (its lease
+   * statements answered within the last TTL less one renewal period): an instance cut off
+   * refuses writes instead of queueing them (503, Retry-After).
+   */
+  reachable(): boolean;
   /** Called with `true` when the role is gained and `false` when it is lost. */
   onChange(listener: (controller: boolean) => void): () => void;
   /**
@@ -54,6 +60,9 @@ export class LocalRole implements ClusterRole {
   readonly fencingToken = 1;
   constructor(readonly instanceId: string) {}
   isController(): boolean {
+    return true;
+  }
+  reachable(): boolean {
     return true;
   }
   onChange(): () => void {
@@ -91,6 +100,8 @@ export class PgLease implements ClusterRole {
   private deadline: NodeJS.Timeout | undefined;
   private inflight: Promise<void> | undefined;
   private inflightSince = 0;
+  /** When the last statement that was answered was sent (performance.now()). */
+  private lastAnswered = -Infinity;
   private closed = false;
   private lastError = '';
 
@@ -121,6 +132,10 @@ export class PgLease implements ClusterRole {
 
   isController(): boolean {
     return this.token !== undefined;
+  }
+
+  reachable(): boolean {
+    return performance.now() - this.lastAnswered < this.ttlMs - this.renewMs;
   }
 
   get fencingToken(): number | undefined {
@@ -178,7 +193,7 @@ export class PgLease implements ClusterRole {
        RETURNING fencing_token`,
       [this.name, this.instanceId, this.ttlMs],
     );
-    this.lastError = '';
+    this.answered(sent);
     const token = rows[0]?.fencing_token;
     if (token === undefined || this.closed) return;
     this.token = token;
@@ -196,10 +211,16 @@ export class PgLease implements ClusterRole {
         RETURNING 1`,
       [this.name, this.instanceId, token ?? -1, this.ttlMs],
     );
-    this.lastError = '';
+    this.answered(sent);
     if (this.token !== token) return; // lost meanwhile (deadline)
     if (rows.length > 0) this.holdUntil(sent);
     else this.lose('the lease row names another holder or term');
+  }
+
+  private answered(sent: number): void {
+    if (this.lastError) this.o.log.info('controller lease: PostgreSQL reachable again');
+    this.lastError = '';
+    this.lastAnswered = Math.max(this.lastAnswered, sent);
   }
 
   /** The role ends renewMs before the TTL counted from `sent`, unless renewed meanwhile. */

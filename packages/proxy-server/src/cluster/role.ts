@@ -4,8 +4,10 @@
  * and the controller-only jobs, started when the role is gained and stopped when it is
  * lost — in that order, one transition at a time, so a job never runs in two terms at once.
  */
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { Gauge, type Registry } from 'prom-client';
+import { ApiError } from '../errors.ts';
 import { type ClusterRole, LocalRole, PgLease } from './lease.ts';
 
 export interface LeaderJob {
@@ -96,4 +98,26 @@ export async function openClusterRole(o: {
     },
   });
   return role;
+}
+
+/**
+ * An instance that cannot reach PostgreSQL refuses every write (anything but GET and HEAD)
+ * with 503 SLOW_DOWN and Retry-After, so clients go on through another instance, instead of
+ * queueing work it cannot order or record. The HTTP app's first hook (before authentication,
+ * which reads the store); `role()` is undefined until the role is open (nothing refused).
+ */
+export function writeGate(
+  role: () => ClusterRole | undefined,
+): (req: FastifyRequest, reply: FastifyReply) => void {
+  return (req, reply) => {
+    if (req.method === 'GET' || req.method === 'HEAD' || (role()?.reachable() ?? true)) return;
+    void reply.header('retry-after', '1');
+    throw new ApiError(
+      'SLOW_DOWN',
+      'this instance cannot reach its metadata store; retry later or elsewhere',
+      {
+        reason: 'metadata-store-unreachable',
+      },
+    );
+  };
 }

@@ -6,7 +6,7 @@
  * per-request metrics.
  */
 import { readFileSync } from 'node:fs';
-import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import websocket from '@fastify/websocket';
 import type { Logger } from 'pino';
 import { API_PREFIX, BLOCK_HEADER_SIZE, MAX_BLOCK_PAYLOAD } from '@weft/wire';
@@ -31,6 +31,8 @@ export async function createHttpApp(o: {
   meta: MetadataStore;
   devices: DeviceSessions;
   metrics: ProxyMetrics;
+  /** Runs first on every request, before authentication (cluster/role.ts: writes refused while cut off). */
+  gate?: (req: FastifyRequest, reply: FastifyReply) => void;
 }): Promise<{ app: FastifyInstance; slowClients: SlowClientGuard }> {
   const { config, log, meta, devices, metrics } = o;
   const tls = config.tls
@@ -77,6 +79,8 @@ export async function createHttpApp(o: {
     void reply.code(404).send(errorBody(new ApiError('NOT_FOUND', 'no such route')));
   });
 
+  const gate = o.gate;
+  if (gate) app.addHook('onRequest', async (req, reply) => gate(req, reply));
   app.addHook('onRequest', async (req: FastifyRequest) => {
     const url = req.url.split('?')[0] ?? '';
     if (
