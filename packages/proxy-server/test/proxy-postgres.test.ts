@@ -66,8 +66,7 @@ describe.skipIf('missing' in bins)(
       const a = await TestClient.enrol(one, 'bea', 'a');
       const b = new TestClient(two.url, (await TestClient.enrol(two, 'bea', 'b')).token);
       const N = 15;
-      // Distinct paths: operations on the same path through two servers are not yet ordered
-      // across servers (the per-namespace ordering of issue #18's controller part).
+      // Distinct paths here; the same paths through both servers: cluster-ordering.test.ts.
       const write = async (c: TestClient, side: string) => {
         for (let i = 0; i < N; i++) {
           const r = await c.putSmall({
