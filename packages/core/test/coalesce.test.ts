@@ -344,3 +344,24 @@ describe('coalescing queue cost', () => {
     expect(work).toBeLessThan(501 * 12);
   });
 });
+
+describe('coalescing queue memory', () => {
+  it('holds an ordered set per folder with something inside, not one per queued file (issue #16)', () => {
+    const q = new CoalescingQueue();
+    const put = (path: string): Op => ({ kind: 'put', path, hash: 'h', size: 1, created: false });
+    for (let i = 0; i < 1000; i++) q.push(put(`d${i % 10}/f${i}`));
+    expect(q.size).toBe(1000);
+    expect(q.orderedSets).toBe(10);
+    // A path queued twice (a put after a delete of it: R3 makes the edit a delete, then the
+    // new put stays behind it) gets its set; gone, it goes.
+    q.push({ kind: 'delete', path: 'd0/f0', revision: 'r' });
+    q.push(put('d0/f0'));
+    expect(q.items.filter((o) => 'path' in o && o.path === 'd0/f0').map((o) => o.kind)).toEqual([
+      'delete',
+      'put',
+    ]);
+    expect(q.orderedSets).toBe(11);
+    for (const { id, op } of [...q.entries()]) if ('path' in op && op.path === 'd0/f0') q.remove(id);
+    expect(q.orderedSets).toBe(10);
+  });
+});
