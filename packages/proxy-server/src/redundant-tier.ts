@@ -42,7 +42,13 @@ export const RedundantBackendConfig = z.discriminatedUnion('type', [
 ]);
 export type RedundantBackendConfig = z.infer<typeof RedundantBackendConfig>;
 
-const DEFAULT_SCRUB = { intervalMs: 24 * 3600_000, bytesPerSecond: 10_000_000 };
+const DEFAULT_SCRUB = {
+  intervalMs: 24 * 3600_000,
+  bytesPerSecond: 10_000_000,
+  sweepOrphans: true,
+  orphanGraceMs: 3600_000,
+  orphanDeletesPerSecond: 10,
+};
 
 export const RedundantTierConfig = z
   .object({
@@ -75,6 +81,12 @@ export const RedundantTierConfig = z
         intervalMs: z.number().int().min(0).default(DEFAULT_SCRUB.intervalMs),
         /** Bytes read per second (all backends together); 0: unlimited. Default 10 MB/s. */
         bytesPerSecond: z.number().int().min(0).default(DEFAULT_SCRUB.bytesPerSecond),
+        /** After each scrub, delete blobs no placement refers to (orphan-sweep.ts). Default true. */
+        sweepOrphans: z.boolean().default(DEFAULT_SCRUB.sweepOrphans),
+        /** Keep unreferenced blobs younger than this (ms). Default 1 h. */
+        orphanGraceMs: z.number().int().min(0).default(DEFAULT_SCRUB.orphanGraceMs),
+        /** Orphans deleted per second at most; 0: unlimited. Default 10. */
+        orphanDeletesPerSecond: z.number().min(0).default(DEFAULT_SCRUB.orphanDeletesPerSecond),
       })
       .strict()
       .default(DEFAULT_SCRUB),

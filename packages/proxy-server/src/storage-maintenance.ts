@@ -32,6 +32,7 @@ import type {
 } from '@weft/wire';
 import type { ProxyConfig } from './config.ts';
 import { ApiError } from './errors.ts';
+import { OrphanSweeper, type OrphanSweepSettings } from './orphan-sweep.ts';
 import { openBackend, type RedundantBackendConfig, redundantTierDir } from './redundant-tier.ts';
 
 type AdminStatus = NonNullable<AdminStorageResponse['redundant']>;
@@ -53,7 +54,8 @@ const realTimers: Timers = {
   },
 };
 
-export interface ScrubSchedule {
+/** The scrub's schedule, and the orphan sweep run after each scrub (orphan-sweep.ts). */
+export interface ScrubSchedule extends OrphanSweepSettings {
   /** Start a scrub this long after the last one ended; 0: never on a schedule. */
   readonly intervalMs: number;
   /** Bytes read per second by a scrub; 0: unlimited. */
@@ -100,10 +102,19 @@ export class StorageMaintenance {
   private closed = false;
   private readonly counters: Record<(typeof SCRUB_FIGURES)[number], Counter>;
   private readonly runs: Counter<'result' | 'trigger'>;
+  private readonly sweeper: OrphanSweeper;
 
   constructor(private readonly o: StorageMaintenanceOptions) {
     this.now = o.now ?? Date.now;
     this.timers = o.timers ?? realTimers;
+    this.sweeper = new OrphanSweeper({
+      tier: o.tier,
+      dir: o.dir,
+      settings: o.schedule,
+      registry: o.registry,
+      log: o.log,
+      now: this.now,
+    });
     const reg = [o.registry];
     const names: Record<(typeof SCRUB_FIGURES)[number], [string, string]> = {
       blobsChecked: ['weft_redundant_scrub_blobs_checked_total', 'replicas and fragments checked'],
@@ -182,6 +193,7 @@ export class StorageMaintenance {
     } catch {
       /* never scrubbed (or an unreadable record: scrub as if never) */
     }
+    await this.sweeper.load();
     this.schedule();
   }
 
@@ -257,6 +269,9 @@ export class StorageMaintenance {
       });
       count(report);
       job.scrub = { ...report };
+      if (!this.sweeper.enabled) return;
+      const swept = await this.sweeper.run((ms) => this.sleep(ms, signal), signal);
+      job.note = `Orphan sweep: ${swept.removed} unreferenced blobs deleted (${swept.bytes} bytes), ${swept.young} younger than the grace period kept${swept.skipped.length ? `, backends down: ${swept.skipped.join(', ')}` : ''}.`;
     });
   }
 
@@ -383,6 +398,11 @@ export class StorageMaintenance {
       }, ms);
       signal.addEventListener('abort', onAbort, { once: true });
     });
+  }
+
+  /** The last orphan sweep (after a scrub), if any. */
+  lastSweep(): ReturnType<OrphanSweeper['lastSweep']> {
+    return this.sweeper.lastSweep();
   }
 
   /** Wait for the running job to end, its bookkeeping (next scrub scheduled, last one saved) done. */

@@ -4,7 +4,8 @@
  * clock): the scrub runs on its schedule, paced to the configured bytes per second, its
  * figures counted in Prometheus metrics; the last run survives a restart and sets the next
  * one; a damaged fragment is found and repaired; one job at a time; close aborts a running
- * scrub; a backend replaced with progress.
+ * scrub; a backend replaced with progress; the orphan sweep after each scrub, paced,
+ * counted and remembered (or turned off).
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
@@ -15,7 +16,7 @@ import { FsProvider } from '@weft/providers';
 import { openRedundantProvider, type RedundantProvider } from '@weft/providers/redundant';
 import { ApiError } from '../src/errors.ts';
 import { openBackend } from '../src/redundant-tier.ts';
-import { StorageMaintenance, type Timers } from '../src/storage-maintenance.ts';
+import { type ScrubSchedule, StorageMaintenance, type Timers } from '../src/storage-maintenance.ts';
 import { pseudoRandom, tempDir } from './helpers.ts';
 
 const KiB = 1024;
@@ -54,7 +55,7 @@ afterEach(async () => {
   for (const c of closers.splice(0).reverse()) await c();
 });
 
-async function rig(schedule = { intervalMs: 24 * HOUR, bytesPerSecond: 0 }, base?: string) {
+async function rig(schedule: ScrubSchedule = { intervalMs: 24 * HOUR, bytesPerSecond: 0 }, base?: string) {
   const root = base ?? (await tempDir('weft-maint-'));
   const dirs = [0, 1, 2, 3, 4].map((i) => nodePath.join(root, `b${i}`));
   const tier: RedundantProvider = openRedundantProvider({
@@ -99,7 +100,8 @@ async function metric(registry: Registry, name: string): Promise<number> {
 async function runJob(m: StorageMaintenance, clock: FakeClock): Promise<void> {
   for (let i = 0; i < 10_000 && m.currentJob()?.state === 'running'; i++) {
     await new Promise((r) => setImmediate(r));
-    if (m.currentJob()?.state === 'running') clock.fireNext();
+    // No timer due: the job waits on file I/O, which a loaded machine makes slow.
+    if (m.currentJob()?.state === 'running' && !clock.fireNext()) await new Promise((r) => setTimeout(r, 5));
   }
   await m.settled();
 }
@@ -248,5 +250,86 @@ describe('StorageMaintenance', () => {
     expect((await r.registry.metrics()).includes('weft_redundant_replace_objects{of="done"} ' + onB1)).toBe(
       true,
     );
+  });
+
+  it('sweepsOrphansAfterEachScrubPacedCountedAndRemembered', async () => {
+    const r = await rig({
+      intervalMs: 24 * HOUR,
+      bytesPerSecond: 0,
+      orphanDeletesPerSecond: 2,
+      orphanGraceMs: HOUR,
+    });
+    const data = pseudoRandom(200 * KiB, 7);
+    await r.tier.write('large', data);
+    // Blobs no placement refers to, as a write killed between its uploads and its commit
+    // leaves them: three old ones, and one a minute old when the sweep runs (the test's clock).
+    const orphan = async (backend: number, n: number, ageMs: number): Promise<string> => {
+      const id = `${n}`.repeat(32).slice(0, 32);
+      const dir = nodePath.join(r.dirs[backend]!, '.weft-redundant', id.slice(0, 2));
+      await fsp.mkdir(dir, { recursive: true });
+      const file = nodePath.join(dir, `${id}.f0`);
+      await fsp.writeFile(file, pseudoRandom(1000, n));
+      const at = new Date(r.clock.t - ageMs);
+      await fsp.utimes(file, at, at);
+      return file;
+    };
+    const old = [await orphan(0, 1, 2 * HOUR), await orphan(1, 2, 2 * HOUR), await orphan(3, 3, 30 * HOUR)];
+    const young = await orphan(4, 4, 60_000 - 24 * HOUR); // a minute old when the scrub runs
+    await r.m.start();
+    expect(r.clock.fireNext()).toBe(true); // the scheduled scrub, then the sweep
+    await runJob(r.m, r.clock);
+    const job = r.m.currentJob()!;
+    expect(job).toMatchObject({
+      state: 'done',
+      note: expect.stringContaining('3 unreferenced blobs deleted'),
+    });
+    for (const f of old) await expect(fsp.stat(f)).rejects.toThrow(/ENOENT/);
+    await fsp.stat(young);
+    // Paced: three deletes at two a second (the clock moved only by the sweep's waits).
+    expect(job.finishedMs! - job.startedMs).toBe(1000);
+    expect(await metric(r.registry, 'weft_redundant_orphan_sweep_removed_total')).toBe(3);
+    expect(await metric(r.registry, 'weft_redundant_orphan_sweep_orphan_bytes_total')).toBe(3000);
+    expect(await metric(r.registry, 'weft_redundant_orphan_sweep_young_total')).toBe(1);
+    const last = r.m.lastSweep()!;
+    expect(await metric(r.registry, 'weft_redundant_orphan_sweep_last_run_timestamp_seconds')).toBe(
+      last.finishedMs / 1000,
+    );
+    // Referenced blobs untouched: the file reads back.
+    const chunks: Buffer[] = [];
+    for await (const c of await r.tier.read('large')) chunks.push(Buffer.from(c));
+    expect(Buffer.concat(chunks).equals(data)).toBe(true);
+    // The last sweep survives a restart.
+    await r.m.close();
+    const again = new StorageMaintenance({
+      tier: r.tier,
+      dir: nodePath.join(r.root, 'tier'),
+      schedule: { intervalMs: 24 * HOUR, bytesPerSecond: 0 },
+      layout: { replicas: 2, k: 3, m: 2, thresholdBytes: 64 * KiB },
+      log: pino({ level: 'silent' }),
+      registry: new Registry(),
+      openBackend,
+      now: r.clock.now,
+      timers: new FakeClock(),
+    });
+    closers.push(() => again.close());
+    await again.start();
+    expect(again.lastSweep()).toMatchObject({ finishedMs: last.finishedMs, report: { removed: 3 } });
+  });
+
+  it('sweepsNothingWhenTurnedOff', async () => {
+    const r = await rig({ intervalMs: 0, bytesPerSecond: 0, sweepOrphans: false });
+    const dir = nodePath.join(r.dirs[0]!, '.weft-redundant', 'ab');
+    await fsp.mkdir(dir, { recursive: true });
+    const file = nodePath.join(dir, `ab${'0'.repeat(30)}.r0`);
+    await fsp.writeFile(file, 'x');
+    const at = new Date(r.clock.t - 10 * HOUR);
+    await fsp.utimes(file, at, at);
+    await r.m.start();
+    r.m.startScrub({}, 'admin');
+    await runJob(r.m, r.clock);
+    expect(r.m.currentJob()).toMatchObject({ state: 'done' });
+    expect(r.m.currentJob()!.note).toBeUndefined();
+    await fsp.stat(file);
+    expect(r.m.lastSweep()).toBeUndefined();
   });
 });

@@ -17,6 +17,9 @@ export interface SweepOptions {
   readonly dryRun?: boolean;
   readonly now?: () => number;
   readonly signal?: AbortSignal;
+  /** Delete at most this many blobs a second (default: unlimited), waiting with `sleep`. */
+  readonly deletesPerSecond?: number;
+  readonly sleep?: (ms: number) => Promise<void>;
 }
 
 export interface SweepReport {
@@ -59,6 +62,9 @@ export async function sweepOrphans(
 ): Promise<SweepReport> {
   const graceMs = options.graceMs ?? 3_600_000;
   const now = options.now ?? Date.now;
+  const rate = options.deletesPerSecond ?? 0;
+  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  let lastDelete: number | undefined;
   const report: SweepReport = {
     backends: 0,
     skipped: [],
@@ -100,12 +106,17 @@ export async function sweepOrphans(
     }
     report.backends += 1;
     for (const c of candidates) {
+      if (!options.dryRun && rate > 0 && lastDelete !== undefined) {
+        const wait = lastDelete + 1000 / rate - now();
+        if (wait > 0) await sleep(wait);
+      }
       // Looked at again just before deleting: a write may have committed since the listing.
       const key = parseBlobKey(c.path)!;
       if (isReferenced(tier, backend, key)) continue;
       report.orphans += 1;
       report.bytes += c.size;
       if (options.dryRun) continue;
+      lastDelete = now();
       try {
         await p.remove(c.path, { signal: options.signal });
         report.removed += 1;
