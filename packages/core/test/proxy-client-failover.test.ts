@@ -15,8 +15,8 @@ interface Instance {
   url: string;
   /** Requests seen. */
   seen: number;
-  /** What the next requests get: an answer, or a status with a body. */
-  answer: () => { status: number; body?: string; headers?: Record<string, string> } | undefined;
+  /** What the next requests get: an answer, a status with a body, or 'hang' (no answer ever). */
+  answer: () => { status: number; body?: string; headers?: Record<string, string> } | 'hang' | undefined;
   close(): Promise<void>;
 }
 
@@ -35,6 +35,7 @@ async function instance(name: string): Promise<Instance> {
   const server = http.createServer((_req, res) => {
     inst.seen += 1;
     const a = inst.answer();
+    if (a === 'hang') return;
     if (a) {
       res.writeHead(a.status, a.headers ?? {});
       res.end(a.body ?? '');
@@ -118,6 +119,26 @@ describe('ProxyClient failover between instances', () => {
     expect(client.busyWaits).toBe(2);
     expect(pool.current).toBe(a.url);
     expect(b.seen).toBe(0);
+  });
+
+  it('abandonsRequestsAndTheFeedWaitingOnAnInstanceFoundDown', async () => {
+    const { a, b, pool, client } = await twoInstances();
+    a.answer = () => 'hang';
+    const pending = client.whoami();
+    let feedClosed: string | undefined;
+    const feed = client.openFeed(
+      0,
+      () => undefined,
+      (why) => (feedClosed = why),
+    );
+    for (let i = 0; i < 200 && a.seen < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(a.seen).toBe(2); // both wait on a, which never answers
+    // The watch's probe of a timed out (server-watch.ts).
+    pool.failed(a.url, 'unreachable');
+    expect((await pending).user).toBe('b');
+    expect(pool.current).toBe(b.url);
+    expect(feedClosed).toMatch(/stopped answering/);
+    feed.dispose();
   });
 
   it('isOfflineWhenEveryInstanceIsAway', async () => {

@@ -89,12 +89,20 @@ export class ProxyClient implements RemoteStore {
   bytesReceived = 0;
 
   private upLimit: ByteRateLimiter | undefined;
+  /** Requests waiting for an answer, by instance: abandoned when it is found down. */
+  private readonly waiting = new Map<string, Set<AbortController>>();
   private downLimit: ByteRateLimiter | undefined;
 
   constructor(private readonly options: ProxyClientOptions) {
     this.fixedUrl = options.baseUrl.replace(/\/+$/, '');
     this.servers = options.servers;
     this.token = options.token;
+    // A hung instance answers nothing, not even a refusal: when the pool finds it down (a
+    // probe timed out, or another request failed), the requests still waiting on it are
+    // abandoned with OfflineError and sent again to the instance the pool moved to.
+    this.servers?.onDown((url) => {
+      for (const c of this.waiting.get(url) ?? []) c.abort(new OfflineError(`${url} stopped answering`));
+    });
     this.upLimit = options.uploadBytesPerSecond
       ? new ByteRateLimiter(options.uploadBytesPerSecond)
       : undefined;
@@ -229,14 +237,26 @@ export class ProxyClient implements RemoteStore {
       return true;
     };
     for (let attempt = 1; ; attempt++) {
+      const leave = pool ? new AbortController() : undefined;
+      const target = base;
       try {
-        res = await safeFetch(this.url(route, options.query, base), {
+        if (leave) {
+          const set = this.waiting.get(target) ?? new Set();
+          set.add(leave);
+          this.waiting.set(target, set);
+        }
+        const signal =
+          leave && options.signal
+            ? AbortSignal.any([options.signal, leave.signal])
+            : (leave?.signal ?? options.signal);
+        res = await safeFetch(this.url(route, options.query, target), {
           method,
           headers,
           body: body as RequestInit['body'],
-          signal: options.signal,
+          signal,
         });
       } catch (e) {
+        if (leave) this.forget(target, leave);
         // A kept-alive connection the server closed just as we sent on it (its idle timer
         // and ours race) dies before any answer: send once more on a fresh connection.
         // Writes are safe to repeat: the server answers a repeated one as already applied.
@@ -244,6 +264,7 @@ export class ProxyClient implements RemoteStore {
         if (e instanceof OfflineError && moveOn('unreachable')) continue;
         throw e;
       }
+      if (leave) this.forget(target, leave);
       const busy = res.status === 503 || res.status === 429;
       const text = busy ? await res.text().catch(() => '') : '';
       const unavailable =
@@ -294,6 +315,12 @@ export class ProxyClient implements RemoteStore {
       return undefined;
     }
     return parseJson(res, ClusterInstancesResponse);
+  }
+
+  private forget(url: string, c: AbortController): void {
+    const set = this.waiting.get(url);
+    set?.delete(c);
+    if (set?.size === 0) this.waiting.delete(url);
   }
 
   async whoami(): Promise<z.infer<typeof WhoAmIResponse>> {
@@ -578,12 +605,21 @@ export class ProxyClient implements RemoteStore {
       if (!opened) this.servers?.failed(base, 'unreachable');
       close(e.message);
     });
+    // Its instance found down (a hung one sends nothing and closes nothing): end the socket,
+    // and the engine connects again, to the instance the pool moved to.
+    const down = this.servers?.onDown((url) => {
+      if (url !== base) return;
+      close(`${url} stopped answering`);
+      ws.terminate();
+    });
+    ws.once('close', () => down?.dispose());
     ws.on('close', (code) => close(`closed (${code})`));
     const ping = setInterval(() => {
       if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'ping' }));
     }, 25_000);
     return toDisposable(() => {
       clearInterval(ping);
+      down?.dispose();
       closed = true;
       ws.terminate();
     });

@@ -107,6 +107,7 @@ export class ServerPool {
   /** Times it moved back to a nearer instance. */
   returns = 0;
   private readonly listeners = new Set<() => void>();
+  private readonly downListeners = new Set<(url: string) => void>();
 
   constructor(private readonly options: ServerPoolOptions) {
     this.now = options.now ?? Date.now;
@@ -145,6 +146,15 @@ export class ServerPool {
   onMove(listener: () => void): { dispose(): void } {
     this.listeners.add(listener);
     return { dispose: () => this.listeners.delete(listener) };
+  }
+
+  /**
+   * Called when an instance is found down: requests still waiting on it (a hung instance
+   * never answers them) are abandoned and sent to the next (proxy-client.ts).
+   */
+  onDown(listener: (url: string) => void): { dispose(): void } {
+    this.downListeners.add(listener);
+    return { dispose: () => this.downListeners.delete(listener) };
   }
 
   snapshot(): ServerPoolSnapshot {
@@ -216,19 +226,25 @@ export class ServerPool {
     if (!m) return { current: this.currentUrl, moved: false };
     m.answers = 0;
     if (kind === 'unavailable') m.unavailable += 1;
-    if (kind === 'unreachable' || m.unavailable >= (this.options.unavailableToDown ?? 2)) {
+    const wentDown = kind === 'unreachable' || m.unavailable >= (this.options.unavailableToDown ?? 2);
+    if (wentDown) {
       m.unavailable = 0;
       m.downUntilMs = this.now() + m.backoff.next();
     }
+    let result: { current: string; moved: boolean };
     if (m.url !== this.currentUrl) {
       // Another request had already moved on: send this one there too, if that one is up.
       const cur = this.members.get(this.currentUrl);
-      return { current: this.currentUrl, moved: !!cur && this.isUp(cur) };
+      result = { current: this.currentUrl, moved: !!cur && this.isUp(cur) };
+    } else {
+      const before = this.currentUrl;
+      this.settle();
+      const now = this.members.get(this.currentUrl);
+      result = { current: this.currentUrl, moved: this.currentUrl !== before && !!now && this.isUp(now) };
     }
-    const before = this.currentUrl;
-    this.settle();
-    const now = this.members.get(this.currentUrl);
-    return { current: this.currentUrl, moved: this.currentUrl !== before && !!now && this.isUp(now) };
+    // Told once the pool has moved, so that what is abandoned goes to the new instance.
+    if (wentDown) for (const l of [...this.downListeners]) l(m.url);
+    return result;
   }
 
   /** Whether a down instance's wait is over (the probe loop asks before probing it). */
