@@ -10,6 +10,7 @@ export {
   type CloudClients,
 } from './cloud-clients.ts';
 export { ProxyClient, RemoteError, OfflineError } from './remote/proxy-client.ts';
+export { ServerPool, type ServerInstance, type ServerPoolOptions } from './remote/server-pool.ts';
 export type { RemoteStore } from './remote/remote-store.ts';
 export {
   StatusModel,
