@@ -1,7 +1,8 @@
 /**
- * A proxy whose object tier was one directory (`objectTier: { type: 'fs' }`), restarted on
- * the same data with `objectTier: { type: 'redundant', migrateFrom: { type: 'fs' } }`
- * (issue #17, docs/redundancy.md): the files stored before keep downloading (whole and by
+ * A proxy whose object tier was one directory (`objectTier: { type: 'fs' }`) or an S3
+ * bucket (the suite's real s3proxy), restarted on the same data with
+ * `objectTier: { type: 'redundant', migrateFrom: <the old tier> }` (issue #17,
+ * docs/redundancy.md): the files stored before keep downloading (whole and by
  * range, packs of small files too) while the background migration moves every object into
  * placement and empties the old directory; an upload and a delete meanwhile behave; after
  * the move the scrub finds every blob, and the old objects are read from the five backends (two of them lost); GC frees a
@@ -9,7 +10,8 @@
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { S3Provider } from '@weft/providers';
 import { MigratingRedundantProvider, scrub } from '@weft/providers/redundant';
 import { pseudoRandom, sha, startTestServer, tempDir, TestClient, uploadLarge } from './helpers.ts';
 
@@ -32,9 +34,51 @@ async function filesUnder(dir: string): Promise<string[]> {
   return out;
 }
 
-describe('switching the object tier from one directory to the redundant tier', () => {
+/** The old tier: its config before, its `migrateFrom`, and what it holds (object keys). */
+function legacyTier(kind: 'fs' | 's3', dataDir: string) {
+  if (kind === 'fs') {
+    const dir = nodePath.join(dataDir, 'objects');
+    return {
+      objectTier: undefined,
+      migrateFrom: { type: 'fs' as const },
+      keys: async () => (await filesUnder(dir)).filter((f) => !f.includes('.weft-fs')),
+    };
+  }
+  const s3 = inject('proxyS3');
+  const config = {
+    type: 's3' as const,
+    bucket: s3.bucket,
+    prefix: `migrate-${Date.now()}`,
+    endpoint: s3.endpoint,
+    region: s3.region,
+    forcePathStyle: s3.forcePathStyle,
+    accessKeyId: s3.accessKeyId,
+    secretAccessKey: s3.secretAccessKey,
+  };
+  return {
+    objectTier: config,
+    migrateFrom: config,
+    keys: async () => {
+      const p = new S3Provider({
+        bucket: config.bucket,
+        prefix: config.prefix,
+        endpoint: config.endpoint,
+        region: config.region,
+        forcePathStyle: true,
+        credentials: { accessKeyId: config.accessKeyId, secretAccessKey: config.secretAccessKey },
+      });
+      const out: string[] = [];
+      for await (const e of p.list('', { recursive: true })) if (e.kind === 'file') out.push(e.path);
+      await p.close?.();
+      return out;
+    },
+  };
+}
+
+describe.each(['fs', 's3'] as const)('switching the object tier from %s to the redundant tier', (kind) => {
   it('keeps serving old objects and moves them into placement in the background', async () => {
     const dataDir = await tempDir('weft-proxy-migrate-');
+    const legacy = legacyTier(kind, dataDir);
     const common = {
       dataDir,
       versions: { retentionDays: 0 },
@@ -42,7 +86,10 @@ describe('switching the object tier from one directory to the redundant tier', (
       adminToken: 'migrate-admin-token-0123456789',
       packs: { targetBytes: 64 * 1024, timeoutMs: 100, fsCopy: 'drop' as const },
     };
-    const before = await startTestServer(common);
+    const before = await startTestServer({
+      ...common,
+      ...(legacy.objectTier ? { objectTier: legacy.objectTier } : {}),
+    });
     const c1 = await TestClient.enrol(before, 'mig', 'dev');
     const old = new Map<string, Buffer>();
     for (let i = 0; i < 4; i++) {
@@ -56,8 +103,7 @@ describe('switching the object tier from one directory to the redundant tier', (
     for (const [p, d] of Object.entries(small)) old.set(p, d);
     await before.packer!.flush();
     await before.close();
-    const legacyDir = nodePath.join(dataDir, 'objects');
-    const legacyBefore = (await filesUnder(legacyDir)).filter((f) => !f.includes('.weft-fs'));
+    const legacyBefore = await legacy.keys();
     expect(legacyBefore.length).toBeGreaterThanOrEqual(5); // four objects, at least one pack
 
     const roots = [0, 1, 2, 3, 4].map((i) => nodePath.join(dataDir, `backend${i}`));
@@ -69,7 +115,7 @@ describe('switching the object tier from one directory to the redundant tier', (
         thresholdBytes: 256 * 1024,
         maxShardBytes: 512 * 1024,
         probeIntervalMs: 0,
-        migrateFrom: { type: 'fs' },
+        migrateFrom: legacy.migrateFrom,
       },
     });
     stops.push(() => after.stop());
@@ -97,7 +143,7 @@ describe('switching the object tier from one directory to the redundant tier', (
 
     await expect.poll(() => tier.migration().state, { timeout: 60_000 }).toBe('done');
     expect(tier.migration().moved).toBeGreaterThanOrEqual(legacyBefore.length);
-    expect((await filesUnder(legacyDir)).filter((f) => !f.includes('.weft-fs'))).toEqual([]);
+    expect(await legacy.keys()).toEqual([]);
     expect(await scrub(tier, { repair: false })).toMatchObject({ missing: 0, corrupt: 0, unrepairable: 0 });
     // Every old object is in placement now: readable with two of the five backends gone.
     await fsp.rm(roots[0]!, { recursive: true });
