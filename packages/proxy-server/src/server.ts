@@ -17,7 +17,7 @@ import { parseConfig, quotaLimit, type ProxyConfig, type ProxyConfigInput } from
 import type { ClusterRole } from './cluster/lease.ts';
 import { ActiveTransfers, LoadMeter } from './cluster/load.ts';
 import { PgOrdering } from './cluster/ordering.ts';
-import { LeaderJobs, openClusterRole, writeGate } from './cluster/role.ts';
+import { LeaderJobs, openClusterRole, reconcileJob, writeGate } from './cluster/role.ts';
 import { InstanceRegistry } from './cluster/registry.ts';
 import { countFs } from './cost/count-fs.ts';
 import { CostService } from './cost/service.ts';
@@ -422,22 +422,20 @@ export async function startProxyServer(
       gcTimer = undefined;
     },
   });
-  if (pg && ordering) {
-    // A new controller repairs what a crashed instance left half-applied (recovery.ts).
-    let reconciling: Promise<void> | undefined;
-    leaderJobs.add('reconcile', {
-      start(token) {
-        reconciling = (async () => {
-          for (const user of await meta.listUsers()) {
-            if (role.fencingToken !== token) return;
-            await ordering.exclusive(user, () => store.reconcile(user));
-          }
-          await meta.recomputeRefcounts(Date.now());
-        })().catch((err: unknown) => log.error({ err }, 'reconciliation failed'));
-      },
-      stop: () => reconciling,
-    });
-  }
+  if (pg && ordering)
+    leaderJobs.add(
+      'reconcile',
+      reconcileJob({
+        role,
+        listUsers: () => meta.listUsers(),
+        reconcile: (user) => store.reconcile(user),
+        exclusive: (user, fn) => ordering.exclusive(user, fn),
+        recount: () => meta.recomputeRefcounts(Date.now()),
+        instanceIds: () => instances.instances().map((r) => r.id),
+        everyMs: config.cluster.heartbeatMs,
+        log,
+      }),
+    );
   await leaderJobs.begin();
 
   const peerLink = config.peer ? await registerPeerLink(app, config.peer, config.dataDir, log) : undefined;

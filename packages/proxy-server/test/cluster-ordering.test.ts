@@ -214,5 +214,23 @@ describe.skipIf('missing' in bins)(
       await expect(other.store.meta.recomputeRefcounts(Date.now())).rejects.toBeInstanceOf(FencedError);
       await leader.store.meta.recomputeRefcounts(Date.now());
     });
+    it('whenAnInstanceLeavesTheControllerReconcilesWhatItLeftHalfDone', async () => {
+      const [leader, other] = one.cluster.isController() ? [one, two] : [two, one];
+      // A file on the shared filesystem tier that no one recorded: what an instance killed
+      // between writing the tier and recording it leaves behind.
+      const file = nodePath.join(shared, 'fs', one.store.nsPath('ord', 'left-behind.txt'));
+      await fsp.writeFile(file, 'written, never recorded');
+      const recorded = async (): Promise<boolean> =>
+        (await leader.store.meta.listEntries('ord', '', true)).some((e) => e.path === 'left-behind.txt');
+      expect(await recorded()).toBe(false);
+      await other.stop();
+      let found = false;
+      for (let k = 0; !found && k < 150; k++) {
+        found = await recorded();
+        if (!found) await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(found).toBe(true);
+      expect(leader.cluster.isController()).toBe(true);
+    });
   },
 );

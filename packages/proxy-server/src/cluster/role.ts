@@ -65,6 +65,68 @@ export class LeaderJobs {
 }
 
 /**
+ * Reconciliation on PostgreSQL (recovery.ts: the filesystem tier is the truth), run by the
+ * controller when it gains the role and again whenever an instance leaves the live list
+ * (killed, cut off, retired): what a dead instance left half-applied is recorded. Each
+ * namespace is reconciled while no instance applies anything to it; then the references
+ * are recounted. A pass asked for while one runs runs once more after it; a pass stops when
+ * the term it started in ends.
+ */
+export function reconcileJob(o: {
+  role: ClusterRole;
+  listUsers(): Promise<string[]>;
+  reconcile(user: string): Promise<unknown>;
+  exclusive<T>(user: string, fn: () => Promise<T>): Promise<T>;
+  recount(): Promise<void>;
+  /** The live instances' ids (the registry's last heartbeat). */
+  instanceIds(): string[];
+  everyMs: number;
+  log: Logger;
+}): LeaderJob {
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+  let again = false;
+  const pass = (token: number): void => {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = (async () => {
+      do {
+        again = false;
+        for (const user of await o.listUsers()) {
+          if (o.role.fencingToken !== token) return;
+          await o.exclusive(user, () => o.reconcile(user));
+        }
+        if (o.role.fencingToken !== token) return;
+        await o.recount();
+      } while (again);
+    })()
+      .catch((err: unknown) => o.log.error({ err }, 'reconciliation failed'))
+      .finally(() => (running = undefined));
+  };
+  return {
+    start(token) {
+      let seen = new Set(o.instanceIds());
+      pass(token);
+      timer = setInterval(() => {
+        const now = new Set(o.instanceIds());
+        const gone = [...seen].filter((id) => !now.has(id));
+        seen = now;
+        if (gone.length === 0) return;
+        o.log.info({ gone }, 'instances left the cluster: reconciling what they may have left half-done');
+        pass(token);
+      }, o.everyMs);
+      timer.unref();
+    },
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}
+
+/**
  * The role of an instance: on PostgreSQL a lease (started: the first attempt made), on
  * SQLite always the controller. The gauge reads 1 on the controller, 0 elsewhere.
  */
