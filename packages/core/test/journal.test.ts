@@ -42,6 +42,29 @@ describe('journal: transfers, delta history, activity', () => {
     j.close();
   });
 
+  it('says the revision a path was last synced at from one column: null when never or unknown', () => {
+    const j = new Journal(fresh());
+    const row = {
+      path: 'a.txt',
+      kind: 'file' as const,
+      size: 1,
+      mtimeNs: 1n,
+      inode: 1n,
+      hash: 'h',
+      syncedRev: null,
+      syncedHash: null,
+      signature: null,
+      signatureBlock: null,
+    };
+    expect(j.syncedRevOf('a.txt')).toBeNull();
+    j.upsertFile(row);
+    expect(j.syncedRevOf('a.txt')).toBeNull();
+    j.upsertFile({ ...row, syncedRev: 'rev-7', syncedHash: 'h' });
+    expect(j.syncedRevOf('a.txt')).toBe('rev-7');
+    expect(j.syncedRevOf('a.txt')).toBe(j.getFile('a.txt')?.syncedRev);
+    j.close();
+  });
+
   it('keeps recent activity across a reopen, newest first, the last 200 only', () => {
     const file = fresh();
     const j = new Journal(file);

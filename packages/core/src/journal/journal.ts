@@ -181,6 +181,16 @@ export class Journal {
     return r ? toRow(r) : undefined;
   }
 
+  /**
+   * The revision `path` was last synced at: null when never (or no row). One column, not a
+   * whole row (an upload asks it of every file it sends; issue #16).
+   */
+  syncedRevOf(path: string): string | null {
+    const r = this.sql('SELECT synced_rev FROM files WHERE path = ?').get(path) as
+      { synced_rev: string | null } | undefined;
+    return r?.synced_rev ?? null;
+  }
+
   /** How many files (not folders) the index holds. */
   fileCount(): number {
     const r = this.sql("SELECT COUNT(*) AS n FROM files WHERE kind = 'file'").get() as {

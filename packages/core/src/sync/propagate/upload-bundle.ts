@@ -134,10 +134,9 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
         continue;
       }
       const sha = createHash('sha256').update(content).digest('hex');
-      const row = ctx.journal.getFile(q.op.path);
       const entry: BundleEntry = {
         path: q.op.path,
-        rev: row?.syncedRev ?? null,
+        rev: ctx.journal.syncedRevOf(q.op.path),
         mtimeMs,
         sha256: sha,
         content,
