@@ -105,12 +105,19 @@ export class InstanceRegistry {
   private timer: NodeJS.Timeout | undefined;
   private beating: Promise<void> | undefined;
   private closed = false;
-  /** The controller role's holder (set by the lease, when there is one). */
-  controller: () => string | null = () => null;
+  private controllerId: string | null = null;
 
   constructor(private readonly o: RegistryOptions) {
     this.id = o.id;
     this.startedMs = (o.now ?? Date.now)();
+  }
+
+  /**
+   * The controller role's holder: on PostgreSQL the live holder of the `controller` lease
+   * (pg-migrations/004, read at each heartbeat), null when none; on SQLite this instance.
+   */
+  controller(): string | null {
+    return this.o.sql ? this.controllerId : this.id;
   }
 
   get state(): InstanceState {
@@ -175,6 +182,10 @@ export class InstanceRegistry {
       this.ownState = r.state;
     }
     this.rows = await liveInstances(sql, this.o.aliveMs);
+    const [lease] = await sql<{ holder: string | null }[]>`
+      SELECT holder FROM cluster_lease
+      WHERE name = 'controller' AND expires_ms > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint`;
+    this.controllerId = lease?.holder ?? null;
   }
 
   /** Stop taking new transfers (an operator or the supervisor retiring this instance). */
