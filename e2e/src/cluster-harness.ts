@@ -40,6 +40,8 @@ export interface ClusterInstance {
   readonly opLogFile: string;
   /** The running process, undefined while stopped or killed. */
   readonly child: ChildProcess | undefined;
+  /** Started and answering (set once /healthz answered, cleared when it exits). */
+  readonly ready: boolean;
   /** The last 20 kB of its output (its log: JSON lines at warn and above), over every start. */
   output(): string;
 }
@@ -58,6 +60,7 @@ export interface Cluster {
   start(i: number): Promise<void>;
   /** `kill -9` of instance i; resolves once it has exited. */
   kill(i: number): Promise<void>;
+  /** The instances started and answering. */
   alive(): ClusterInstance[];
   /**
    * The instance holding the controller lease now by the lease row (pg-migrations/004,
@@ -102,7 +105,8 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   const sharedDir = await tempDir('cluster');
   const adminToken = randomBytes(24).toString('hex');
   const s3Prefix = `cluster-${randomBytes(4).toString('hex')}`;
-  const instances: (ClusterInstance & { child: ChildProcess | undefined; tail: string })[] = [];
+  const instances: (ClusterInstance & { child: ChildProcess | undefined; ready: boolean; tail: string })[] =
+    [];
   for (let i = 0; i < o.instances; i++) {
     const port = await freePort();
     const link = await TcpForwarder.start(pg.host, pg.port);
@@ -114,6 +118,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       link,
       opLogFile: nodePath.join(sharedDir, `ops-${i}.jsonl`),
       child: undefined as ChildProcess | undefined,
+      ready: false,
       tail: '',
       output: () => inst.tail,
     };
@@ -164,7 +169,9 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     child.stdout?.on('data', keep);
     child.stderr?.on('data', keep);
     child.once('exit', () => {
-      if (inst.child === child) inst.child = undefined;
+      if (inst.child !== child) return;
+      inst.child = undefined;
+      inst.ready = false;
     });
     // Starting takes seconds (TypeScript through tsx), longer on a busy machine.
     for (let k = 0; k < 2400; k++) {
@@ -173,7 +180,10 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
           `instance ${i} exited (${child.exitCode ?? child.signalCode}): ${inst.tail.slice(-2000)}`,
         );
       try {
-        if ((await fetch(new URL('/healthz', inst.url))).ok) return;
+        if ((await fetch(new URL('/healthz', inst.url))).ok) {
+          inst.ready = true;
+          return;
+        }
       } catch {
         // not listening yet
       }
@@ -209,7 +219,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     sql,
     start,
     kill,
-    alive: () => instances.filter((x) => x.child),
+    alive: () => instances.filter((x) => x.ready),
     async controller() {
       const rows = await sql<{ holder: string }[]>`
         SELECT holder FROM cluster_lease
