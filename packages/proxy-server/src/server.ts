@@ -49,6 +49,7 @@ import { OpScheduler } from './scheduler.ts';
 import { MIRROR_DEVICE_PREFIX, ShareService, type ShareServiceOptions } from './shares/service.ts';
 import { HybridStore } from './store/hybrid.ts';
 import { RelayCache } from './store/relay-cache.ts';
+import { PostgresRelayBook } from './store/relay-book-postgres.ts';
 import { PackCollector, type PackGcPass } from './store/pack-gc.ts';
 import { decodeStub, dropFsCopy, loadStubKey } from './store/pack-stub.ts';
 import { markFsDropped, Packer } from './store/packs.ts';
@@ -199,16 +200,15 @@ export async function startProxyServer(
         }
       : {}),
   });
-  const relay = new RelayCache(
-    nodePath.join(fsRoot, 'relay'),
-    config.relayCacheBytes,
-    objects,
-    (bytes, ms) => {
+  // With PostgreSQL the relay directory (on the shared filesystem tier) has shared books.
+  const relay = new RelayCache(nodePath.join(fsRoot, 'relay'), config.relayCacheBytes, objects, {
+    onStaged: (bytes, ms) => {
       metrics.transferSeconds.observe({ kind: 'relay-stage' }, ms / 1000);
       metrics.bytes.inc({ tier: 'object', direction: 'out' }, bytes);
       scheduler.bandwidth.record(bytes, ms);
     },
-  );
+    ...(config.databaseUrl ? { book: PostgresRelayBook.open(config.databaseUrl) } : {}),
+  });
   await relay.init();
   let packer: Packer | undefined;
   let packGc: PackCollector | undefined;
@@ -502,6 +502,7 @@ export async function startProxyServer(
       await packGc?.close();
       await packer?.close();
       await maintenance?.close();
+      await relay.close();
       await fs.close();
       await objects.close?.();
       cost.close();

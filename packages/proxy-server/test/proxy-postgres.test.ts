@@ -3,12 +3,13 @@
  * sharing one database, one filesystem tier and one object tier. A device enrolled on one is
  * known to the other; what one records the other serves; both feeding one namespace at once
  * gives one gapless, ordered feed; a feed socket on one hears the other's changes at once
- * (LISTEN/NOTIFY); content one uploaded the other links without a byte sent. A real cluster
+ * (LISTEN/NOTIFY); content one uploaded the other links without a byte sent; a large file one
+ * staged in the relay cache (on the shared filesystem tier) the other serves from there. A real cluster
  * (src/testing/postgres.ts), skipped with the reason only where the machine has no server.
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ChangeRecord, ChangesResponse } from '@weft/wire';
 import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
 import { pseudoRandom, readFeed, sha, startTestServer, tempDir, TestClient, uploadLarge } from './helpers.ts';
@@ -131,6 +132,23 @@ describe.skipIf('missing' in bins)(
         mtimeMs: 1,
       });
       expect(refused).toMatchObject({ status: 'error', error: { code: 'OBJECT_UNKNOWN' } });
+    });
+
+    it('aLargeFileStagedInTheRelayByOneIsServedByTheOtherWithoutStagingAgain', async () => {
+      const a = await TestClient.enrol(one, 'fay', 'a');
+      const b = new TestClient(two.url, (await TestClient.enrol(two, 'fay', 'b')).token);
+      const data = pseudoRandom(3 * MiB, 9);
+      expect((await uploadLarge(a, 'film.bin', data)).status).toBe('applied');
+      expect(sha(await a.bytes('film.bin'))).toBe(sha(data)); // staged by one
+      const before = { ...two.store.relay.stats };
+      expect(sha(await b.bytes('film.bin'))).toBe(sha(data));
+      expect(two.store.relay.stats.misses - before.misses).toBe(0);
+      expect(two.store.relay.stats.hits - before.hits).toBe(1);
+      // Forgotten through two (as after GC) once the reads have let go: gone for both.
+      await vi.waitFor(async () => {
+        await two.store.relay.forget(sha(data));
+        expect(await one.store.relay.has(sha(data))).toBe(false);
+      });
     });
   },
 );

@@ -193,7 +193,7 @@ export class HybridStore {
       // A range of an object the relay cache does not hold is read from the object tier
       // directly: staging a many-GiB object to serve a few bytes of it costs its whole size
       // in time and disk (and lets a client make the server fetch any object it can name).
-      if (range && !this.relay.has(entry.sha256)) {
+      if (range && !(await this.relay.has(entry.sha256))) {
         const stream = await this.objects.read(objectKey(entry.sha256), {
           offset: range.start,
           length: range.end - range.start + 1,
