@@ -28,12 +28,23 @@ export {
 export {
   ShareRegistry,
   ShareError,
+  replicaSpec,
+  inviteHash,
   type Share,
   type ShareMember,
   type ShareRegistryOptions,
   type ReplicaSpec,
 } from './shares.ts';
-export { CredentialVault, VaultError, keysFromEnv, parseKey, type VaultKeys } from './vault.ts';
+export {
+  CredentialVault,
+  VaultError,
+  keysFromEnv,
+  openSecret,
+  parseKey,
+  sealSecret,
+  type SealedSecret,
+  type VaultKeys,
+} from './vault.ts';
 export {
   BlockSizePredictor,
   BatchError,

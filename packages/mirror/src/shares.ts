@@ -78,6 +78,22 @@ function toMember(r: MemberRow): ShareMember {
   };
 }
 
+/**
+ * A replica as stored: provider and account required, the folder as people type it
+ * ('/Team/Plans/') made a provider path without the slashes. ShareError when incomplete.
+ */
+export function replicaSpec(s: ReplicaSpec): ReplicaSpec {
+  if (!s.provider || !s.accountId)
+    throw new ShareError('a replica needs a provider and an account', 'InvalidArgument');
+  const root = s.root.replace(/^\/+|\/+$/g, '');
+  return { provider: s.provider, accountId: s.accountId, root: root === '' ? '' : normalizePath(root) };
+}
+
+/** An invitation token's stored form (the token itself is never stored). */
+export function inviteHash(token: string): string {
+  return sha256(token);
+}
+
 export class ShareRegistry {
   private readonly now: () => number;
   private readonly inviteTtlMs: number;
@@ -90,17 +106,9 @@ export class ShareRegistry {
     this.inviteTtlMs = options.inviteTtlMs ?? 7 * 24 * 3600_000;
   }
 
-  private spec(s: ReplicaSpec): ReplicaSpec {
-    if (!s.provider || !s.accountId)
-      throw new ShareError('a replica needs a provider and an account', 'InvalidArgument');
-    // Folders as people type them ('/Team/Plans/') are provider paths without the slashes.
-    const root = s.root.replace(/^\/+|\/+$/g, '');
-    return { provider: s.provider, accountId: s.accountId, root: root === '' ? '' : normalizePath(root) };
-  }
-
   /** Share an existing folder: its owner becomes the first member. */
   create(name: string, owner: string, replica: ReplicaSpec): Share {
-    const r = this.spec(replica);
+    const r = replicaSpec(replica);
     if (name.trim() === '') throw new ShareError('a share needs a name', 'InvalidArgument');
     const share: Share = { id: randomUUID(), name: name.trim(), owner, createdMs: this.now() };
     this.db.transaction(() => {
@@ -160,7 +168,7 @@ export class ShareRegistry {
 
   /** Accept an invitation, choosing one's own provider account and folder. */
   accept(token: string, member: string, replica: ReplicaSpec): ShareMember {
-    const r = this.spec(replica);
+    const r = replicaSpec(replica);
     return this.db.transaction(() => {
       const inv = this.db
         .prepare('SELECT share_id, expires_ms, used_by FROM share_invites WHERE token_sha256 = ?')

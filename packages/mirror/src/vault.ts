@@ -42,6 +42,40 @@ export class VaultError extends MirrorError {
   readonly code = 'Vault' as const;
 }
 
+/** A secret as stored: encrypted under key `keyId`, bound to its account. */
+export interface SealedSecret {
+  readonly keyId: string;
+  readonly iv: Uint8Array;
+  readonly ciphertext: Uint8Array;
+  readonly tag: Uint8Array;
+}
+
+/** Encrypt an account's secret under the current key (a fresh IV; the account id as AAD). */
+export function sealSecret(keys: VaultKeys, accountId: string, secret: string): SealedSecret {
+  const key = keys.keys[keys.currentKeyId];
+  if (!key) throw new VaultError('no current key');
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', key, iv);
+  cipher.setAAD(Buffer.from(accountId, 'utf8'));
+  const ciphertext = Buffer.concat([cipher.update(secret, 'utf8'), cipher.final()]);
+  return { keyId: keys.currentKeyId, iv, ciphertext, tag: cipher.getAuthTag() };
+}
+
+/** Decrypt a sealed secret; VaultError when its key is not configured or it was tampered with. */
+export function openSecret(keys: VaultKeys, accountId: string, sealed: SealedSecret): string {
+  const key = keys.keys[sealed.keyId];
+  if (!key)
+    throw new VaultError(`credentials of ${accountId} use key ${sealed.keyId}, which is not configured`);
+  try {
+    const decipher = createDecipheriv('aes-256-gcm', key, sealed.iv);
+    decipher.setAAD(Buffer.from(accountId, 'utf8'));
+    decipher.setAuthTag(sealed.tag);
+    return Buffer.concat([decipher.update(sealed.ciphertext), decipher.final()]).toString('utf8');
+  } catch (e) {
+    throw new VaultError(`credentials of ${accountId} failed authentication`, { cause: e });
+  }
+}
+
 interface Row {
   owner: string;
   provider: string;
@@ -61,12 +95,7 @@ export class CredentialVault {
 
   /** Store (or replace) the credentials of a connected provider account. */
   put(accountId: string, owner: string, provider: string, secret: string): void {
-    const key = this.keys.keys[this.keys.currentKeyId];
-    if (!key) throw new VaultError('no current key');
-    const iv = randomBytes(12);
-    const cipher = createCipheriv('aes-256-gcm', key, iv);
-    cipher.setAAD(Buffer.from(accountId, 'utf8'));
-    const ciphertext = Buffer.concat([cipher.update(secret, 'utf8'), cipher.final()]);
+    const sealed = sealSecret(this.keys, accountId, secret);
     this.db
       .prepare(
         'INSERT INTO provider_accounts (account_id, owner, provider, key_id, iv, ciphertext, tag) ' +
@@ -74,7 +103,7 @@ export class CredentialVault {
           'provider = excluded.provider, key_id = excluded.key_id, iv = excluded.iv, ' +
           'ciphertext = excluded.ciphertext, tag = excluded.tag',
       )
-      .run(accountId, owner, provider, this.keys.currentKeyId, iv, ciphertext, cipher.getAuthTag());
+      .run(accountId, owner, provider, sealed.keyId, sealed.iv, sealed.ciphertext, sealed.tag);
   }
 
   /** The stored credentials; throws VaultError when missing, tampered with or keyed unknown. */
@@ -85,18 +114,13 @@ export class CredentialVault {
       )
       .get(accountId) as Row | undefined;
     if (!row) throw new VaultError(`no credentials for account ${accountId}`);
-    const key = this.keys.keys[row.key_id];
-    if (!key)
-      throw new VaultError(`credentials of ${accountId} use key ${row.key_id}, which is not configured`);
-    try {
-      const decipher = createDecipheriv('aes-256-gcm', key, row.iv);
-      decipher.setAAD(Buffer.from(accountId, 'utf8'));
-      decipher.setAuthTag(row.tag);
-      const secret = Buffer.concat([decipher.update(row.ciphertext), decipher.final()]).toString('utf8');
-      return { owner: row.owner, provider: row.provider, secret };
-    } catch (e) {
-      throw new VaultError(`credentials of ${accountId} failed authentication`, { cause: e });
-    }
+    const secret = openSecret(this.keys, accountId, {
+      keyId: row.key_id,
+      iv: row.iv,
+      ciphertext: row.ciphertext,
+      tag: row.tag,
+    });
+    return { owner: row.owner, provider: row.provider, secret };
   }
 
   remove(accountId: string): void {

@@ -56,7 +56,7 @@ export interface RouteTarget {
   readonly kind: ProviderKind;
   readonly accountId: string;
   readonly provider: Provider;
-  /** The account's current token set (sealed for a peer that writes or probes for us). */
+  /** The account's current token set, or a promise of it (sealed for a peer that writes or probes for us). */
   readonly tokens: () => unknown;
 }
 
@@ -254,7 +254,7 @@ export class PeerRouter {
     if (!out || out.status === 'failed')
       throw new TransientError(`peer ${peer} did not take ${path}: ${out?.code ?? ''} ${out?.message ?? ''}`);
     const ans = await s.write({
-      account: this.seal(peer, t.kind, t.tokens()),
+      account: this.seal(peer, t.kind, await t.tokens()),
       path,
       cache,
       sha256,
@@ -412,7 +412,9 @@ export class PeerRouter {
           const wait = new Promise<void>((resolve) => s.once('bandwidth', () => resolve()));
           await s.shareBandwidth({
             measurements: this.selector.own(this.self),
-            probe: [...this.localAccounts].map(([cloud, tokens]) => this.seal(peer, cloud, tokens())),
+            probe: await Promise.all(
+              [...this.localAccounts].map(async ([cloud, tokens]) => this.seal(peer, cloud, await tokens())),
+            ),
           });
           await wait;
         } catch (err) {

@@ -46,6 +46,8 @@ import { PeerRouter } from './peer-routing.ts';
 import { privateDir } from './private-files.ts';
 import { opLogger } from './op-log.ts';
 import { OpScheduler } from './scheduler.ts';
+import type { VaultKeys } from '@weft/mirror';
+import { PostgresShareBook } from './shares/book-postgres.ts';
 import { MIRROR_DEVICE_PREFIX, ShareService, type ShareServiceOptions } from './shares/service.ts';
 import { HybridStore } from './store/hybrid.ts';
 import { RelayCache } from './store/relay-cache.ts';
@@ -392,6 +394,10 @@ export async function startProxyServer(
         scheduler,
         log,
         ...(options.shares?.wrap ? { wrap: options.shares.wrap } : {}),
+        // With PostgreSQL every instance serves the same shares (the registry there).
+        ...(config.databaseUrl
+          ? { openBook: (keys: VaultKeys) => PostgresShareBook.open(config.databaseUrl!, keys) }
+          : {}),
         waitForSeq: (user, seq, signal) => hub.waitForSeq(user, seq, signal),
       })
     : undefined;

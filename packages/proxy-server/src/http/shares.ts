@@ -50,7 +50,7 @@ export function registerShareRoutes(ctx: ShareRouteContext, shares: ShareService
       auth: 'device',
       response: AccountsResponse,
     },
-    async (req) => ({ accounts: shares.accounts(auth(req).userId) }),
+    async (req) => ({ accounts: await shares.accounts(auth(req).userId) }),
   );
   route(
     {
@@ -78,7 +78,7 @@ export function registerShareRoutes(ctx: ShareRouteContext, shares: ShareService
     async (req, reply) => {
       const a = auth(req);
       const { id } = parse(AccountParams, req.params);
-      shares.disconnectAccount(a.userId, id);
+      await shares.disconnectAccount(a.userId, id);
       return reply.code(204).send();
     },
   );
@@ -91,7 +91,7 @@ export function registerShareRoutes(ctx: ShareRouteContext, shares: ShareService
       auth: 'device',
       response: SharesResponse,
     },
-    async (req) => ({ shares: shares.list(auth(req).userId) }),
+    async (req) => ({ shares: await shares.list(auth(req).userId) }),
   );
   route(
     {
@@ -163,7 +163,7 @@ export function registerShareRoutes(ctx: ShareRouteContext, shares: ShareService
       const a = auth(req);
       const { id } = parse(ShareParams, req.params);
       const body = parse(CreateShareInviteRequest, req.body ?? {});
-      const res = shares.invite(a.userId, id, body.ttlHours);
+      const res = await shares.invite(a.userId, id, body.ttlHours);
       void reply.code(201);
       return res;
     },

@@ -1,14 +1,13 @@
 /**
  * Connected cloud accounts of the share service: OAuth tokens stored encrypted at rest in
- * the mirror's CredentialVault, and a provider for an account (its tokens refreshed
+ * the share book (book.ts; the mirror's CredentialVault format), and a provider for an account (its tokens refreshed
  * through OAuth when the server has the cloud's client configured). An account is only
  * ever its owner's: another user's is reported like a missing one.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import * as nodePath from 'node:path';
-import type Database from 'better-sqlite3';
-import { type ChangeWaiter, CredentialVault, keysFromEnv } from '@weft/mirror';
+import { type ChangeWaiter, keysFromEnv, type VaultKeys } from '@weft/mirror';
 import {
   type AccessTokenSource,
   DropboxProvider,
@@ -30,33 +29,19 @@ import {
 } from '@weft/wire';
 import type { SharesConfig } from '../config.ts';
 import { ApiError } from '../errors.ts';
+import type { AccountRow, ShareBook } from './book.ts';
 
-export interface AccountRow {
-  account_id: string;
-  owner: string;
-  provider: string;
-  label: string;
-  connected_ms: number;
-}
+export type { AccountRow };
 
 export class ProviderAccounts {
-  private readonly vault: CredentialVault;
-
   constructor(
-    private readonly db: Database.Database,
+    private readonly book: ShareBook,
     private readonly config: SharesConfig,
-    dataDir: string,
-  ) {
-    this.vault = new CredentialVault(db, keysFrom(config, dataDir));
-  }
+  ) {}
 
   /** `user`'s account `id`; NOT_FOUND for a missing one and another user's alike. */
-  own(user: string, id: string): AccountRow {
-    const row = this.db
-      .prepare(
-        'SELECT account_id, owner, provider, label, connected_ms FROM provider_accounts WHERE account_id = ?',
-      )
-      .get(id) as AccountRow | undefined;
+  async own(user: string, id: string): Promise<AccountRow> {
+    const row = await this.book.account(id);
     // Another user's account is reported exactly like a missing one.
     if (!row || row.owner !== user) throw new ApiError('NOT_FOUND', `no account ${id}`);
     return row;
@@ -71,45 +56,32 @@ export class ProviderAccounts {
     };
   }
 
-  list(user: string): ProviderAccount[] {
-    const rows = this.db
-      .prepare(
-        'SELECT account_id, owner, provider, label, connected_ms FROM provider_accounts WHERE owner = ? ORDER BY connected_ms, account_id',
-      )
-      .all(user) as AccountRow[];
-    return rows.map((r) => this.toAccount(r));
+  async list(user: string): Promise<ProviderAccount[]> {
+    return (await this.book.accounts(user)).map((r) => this.toAccount(r));
   }
 
   /** Store an account's OAuth tokens (encrypted at rest). */
-  connect(user: string, req: ConnectAccountRequest): ProviderAccount {
+  async connect(user: string, req: ConnectAccountRequest): Promise<ProviderAccount> {
     const id = 'acc_' + randomBytes(8).toString('hex');
     const now = Date.now();
-    this.db.transaction(() => {
-      this.vault.put(id, user, req.provider, JSON.stringify(req.tokens));
-      this.db
-        .prepare('UPDATE provider_accounts SET label = ?, connected_ms = ? WHERE account_id = ?')
-        .run(req.label, now, id);
-    })();
+    await this.book.putAccount(id, user, req.provider, JSON.stringify(req.tokens), {
+      label: req.label,
+      connectedMs: now,
+    });
     return { id, provider: req.provider, label: req.label, connectedMs: now };
   }
 
   /** Forget an account's tokens; refused while a share keeps its replica there. */
-  disconnect(user: string, id: string): void {
-    this.own(user, id);
-    const used = this.db
-      .prepare('SELECT share_id FROM share_members WHERE account_id = ? LIMIT 1')
-      .get(id) as { share_id: string } | undefined;
-    if (used)
-      throw new ApiError(
-        'BAD_REQUEST',
-        `the account keeps the replica of share ${used.share_id}: leave it first`,
-      );
-    this.vault.remove(id);
+  async disconnect(user: string, id: string): Promise<void> {
+    await this.own(user, id);
+    const used = await this.book.removeAccount(id);
+    if (used !== undefined)
+      throw new ApiError('BAD_REQUEST', `the account keeps the replica of share ${used}: leave it first`);
   }
 
   /** The provider of an account (decrypted tokens; refreshed through OAuth when configured). */
-  provider(id: string): { provider: Provider; kind: ProviderKind; waiter?: ChangeWaiter } {
-    const cred = this.vault.get(id);
+  async provider(id: string): Promise<{ provider: Provider; kind: ProviderKind; waiter?: ChangeWaiter }> {
+    const cred = await this.book.secret(id);
     const kind = cred.provider as ProviderKind;
     const tokens = ProviderTokens.parse(JSON.parse(cred.secret));
     const token = this.tokenSource(id, kind, tokens);
@@ -134,8 +106,8 @@ export class ProviderAccounts {
   }
 
   /** The stored tokens of an account (for a peer that writes on its behalf). */
-  tokens(id: string): unknown {
-    return JSON.parse(this.vault.get(id).secret) as unknown;
+  async tokens(id: string): Promise<unknown> {
+    return JSON.parse((await this.book.secret(id)).secret) as unknown;
   }
 
   private tokenSource(id: string, kind: ProviderKind, tokens: TokenSet): AccessTokenSource {
@@ -148,19 +120,19 @@ export class ProviderAccounts {
           ? googleOAuth(client.clientId, client.clientSecret)
           : microsoftOAuth(client.clientId);
     const config = client.tokenUrl ? { ...usual, tokenUrl: client.tokenUrl } : usual;
-    const vault = this.vault;
+    const book = this.book;
     return new OAuthSession(config, {
-      load: async () => ProviderTokens.parse(JSON.parse(vault.get(id).secret)),
+      load: async () => ProviderTokens.parse(JSON.parse((await book.secret(id)).secret)),
       save: async (t) => {
-        const cur = vault.get(id);
-        vault.put(id, cur.owner, cur.provider, JSON.stringify(t));
+        const cur = await book.secret(id);
+        await book.putAccount(id, cur.owner, cur.provider, JSON.stringify(t));
       },
     });
   }
 }
 
 /** The vault's keys: the configured key, else a key file (created, mode 0600, when missing). */
-function keysFrom(config: SharesConfig, dataDir: string) {
+export function keysFrom(config: SharesConfig, dataDir: string): VaultKeys {
   let key = config.key;
   if (!key) {
     const file = config.keyFile ?? nodePath.join(dataDir, 'mirror.key');

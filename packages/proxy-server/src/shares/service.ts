@@ -18,9 +18,9 @@ import {
   type ReplicaConfig,
   ShareError,
   type ShareMember,
-  ShareRegistry,
   ShareStore,
   VaultError,
+  type VaultKeys,
   openDatabase,
   zeroMirrorStats,
 } from '@weft/mirror';
@@ -45,7 +45,8 @@ import type { OpScheduler } from '../scheduler.ts';
 import type { HybridStore } from '../store/hybrid.ts';
 import type { ProviderRoute } from '../peer-routing.ts';
 import { privateDatabaseFile } from '../private-files.ts';
-import { ProviderAccounts } from './accounts.ts';
+import { keysFrom, ProviderAccounts } from './accounts.ts';
+import { ReplicaOverlapError, type ShareBook, SqliteShareBook } from './book.ts';
 import { NamespaceProvider } from './namespace-provider.ts';
 
 /** Device ids of the mirror's writes into namespaces start with this. */
@@ -61,6 +62,13 @@ export interface ShareServiceOptions {
   readonly waitForSeq: (user: string, seq: number, signal: AbortSignal) => Promise<void>;
   /** Wrapper configuration per cloud (tests shorten Retry-After sleeps). Default WRAP_DEFAULTS. */
   readonly wrap?: (cloud: ProviderKind | 'weft') => WrapConfig;
+  /**
+   * The shares registry (book.ts), given the vault's keys. Default: SQLite, on the mirror's
+   * database. With a shared one (PostgreSQL) the engines follow changes other instances make.
+   */
+  readonly openBook?: (keys: VaultKeys) => ShareBook;
+  /** How often engines are matched to a shared registry's shares and members. Default 2 s. */
+  readonly resyncMs?: number;
 }
 
 interface Running {
@@ -101,13 +109,26 @@ function apiError(e: unknown): unknown {
     }
   }
   if (e instanceof VaultError) return new ApiError('INTERNAL', 'stored credentials cannot be read');
+  if (e instanceof ReplicaOverlapError) return new ApiError('ALREADY_EXISTS', e.message);
   return e;
 }
 
+/** What an engine was started for: its members' replicas (a change restarts it). */
+function membersKey(members: readonly ShareMember[]): string {
+  return JSON.stringify(members.map((m) => [m.member, m.provider, m.accountId, m.root]));
+}
+
 export class ShareService {
+  /** The mirror engines' books (SQLite; see docs/deployment.md for a cluster). */
   private readonly db: Database.Database;
-  private readonly registry: ShareRegistry;
+  private readonly registry: ShareBook;
   private readonly accountBook: ProviderAccounts;
+  /** Whether this instance runs the engines (in a cluster, the controller only). */
+  private engines = true;
+  /** Per share: the members its engine was last started for. */
+  private readonly started = new Map<string, string>();
+  private resyncTimer: NodeJS.Timeout | undefined;
+  private resyncing: Promise<void> | undefined;
   private readonly running = new Map<string, Running>();
   private readonly joining = new Map<string, Joining>();
   /** Per share: engine restarts run one after another. */
@@ -121,40 +142,81 @@ export class ShareService {
     privateDatabaseFile(mirrorFile);
     this.db = openDatabase(mirrorFile);
     this.db.pragma('foreign_keys = ON');
-    this.registry = new ShareRegistry(this.db);
-    this.accountBook = new ProviderAccounts(this.db, o.config, o.dataDir);
+    const keys = keysFrom(o.config, o.dataDir);
+    this.registry = o.openBook?.(keys) ?? new SqliteShareBook(this.db, keys);
+    this.accountBook = new ProviderAccounts(this.registry, o.config);
   }
 
-  /** Start the engines of the shares already stored. */
+  /** Start the engines of the shares already stored (when this instance runs them). */
   async start(): Promise<void> {
-    for (const s of this.registry.all()) await this.restart(s.id);
+    if (!this.engines) return;
+    for (const s of await this.registry.all()) await this.restart(s.id);
+    if (this.registry.shared && !this.resyncTimer) {
+      // Shares made, joined or left through another instance: matched here on a period.
+      this.resyncTimer = setInterval(() => {
+        this.resyncing ??= this.resync()
+          .catch((err: unknown) => this.o.log.warn({ err }, 'share engines: resync failed'))
+          .finally(() => (this.resyncing = undefined));
+      }, this.o.resyncMs ?? 2000);
+      this.resyncTimer.unref();
+    }
+  }
+
+  /**
+   * Run the mirror engines here or not (in a cluster only the controller runs them: helper
+   * C's lease calls this when the role changes). Off: every engine stops, its books kept.
+   */
+  async setEngines(on: boolean): Promise<void> {
+    if (this.engines === on) return;
+    this.engines = on;
+    if (on) return this.start();
+    if (this.resyncTimer) clearInterval(this.resyncTimer);
+    this.resyncTimer = undefined;
+    await this.resyncing;
+    await Promise.all(
+      [...new Set([...this.running.keys(), ...this.started.keys()])].map((id) => this.restart(id)),
+    );
+  }
+
+  /** Start, restart or stop engines whose share's members changed (through any instance). */
+  async resync(): Promise<void> {
+    if (!this.engines || this.closed) return;
+    const seen = new Set<string>();
+    for (const s of await this.registry.all()) {
+      seen.add(s.id);
+      if (this.started.get(s.id) !== membersKey(await this.registry.members(s.id))) await this.restart(s.id);
+    }
+    for (const id of this.started.keys()) if (!seen.has(id)) await this.restart(id);
   }
 
   async close(): Promise<void> {
     this.closed = true;
+    if (this.resyncTimer) clearInterval(this.resyncTimer);
+    await this.resyncing;
     await Promise.allSettled([...this.chains.values()]);
     await Promise.allSettled([...this.running.values()].map((r) => r.engine.stop()));
     this.running.clear();
+    await this.registry.close();
     this.db.close();
   }
 
   // ---------------------------------------------------------------- accounts (accounts.ts)
 
-  accounts(user: string): ProviderAccount[] {
+  accounts(user: string): Promise<ProviderAccount[]> {
     return this.accountBook.list(user);
   }
 
-  connectAccount(user: string, req: ConnectAccountRequest): ProviderAccount {
+  connectAccount(user: string, req: ConnectAccountRequest): Promise<ProviderAccount> {
     return this.accountBook.connect(user, req);
   }
 
-  disconnectAccount(user: string, id: string): void {
-    this.accountBook.disconnect(user, id);
+  disconnectAccount(user: string, id: string): Promise<void> {
+    return this.accountBook.disconnect(user, id);
   }
 
-  private guard<T>(fn: () => T): T {
+  private async guard<T>(fn: () => Promise<T>): Promise<T> {
     try {
-      return fn();
+      return await fn();
     } catch (e) {
       throw apiError(e);
     }
@@ -177,8 +239,8 @@ export class ShareService {
       }
       return { provider: 'weft', accountId: WEFT_ACCOUNT + user, root: choice.root };
     }
-    const row = this.accountBook.own(user, choice.accountId);
-    const { provider } = this.accountBook.provider(row.account_id);
+    const row = await this.accountBook.own(user, choice.accountId);
+    const { provider } = await this.guard(() => this.accountBook.provider(row.account_id));
     try {
       const st = await provider.stat(choice.root).catch(async (e: unknown) => {
         if (!create || !isProviderError(e) || e.code !== 'NotFound') throw e;
@@ -208,9 +270,9 @@ export class ShareService {
     });
   }
 
-  private requireMember(user: string, shareId: string): ShareMember[] {
-    const members = this.guard(() => {
-      this.registry.get(shareId);
+  private async requireMember(user: string, shareId: string): Promise<ShareMember[]> {
+    const members = await this.guard(async () => {
+      await this.registry.get(shareId);
       return this.registry.members(shareId);
     });
     // Not a member: the share does not exist for this user.
@@ -220,75 +282,64 @@ export class ShareService {
 
   async create(user: string, name: string, choice: ReplicaChoice): Promise<ShareInfo> {
     const spec = await this.replicaSpec(user, choice, false);
-    this.assertFree(spec);
-    const share = this.guard(() => this.registry.create(name, user, spec));
+    // One replica per folder: a folder already mirrored (or inside / around one) is refused.
+    const share = await this.guard(() => this.registry.create(name, user, spec));
     await this.restart(share.id);
     return this.info(user, share.id);
   }
 
-  /** One replica per folder: a folder already mirrored (or inside / around one) is refused. */
-  private assertFree(spec: { accountId: string; root: string }): void {
-    const rows = this.db
-      .prepare('SELECT share_id, root FROM share_members WHERE account_id = ?')
-      .all(spec.accountId) as { share_id: string; root: string }[];
-    for (const r of rows) {
-      const a = r.root;
-      const b = spec.root;
-      if (a === b || a.startsWith(b + '/') || b.startsWith(a + '/'))
-        throw new ApiError('ALREADY_EXISTS', `that folder overlaps the replica of share ${r.share_id}`);
-    }
+  async list(user: string): Promise<ShareInfo[]> {
+    return Promise.all((await this.registry.list(user)).map((s) => this.info(user, s.id)));
   }
 
-  list(user: string): ShareInfo[] {
-    return this.registry.list(user).map((s) => this.info(user, s.id));
-  }
-
-  get(user: string, shareId: string): ShareInfo {
-    this.requireMember(user, shareId);
+  async get(user: string, shareId: string): Promise<ShareInfo> {
+    await this.requireMember(user, shareId);
     return this.info(user, shareId);
   }
 
-  invite(user: string, shareId: string, ttlHours: number | undefined): ShareInviteResponse {
-    this.requireMember(user, shareId);
+  async invite(user: string, shareId: string, ttlHours: number | undefined): Promise<ShareInviteResponse> {
+    await this.requireMember(user, shareId);
     const ttlMs = (ttlHours ?? 7 * 24) * 3600_000;
     const now = Date.now();
-    const token = this.guard(() => this.registry.invite(shareId, user, ttlMs));
+    const token = await this.guard(() => this.registry.invite(shareId, user, ttlMs));
     return { shareId, token, link: SHARE_LINK_PREFIX + token, expiresMs: now + ttlMs };
   }
 
-  preview(token: string): ShareInvitePreview {
-    const p = this.guard(() => this.registry.preview(token));
+  async preview(token: string): Promise<ShareInvitePreview> {
+    const p = await this.guard(() => this.registry.preview(token));
     return {
       shareId: p.share.id,
       name: p.share.name,
       owner: p.share.owner,
       invitedBy: p.invitedBy,
       expiresMs: p.expiresMs,
-      members: this.registry.members(p.share.id).map((m) => ({ member: m.member, cloud: this.cloud(m) })),
+      members: (await this.registry.members(p.share.id)).map((m) => ({
+        member: m.member,
+        cloud: this.cloud(m),
+      })),
     };
   }
 
   async accept(user: string, token: string, choice: ReplicaChoice): Promise<ShareInfo> {
-    const p = this.guard(() => this.registry.preview(token));
-    if (this.registry.members(p.share.id).some((m) => m.member === user))
+    const p = await this.guard(() => this.registry.preview(token));
+    if ((await this.registry.members(p.share.id)).some((m) => m.member === user))
       throw new ApiError('ALREADY_EXISTS', `${user} is already a member`);
     const spec = await this.replicaSpec(user, choice, true);
-    this.assertFree(spec);
-    const m = this.guard(() => this.registry.accept(token, user, spec));
+    const m = await this.guard(() => this.registry.accept(token, user, spec));
     this.joining.set(m.shareId, { member: user, applied: 0, done: false });
     await this.restart(m.shareId);
     return this.info(user, m.shareId);
   }
 
   async leave(user: string, shareId: string): Promise<void> {
-    this.requireMember(user, shareId);
-    this.guard(() => this.registry.leave(shareId, user));
+    await this.requireMember(user, shareId);
+    await this.guard(() => this.registry.leave(shareId, user));
     await this.restart(shareId);
   }
 
   async remove(user: string, shareId: string, member: string): Promise<void> {
-    this.requireMember(user, shareId);
-    this.guard(() => this.registry.remove(shareId, user, member));
+    await this.requireMember(user, shareId);
+    await this.guard(() => this.registry.remove(shareId, user, member));
     await this.restart(shareId);
   }
 
@@ -301,7 +352,7 @@ export class ShareService {
     return m.provider as CloudKind;
   }
 
-  private replicaOf(shareId: string, m: ShareMember): ReplicaConfig {
+  private async replicaOf(shareId: string, m: ShareMember): Promise<ReplicaConfig> {
     const id = `${m.member}@${m.accountId}`;
     if (m.provider === 'weft') {
       const p = this.weftProvider(m.member, shareId);
@@ -314,7 +365,7 @@ export class ShareService {
         waitForChanges: (cursor, signal) => p.waitForChanges(cursor, signal),
       };
     }
-    const made = this.accountBook.provider(m.accountId);
+    const made = await this.accountBook.provider(m.accountId);
     // Inter-proxy routing (peer-routing.ts): file writes to a cloud a peer serves go through it.
     const provider =
       this.providerRoute?.({
@@ -362,13 +413,13 @@ export class ShareService {
     const prev = this.chains.get(shareId) ?? Promise.resolve();
     const next = prev.then(async () => {
       await this.stopRunning(shareId);
-      const members = this.registry.members(shareId);
+      const members = await this.registry.members(shareId);
       if (members.length < 2) return;
       const engine = new MirrorEngine({
         shareId,
         db: this.db,
         logger: this.o.log,
-        replicas: members.map((m) => this.replicaOf(shareId, m)),
+        replicas: await Promise.all(members.map((m) => this.replicaOf(shareId, m))),
       });
       try {
         await engine.quiesce(maxRounds);
@@ -413,14 +464,20 @@ export class ShareService {
     const prev = this.chains.get(shareId) ?? Promise.resolve();
     const next = prev.then(async () => {
       await this.stopRunning(shareId);
-      if (this.closed) return;
+      if (this.closed || !this.engines) {
+        this.started.delete(shareId);
+        return;
+      }
       let members: ShareMember[];
       try {
-        this.registry.get(shareId);
-        members = this.registry.members(shareId);
-      } catch {
+        await this.registry.get(shareId);
+        members = await this.registry.members(shareId);
+      } catch (e) {
+        if (!(e instanceof ShareError)) throw e;
+        this.started.delete(shareId);
         return; // the share is gone (its last member left)
       }
+      this.started.set(shareId, membersKey(members));
       if (members.length < 2) return;
       const state: Partial<Running> & { applied: number; lastApplied: number; pending: number } = {
         applied: 0,
@@ -432,7 +489,7 @@ export class ShareService {
         db: this.db,
         logger: this.o.log,
         pollIntervalMs: this.o.config.pollIntervalMs,
-        replicas: members.map((m) => this.replicaOf(shareId, m)),
+        replicas: await Promise.all(members.map((m) => this.replicaOf(shareId, m))),
         onProgress: ({ applied }) => {
           const delta = applied >= state.lastApplied ? applied - state.lastApplied : applied;
           state.lastApplied = applied;
@@ -528,19 +585,19 @@ export class ShareService {
     };
   }
 
-  private info(user: string, shareId: string): ShareInfo {
-    const share = this.guard(() => this.registry.get(shareId));
-    const members = this.registry.members(shareId);
+  private async info(user: string, shareId: string): Promise<ShareInfo> {
+    const share = await this.guard(() => this.registry.get(shareId));
+    const members = await this.registry.members(shareId);
     const { status, seeding } = this.status(shareId);
+    const labels = new Map<string, string>();
+    for (const m of members)
+      if (m.member === user && m.provider !== 'weft') {
+        const row = await this.registry.account(m.accountId);
+        if (row) labels.set(m.accountId, row.label);
+      }
     const out: ShareMemberInfo[] = members.map((m) => {
       const own = m.member === user;
-      let label: string | undefined;
-      if (own && m.provider !== 'weft') {
-        const row = this.db
-          .prepare('SELECT label FROM provider_accounts WHERE account_id = ?')
-          .get(m.accountId) as { label: string } | undefined;
-        label = row?.label;
-      }
+      const label = own ? labels.get(m.accountId) : undefined;
       return {
         member: m.member,
         role: m.role,

@@ -1,0 +1,133 @@
+/**
+ * Shared folders with proxy instances on one PostgreSQL (issue #18): two servers sharing the
+ * database, the filesystem and object tiers, the vault key and the mirror engines' books
+ * (shares.mirrorFile on the shared directory). The registry is on PostgreSQL, so whichever
+ * server is asked answers alike; the engines run on one server only (the controller's job;
+ * `setEngines` is what the controller lease switches) and follow membership changes made
+ * through the other; when the role moves, the other server's engine resumes from the same
+ * books. A real cluster (src/testing/postgres.ts), skipped with the reason only where the
+ * machine has no PostgreSQL server binaries.
+ */
+import { randomBytes } from 'node:crypto';
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { ShareInfo, ShareInviteResponse, SharesResponse } from '@weft/wire';
+import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
+import { startTestServer, tempDir, TestClient } from './helpers.ts';
+import { adminSql } from './pg-admin.ts';
+
+const bins = postgresBinaries();
+
+describe.skipIf('missing' in bins)(
+  `shares on proxy servers sharing PostgreSQL${'missing' in bins ? ` (skipped: ${bins.missing})` : ''}`,
+  () => {
+    let cluster: RunningPostgres;
+    let shared: string;
+    let one: Awaited<ReturnType<typeof startTestServer>>;
+    let two: Awaited<ReturnType<typeof startTestServer>>;
+
+    beforeAll(async () => {
+      cluster = await startPostgres(adminSql);
+      const databaseUrl = await cluster.createDatabase();
+      shared = await tempDir('weft-pg-shares-');
+      const config = {
+        databaseUrl,
+        fsTierDir: nodePath.join(shared, 'fs'),
+        objectTier: { type: 'fs' as const, dir: nodePath.join(shared, 'objects') },
+        adminToken: 'wfa_shared-admin-token',
+        shares: {
+          enabled: true,
+          pollIntervalMs: 100,
+          notifyBatchMs: 50,
+          key: randomBytes(32).toString('hex'),
+          mirrorFile: nodePath.join(shared, 'mirror.sqlite'),
+        },
+      };
+      one = await startTestServer(config);
+      two = await startTestServer(config);
+      // The controller runs the engines; the other instance serves the routes only.
+      await two.shares!.setEngines(false);
+    });
+    afterAll(async () => {
+      await one?.stop();
+      await two?.stop();
+      await cluster?.stop();
+      await fsp.rm(shared, { recursive: true, force: true });
+    });
+
+    it('eitherServerServesTheSameSharesAndTheEnginesFollowAndMoveBetweenThem', async () => {
+      const annOne = await TestClient.enrol(one, 'ann');
+      const annTwo = new TestClient(two.url, annOne.token);
+      const benTwo = await TestClient.enrol(two, 'ben');
+      const benOne = new TestClient(one.url, benTwo.token);
+      await annOne.putSmall({ 'Team/plan.txt': 'plan v1' });
+
+      const created = await annOne.json<ShareInfo>('POST', '/v1/shares', {
+        name: 'Team',
+        replica: { cloud: 'weft', root: 'Team' },
+      });
+      // Made through one, refused as a duplicate through two (one registry).
+      const again = await annTwo.req('POST', '/v1/shares', {
+        name: 'x',
+        replica: { cloud: 'weft', root: 'Team' },
+      });
+      expect(again.status).toBe(409);
+      const invite = await annTwo.json<ShareInviteResponse>('POST', `/v1/shares/${created.id}/invites`, {});
+      await benTwo.json('POST', '/v1/shares/accept', {
+        token: invite.token,
+        replica: { cloud: 'weft', root: 'FromAnn' },
+      });
+      // The invitation was used through two: refused through one.
+      const reused = await benOne.req('POST', '/v1/shares/accept', {
+        token: invite.token,
+        replica: { cloud: 'weft', root: 'Other' },
+      });
+      expect(reused.status).toBe(404);
+      for (const c of [annOne, annTwo, benOne, benTwo]) {
+        const { shares } = await c.json<SharesResponse>('GET', '/v1/shares');
+        expect(shares.map((s) => [s.id, s.members.map((m) => m.member)])).toEqual([
+          [created.id, ['ann', 'ben']],
+        ]);
+      }
+
+      // Ben joined through two; the engine runs on one, which picks the new member up.
+      await vi.waitFor(async () => expect(await benTwo.text('FromAnn/plan.txt')).toBe('plan v1'), {
+        timeout: 20_000,
+        interval: 100,
+      });
+      await benTwo.putSmall({ 'FromAnn/reply.txt': 'from ben' });
+      await vi.waitFor(async () => expect(await annTwo.text('Team/reply.txt')).toBe('from ben'), {
+        timeout: 20_000,
+        interval: 100,
+      });
+
+      // The role moves: one stops its engines, two starts them on the same books.
+      await one.shares!.setEngines(false);
+      await two.shares!.setEngines(true);
+      await annOne.putSmall({ 'Team/after.txt': 'after the move' });
+      await vi.waitFor(async () => expect(await benOne.text('FromAnn/after.txt')).toBe('after the move'), {
+        timeout: 20_000,
+        interval: 100,
+      });
+      // Nothing was done twice in a way a user sees: no conflict copies, nothing else.
+      const names = async (c: TestClient, dir: string) =>
+        (await c.json<{ entries: { path: string }[] }>('GET', `/v1/list?path=${dir}`)).entries
+          .map((e) => e.path)
+          .sort();
+      expect(await names(benTwo, 'FromAnn')).toEqual([
+        'FromAnn/after.txt',
+        'FromAnn/plan.txt',
+        'FromAnn/reply.txt',
+      ]);
+      expect(await names(annTwo, 'Team')).toEqual(['Team/after.txt', 'Team/plan.txt', 'Team/reply.txt']);
+      expect(two.shares!.stats(created.id).conflicts).toBe(0);
+
+      // Ben leaves through one: two's engine (the controller now) stops mirroring to him.
+      expect((await benOne.req('POST', `/v1/shares/${created.id}/leave`)).status).toBe(204);
+      expect(
+        (await annTwo.json<ShareInfo>('GET', `/v1/shares/${created.id}`)).members.map((m) => m.member),
+      ).toEqual(['ann']);
+    });
+  },
+);
