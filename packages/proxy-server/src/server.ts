@@ -398,6 +398,8 @@ export async function startProxyServer(
         ...(config.databaseUrl
           ? { openBook: (keys: VaultKeys) => PostgresShareBook.open(config.databaseUrl!, keys) }
           : {}),
+        // The mirror engines are the controller's (below): one instance writes their books.
+        engines: false,
         waitForSeq: (user, seq, signal) => hub.waitForSeq(user, seq, signal),
       })
     : undefined;
@@ -460,7 +462,13 @@ export async function startProxyServer(
   cost.start();
   packGc?.start();
   const address = await app.listen({ host: config.host, port: config.port });
-  await shares?.start();
+  // The share mirror engines run where the controller role is (always here on SQLite).
+  const followRole = () =>
+    shares
+      ?.setEngines(role.isController())
+      .catch((err: unknown) => log.error({ err }, 'share engines failed'));
+  const unfollowRole = shares ? role.onChange(() => void followRole()) : undefined;
+  await followRole();
   peerRouter?.start();
   const url = address.replace('[::1]', 'localhost');
   await instances.start(config.publicUrl ?? url);
@@ -498,6 +506,7 @@ export async function startProxyServer(
       await instances.close();
       await instanceSql?.end();
       await peerRouter?.stop();
+      unfollowRole?.();
       await shares?.close();
       await unwatch();
       hub.close();

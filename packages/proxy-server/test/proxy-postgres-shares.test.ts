@@ -2,10 +2,10 @@
  * Shared folders with proxy instances on one PostgreSQL (issue #18): two servers sharing the
  * database, the filesystem and object tiers, the vault key and the mirror engines' books
  * (shares.mirrorFile on the shared directory). The registry is on PostgreSQL, so whichever
- * server is asked answers alike; the engines run on one server only (the controller's job;
- * `setEngines` is what the controller lease switches) and follow membership changes made
- * through the other; when the role moves, the other server's engine resumes from the same
- * books. A real cluster (src/testing/postgres.ts), skipped with the reason only where the
+ * server is asked answers alike; the engines run on one server only (the controller role's
+ * job) and follow membership changes made
+ * through the other; when the controller stops, the other takes the role and its engine
+ * resumes from the same books. A real cluster (src/testing/postgres.ts), skipped with the reason only where the
  * machine has no PostgreSQL server binaries.
  */
 import { randomBytes } from 'node:crypto';
@@ -44,10 +44,9 @@ describe.skipIf('missing' in bins)(
           mirrorFile: nodePath.join(shared, 'mirror.sqlite'),
         },
       };
+      // The first to start holds the controller role, and so runs the engines.
       one = await startTestServer(config);
       two = await startTestServer(config);
-      // The controller runs the engines; the other instance serves the routes only.
-      await two.shares!.setEngines(false);
     });
     afterAll(async () => {
       await one?.stop();
@@ -102,11 +101,13 @@ describe.skipIf('missing' in bins)(
         interval: 100,
       });
 
-      // The role moves: one stops its engines, two starts them on the same books.
-      await one.shares!.setEngines(false);
-      await two.shares!.setEngines(true);
-      await annOne.putSmall({ 'Team/after.txt': 'after the move' });
-      await vi.waitFor(async () => expect(await benOne.text('FromAnn/after.txt')).toBe('after the move'), {
+      // Only the controller's engine did that.
+      expect(one.shares!.stats(created.id).applied).toBeGreaterThan(0);
+      expect(two.shares!.stats(created.id).applied).toBe(0);
+      // The controller stops: two takes the role over and runs the engines on the same books.
+      await one.stop();
+      await annTwo.putSmall({ 'Team/after.txt': 'after the move' });
+      await vi.waitFor(async () => expect(await benTwo.text('FromAnn/after.txt')).toBe('after the move'), {
         timeout: 20_000,
         interval: 100,
       });
@@ -123,8 +124,8 @@ describe.skipIf('missing' in bins)(
       expect(await names(annTwo, 'Team')).toEqual(['Team/after.txt', 'Team/plan.txt', 'Team/reply.txt']);
       expect(two.shares!.stats(created.id).conflicts).toBe(0);
 
-      // Ben leaves through one: two's engine (the controller now) stops mirroring to him.
-      expect((await benOne.req('POST', `/v1/shares/${created.id}/leave`)).status).toBe(204);
+      // Ben leaves: the share is the owner's alone, on the remaining server too.
+      expect((await benTwo.req('POST', `/v1/shares/${created.id}/leave`)).status).toBe(204);
       expect(
         (await annTwo.json<ShareInfo>('GET', `/v1/shares/${created.id}`)).members.map((m) => m.member),
       ).toEqual(['ann']);

@@ -69,6 +69,8 @@ export interface ShareServiceOptions {
   readonly openBook?: (keys: VaultKeys) => ShareBook;
   /** How often engines are matched to a shared registry's shares and members. Default 2 s. */
   readonly resyncMs?: number;
+  /** Whether `start()` runs the engines here (default true); `setEngines` switches it later. */
+  readonly engines?: boolean;
 }
 
 interface Running {
@@ -124,7 +126,9 @@ export class ShareService {
   private readonly registry: ShareBook;
   private readonly accountBook: ProviderAccounts;
   /** Whether this instance runs the engines (in a cluster, the controller only). */
-  private engines = true;
+  private engines: boolean;
+  /** setEngines calls, one after another. */
+  private switching: Promise<void> = Promise.resolve();
   /** Per share: the members its engine was last started for. */
   private readonly started = new Map<string, string>();
   private resyncTimer: NodeJS.Timeout | undefined;
@@ -145,6 +149,7 @@ export class ShareService {
     const keys = keysFrom(o.config, o.dataDir);
     this.registry = o.openBook?.(keys) ?? new SqliteShareBook(this.db, keys);
     this.accountBook = new ProviderAccounts(this.registry, o.config);
+    this.engines = o.engines ?? true;
   }
 
   /** Start the engines of the shares already stored (when this instance runs them). */
@@ -166,16 +171,20 @@ export class ShareService {
    * Run the mirror engines here or not (in a cluster only the controller runs them: helper
    * C's lease calls this when the role changes). Off: every engine stops, its books kept.
    */
-  async setEngines(on: boolean): Promise<void> {
-    if (this.engines === on) return;
-    this.engines = on;
-    if (on) return this.start();
-    if (this.resyncTimer) clearInterval(this.resyncTimer);
-    this.resyncTimer = undefined;
-    await this.resyncing;
-    await Promise.all(
-      [...new Set([...this.running.keys(), ...this.started.keys()])].map((id) => this.restart(id)),
-    );
+  setEngines(on: boolean): Promise<void> {
+    const next = this.switching.then(async () => {
+      if (this.engines === on) return;
+      this.engines = on;
+      if (on) return this.start();
+      if (this.resyncTimer) clearInterval(this.resyncTimer);
+      this.resyncTimer = undefined;
+      await this.resyncing;
+      await Promise.all(
+        [...new Set([...this.running.keys(), ...this.started.keys()])].map((id) => this.restart(id)),
+      );
+    });
+    this.switching = next.catch(() => undefined);
+    return next;
   }
 
   /** Start, restart or stop engines whose share's members changed (through any instance). */
