@@ -16,6 +16,7 @@ import {
   type ScaleParams,
   type ScaleReading,
 } from '../src/cluster/scale.ts';
+import { LoadMeter } from '../src/cluster/load.ts';
 
 const P: ScaleParams = {
   thetaCongested: 0.2,
@@ -161,5 +162,32 @@ describe('scale decision', () => {
       ),
       { numRuns: 500 },
     );
+  });
+});
+
+describe('load figures (BW_o, BW_a)', () => {
+  it('averagesClientBytesOverTheWindowAndMeasuresCapacityAsThePeak', () => {
+    const m = new LoadMeter({ windowMs: 1000, minCapacityBps: 100 });
+    // Fresh: the floor, all of it available.
+    m.sample(0, 0);
+    expect([m.measuredBps(), m.availableBps(), m.throughputBps()]).toEqual([100, 100, 0]);
+    // 500 bytes a second for two seconds (samples every 250 ms): BW_o rises to what was moved.
+    let total = 0;
+    for (let t = 250; t <= 2000; t += 250) m.sample((total += 125), t);
+    expect(m.throughputBps()).toBe(500);
+    expect(m.measuredBps()).toBe(500);
+    expect(m.availableBps()).toBe(0);
+    // Quiet again: the window empties, BW_o stays at the peak.
+    for (let t = 2250; t <= 3500; t += 250) m.sample(total, t);
+    expect([m.throughputBps(), m.measuredBps(), m.availableBps()]).toEqual([0, 500, 500]);
+  });
+
+  it('usesADeclaredCapacityAsIs', () => {
+    const m = new LoadMeter({ windowMs: 1000, capacityBps: 1000, minCapacityBps: 5000 });
+    m.sample(0, 0);
+    m.sample(600, 1000);
+    expect([m.measuredBps(), m.throughputBps(), m.availableBps()]).toEqual([1000, 600, 400]);
+    m.sample(5600, 2000);
+    expect(m.availableBps()).toBe(0);
   });
 });

@@ -36,7 +36,8 @@ export class LoadMeter {
     const bytes = this.lastTotal === undefined ? 0 : Math.max(0, totalBytes - this.lastTotal);
     this.lastTotal = totalBytes;
     this.samples.push({ atMs: nowMs, bytes });
-    while (this.samples.length > 1 && this.samples[0]!.atMs <= nowMs - this.o.windowMs) this.samples.shift();
+    // The oldest sample kept opens the window (its bytes came before it).
+    while (this.samples.length > 1 && this.samples[0]!.atMs < nowMs - this.o.windowMs) this.samples.shift();
     const t = this.throughputBps();
     // Only a full window counts as a measurement of what the instance can move.
     const span = nowMs - this.samples[0]!.atMs;
