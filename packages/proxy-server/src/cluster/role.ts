@@ -86,10 +86,10 @@ export function reconcileJob(o: {
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
   let again = false;
-  const pass = (token: number): void => {
+  const pass = (token: number): Promise<void> | undefined => {
     if (running) {
       again = true;
-      return;
+      return running;
     }
     running = (async () => {
       do {
@@ -104,20 +104,23 @@ export function reconcileJob(o: {
     })()
       .catch((err: unknown) => o.log.error({ err }, 'reconciliation failed'))
       .finally(() => (running = undefined));
+    return running;
   };
   return {
-    start(token) {
+    // The first pass is awaited: an instance that starts as the controller serves once the
+    // index is in line with the tier, as a single process always did.
+    async start(token) {
       let seen = new Set(o.instanceIds());
-      pass(token);
       timer = setInterval(() => {
         const now = new Set(o.instanceIds());
         const gone = [...seen].filter((id) => !now.has(id));
         seen = now;
         if (gone.length === 0) return;
         o.log.info({ gone }, 'instances left the cluster: reconciling what they may have left half-done');
-        pass(token);
+        void pass(token);
       }, o.everyMs);
       timer.unref();
+      await pass(token);
     },
     async stop() {
       clearInterval(timer);
