@@ -195,9 +195,10 @@ describe.skipIf('missing' in bins)(
         expect(sorted.length).toBeGreaterThan(1); // the role did move
         for (let k = 1; k < sorted.length; k++)
           expect(sorted[k - 1]!.lost ?? now).toBeLessThanOrEqual(sorted[k]!.gained);
-        // Fencing tokens grew with every term.
+        // Fencing tokens grew with every term (and with any acquisition whose answer was lost
+        // with a replaced connection, held by no one: more tokens than terms is possible).
         const [row] = await sql<{ fencing_token: number }[]>`SELECT fencing_token FROM cluster_lease`;
-        expect(row!.fencing_token).toBe(sorted.length);
+        expect(row!.fencing_token).toBeGreaterThanOrEqual(sorted.length);
       } finally {
         for (const l of leases) await l?.close({ abrupt: true });
         for (const h of hops) h.close();
