@@ -5,7 +5,6 @@
  * fetch and status checks behind them, in http-errors.ts).
  */
 import { type BackoffPolicy, backoffDelay, parseRetryAfter } from '@weft/providers/backoff';
-import WebSocket from 'ws';
 import type { z } from 'zod/v4';
 import {
   API_PREFIX,
@@ -17,7 +16,7 @@ import {
   DeviceListResponse,
   EnrolResponse,
   EntryInfo,
-  FeedServerMessage,
+  type FeedServerMessage,
   type FileOp,
   HEADER_REVISION,
   HEADER_SHA256,
@@ -38,7 +37,7 @@ import {
   type DecodedBundle,
   type DecodedDeltaContainer,
 } from '@weft/wire';
-import { type Disposable, toDisposable } from '../lifecycle.ts';
+import type { Disposable } from '../lifecycle.ts';
 import {
   OfflineError,
   RemoteError,
@@ -47,6 +46,7 @@ import {
   parseJson,
   safeFetch,
 } from './http-errors.ts';
+import { openFeedSocket } from './feed-socket.ts';
 import { ByteRateLimiter } from './rate-limit.ts';
 import type { RemoteStore } from './remote-store.ts';
 import type { ServerPool } from './server-pool.ts';
@@ -578,51 +578,11 @@ export class ProxyClient implements RemoteStore {
     onClose: (reason: string) => void,
   ): Disposable {
     const base = this.baseUrl;
-    const wsUrl = this.url('/feed', { cursor }, base).replace(/^http/, 'ws');
-    const ws = new WebSocket(wsUrl, { headers: { authorization: `Bearer ${this.token}` } });
-    let closed = false;
-    let opened = false;
-    ws.on('open', () => {
-      opened = true;
-      this.servers?.answered(base);
-    });
-    const close = (reason: string): void => {
-      if (closed) return;
-      closed = true;
-      onClose(reason);
-    };
-    ws.on('message', (data, isBinary) => {
-      if (isBinary) return;
-      try {
-        onMessage(FeedServerMessage.parse(JSON.parse(data.toString())));
-      } catch (e) {
-        close(`malformed feed message: ${(e as Error).message}`);
-        ws.terminate();
-      }
-    });
-    ws.on('error', (e) => {
-      // Not even connected: that instance is away (the next connect goes to another).
-      if (!opened) this.servers?.failed(base, 'unreachable');
-      close(e.message);
-    });
-    // Its instance found down (a hung one sends nothing and closes nothing): end the socket,
-    // and the engine connects again, to the instance the pool moved to.
-    const down = this.servers?.onDown((url) => {
-      if (url !== base) return;
-      close(`${url} stopped answering`);
-      ws.terminate();
-    });
-    ws.once('close', () => down?.dispose());
-    ws.on('close', (code) => close(`closed (${code})`));
-    const ping = setInterval(() => {
-      if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'ping' }));
-    }, 25_000);
-    return toDisposable(() => {
-      clearInterval(ping);
-      down?.dispose();
-      closed = true;
-      ws.terminate();
-    });
+    return openFeedSocket(
+      { url: this.url('/feed', { cursor }, base), base, token: this.token, servers: this.servers },
+      onMessage,
+      onClose,
+    );
   }
 }
 
