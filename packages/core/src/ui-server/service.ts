@@ -198,7 +198,7 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
     serverSub?.dispose();
     engineSub = options.session()?.engine.status.onChange(() => changed.fire());
     // The instance it talks to is on the status too (several proxy instances: issue #18).
-    serverSub = options.session()?.client.servers?.onMove(() => changed.fire());
+    serverSub = options.session()?.client?.servers?.onMove(() => changed.fire());
   };
   follow();
   const foldersSub = options.folders?.onChange(() => changed.fire());
@@ -214,7 +214,7 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       s ? toStatusDto(s.engine.getStatus()) : notEnrolledStatus(options.folder),
       options.folders,
     );
-    const pool = s?.client.servers;
+    const pool = s?.client?.servers; // a test session may have no client
     return pool ? { ...all, server: serverStatus(pool) } : all;
   };
   const saveAccounts = (): Promise<void> =>
@@ -571,5 +571,6 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
 }
 
 function defaultShares(s: UiSession): ShareBackend {
-  return httpShareBackend({ server: s.server, token: s.token });
+  // Where the agent is now: after a failover the share API goes to the same instance.
+  return httpShareBackend({ server: () => s.client.baseUrl, token: s.token });
 }

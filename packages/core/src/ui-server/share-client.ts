@@ -56,12 +56,15 @@ export const SHARE_ROUTES = {
 } as const;
 
 export function httpShareBackend(options: {
-  server: string;
+  /** The server, or where it is now (several proxy instances: the agent's current one). */
+  server: string | (() => string);
   token: string;
   fetch?: typeof fetch;
 }): ShareBackend {
   const doFetch = options.fetch ?? fetch;
-  const base = options.server.replace(/\/+$/, '') + API_PREFIX;
+  const server = options.server;
+  const base = (): string =>
+    (typeof server === 'string' ? server : server()).replace(/\/+$/, '') + API_PREFIX;
   async function call<T>(
     method: string,
     route: string,
@@ -70,7 +73,7 @@ export function httpShareBackend(options: {
   ): Promise<T> {
     let res: Response;
     try {
-      res = await doFetch(base + route, {
+      res = await doFetch(base() + route, {
         method,
         headers: {
           authorization: `Bearer ${options.token}`,
