@@ -386,6 +386,10 @@ export async function startProxyServer(
     new VersionService({ store, scheduler, retentionDays: config.versions.retentionDays }),
   );
 
+  if (config.databaseUrl && config.shares.enabled && !config.shares.key && !config.shares.keyFile)
+    log.warn(
+      'shares on PostgreSQL without shares.key: this instance encrypts accounts with its own key file, which other instances cannot read',
+    );
   const shares = config.shares.enabled
     ? new ShareService({
         config: config.shares,
