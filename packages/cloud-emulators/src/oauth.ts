@@ -14,6 +14,8 @@ export interface OAuthPaths {
   readonly token: string;
   /** Extra fields in token responses (Dropbox's account_id/uid, Google's scope…). */
   readonly extraTokenFields?: Record<string, string>;
+  /** A refresh answers a new refresh token and revokes the one redeemed. */
+  readonly rotateRefreshTokens?: boolean;
 }
 
 interface PendingCode {
@@ -142,8 +144,9 @@ export class OAuthServer {
     }
     const known = this.refresh.get(r.refresh_token);
     if (!known) throw oauthError('invalid_grant', 'refresh token is invalid or revoked');
-    // Refresh tokens stay valid (Dropbox, Google); a new access token each time.
-    await x.sendJson(200, this.issue(known.clientId, known.scope, false));
+    // Refresh tokens stay valid (Dropbox, Google) unless rotated (Microsoft); a new access token each time.
+    if (this.paths.rotateRefreshTokens) this.refresh.delete(r.refresh_token);
+    await x.sendJson(200, this.issue(known.clientId, known.scope, this.paths.rotateRefreshTokens === true));
   }
 
   private issue(clientId: string, scope: string, withRefresh: boolean): Record<string, unknown> {

@@ -6,10 +6,15 @@
  *
  * Credentials: an access token (long-lived, or the emulators'), or a refresh token with
  * the OAuth client that issued it, redeemed at the cloud's token endpoint (or `tokenUrl`).
+ * Tokens obtained by a refresh — and a rotated refresh token (Microsoft rotates them) —
+ * are kept in the tier's folder (`tokens/<id>.json`, 0600), so a restart uses the newest.
  * Each backend is paced as its cloud asks (WRAP_DEFAULTS) and retries briefly (a 429 or
  * one 5xx is ridden out); a backend still failing is marked down by the tier, which logs
  * what it misses and replays it when the backend answers again.
  */
+import { createHash } from 'node:crypto';
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
 import { z } from 'zod/v4';
 import {
   DropboxProvider,
@@ -22,9 +27,12 @@ import {
   OneDriveProvider,
   type AccessTokenSource,
   type Provider,
+  type TokenSet,
+  type TokenStore,
   WRAP_DEFAULTS,
   wrapProvider,
 } from '@weft/providers';
+import { privateDir, writePrivateFile } from '@weft/providers/private-files';
 
 const loopbackOrHttps = (u: string): boolean =>
   /^https:/.test(u) || /^http:\/\/(127\.0\.0\.1|localhost|\[::1\])[:/]/.test(u);
@@ -85,7 +93,38 @@ function hasCredentials(b: { accessToken?: string; refreshToken?: string; client
   return b.accessToken !== undefined || (b.refreshToken !== undefined && b.clientId !== undefined);
 }
 
-function tokenSource(b: CloudBackendConfig): string | AccessTokenSource {
+/**
+ * A backend's tokens in `file` (0600, its folder 0700), starting from the configured ones.
+ * What was saved counts only while the configured refresh token is the one it grew from
+ * (its SHA-256 is kept beside it, not the token): an operator who puts a new refresh token
+ * in the config is followed.
+ */
+export function fileTokenStore(file: string, configured: TokenSet): TokenStore {
+  const from = createHash('sha256')
+    .update(configured.refreshToken ?? '')
+    .digest('hex');
+  let tokens: TokenSet | undefined;
+  return {
+    async load() {
+      if (tokens) return tokens;
+      try {
+        const saved = JSON.parse(await fsp.readFile(file, 'utf8')) as { from?: string; tokens?: TokenSet };
+        if (saved.from === from && typeof saved.tokens?.accessToken === 'string') tokens = saved.tokens;
+      } catch {
+        /* none saved yet (or unreadable): the configured tokens */
+      }
+      tokens ??= configured;
+      return tokens;
+    },
+    async save(next) {
+      tokens = next;
+      await privateDir(nodePath.dirname(file));
+      await writePrivateFile(file, JSON.stringify({ from, tokens: next }));
+    },
+  };
+}
+
+function tokenSource(b: CloudBackendConfig, stateDir: string | undefined): string | AccessTokenSource {
   if (b.refreshToken === undefined || b.clientId === undefined) return b.accessToken!;
   const usual =
     b.type === 'dropbox'
@@ -95,19 +134,24 @@ function tokenSource(b: CloudBackendConfig): string | AccessTokenSource {
         : microsoftOAuth(b.clientId);
   const config = b.tokenUrl ? { ...usual, tokenUrl: b.tokenUrl } : usual;
   // No access token yet (or the configured one): the first call refreshes when it is refused.
-  return new OAuthSession(
-    config,
-    memoryTokenStore({
-      accessToken: b.accessToken ?? '',
-      refreshToken: b.refreshToken,
-      ...(b.accessToken === undefined ? { expiresAtMs: 0 } : {}),
-    }),
-  );
+  const initial: TokenSet = {
+    accessToken: b.accessToken ?? '',
+    refreshToken: b.refreshToken,
+    ...(b.accessToken === undefined ? { expiresAtMs: 0 } : {}),
+  };
+  const store =
+    stateDir === undefined
+      ? memoryTokenStore(initial)
+      : fileTokenStore(nodePath.join(stateDir, 'tokens', `${b.id}.json`), initial);
+  return new OAuthSession(config, store);
 }
 
-/** Open a cloud account as a blob store, paced and briefly retried as its cloud asks. */
-export function openCloudBackend(b: CloudBackendConfig): Provider {
-  const token = tokenSource(b);
+/**
+ * Open a cloud account as a blob store, paced and briefly retried as its cloud asks; tokens
+ * a refresh brings are kept below `stateDir` (the tier's folder) when given.
+ */
+export function openCloudBackend(b: CloudBackendConfig, stateDir?: string): Provider {
+  const token = tokenSource(b, stateDir);
   const raw: Provider =
     b.type === 'dropbox'
       ? new DropboxProvider({ token, root: b.root, ...(b.baseUrl ? { baseUrl: b.baseUrl } : {}) })

@@ -96,11 +96,14 @@ export const RedundantTierConfig = z
   });
 export type RedundantTierConfig = z.infer<typeof RedundantTierConfig>;
 
-/** Open one backend from its config (at startup, and for a replacement). */
-export async function openBackend(b: RedundantBackendConfig): Promise<Provider> {
+/**
+ * Open one backend from its config (at startup, and for a replacement); a cloud account's
+ * refreshed tokens are kept below `stateDir` (the tier's folder) when given.
+ */
+export async function openBackend(b: RedundantBackendConfig, stateDir?: string): Promise<Provider> {
   if (b.type === 'fs')
     return FsProvider.open({ root: b.dir, portable: false, maxJournal: 2000, private: true });
-  if (b.type !== 's3') return openCloudBackend(b);
+  if (b.type !== 's3') return openCloudBackend(b, stateDir);
   return new S3Provider({
     bucket: b.bucket,
     prefix: b.prefix,
@@ -123,7 +126,7 @@ export async function openRedundantTier(c: RedundantTierConfig, dataDir: string)
   const backends = await Promise.all(
     c.backends.map(async (b) => ({
       id: b.id,
-      provider: await openBackend(b),
+      provider: await openBackend(b, redundantTierDir(c, dataDir)),
       ...(b.pricePerGbMonth === undefined ? {} : { pricePerGbMonth: b.pricePerGbMonth }),
     })),
   );

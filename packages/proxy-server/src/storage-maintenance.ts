@@ -518,7 +518,7 @@ export async function openStorageMaintenance(
     },
     log,
     registry,
-    openBackend,
+    openBackend: (b) => openBackend(b, redundantTierDir(ot, config.dataDir)),
     ...options,
   });
   await m.start();

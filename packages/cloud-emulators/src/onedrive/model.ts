@@ -25,6 +25,7 @@ export abstract class OneDriveModel extends EmulatorServer {
     super(options, {
       authorize: '/common/oauth2/v2.0/authorize',
       token: '/common/oauth2/v2.0/token',
+      ...(options.rotateRefreshTokens ? { rotateRefreshTokens: true } : {}),
     });
     this.opts = options;
     this.tree = new Tree({ caseInsensitive: true, rootId: ROOT_ID, dataDir: options.dataDir });

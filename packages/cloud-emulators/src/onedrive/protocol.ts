@@ -13,6 +13,11 @@ export interface OneDriveEmulatorOptions extends EmulatorOptions {
   readonly maxSimpleUploadBytes?: number;
   /** Children per page when the caller gives no $top. Default 200. */
   readonly defaultPageSize?: number;
+  /**
+   * Each refresh answers a new refresh token and revokes the one redeemed (Microsoft
+   * identity rotates them; revoking at once is the strict case). Default: kept valid.
+   */
+  readonly rotateRefreshTokens?: boolean;
 }
 
 export const FRAGMENT = 320 * 1024;
