@@ -3,8 +3,8 @@
 //   npx tsx bench/redundant.bench.ts        (from the repository root; BENCH_MB=64 by default)
 //
 // Five directory backends, each behind an in-process link model (a per-request latency and a
-// byte rate, `Shaped` below) — NOT tc/netns shaping as the issue asks: that variant is not
-// written. Prints: write (encode + spool + upload) and read throughput of one large file with
+// byte rate, `Shaped` below); the same reads over real tc-shaped links in network namespaces
+// are bench/redundant-links.bench.ts. Prints: write (encode + spool + upload) and read throughput of one large file with
 // all backends up, one down and m = 2 down, beside the fastest single backend and plain
 // replication; stored bytes and modelled monthly cost of a mixed workload under HyRD placement,
 // full replication (DuraCloud-like, r = 2) and striping everything (RACS-like); and the mean
