@@ -54,13 +54,13 @@ export class ProxyMetrics {
   }
 
   /** `weft_pack_pending_files`: small files not yet in a pack, counted at each scrape. */
-  packPending(count: () => number): void {
+  packPending(count: () => Promise<number>): void {
     new Gauge({
       name: 'weft_pack_pending_files',
       help: 'Small files durable on the filesystem tier whose content is in no pack yet (0: all in the object tier)',
       registers: [this.registry],
-      collect() {
-        this.set(count());
+      async collect() {
+        this.set(await count());
       },
     });
   }

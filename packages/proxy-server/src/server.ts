@@ -54,11 +54,12 @@ import { RelayCache } from './store/relay-cache.ts';
 import { PostgresRelayBook } from './store/relay-book-postgres.ts';
 import { PackCollector, type PackGcPass } from './store/pack-gc.ts';
 import { decodeStub, dropFsCopy, loadStubKey } from './store/pack-stub.ts';
-import { markFsDropped, Packer } from './store/packs.ts';
+import { Packer } from './store/packs.ts';
 import { ReadCounter } from './store/read-counts.ts';
 import type { MetadataStore } from './store/metadata.ts';
 import { connect as connectPostgres } from './store/postgres-db.ts';
 import { openPostgresStore } from './store/postgres.ts';
+import { postgresTables, sqliteTables } from './store/shared-tables.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
 import { openRedundantTier, registerRedundantMetrics } from './redundant-tier.ts';
 import { openStorageMaintenance } from './storage-maintenance.ts';
@@ -163,19 +164,16 @@ export async function startProxyServer(
   const sqlite = new SqliteMetadataStore(
     config.metadataFile ?? nodePath.join(config.dataDir, 'metadata.sqlite'),
   );
-  // With PostgreSQL the SQLite file keeps only the per-process tables (cost ledger).
   const pg = config.databaseUrl ? await openPostgresStore(config.databaseUrl, log) : undefined;
   const meta: MetadataStore = pg ?? sqlite;
+  // Packs, reads per content and the cost ledger live beside the metadata (shared on PostgreSQL).
+  const tables = pg ? postgresTables(pg.connection) : sqliteTables(sqlite.database);
   // Several instances on one PostgreSQL: related operations ordered across them (cluster/ordering.ts).
   const ordering = config.databaseUrl
     ? new PgOrdering(config.databaseUrl, config.concurrency + 2)
     : undefined;
-  if (config.databaseUrl && config.packs.enabled) {
-    log.warn('packing is off with a PostgreSQL metadata store (its index is not on PostgreSQL yet)');
-    config.packs.enabled = false;
-  }
   // Every request to a tier is counted for the cost model (docs/cost.md).
-  const cost = new CostService(sqlite.database, config.cost, metrics, log, options.now);
+  const cost = new CostService(tables.cost, config.cost, metrics, log, options.now);
   const { fsRoot } = tiers;
   const fs = countFs(tiers.fs, cost.sink('fs'));
   const objects = withCounting(tiers.objects, cost.sink('objects'));
@@ -223,9 +221,9 @@ export async function startProxyServer(
     relay,
     // A small file whose filesystem-tier copy was dropped is read from its pack (pack-stub.ts).
     readPacked: async (sha256, range) => packer?.readDropped(sha256, range),
-    packedStub: (bytes) => {
+    packedStub: async (bytes) => {
       const stub = decodeStub(stubKey, bytes);
-      if (stub) markFsDropped(sqlite.database, stub.sha256, clock());
+      if (stub) await tables.packs.markDropped([stub.sha256], clock());
       return stub;
     },
     stagingDir: nodePath.join(fsRoot, 'staging'),
@@ -258,10 +256,12 @@ export async function startProxyServer(
     await meta.recomputeRefcounts(Date.now());
   }
   // Reads per content, for the 'cost' keep-or-drop decision of a packed file's fs copy.
-  const reads = new ReadCounter(sqlite.database);
+  const reads = new ReadCounter(tables.reads, {
+    onError: (err) => log.warn({ err }, 'reads per content not written'),
+  });
   if (config.packs.enabled) {
     packer = new Packer({
-      db: sqlite.database,
+      index: tables.packs,
       objects,
       readSmall: async (user, path) => collect(await fs.read(store.nsPath(user, path))),
       ...(config.packs.fsCopy === 'keep'
@@ -269,7 +269,7 @@ export async function startProxyServer(
         : {
             dropSmall: async (f) => {
               await dropFsCopy(
-                { fs, db: sqlite.database, key: stubKey, nsPath: (u, p) => store.nsPath(u, p) },
+                { fs, index: tables.packs, key: stubKey, nsPath: (u, p) => store.nsPath(u, p) },
                 f,
               );
             },
@@ -278,7 +278,8 @@ export async function startProxyServer(
             fsCopyPolicy:
               config.packs.fsCopy === 'drop'
                 ? () => 'drop' as const
-                : (f) => (cost.keepFsCopy(f.size, reads.readsPerMonth(f.sha256)).keep ? 'keep' : 'drop'),
+                : async (f) =>
+                    cost.keepFsCopy(f.size, await reads.readsPerMonth(f.sha256)).keep ? 'keep' : 'drop',
           }),
       log,
       targetBytes: config.packs.targetBytes,
@@ -296,7 +297,7 @@ export async function startProxyServer(
     metrics.packPending(() => counted.pendingCount());
     // A pack written but not indexed before a crash, then whatever waits to be packed.
     await packer.recoverUnindexed();
-    if (packer.pending(1).length > 0) packer.notify(0);
+    if ((await packer.pending(1)).length > 0) packer.notify(0);
   }
   const transfers = new TransferService(store, metrics, config.maxFileBytes);
   const enrolment = new Enrolment({
@@ -434,6 +435,12 @@ export async function startProxyServer(
       gcTimer = undefined;
     },
   });
+  // The pack collector's passes on the controller only (concurrent passes would be safe —
+  // a repack claims its pack — but one is enough); every instance packs its own writes.
+  leaderJobs.add('pack-gc', {
+    start: () => packGc?.start(),
+    stop: () => packGc?.stop(),
+  });
   if (pg && ordering)
     leaderJobs.add(
       'reconcile',
@@ -464,7 +471,6 @@ export async function startProxyServer(
       : undefined;
   if (peerRouter && shares) shares.providerRoute = peerRouter.route;
   cost.start();
-  packGc?.start();
   const address = await app.listen({ host: config.host, port: config.port });
   // The share mirror engines run where the controller role is (always here on SQLite).
   const followRole = () =>
@@ -524,8 +530,8 @@ export async function startProxyServer(
       await relay.close();
       await fs.close();
       await objects.close?.();
-      cost.close();
-      reads.close();
+      await cost.close();
+      await reads.close();
       await role.close();
       if (meta !== sqlite) await meta.close();
       await sqlite.close();

@@ -3,12 +3,12 @@
  * samples the bytes each tier holds, answers `GET /v1/cost`, keeps the Prometheus gauges
  * of the bill, and logs and counts the garbage-collection decisions of the model.
  */
-import type Database from 'better-sqlite3';
 import type { Logger } from 'pino';
 import type { RequestClass } from '@weft/providers';
 import type { CostBill, CostResponse } from '@weft/wire';
 import type { ProxyMetrics } from '../metrics.ts';
-import { CostLedger, PROXY, readStorage, type Backend } from './ledger.ts';
+import { CostLedger, PROXY, type Backend } from './ledger.ts';
+import type { CostStore } from './ledger-store.ts';
 import { type Bill, computeBill, type Usage } from './model.ts';
 import {
   fsCopyDecision,
@@ -28,15 +28,16 @@ export class CostService {
   readonly prices: { fs: PriceTable; objects: PriceTable };
   private readonly metrics: CostMetrics;
   private timer: NodeJS.Timeout | undefined;
+  private sampling: Promise<void> = Promise.resolve();
 
   constructor(
-    private readonly db: Database.Database,
+    store: CostStore,
     private readonly config: CostConfig,
     metrics: ProxyMetrics,
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
   ) {
-    this.ledger = new CostLedger(db);
+    this.ledger = new CostLedger(store);
     this.prices = resolvePrices(config);
     this.metrics = new CostMetrics(metrics.registry);
   }
@@ -56,38 +57,48 @@ export class CostService {
 
   /** Sample now, then every `sampleIntervalMs` (0 disables the timer; tests call `sample`). */
   start(): void {
-    this.sample();
+    void this.sample();
     if (this.config.sampleIntervalMs > 0) {
-      this.timer = setInterval(() => this.sample(), this.config.sampleIntervalMs);
+      this.timer = setInterval(() => void this.sample(), this.config.sampleIntervalMs);
       this.timer.unref();
     }
   }
 
-  /** Flush counts, sample the bytes held, refresh the bill gauges. */
-  sample(nowMs = this.now()): void {
-    try {
-      this.ledger.flush(nowMs);
-      this.ledger.sample(nowMs, readStorage(this.db));
-      this.ledger.prune(nowMs - 31 * DAY_MS);
-      this.metrics.setBill('proxy', this.bill(PROXY, nowMs));
-    } catch (e) {
-      this.log.warn({ err: e }, 'cost sample failed');
-    }
+  /** Flush counts, sample the bytes held, refresh the bill gauges (a failure is logged). */
+  async sample(nowMs = this.now()): Promise<void> {
+    // One sample at a time: a slow one (PostgreSQL) is not overtaken by the next timer tick.
+    const run = this.sampling.then(async () => {
+      try {
+        await this.ledger.flush(nowMs);
+        await this.ledger.sample(nowMs, await this.ledger.readStorage());
+        await this.ledger.prune(nowMs - 31 * DAY_MS);
+        this.metrics.setBill('proxy', await this.bill(PROXY, nowMs));
+      } catch (e) {
+        this.log.warn({ err: e }, 'cost sample failed');
+      }
+    });
+    this.sampling = run;
+    return run;
   }
 
   /** The month's bill of `userId` (`PROXY`: the whole proxy) at `nowMs`. */
-  bill(userId: string, nowMs = this.now()): Bill {
-    return computeBill(this.usageOf(userId, nowMs), this.prices, nowMs, this.planShare(userId, nowMs));
+  async bill(userId: string, nowMs = this.now()): Promise<Bill> {
+    return computeBill(
+      await this.usageOf(userId, nowMs),
+      this.prices,
+      nowMs,
+      await this.planShare(userId, nowMs),
+    );
   }
 
   /**
    * A user's usage: their own bytes held and egress; the proxy's requests apportioned by
    * their share of the proxy's object-tier byte-time (requests are not attributed to users).
    */
-  private usageOf(userId: string, nowMs: number): Usage {
-    const own = this.ledger.usage(userId, nowMs);
+  private async usageOf(userId: string, nowMs: number): Promise<Usage> {
+    const own = await this.ledger.usage(userId, nowMs);
     if (userId === PROXY) return own;
-    const all = this.ledger.usage(PROXY, nowMs);
+    const all = await this.ledger.usage(PROXY, nowMs);
     const share = (t: Backend): number => {
       const total = all.tiers[t].byteMs;
       return total > 0 ? Math.min(1, own.tiers[t].byteMs / total) : 0;
@@ -107,27 +118,27 @@ export class CostService {
     return { tiers: { fs: scaled('fs'), objects: scaled('objects') }, egressBytes: own.egressBytes };
   }
 
-  private planShare(userId: string, nowMs: number): number {
+  private async planShare(userId: string, nowMs: number): Promise<number> {
     if (userId === PROXY) return 1;
-    const own = this.ledger.usage(userId, nowMs);
-    const all = this.ledger.usage(PROXY, nowMs);
+    const own = await this.ledger.usage(userId, nowMs);
+    const all = await this.ledger.usage(PROXY, nowMs);
     const a = all.tiers.fs.bytesNow + all.tiers.objects.bytesNow;
     return a > 0 ? (own.tiers.fs.bytesNow + own.tiers.objects.bytesNow) / a : 0;
   }
 
   /** The `GET /v1/cost` answer for `userId`. */
-  report(userId: string, nowMs = this.now()): CostResponse {
-    const mine = this.bill(userId, nowMs);
-    const proxy = this.bill(PROXY, nowMs);
+  async report(userId: string, nowMs = this.now()): Promise<CostResponse> {
+    const mine = await this.bill(userId, nowMs);
+    const proxy = await this.bill(PROXY, nowMs);
     return {
       user: userId,
       month: mine.month,
       elapsed: mine.elapsed,
       currency: 'USD',
       tables: { fs: this.config.tiers.fs, objects: this.config.tiers.objects },
-      mine: this.wireBill(mine, this.usageOf(userId, nowMs)),
-      proxy: this.wireBill(proxy, this.ledger.usage(PROXY, nowMs)),
-      history: this.ledger.history(userId, nowMs - 30 * DAY_MS),
+      mine: this.wireBill(mine, await this.usageOf(userId, nowMs)),
+      proxy: this.wireBill(proxy, await this.ledger.usage(PROXY, nowMs)),
+      history: await this.ledger.history(userId, nowMs - 30 * DAY_MS),
     };
   }
 
@@ -185,9 +196,9 @@ export class CostService {
     this.metrics.gcDeadBytes.set(bytes);
   }
 
-  close(): void {
+  async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    this.sample();
+    await this.sample();
   }
 }

@@ -82,7 +82,9 @@ export interface HybridStoreOptions {
     range: { start: number; end: number } | undefined,
   ) => Promise<Uint8Array | undefined>;
   /** Recovery: the stub of a dropped copy, or undefined (pack-stub.ts decodeStub). */
-  readonly packedStub?: (bytes: Uint8Array) => { sha256: string; size: number; mtimeMs: number } | undefined;
+  readonly packedStub?: (
+    bytes: Uint8Array,
+  ) => Promise<{ sha256: string; size: number; mtimeMs: number } | undefined>;
   /** How long replaced and deleted file versions are kept (version-gc.ts); 0 or absent: none. */
   readonly versionRetentionMs?: number;
 }

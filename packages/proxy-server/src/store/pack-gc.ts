@@ -53,6 +53,12 @@ export class PackCollector {
     this.timer.unref();
   }
 
+  /** Stop the timer (this process lost the controller role); a pass running finishes. */
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
   /**
    * Date the deaths a delete or an overwrite caused, MARK_DELAY_MS from now (a burst of
    * changes is marked once). The pass marks too; this keeps t_j close to the real death.
@@ -61,11 +67,9 @@ export class PackCollector {
     if (this.markTimer || this.closed) return;
     this.markTimer = setTimeout(() => {
       this.markTimer = undefined;
-      try {
-        this.o.packer.markDead(this.now());
-      } catch (err) {
+      this.o.packer.markDead(this.now()).catch((err: unknown) => {
         this.o.log.warn({ err }, 'dating dead pack entries failed; the next pass does it');
-      }
+      });
     }, MARK_DELAY_MS);
     this.markTimer.unref();
   }
@@ -84,16 +88,16 @@ export class PackCollector {
   private async pass(): Promise<PackGcPass> {
     const { packer, cost, log } = this.o;
     const nowMs = this.now();
-    const { died, revived } = packer.markDead(nowMs);
-    const candidates = packer.gcCandidates();
+    const { died, revived } = await packer.markDead(nowMs);
+    const candidates = await packer.gcCandidates();
     cost.setPackDeadBytes(candidates.reduce((n, c) => n + c.deadBytes, 0));
     const repacked: PackGcPass['repacked'][number][] = [];
     for (const c of candidates) {
       const d = cost.decideGc(c, nowMs);
-      packer.gcChecked(c.packId, nowMs);
+      await packer.gcChecked(c.packId, nowMs);
       if (!d.repack) continue;
       const out = await packer.repackNow(c.packId);
-      if (!out) continue; // gone meanwhile
+      if (!out) continue; // gone meanwhile, or another process repacks it
       const outcome = {
         freedBytes: out.oldSize - out.newSize,
         rewrittenBytes: out.liveBytes,
@@ -104,8 +108,8 @@ export class PackCollector {
       repacked.push({ packId: c.packId, ...outcome });
     }
     if (repacked.length > 0) {
-      packer.markDead(this.now());
-      cost.setPackDeadBytes(packer.gcCandidates().reduce((n, c) => n + c.deadBytes, 0));
+      await packer.markDead(this.now());
+      cost.setPackDeadBytes((await packer.gcCandidates()).reduce((n, c) => n + c.deadBytes, 0));
     }
     if (died + revived + repacked.length > 0)
       log.info(

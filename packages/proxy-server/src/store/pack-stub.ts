@@ -10,7 +10,7 @@
  * cannot upload bytes that look like a stub and, after a crash, be handed someone else's content.
  *
  * Order, so that `kill -9` at any point loses nothing: (1) the pack is durable in the object
- * tier and (2) indexed (one SQLite transaction), (3) the content is recorded in `fs_dropped`
+ * tier and (2) indexed (one transaction), (3) the content is recorded in `fs_dropped`
  * (reads of it go to the pack from here on), (4) the stub replaces the file atomically
  * (temp + fsync + rename, only if the file is still the revision that was packed), (5) the
  * index takes the stub's filesystem revision. A crash before (4) leaves the full copy (read
@@ -19,8 +19,8 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import type Database from 'better-sqlite3';
 import { type FsProvider, PreconditionFailedError, NotFoundError } from '@weft/providers';
+import type { PackIndex } from './pack-index.ts';
 import type { PendingContent } from './packs.ts';
 
 const MAGIC = 'WEFTPACKED1\n';
@@ -87,7 +87,7 @@ export function decodeStub(key: Buffer, bytes: Uint8Array): StubInfo | undefined
 
 /** Steps (4) and (5): replace a packed small file with its stub, if it is still that file. */
 export async function dropFsCopy(
-  d: { fs: FsProvider; db: Database.Database; key: Buffer; nsPath: (user: string, path: string) => string },
+  d: { fs: FsProvider; index: PackIndex; key: Buffer; nsPath: (user: string, path: string) => string },
   f: PendingContent,
 ): Promise<boolean> {
   if (f.fsRevision === undefined || f.mtimeMs === undefined) return false;
@@ -104,8 +104,6 @@ export async function dropFsCopy(
     if (e instanceof PreconditionFailedError || e instanceof NotFoundError) return false;
     throw e;
   }
-  d.db
-    .prepare('UPDATE entries SET fs_revision = ? WHERE user_id = ? AND path = ? AND fs_revision = ?')
-    .run(written.revision, f.userId, f.path, f.fsRevision);
+  await d.index.replaceFsRevision(f.userId, f.path, f.fsRevision, written.revision);
   return true;
 }

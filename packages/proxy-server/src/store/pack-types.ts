@@ -3,8 +3,6 @@
  * and dead bytes, what GC decides on, a small file waiting to be packed, and the policy for
  * its filesystem-tier copy once packed.
  */
-import type Database from 'better-sqlite3';
-
 export interface PackLocation {
   readonly sha256: string;
   readonly packId: string;
@@ -61,15 +59,12 @@ export interface PendingContent {
 }
 
 /** After a flush: keep the filesystem-tier copy of a packed small file, or drop it. */
-export type FsCopyPolicy = (file: PendingContent & { packId: string }) => 'keep' | 'drop';
+export type FsCopyPolicy = (
+  file: PendingContent & { packId: string },
+) => 'keep' | 'drop' | Promise<'keep' | 'drop'>;
 
 /**
  * Default: keep (config `packs.fsCopy`). A dropped copy leaves a stub in the namespace tree
  * (pack-stub.ts), the filesystem tier staying the truth for the tree.
  */
 export const keepFsCopy: FsCopyPolicy = () => 'keep';
-
-/** Reads of this content go to its pack (a stub found by recovery, or a copy being dropped). */
-export function markFsDropped(db: Database.Database, sha256: string, nowMs: number): void {
-  db.prepare('INSERT OR IGNORE INTO fs_dropped (sha256, dropped_ms) VALUES (?, ?)').run(sha256, nowMs);
-}

@@ -2,8 +2,13 @@
  * Packs (issue #16, docs/formats/pack.md): small files, acknowledged once durable on the
  * filesystem tier, are appended by the packer into pack blobs in the object tier, flushed at
  * a target size or after a timeout, whichever first. The global index (hash → pack, offset,
- * length) lives in the metadata store (migration 004) and is a redundant copy of the packs'
- * footers: rebuildFromFooters() restores it from the object tier alone.
+ * length) lives in the metadata store's database (pack-index.ts: SQLite migration 004, or
+ * PostgreSQL) and is a redundant copy of the packs' footers: rebuildFromFooters() restores it
+ * from the object tier alone.
+ *
+ * Several proxy processes on one PostgreSQL: a flush packs only the contents it claimed
+ * (PackIndex.claim; the others are left to the process packing them), a repack only a pack it
+ * claimed, so no content is packed twice and no pack is rewritten by two processes.
  *
  * Crash safety: a pack is written atomically (Provider.write) before any index row names it,
  * so the index never references a missing pack; a pack written but not indexed (a crash in
@@ -13,7 +18,6 @@
  * client names; a packed content is read only through an entry of the reader's own namespace.
  */
 import { randomBytes } from 'node:crypto';
-import type Database from 'better-sqlite3';
 import type { Logger } from 'pino';
 import { collect, NotFoundError, type Provider } from '@weft/providers';
 import {
@@ -27,6 +31,7 @@ import {
   unpackEntry,
   WireFormatError,
 } from '@weft/wire';
+import type { PackIndex } from './pack-index.ts';
 import type {
   FsCopyPolicy,
   PackGcCandidate,
@@ -54,6 +59,11 @@ const READ_AHEAD = 16;
 const FULL_LIST_MS = 10 * 60_000;
 /** At most this many files per listing (the next flush lists the rest). */
 const FULL_LIST_LIMIT = 100_000;
+/**
+ * How long a flush's or a repack's claim holds (ms): longer than any flush (a 100,000-file
+ * listing packs in minutes); the work of a process that died is taken over after it.
+ */
+export const PACK_CLAIM_TTL_MS = 30 * 60_000;
 
 /** Default flush timeout (the Packing paper's 5 s). */
 export const DEFAULT_PACK_TIMEOUT_MS = 5000;
@@ -65,7 +75,6 @@ export function packKey(packId: string): string {
 export {
   type FsCopyPolicy,
   keepFsCopy,
-  markFsDropped,
   type PackGcCandidate,
   type PackLocation,
   type PackStats,
@@ -74,7 +83,8 @@ export {
 } from './pack-types.ts';
 
 export interface PackerOptions {
-  readonly db: Database.Database;
+  /** The pack tables (SQLite or PostgreSQL). */
+  readonly index: PackIndex;
   readonly objects: Provider;
   /** Read a small file's bytes from the filesystem tier (NotFoundError if gone). */
   readonly readSmall: (userId: string, path: string) => Promise<Uint8Array>;
@@ -87,26 +97,6 @@ export interface PackerOptions {
   readonly now?: () => number;
   /** Called after each pack is durable and indexed. */
   readonly onFlush?: (packId: string, entries: number, bytes: number) => void;
-}
-
-interface LocationSql {
-  sha256: string;
-  pack_id: string;
-  offset: number;
-  length: number;
-  raw_length: number;
-  compression: number;
-}
-
-function toLocation(r: LocationSql): PackLocation {
-  return {
-    sha256: r.sha256,
-    packId: r.pack_id,
-    offset: r.offset,
-    length: r.length,
-    rawLength: r.raw_length,
-    compression: r.compression === 1 ? 1 : 0,
-  };
 }
 
 export class Packer {
@@ -127,6 +117,8 @@ export class Packer {
   private flushing: Promise<number> | undefined;
   private closed = false;
   private readonly now: () => number;
+  /** This packer's name on its claims (one per process). */
+  private readonly owner = randomBytes(8).toString('hex');
 
   constructor(o: PackerOptions) {
     this.o = o;
@@ -136,61 +128,33 @@ export class Packer {
   }
 
   /** Where a content's bytes are in the packs, if packed. */
-  locate(sha256: string): PackLocation | undefined {
-    const r = this.o.db.prepare('SELECT * FROM pack_entries WHERE sha256 = ?').get(sha256) as
-      LocationSql | undefined;
-    return r ? toLocation(r) : undefined;
+  locate(sha256: string): Promise<PackLocation | undefined> {
+    return this.o.index.locate(sha256);
   }
 
   /** Small files durable on the filesystem tier whose content is in no pack yet. */
-  pending(limit = 100_000): PendingContent[] {
-    return this.o.db
-      .prepare(
-        `SELECT user_id AS userId, path, sha256, size, fs_revision AS fsRevision, mtime_ms AS mtimeMs
-         FROM entries e
-         WHERE tier = 'small' AND sha256 IS NOT NULL
-           AND NOT EXISTS (SELECT 1 FROM pack_entries p WHERE p.sha256 = e.sha256)
-         LIMIT ?`,
-      )
-      .all(limit) as PendingContent[];
+  pending(limit = 100_000): Promise<PendingContent[]> {
+    return this.o.index.pending(limit);
   }
 
   /** What this flush packs: the paths queued since the last one, or every pending file. */
-  private takePending(): PendingContent[] {
+  private async takePending(): Promise<PendingContent[]> {
     const queued = this.queued;
     this.queued = new Map();
     const now = this.now();
     if (queued === undefined || now - this.lastFullListMs >= FULL_LIST_MS) {
       this.lastFullListMs = now;
-      const all = this.pending(FULL_LIST_LIMIT);
+      const all = await this.pending(FULL_LIST_LIMIT);
       // More than one listing holds: the next flush lists again from where the packs are.
       if (all.length >= FULL_LIST_LIMIT) this.queued = undefined;
       return all;
     }
-    const one = this.o.db.prepare(
-      `SELECT user_id AS userId, path, sha256, size, fs_revision AS fsRevision, mtime_ms AS mtimeMs
-       FROM entries e
-       WHERE user_id = ? AND path = ? AND tier = 'small' AND sha256 IS NOT NULL
-         AND NOT EXISTS (SELECT 1 FROM pack_entries p WHERE p.sha256 = e.sha256)`,
-    );
-    const out: PendingContent[] = [];
-    for (const q of queued.values()) {
-      const row = one.get(q.userId, q.path) as PendingContent | undefined;
-      if (row) out.push(row);
-    }
-    return out;
+    return this.o.index.pendingAt([...queued.values()]);
   }
 
   /** How many small files `pending` would list (unbounded). */
-  pendingCount(): number {
-    const r = this.o.db
-      .prepare(
-        `SELECT COUNT(*) AS n FROM entries e
-         WHERE tier = 'small' AND sha256 IS NOT NULL
-           AND NOT EXISTS (SELECT 1 FROM pack_entries p WHERE p.sha256 = e.sha256)`,
-      )
-      .get() as { n: number };
-    return r.n;
+  pendingCount(): Promise<number> {
+    return this.o.index.pendingCount();
   }
 
   /**
@@ -256,26 +220,35 @@ export class Packer {
         throw e;
       }
     };
-    for await (const [file, raw] of readAhead(
-      this.takePending(),
-      READ_AHEAD,
-      async (f) => [f, await read(f)] as const,
-    )) {
-      if (builder.has(file.sha256)) {
+    // Only the contents this process claimed: another one packing the same content meanwhile
+    // (several proxies on one PostgreSQL) keeps it; its paths are looked up again next time.
+    const taken = await this.takePending();
+    const keys = [...new Set(taken.map((f) => `c:${f.sha256}`))];
+    const held = await this.o.index.claim(keys, this.owner, this.now(), PACK_CLAIM_TTL_MS);
+    const mine: PendingContent[] = [];
+    for (const f of taken)
+      if (held.has(`c:${f.sha256}`)) mine.push(f);
+      else this.notify(0, f);
+    try {
+      for await (const [file, raw] of readAhead(mine, READ_AHEAD, async (f) => [f, await read(f)] as const)) {
+        if (builder.has(file.sha256)) {
+          members.push(file);
+          continue;
+        }
+        if (raw === undefined) continue;
+        try {
+          builder.add(raw, file.sha256);
+        } catch (e) {
+          if (e instanceof WireFormatError) continue; // overwritten meanwhile: packed at its next flush
+          throw e;
+        }
         members.push(file);
-        continue;
+        if (builder.size >= this.targetBytes) await write();
       }
-      if (raw === undefined) continue;
-      try {
-        builder.add(raw, file.sha256);
-      } catch (e) {
-        if (e instanceof WireFormatError) continue; // overwritten meanwhile: packed at its next flush
-        throw e;
-      }
-      members.push(file);
-      if (builder.size >= this.targetBytes) await write();
+      await write();
+    } finally {
+      await this.o.index.release([...held], this.owner).catch((e) => this.failed(e));
     }
-    await write();
     if (this.queued === undefined) this.notify(0); // a listing cut short: the rest at the next flush
     return packs;
   }
@@ -284,35 +257,21 @@ export class Packer {
     const packId = `${this.now().toString(36)}-${randomBytes(8).toString('hex')}`;
     const { chunks, entries, size } = builder.finish();
     await this.o.objects.write(packKey(packId), () => toIterable(chunks), { size });
-    this.index(packId, size, entries);
+    await this.o.index.addPack(packId, size, entries, false, this.now());
     this.o.onFlush?.(packId, entries.length, size);
     const policy = this.o.fsCopyPolicy ?? keepFsCopy;
     if (this.o.dropSmall) {
-      const drop = members.filter((m) => policy({ ...m, packId }) === 'drop');
+      const drop: PendingContent[] = [];
+      for (const m of members) if ((await policy({ ...m, packId })) === 'drop') drop.push(m);
       // Reads of these contents go to the pack from now on (pack-stub.ts, step 3), before
       // any copy is replaced by its stub.
-      const mark = this.o.db.prepare('INSERT OR IGNORE INTO fs_dropped (sha256, dropped_ms) VALUES (?, ?)');
-      this.o.db.transaction(() => {
-        for (const m of drop) mark.run(m.sha256, this.now());
-      })();
+      await this.o.index.markDropped(
+        drop.map((m) => m.sha256),
+        this.now(),
+      );
       for (const m of drop) await this.o.dropSmall(m).catch((e) => this.failed(e));
     }
     return packId;
-  }
-
-  /** Record a durable pack in the global index (entries already indexed elsewhere keep their place). */
-  private index(packId: string, size: number, entries: readonly PackEntry[], move = false): void {
-    const db = this.o.db;
-    const insert = db.prepare(
-      `INSERT INTO pack_entries (sha256, pack_id, offset, length, raw_length, compression)
-       VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (sha256) DO ${move ? 'UPDATE SET pack_id = excluded.pack_id, offset = excluded.offset, length = excluded.length, raw_length = excluded.raw_length, compression = excluded.compression, dead_since_ms = NULL' : 'NOTHING'}`,
-    );
-    db.transaction(() => {
-      db.prepare(
-        'INSERT OR REPLACE INTO packs (pack_id, size, entry_count, created_ms) VALUES (?, ?, ?, ?)',
-      ).run(packId, size, entries.length, this.now());
-      for (const e of entries) insert.run(e.sha256, packId, e.offset, e.length, e.rawLength, e.compression);
-    })();
   }
 
   /** The footer of a pack, read with two ranged reads (trailer, then footer). */
@@ -348,26 +307,20 @@ export class Packer {
    * Returns the number of packs indexed.
    */
   async rebuildFromFooters(): Promise<number> {
-    const db = this.o.db;
-    db.transaction(() => {
-      db.prepare('DELETE FROM pack_entries').run();
-      db.prepare('DELETE FROM packs').run();
-    })();
+    await this.o.index.clear();
     return this.recoverUnindexed(true);
   }
 
   /** Index the packs present in the object tier but not in the tables (a crash after the PUT). */
   async recoverUnindexed(move = false): Promise<number> {
-    const known = new Set(
-      (this.o.db.prepare('SELECT pack_id FROM packs').all() as { pack_id: string }[]).map((r) => r.pack_id),
-    );
+    const known = await this.o.index.packIds();
     const found: { packId: string; size: number }[] = [];
     for await (const p of this.listPacks()) if (!known.has(p.packId)) found.push(p);
     found.sort((a, b) => (a.packId < b.packId ? -1 : 1));
     let n = 0;
     for (const p of found) {
       try {
-        this.index(p.packId, p.size, await this.readFooter(p.packId, p.size), move);
+        await this.o.index.addPack(p.packId, p.size, await this.readFooter(p.packId, p.size), move, this.now());
         n++;
       } catch (e) {
         if (!(e instanceof WireFormatError)) throw e;
@@ -391,8 +344,7 @@ export class Packer {
    * filesystem tier. One ranged read of the entry, checked against its hash.
    */
   async readDropped(sha256: string, range?: { start: number; end: number }): Promise<Uint8Array | undefined> {
-    const dropped = this.o.db.prepare('SELECT 1 FROM fs_dropped WHERE sha256 = ?').get(sha256);
-    const loc = dropped ? this.locate(sha256) : undefined;
+    const [loc] = await this.o.index.droppedLocations([sha256]);
     if (!loc) return undefined;
     const bytes = await this.read(loc);
     return range ? bytes.subarray(range.start, range.end + 1) : bytes;
@@ -403,14 +355,7 @@ export class Packer {
    * their packs with readMany (adjacent ranges of one pack in one request).
    */
   async readDroppedMany(sha256s: readonly string[]): Promise<Map<string, Uint8Array>> {
-    const q = this.o.db.prepare(
-      'SELECT p.* FROM pack_entries p JOIN fs_dropped d ON d.sha256 = p.sha256 WHERE p.sha256 = ?',
-    );
-    const locs: PackLocation[] = [];
-    for (const h of new Set(sha256s)) {
-      const r = q.get(h) as LocationSql | undefined;
-      if (r) locs.push(toLocation(r));
-    }
+    const locs = await this.o.index.droppedLocations(sha256s);
     return locs.length > 0 ? this.readMany(locs) : new Map();
   }
 
@@ -437,36 +382,21 @@ export class Packer {
   }
 
   /** Live and dead bytes of every pack (or one). */
-  stats(packId?: string): PackStats[] {
-    const rows = this.o.db
-      .prepare(
-        `SELECT k.pack_id AS packId, k.size, k.entry_count AS entries, k.created_ms AS createdMs,
-           COALESCE(SUM(CASE WHEN EXISTS (SELECT 1 FROM entries e WHERE e.tier = 'small' AND e.sha256 = p.sha256)
-             THEN p.length END), 0) AS liveBytes,
-           COALESCE(SUM(CASE WHEN EXISTS (SELECT 1 FROM entries e WHERE e.tier = 'small' AND e.sha256 = p.sha256)
-             THEN 1 END), 0) AS liveEntries
-         FROM packs k LEFT JOIN pack_entries p ON p.pack_id = k.pack_id
-         ${packId ? 'WHERE k.pack_id = ?' : ''}
-         GROUP BY k.pack_id ORDER BY k.pack_id`,
-      )
-      .all(...(packId ? [packId] : [])) as Omit<PackStats, 'deadBytes' | 'liveRanges'>[];
-    return rows.map((r) => ({
-      ...r,
-      liveRanges: r.liveEntries === 0 ? 0 : coalescePackRanges(this.liveLocations(r.packId)).length,
-      deadBytes: Math.max(0, r.size - r.liveBytes - r.entries * 49 - PACK_TRAILER_SIZE),
-    }));
+  async stats(packId?: string): Promise<PackStats[]> {
+    const out: PackStats[] = [];
+    for (const r of await this.o.index.stats(packId))
+      out.push({
+        ...r,
+        liveRanges:
+          r.liveEntries === 0 ? 0 : coalescePackRanges(await this.liveLocations(r.packId)).length,
+        deadBytes: Math.max(0, r.size - r.liveBytes - r.entries * 49 - PACK_TRAILER_SIZE),
+      });
+    return out;
   }
 
   /** The entries of a pack some namespace still references, in offset order. */
-  liveLocations(packId: string): PackLocation[] {
-    return (
-      this.o.db
-        .prepare(
-          `SELECT p.* FROM pack_entries p WHERE p.pack_id = ? AND EXISTS
-             (SELECT 1 FROM entries e WHERE e.tier = 'small' AND e.sha256 = p.sha256) ORDER BY p.offset`,
-        )
-        .all(packId) as LocationSql[]
-    ).map(toLocation);
+  liveLocations(packId: string): Promise<PackLocation[]> {
+    return this.o.index.liveLocations(packId);
   }
 
   /**
@@ -475,60 +405,26 @@ export class Packer {
    * A death is dated when first seen, so C_store is never over-estimated: the collector may
    * repack late by the marking delay, never early.
    */
-  markDead(nowMs = this.now()): { died: number; revived: number } {
-    const db = this.o.db;
-    const referenced = `EXISTS (SELECT 1 FROM entries e WHERE e.tier = 'small' AND e.sha256 = pack_entries.sha256)`;
-    return db.transaction(() => {
-      const died = db
-        .prepare(
-          `UPDATE pack_entries SET dead_since_ms = ? WHERE dead_since_ms IS NULL AND NOT ${referenced}`,
-        )
-        .run(nowMs).changes;
-      const revived = db
-        .prepare(
-          `UPDATE pack_entries SET dead_since_ms = NULL WHERE dead_since_ms IS NOT NULL AND ${referenced}`,
-        )
-        .run().changes;
-      if (died + revived > 0) this.tallyDead();
-      return { died, revived };
-    })();
-  }
-
-  /** Recompute every pack's dead-byte sums from its entries (TOTAL: Σ s·t exceeds 2^63). */
-  private tallyDead(): void {
-    this.o.db
-      .prepare(
-        `UPDATE packs SET
-           dead_bytes = (SELECT COALESCE(SUM(length), 0) FROM pack_entries p
-                         WHERE p.pack_id = packs.pack_id AND p.dead_since_ms IS NOT NULL),
-           dead_byte_since_ms = (SELECT TOTAL(CAST(length AS REAL) * dead_since_ms) FROM pack_entries p
-                                 WHERE p.pack_id = packs.pack_id AND p.dead_since_ms IS NOT NULL)`,
-      )
-      .run();
+  markDead(nowMs = this.now()): Promise<{ died: number; revived: number }> {
+    return this.o.index.markDead(nowMs);
   }
 
   /**
    * The cost model's inputs for every pack holding dead entries (after markDead): live bytes
    * and the ranged reads a repack needs, Σ s_j and Σ s_j·t_j of the dead ones.
    */
-  gcCandidates(): PackGcCandidate[] {
-    const rows = this.o.db
-      .prepare(
-        `SELECT pack_id AS packId, dead_bytes AS deadBytes, dead_byte_since_ms AS deadByteSinceMs
-         FROM packs WHERE dead_bytes > 0 ORDER BY pack_id`,
-      )
-      .all() as { packId: string; deadBytes: number; deadByteSinceMs: number }[];
+  async gcCandidates(): Promise<PackGcCandidate[]> {
     const out: PackGcCandidate[] = [];
-    for (const r of rows) {
-      const [st] = this.stats(r.packId);
+    for (const r of await this.o.index.deadPacks()) {
+      const [st] = await this.stats(r.packId);
       if (st) out.push({ ...r, liveBytes: st.liveBytes, liveRanges: st.liveRanges, size: st.size });
     }
     return out;
   }
 
   /** Note that the cost model was asked about a pack at `nowMs`. */
-  gcChecked(packId: string, nowMs = this.now()): void {
-    this.o.db.prepare('UPDATE packs SET gc_checked_ms = ? WHERE pack_id = ?').run(nowMs, packId);
+  gcChecked(packId: string, nowMs = this.now()): Promise<void> {
+    return this.o.index.gcChecked(packId, nowMs);
   }
 
   /**
@@ -537,21 +433,34 @@ export class Packer {
    * Returns the new pack's id ('' when nothing was live), or undefined when not repacked.
    */
   async repack(packId: string, shouldRepack: (stats: PackStats) => boolean): Promise<string | undefined> {
-    const [st] = this.stats(packId);
+    const [st] = await this.stats(packId);
     if (!st || !shouldRepack(st)) return undefined;
-    return (await this.rewrite(st)).into;
+    return (await this.rewrite(st))?.into;
   }
 
   /** Repack one pack now (the collector, once the cost model said so); undefined if gone. */
   async repackNow(packId: string): Promise<RepackOutcome | undefined> {
-    const [st] = this.stats(packId);
+    const [st] = await this.stats(packId);
     return st ? this.rewrite(st) : undefined;
   }
 
-  private async rewrite(st: PackStats): Promise<RepackOutcome> {
+  /** Repack one pack this process claimed (another process repacking it: undefined). */
+  private async rewrite(st: PackStats): Promise<RepackOutcome | undefined> {
+    const key = `p:${st.packId}`;
+    if (!(await this.o.index.claim([key], this.owner, this.now(), PACK_CLAIM_TTL_MS)).has(key)) return undefined;
+    try {
+      // Gone meanwhile (another process repacked it and released its claim): nothing to do.
+      const [now] = await this.o.index.stats(st.packId);
+      return now ? await this.rewriteClaimed(st) : undefined;
+    } finally {
+      await this.o.index.release([key], this.owner).catch((e) => this.failed(e));
+    }
+  }
+
+  private async rewriteClaimed(st: PackStats): Promise<RepackOutcome> {
     const packId = st.packId;
     while (this.flushing) await this.flushing.catch(() => undefined);
-    const live = this.liveLocations(packId);
+    const live = await this.liveLocations(packId);
     let newId = '';
     let newSize = 0;
     let liveBytes = 0;
@@ -565,18 +474,11 @@ export class Packer {
       newId = `${this.now().toString(36)}-${randomBytes(8).toString('hex')}`;
       const { chunks, entries, size } = b.finish();
       await this.o.objects.write(packKey(newId), () => toIterable(chunks), { size });
-      this.index(newId, size, entries, true);
+      await this.o.index.addPack(newId, size, entries, true, this.now());
       newSize = size;
     }
-    const db = this.o.db;
-    db.transaction(() => {
-      // Contents dropped from the index leave the fs_dropped set: their reads go to the fs tier.
-      db.prepare(
-        `DELETE FROM fs_dropped WHERE sha256 IN (SELECT sha256 FROM pack_entries WHERE pack_id = ?)`,
-      ).run(packId);
-      db.prepare('DELETE FROM pack_entries WHERE pack_id = ?').run(packId);
-      db.prepare('DELETE FROM packs WHERE pack_id = ?').run(packId);
-    })();
+    // Contents dropped from the index leave the fs_dropped set: their reads go to the fs tier.
+    await this.o.index.removePack(packId);
     await this.o.objects.remove(packKey(packId)).catch((e) => {
       if (!(e instanceof NotFoundError)) throw e;
     });

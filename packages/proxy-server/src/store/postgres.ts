@@ -85,6 +85,11 @@ export class PostgresMetadataStore implements MetadataStore {
     this.versions = new PostgresVersions(sql);
   }
 
+  /** The pool, for the tables kept beside the metadata (shared-tables.ts). */
+  get connection(): Sql {
+    return this.sql;
+  }
+
   /** Connect to `url` and bring its schema up to date (src/pg-migrations/). */
   static async open(url: string, options: { maxConnections?: number } = {}): Promise<PostgresMetadataStore> {
     const sql = connect(url, options.maxConnections);

@@ -22,7 +22,7 @@ export interface RecoveryDeps {
   /** Record changes in one transaction (no device: a repair). */
   record(userId: string, changes: ChangeInput[]): Promise<void>;
   /** The stub a small file's dropped copy left (pack-stub.ts), or undefined: not a stub. */
-  packedStub?(bytes: Uint8Array): { sha256: string; size: number; mtimeMs: number } | undefined;
+  packedStub?(bytes: Uint8Array): Promise<{ sha256: string; size: number; mtimeMs: number } | undefined>;
 }
 
 /**
@@ -96,7 +96,7 @@ export async function reconcileNamespace(d: RecoveryDeps, userId: string): Promi
       // A small file whose copy was dropped for its pack: its stub names the content.
       const stub =
         d.packedStub && st.size <= MAX_STUB_BYTES
-          ? d.packedStub(await collect(await d.fs.read(e.path)))
+          ? await d.packedStub(await collect(await d.fs.read(e.path)))
           : undefined;
       if (stub) {
         changes.push({
