@@ -44,7 +44,7 @@ describe('desktop Cost panel in Chromium', () => {
     await fsp.writeFile(nodePath.join(folder, 'big.bin'), randomBytes(LARGE));
     await expect.poll(() => agent.engine.getStatus().state, POLL).toBe('idle');
     await expect.poll(() => agent.engine.getStatus().files, POLL).toBe(2);
-    server.cost.sample();
+    await server.cost.sample();
     const { token } = await server.enrol('alice', 'probe');
     const bill = (await (
       await fetch(`${server.url}/v1/cost`, { headers: { authorization: `Bearer ${token}` } })

@@ -7,70 +7,140 @@
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import Database from 'better-sqlite3';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeBundle } from '@weft/wire';
 import { MONTH_MS } from '../src/cost/prices.ts';
-import { ReadCounter } from '../src/store/read-counts.ts';
+import type { SqlitePackIndex } from '../src/store/pack-index-sqlite.ts';
+import { PostgresMetadataStore } from '../src/store/postgres.ts';
+import {
+  PostgresReadCounts,
+  ReadCounter,
+  type ReadCountStore,
+  SqliteReadCounts,
+} from '../src/store/read-counts.ts';
+import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
 import { pseudoRandom, sha, startTestServer, tempDir, TestClient } from './helpers.ts';
+import { adminSql } from './pg-admin.ts';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
 
-function table(): Database.Database {
+/** The content_reads table of one store: its ReadCountStore and its rows as written. */
+interface Table {
+  readonly store: ReadCountStore;
+  readonly url?: string;
+  rows(): Promise<unknown[]>;
+}
+
+function sqliteTable(): Table {
   const db = new Database(':memory:');
   db.exec(
     'CREATE TABLE content_reads (sha256 TEXT PRIMARY KEY, reads INTEGER NOT NULL, first_ms INTEGER NOT NULL, last_ms INTEGER NOT NULL) STRICT, WITHOUT ROWID',
   );
-  return db;
+  return {
+    store: new SqliteReadCounts(db),
+    rows: async () =>
+      db
+        .prepare(
+          'SELECT sha256, reads, first_ms AS firstMs, last_ms AS lastMs FROM content_reads ORDER BY sha256',
+        )
+        .all(),
+  };
 }
-const rows = (db: Database.Database): unknown[] =>
-  db
-    .prepare(
-      'SELECT sha256, reads, first_ms AS firstMs, last_ms AS lastMs FROM content_reads ORDER BY sha256',
-    )
-    .all();
 
-describe('ReadCounter', () => {
-  it('keepsCountsInMemoryUntilABatchIsFullThenWritesThemInOneGo', () => {
-    const db = table();
+const pg = postgresBinaries();
+let cluster: RunningPostgres | undefined;
+const pgStores: PostgresMetadataStore[] = [];
+beforeAll(async () => {
+  if (!('missing' in pg)) cluster = await startPostgres(adminSql);
+});
+afterAll(async () => {
+  for (const s of pgStores) await s.close();
+  await cluster?.stop();
+});
+
+async function postgresTable(): Promise<Table & { url: string }> {
+  const url = await cluster!.createDatabase();
+  const meta = await PostgresMetadataStore.open(url, { maxConnections: 2 });
+  pgStores.push(meta);
+  const sql = meta.connection;
+  return {
+    url,
+    store: new PostgresReadCounts(sql),
+    rows: async () => [
+      ...(await sql`SELECT sha256, reads, first_ms AS "firstMs", last_ms AS "lastMs" FROM content_reads ORDER BY sha256`),
+    ],
+  };
+}
+
+describe.each([
+  { name: 'sqlite', open: async () => sqliteTable(), skip: false },
+  { name: `postgres${'missing' in pg ? ` (skipped: ${pg.missing})` : ''}`, open: postgresTable, skip: 'missing' in pg },
+])('ReadCounter on $name', ({ open, skip }) => {
+  it.skipIf(skip)('keepsCountsInMemoryUntilABatchIsFullThenWritesThemInOneGo', async () => {
+    const t = await open();
     let now = 1_000;
-    const c = new ReadCounter(db, { batchSize: 3, flushMs: 0, now: () => now });
+    const c = new ReadCounter(t.store, { batchSize: 3, flushMs: 0, now: () => now });
     c.count('a');
     now = 2_000;
     c.count('a');
     c.count('b');
-    expect(rows(db)).toEqual([]);
+    await c.settled();
+    expect(await t.rows()).toEqual([]);
     // Waiting counts are already answered.
-    expect(c.reads('a')).toEqual({ reads: 2, firstMs: 1_000 });
+    expect(await c.reads('a')).toEqual({ reads: 2, firstMs: 1_000 });
     now = 3_000;
     c.count('c'); // the third content: the batch is written
-    expect(rows(db)).toEqual([
+    await c.settled();
+    expect(await t.rows()).toEqual([
       { sha256: 'a', reads: 2, firstMs: 1_000, lastMs: 2_000 },
       { sha256: 'b', reads: 1, firstMs: 2_000, lastMs: 2_000 },
       { sha256: 'c', reads: 1, firstMs: 3_000, lastMs: 3_000 },
     ]);
     now = 4_000;
     c.count('a');
-    expect(c.reads('a')).toEqual({ reads: 3, firstMs: 1_000 });
-    c.close(); // written on close
-    expect(rows(db)).toContainEqual({ sha256: 'a', reads: 3, firstMs: 1_000, lastMs: 4_000 });
-    // A counter on the same table later goes on from there.
-    const again = new ReadCounter(db, { flushMs: 0, now: () => now });
-    expect(again.reads('a')).toEqual({ reads: 3, firstMs: 1_000 });
-    expect(again.reads('z')).toEqual({ reads: 0, firstMs: now });
-    again.close();
+    expect(await c.reads('a')).toEqual({ reads: 3, firstMs: 1_000 });
+    await c.close(); // written on close
+    expect(await t.rows()).toContainEqual({ sha256: 'a', reads: 3, firstMs: 1_000, lastMs: 4_000 });
+    // A counter on the same table later (or in another process) goes on from there.
+    const again = new ReadCounter(t.store, { flushMs: 0, now: () => now });
+    expect(await again.reads('a')).toEqual({ reads: 3, firstMs: 1_000 });
+    expect(await again.reads('z')).toEqual({ reads: 0, firstMs: now });
+    await again.close();
   });
 
-  it('projectsReadsPerMonthOverAtLeastAMonth', () => {
-    const db = table();
+  it.skipIf(skip)('projectsReadsPerMonthOverAtLeastAMonth', async () => {
+    const t = await open();
     let now = 0;
-    const c = new ReadCounter(db, { flushMs: 0, now: () => now });
-    expect(c.readsPerMonth('x')).toBe(0);
+    const c = new ReadCounter(t.store, { flushMs: 0, now: () => now });
+    expect(await c.readsPerMonth('x')).toBe(0);
     for (let i = 0; i < 10; i++) c.count('x');
     now = 60_000; // ten reads in a minute: ten this month
-    expect(c.readsPerMonth('x')).toBeCloseTo(10, 9);
+    expect(await c.readsPerMonth('x')).toBeCloseTo(10, 9);
     now = 2 * MONTH_MS; // the same ten over two months
-    expect(c.readsPerMonth('x')).toBeCloseTo(5, 9);
-    c.close();
+    expect(await c.readsPerMonth('x')).toBeCloseTo(5, 9);
+    await c.close();
+  });
+});
+
+describe.skipIf('missing' in pg)('ReadCounter: two processes on one PostgreSQL', () => {
+  it('addsBothProcessesCountsToOneRow', async () => {
+    const t = await postgresTable();
+    const second = await PostgresMetadataStore.open(t.url, { maxConnections: 2 });
+    pgStores.push(second);
+    let now = 1_000;
+    const one = new ReadCounter(t.store, { flushMs: 0, now: () => now });
+    const two = new ReadCounter(new PostgresReadCounts(second.connection), { flushMs: 0, now: () => now });
+    for (let round = 0; round < 5; round++) {
+      now += 1_000;
+      for (const h of ['a', 'b', 'c']) one.count(h);
+      now += 1_000;
+      for (const h of ['c', 'b', 'a']) two.count(h);
+      await Promise.all([one.flush(), two.flush()]);
+    }
+    expect(await t.rows()).toEqual(
+      ['a', 'b', 'c'].map((h) => ({ sha256: h, reads: 10, firstMs: 2_000, lastMs: 11_000 })),
+    );
+    expect(await two.reads('a')).toEqual({ reads: 10, firstMs: 2_000 });
   });
 });
 
@@ -113,7 +183,7 @@ describe("packs.fsCopy 'cost' with the reads counted", () => {
     for (let i = 0; i < 2; i++) expect((await alice.bytes('warm.bin')).equals(warm)).toBe(true);
     expect(await server.packer!.flush()).toBe(1);
 
-    const db = server.packer!['o'].db;
+    const db = (server.packer!['o'].index as SqlitePackIndex)['db'];
     const dropped = new Set(
       (db.prepare('SELECT sha256 FROM fs_dropped').all() as { sha256: string }[]).map((r) => r.sha256),
     );

@@ -17,6 +17,7 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { CountingProvider, MemoryProvider, collect } from '@weft/providers';
 import { PROXY } from '../src/cost/ledger.ts';
+import { SqliteCostStore } from '../src/cost/ledger-store.ts';
 import { cleanCost, deadSums } from '../src/cost/policy.ts';
 import { CostConfig, GIB, MONTH_MS } from '../src/cost/prices.ts';
 import { CostService } from '../src/cost/service.ts';
@@ -49,7 +50,7 @@ describe('cost-driven pack GC, replayed', () => {
     const start = Date.UTC(2026, 10, 1);
     let now = start;
     const metrics = new ProxyMetrics();
-    const cost = new CostService(db, CostConfig.parse({}), metrics, pino({ level: 'silent' }), () => now);
+    const cost = new CostService(new SqliteCostStore(db), CostConfig.parse({}), metrics, pino({ level: 'silent' }), () => now);
     const s3 = cost.prices.objects;
     const objects = new CountingProvider(new MemoryProvider(), cost.sink('objects'));
     const packs = new Map<string, Extent[]>();
@@ -63,7 +64,7 @@ describe('cost-driven pack GC, replayed', () => {
       predictedByteMs += heldBytes * (to - now);
       now = to;
     };
-    const sample = (): void =>
+    const sample = (): Promise<void> =>
       cost.ledger.sample(now, [{ userId: PROXY, tier: 'objects', bytes: heldBytes }]);
 
     const writePack = async (id: string, files: Uint8Array[]): Promise<void> => {
@@ -80,12 +81,12 @@ describe('cost-driven pack GC, replayed', () => {
         }),
       );
       heldBytes += body.byteLength;
-      sample();
+      await sample();
     };
     const fileOf = (p: number, i: number): Uint8Array => new Uint8Array(FILE_BYTES).fill((p * 31 + i) & 0xff);
 
     // Create: PACKS packs of FILES_PER_PACK files.
-    sample();
+    await sample();
     for (let p = 0; p < PACKS; p++) {
       await writePack(
         `pack-${p}`,
@@ -106,7 +107,7 @@ describe('cost-driven pack GC, replayed', () => {
     for (const [id, extents] of packs)
       if (id !== 'pack-new')
         for (let i = FILES_PER_PACK / 4; i < FILES_PER_PACK / 2; i++) extents[i]!.deadSinceMs = now;
-    sample();
+    await sample();
 
     const gcInput = (id: string) => {
       const extents = packs.get(id)!;
@@ -137,7 +138,7 @@ describe('cost-driven pack GC, replayed', () => {
     const repackedAt = new Map<string, number>();
     for (let hour = 3; hour < 24 * 30 && repackedAt.size < PACKS; hour++) {
       advance(start + hour * HOUR);
-      sample();
+      await sample();
       for (const id of [...packs.keys()]) {
         if (id === 'pack-new' || repackedAt.has(id)) continue;
         const d = cost.decideGc(gcInput(id));
@@ -164,8 +165,8 @@ describe('cost-driven pack GC, replayed', () => {
 
     // The month's bill after GC, measured by the ledger, against the model's prediction.
     advance(start + 30 * 24 * HOUR - 1);
-    cost.sample();
-    const bill = cost.bill(PROXY, now);
+    await cost.sample();
+    const bill = await cost.bill(PROXY, now);
     const predicted =
       predictedByteMs * perByteMs +
       (predictedPuts * 0.005 + predictedGets * 0.0004) / 1000 +

@@ -74,12 +74,12 @@ describe('GET /v1/cost', () => {
     const big = pseudoRandom(200_000, 3);
     expect((await uploadLarge(a, 'big.bin', big)).status).toBe('applied');
     await b.putSmall({ 'small.txt': 'x'.repeat(100) });
-    const egress = () => server.cost.ledger.usage('alice', Date.now()).egressBytes;
-    const before = egress();
+    const egress = async () => (await server.cost.ledger.usage('alice', Date.now())).egressBytes;
+    const before = await egress();
     expect(await a.bytes('big.bin')).toEqual(big);
     expect(await a.bytes('big.bin')).toEqual(big);
-    expect(egress() - before).toBe(2 * big.length);
-    server.cost.sample();
+    expect((await egress()) - before).toBe(2 * big.length);
+    await server.cost.sample();
 
     const r = await a.json<CostResponse>('GET', '/v1/cost');
     expect(CostResponse.parse(r)).toEqual(r);
@@ -140,7 +140,7 @@ describe('weft_pack_pending_files and weft_backend_request_bytes_total', () => {
     const before = await put();
     expect(await server.packer!.flush()).toBe(1);
     expect(await metric(server, 'weft_pack_pending_files', '')).toBe(0);
-    const [pack] = server.packer!.stats();
+    const [pack] = await server.packer!.stats();
     expect((await put()) - before).toBe(pack!.size);
     expect(
       await metric(server, 'weft_backend_request_bytes_total', 'backend="fs",kind="put"'),

@@ -12,6 +12,7 @@ import * as nodePath from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { PackLocation } from '../src/store/packs.ts';
+import type { SqlitePackIndex } from '../src/store/pack-index-sqlite.ts';
 import { pseudoRandom, sha, startTestServer, tempDir, TestClient } from './helpers.ts';
 
 const BIN = nodePath.resolve(fileURLToPath(import.meta.url), '../../bin/weft-proxy.mjs');
@@ -86,26 +87,28 @@ describe('packs and kill -9', () => {
 
         const server = await startTestServer({ dataDir: data, adminToken: ADMIN, packs });
         const packer = server.packer!;
-        const db = packer['o'].db;
-        const index = (): PackLocation[] =>
-          (db.prepare('SELECT sha256 FROM pack_entries').all() as { sha256: string }[]).map((r) =>
-            packer.locate(r.sha256)!,
-          );
+        const db = (packer['o'].index as SqlitePackIndex)['db'];
+        const index = async (): Promise<PackLocation[]> => {
+          const out: PackLocation[] = [];
+          for (const r of db.prepare('SELECT sha256 FROM pack_entries').all() as { sha256: string }[])
+            out.push((await packer.locate(r.sha256))!);
+          return out;
+        };
         const checkIndex = async (): Promise<number> => {
-          const locs = index();
+          const locs = await index();
           const got = await packer.readMany(locs); // throws on a missing pack or a bad range
           for (const l of locs) expect(sha(got.get(l.sha256)!)).toBe(l.sha256);
           return locs.length;
         };
         await checkIndex();
         await packer.flush();
-        expect(packer.pending()).toEqual([]);
+        expect(await packer.pending()).toEqual([]);
         expect(await checkIndex()).toBeGreaterThan(0);
         const check = await TestClient.enrol(server, 'crash', `check${round}`);
         for (const [path, s] of sent) {
           if (!s.acked) continue;
           expect(sha(await check.bytes(path)), `acknowledged ${path}`).toBe(sha(s.content));
-          expect(packer.locate(sha(s.content)), `${path} packed`).toBeDefined();
+          expect(await packer.locate(sha(s.content)), `${path} packed`).toBeDefined();
         }
         await server.close();
       }

@@ -12,6 +12,7 @@ import * as nodePath from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { decodeBundle } from '@weft/wire';
 import type { ProxyConfigInput } from '../src/config.ts';
+import type { SqlitePackIndex } from '../src/store/pack-index-sqlite.ts';
 import { pseudoRandom, sha, startTestServer, tempDir, TestClient, packTiers } from './helpers.ts';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
@@ -102,7 +103,7 @@ describe.each(tiers())('dropping packed fs copies on $name', ({ objectTier }) =>
     // Recovery: the index still has f0's revision from before its stub (a kill -9 between
     // the stub's rename and the index update), and has lost f0's row of the dropped set; the
     // restarted server reconciles f0 from its stub and reads it from the pack again.
-    const db = server.packer!['o'].db;
+    const db = (server.packer!['o'].index as SqlitePackIndex)['db'];
     db.prepare(
       `UPDATE entries SET fs_revision = 'stale' WHERE user_id = 'alice' AND path IN ('d/f0.bin', 'd/forged.txt')`,
     ).run();
@@ -153,7 +154,7 @@ describe.each(tiers())('dropping packed fs copies on $name', ({ objectTier }) =>
     const { server, alice, files } = await setup(objectTier, 'keep');
     for (const [path, body] of Object.entries(files)) {
       expect((await onFs(server, path)).equals(body)).toBe(true);
-      expect(server.packer!.locate(sha(body))).toBeDefined();
+      expect(await server.packer!.locate(sha(body))).toBeDefined();
     }
     const before = await objectGets(server);
     for (const [path, body] of Object.entries(files))

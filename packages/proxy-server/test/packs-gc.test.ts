@@ -14,6 +14,7 @@ import { PROXY } from '../src/cost/ledger.ts';
 import { cleanCost } from '../src/cost/policy.ts';
 import { GIB, MONTH_MS, resolvePrices, CostConfig } from '../src/cost/prices.ts';
 import { startProxyServer, type RunningProxyServer } from '../src/index.ts';
+import type { PackLocation } from '../src/store/packs.ts';
 import { pseudoRandom, sha, tempDir, TestClient, packTiers } from './helpers.ts';
 
 const HOUR = 3600 * 1000;
@@ -64,24 +65,24 @@ describe.each(tiers())('pack GC on $name', ({ objectTier }) => {
     let predictedStorageUsd = 0;
     let predictedRequestUsd = 0;
     const held = new Map<string, number>(); // pack → size
-    const advance = (to: number): void => {
+    const advance = async (to: number): Promise<void> => {
       const bytes = [...held.values()].reduce((n, s) => n + s, 0);
       predictedStorageUsd += bytes * (to - now) * perByteMs;
       now = to;
-      server.cost.sample();
+      await server.cost.sample();
     };
-    server.cost.sample();
-    const baseline = server.cost.bill(PROXY, now).soFar.total; // startup requests (the pack listing)
+    await server.cost.sample();
+    const baseline = (await server.cost.bill(PROXY, now)).soFar.total; // startup requests (the pack listing)
     expect(baseline).toBeLessThan(requestUsd(2, 2, 0));
 
     const alice = await TestClient.enrol(server, 'alice');
     const flush = async (): Promise<string> => {
-      const before = new Set(packer.stats().map((s) => s.packId));
+      const before = new Set((await packer.stats()).map((s) => s.packId));
       expect(await packer.flush()).toBe(1);
-      const [made] = packer.stats().filter((s) => !before.has(s.packId));
+      const [made] = (await packer.stats()).filter((s) => !before.has(s.packId));
       held.set(made!.packId, made!.size);
       predictedRequestUsd += requestUsd(1, 0, 0);
-      server.cost.sample();
+      await server.cost.sample();
       return made!.packId;
     };
 
@@ -94,24 +95,24 @@ describe.each(tiers())('pack GC on $name', ({ objectTier }) => {
       for (const r of await alice.putSmall(files)) expect(r.result.status).toBe('applied');
       for (const [k, v] of Object.entries(files)) content.set(k, v);
       const id = await flush();
-      const paths = Object.keys(files).sort(
-        (a, b) => packer.locate(sha(content.get(a)!))!.offset - packer.locate(sha(content.get(b)!))!.offset,
-      );
-      expect(packer.locate(sha(content.get(paths[0]!)!))!.packId).toBe(id);
+      const offsets = new Map<string, number>();
+      for (const p of Object.keys(files)) offsets.set(p, (await packer.locate(sha(content.get(p)!)))!.offset);
+      const paths = Object.keys(files).sort((a, b) => offsets.get(a)! - offsets.get(b)!);
+      expect((await packer.locate(sha(content.get(paths[0]!)!)))!.packId).toBe(id);
       packFiles.set(id, paths);
     }
     const deadOf = new Map<string, { bytes: number; since: number }[]>();
 
     // An hour later: overwrite the first quarter (by offset) of each pack; the new versions
     // go to a new pack. The collector runs at once (dating the deaths) and keeps everything.
-    advance(start + HOUR);
+    await advance(start + HOUR);
     const over: Record<string, Buffer> = {};
     for (const [id, paths] of packFiles) {
       for (const path of paths.slice(0, FILES / 4)) {
         over[path] = Buffer.concat([Buffer.from(path), pseudoRandom(FILE_BYTES - path.length, path.length)]);
         deadOf.set(id, [
           ...(deadOf.get(id) ?? []),
-          { bytes: packer.locate(sha(content.get(path)!))!.length, since: now },
+          { bytes: (await packer.locate(sha(content.get(path)!)))!.length, since: now },
         ]);
       }
     }
@@ -122,12 +123,12 @@ describe.each(tiers())('pack GC on $name', ({ objectTier }) => {
     await flush();
 
     // Another hour: delete the second quarter. Half of every original pack is dead.
-    advance(start + 2 * HOUR);
+    await advance(start + 2 * HOUR);
     for (const [id, paths] of packFiles)
       for (const path of paths.slice(FILES / 4, FILES / 2)) {
         const [r] = await alice.ops({ op: 'delete', path });
         expect(r?.status).toBe('applied');
-        deadOf.get(id)!.push({ bytes: packer.locate(sha(content.get(path)!))!.length, since: now });
+        deadOf.get(id)!.push({ bytes: (await packer.locate(sha(content.get(path)!)))!.length, since: now });
       }
     expect((await server.packGc!()).repacked).toHaveLength(0);
 
@@ -136,7 +137,8 @@ describe.each(tiers())('pack GC on $name', ({ objectTier }) => {
     const crossover = new Map<string, number>();
     const liveBytesOf = new Map<string, number>();
     for (const [id, paths] of packFiles) {
-      const live = paths.slice(FILES / 2).map((p) => packer.locate(sha(content.get(p)!))!);
+      const live: PackLocation[] = [];
+      for (const p of paths.slice(FILES / 2)) live.push((await packer.locate(sha(content.get(p)!)))!);
       expect(coalescePackRanges(live)).toHaveLength(1); // adjacent: one Range GET
       const liveBytes = live.reduce((n, l) => n + l.length, 0);
       liveBytesOf.set(id, liveBytes);
@@ -145,14 +147,14 @@ describe.each(tiers())('pack GC on $name', ({ objectTier }) => {
       const d = deadOf.get(id)!;
       const D = d.reduce((n, e) => n + e.bytes, 0);
       crossover.set(id, (cClean / perByteMs + d.reduce((n, e) => n + e.bytes * e.since, 0)) / D);
-      const cand = packer.gcCandidates().find((c) => c.packId === id)!;
+      const cand = (await packer.gcCandidates()).find((c) => c.packId === id)!;
       expect(cand).toMatchObject({ deadBytes: D, liveBytes, liveRanges: 1 });
     }
 
     // The collector every virtual hour until every original pack is repacked.
     const repackedAt = new Map<string, number>();
     for (let hour = 3; hour < 24 * 29 && repackedAt.size < PACKS; hour++) {
-      advance(start + hour * HOUR);
+      await advance(start + hour * HOUR);
       const pass = await server.packGc!();
       for (const [id, x] of crossover) {
         const done = pass.repacked.find((r) => r.packId === id);
@@ -162,22 +164,22 @@ describe.each(tiers())('pack GC on $name', ({ objectTier }) => {
           expect(now - x).toBeLessThan(HOUR);
           repackedAt.set(id, now);
           held.delete(id);
-          const [made] = packer.stats(done!.into);
+          const [made] = await packer.stats(done!.into);
           expect(made!.deadBytes).toBe(0);
           held.set(done!.into, made!.size);
           expect(done!.rewrittenBytes).toBe(liveBytesOf.get(id));
           predictedRequestUsd += cleanCost(prices, liveBytesOf.get(id)!, 1);
         }
       }
-      server.cost.sample();
+      await server.cost.sample();
     }
     expect(repackedAt.size).toBe(PACKS);
     // The crossover is days away at these prices, not hours: GC waited for it.
     for (const t of repackedAt.values()) expect(t - start).toBeGreaterThan(24 * HOUR);
 
     // The month's bill after GC, measured by the ledger, against the model's prediction.
-    advance(start + 30 * 24 * HOUR - 1);
-    const bill = server.cost.bill(PROXY, now);
+    await advance(start + 30 * 24 * HOUR - 1);
+    const bill = await server.cost.bill(PROXY, now);
     const predicted = baseline + predictedStorageUsd + predictedRequestUsd;
     expect(Math.abs(bill.soFar.total - predicted) / predicted).toBeLessThan(0.01);
 
@@ -189,7 +191,7 @@ describe.each(tiers())('pack GC on $name', ({ objectTier }) => {
     for (const [id, paths] of packFiles)
       for (const path of paths.slice(FILES / 2)) {
         const body = content.get(path)!;
-        const loc = packer.locate(sha(body))!;
+        const loc = (await packer.locate(sha(body)))!;
         expect(loc.packId).not.toBe(id);
         expect(Buffer.from(await packer.read(loc)).equals(body)).toBe(true);
         expect((await alice.bytes(path)).equals(body)).toBe(true);

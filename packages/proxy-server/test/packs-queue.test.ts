@@ -41,10 +41,10 @@ describe('packer queue', () => {
     await alice.putSmall(later);
     expect(await packer.flush()).toBe(1);
     expect(listing).not.toHaveBeenCalled();
-    for (const body of Object.values(later)) expect(packer.locate(sha(body))).toBeDefined();
-    expect(packer.stats().map((s) => s.entries)).toEqual(expect.arrayContaining([20, 5]));
+    for (const body of Object.values(later)) expect(await packer.locate(sha(body))).toBeDefined();
+    expect((await packer.stats()).map((s) => s.entries)).toEqual(expect.arrayContaining([20, 5]));
     listing.mockRestore();
-    expect(packer.pending()).toEqual([]);
+    expect(await packer.pending()).toEqual([]);
   });
 
   it('finds files of a moved folder and what a failed flush had taken', async () => {
@@ -59,8 +59,8 @@ describe('packer queue', () => {
     const [r] = await alice.ops({ op: 'move', from: 'c', to: 'd' });
     expect(r?.status).toBe('applied');
     expect(await packer.flush()).toBe(1);
-    for (const body of Object.values(moved)) expect(packer.locate(sha(body))).toBeDefined();
-    expect(packer.pending()).toEqual([]);
+    for (const body of Object.values(moved)) expect(await packer.locate(sha(body))).toBeDefined();
+    expect(await packer.pending()).toEqual([]);
 
     // A flush whose pack write fails: its files are packed by the next one.
     const lost = files('e', 4, 80);
@@ -69,9 +69,9 @@ describe('packer queue', () => {
     const write = vi.spyOn(objects, 'write').mockRejectedValueOnce(new Error('object tier down'));
     await expect(packer.flush()).rejects.toThrow('object tier down');
     write.mockRestore();
-    expect(packer.pending()).toHaveLength(4);
+    expect(await packer.pending()).toHaveLength(4);
     expect(await packer.flush()).toBe(1);
-    for (const body of Object.values(lost)) expect(packer.locate(sha(body))).toBeDefined();
-    expect(packer.pending()).toEqual([]);
+    for (const body of Object.values(lost)) expect(await packer.locate(sha(body))).toBeDefined();
+    expect(await packer.pending()).toEqual([]);
   });
 });

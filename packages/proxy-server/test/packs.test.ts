@@ -1,27 +1,48 @@
-/** Packs (issue #16, docs/formats/pack.md) on the embedded object directory and on s3proxy. */
-import { afterAll, describe, expect, it, vi } from 'vitest';
+/**
+ * Packs (issue #16, docs/formats/pack.md) on the embedded object directory and on s3proxy, with
+ * the pack index in SQLite, and on the embedded directory with it in PostgreSQL (issue #18; a
+ * real cluster, src/testing/postgres.ts, skipped with the reason only where the machine has
+ * no PostgreSQL server).
+ */
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ProxyConfigInput } from '../src/config.ts';
 import { type PackLocation, packKey } from '../src/store/packs.ts';
+import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
 import { pseudoRandom, sha, startTestServer, tempDir, TestClient, packTiers } from './helpers.ts';
+import { adminSql } from './pg-admin.ts';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
 
-function tiers(): ReturnType<typeof packTiers> {
-  return packTiers(`packs-${Date.now()}`);
+const pg = postgresBinaries();
+
+function tiers(): (ReturnType<typeof packTiers>[number] & { postgres?: boolean })[] {
+  return [
+    ...packTiers(`packs-${Date.now()}`),
+    {
+      name: `embedded, index on PostgreSQL${'missing' in pg ? ` (skipped: ${pg.missing})` : ''}`,
+      postgres: true,
+    },
+  ];
 }
 
 const started: Server[] = [];
+let cluster: RunningPostgres | undefined;
+beforeAll(async () => {
+  if (!('missing' in pg)) cluster = await startPostgres(adminSql);
+});
 afterAll(async () => {
   for (const s of started) await s.stop().catch(() => undefined);
+  await cluster?.stop();
 });
 
-describe.each(tiers())('packs on $name', ({ objectTier }) => {
-  it('packs small files after the timeout, reads them by range, rebuilds the index from footers, repacks', async () => {
+describe.each(tiers())('packs on $name', ({ objectTier, postgres }) => {
+  it.skipIf(postgres && 'missing' in pg)('packs small files after the timeout, reads them by range, rebuilds the index from footers, repacks', async () => {
     const dataDir = await tempDir();
     const config: ProxyConfigInput = {
       dataDir,
       packs: { targetBytes: 64 * 1024, timeoutMs: 50 },
       ...(objectTier ? { objectTier } : {}),
+      ...(postgres ? { databaseUrl: await cluster!.createDatabase() } : {}),
     };
     let server = await startTestServer(config);
     started.push(server);
@@ -34,17 +55,18 @@ describe.each(tiers())('packs on $name', ({ objectTier }) => {
     await bob.putSmall({ 'b/x.bin': files['d/f0.bin']!, 'b/y.bin': files['d/f1.bin']!, 'b/z.txt': 'bob' });
     const packer = server.packer!;
     // Nobody calls flush: the timeout (and the 64 KiB target) does.
-    await vi.waitFor(() => expect(packer.pending()).toHaveLength(0), { timeout: 20_000, interval: 50 });
+    await vi.waitFor(async () => expect(await packer.pending()).toHaveLength(0), { timeout: 20_000, interval: 50 });
 
     const shas = [...Object.values(files).map((b) => sha(b)), sha('bob')];
-    const locs = shas.map((h) => packer.locate(h)!);
+    const locs: PackLocation[] = [];
+    for (const h of shas) locs.push((await packer.locate(h))!);
     expect(locs.every((l) => l !== undefined)).toBe(true);
-    const stats = packer.stats();
+    const stats = await packer.stats();
     expect(stats.length).toBeGreaterThanOrEqual(2); // 90 KB over a 64 KiB target
     expect(stats.reduce((n, s) => n + s.entries, 0)).toBe(31); // deduplicated across namespaces
     expect(stats.every((s) => s.deadBytes === 0)).toBe(true);
     for (const [path, body] of Object.entries(files)) {
-      const loc = packer.locate(sha(body))!;
+      const loc = (await packer.locate(sha(body)))!;
       expect(Buffer.from(await packer.read(loc)).equals(body)).toBe(true);
       expect((await alice.bytes(path)).equals(body)).toBe(true);
     }
@@ -53,15 +75,15 @@ describe.each(tiers())('packs on $name', ({ objectTier }) => {
 
     // Recovery: the pack tables emptied, the server rebuilds them from the footers at startup.
     const before = new Map(locs.map((l) => [l.sha256, l]));
-    server.packer!['o'].db.exec('DELETE FROM pack_entries; DELETE FROM packs;');
+    await server.packer!['o'].index.clear();
     await server.close();
     server = await startTestServer(config);
     started.push(server);
-    for (const h of shas) expect(server.packer!.locate(h)).toEqual(before.get(h));
-    expect(server.packer!.stats()).toHaveLength(stats.length);
+    for (const h of shas) expect(await server.packer!.locate(h)).toEqual(before.get(h));
+    expect(await server.packer!.stats()).toHaveLength(stats.length);
     // And on demand.
     expect(await server.packer!.rebuildFromFooters()).toBe(stats.length);
-    for (const h of shas) expect(server.packer!.locate(h)).toEqual(before.get(h));
+    for (const h of shas) expect(await server.packer!.locate(h)).toEqual(before.get(h));
 
     // Liveness and repack: alice deletes half her files; bob still holds f0 and f1.
     const alice2 = new TestClient(server.url, alice['token'] as string);
@@ -69,7 +91,7 @@ describe.each(tiers())('packs on $name', ({ objectTier }) => {
       const [r] = await alice2.ops({ op: 'delete', path: `d/f${i}.bin` });
       expect(r?.status).toBe('applied');
     }
-    const dead = server.packer!.stats();
+    const dead = await server.packer!.stats();
     const deadBytes = dead.reduce((n, s) => n + s.deadBytes, 0);
     const expectedDead = Object.entries(files)
       .filter(([p]) => Number(/f(\d+)/.exec(p)![1]) % 2 === 0 && p !== 'd/f0.bin')
@@ -79,14 +101,14 @@ describe.each(tiers())('packs on $name', ({ objectTier }) => {
     expect(await server.packer!.repack(victim.packId, () => false)).toBeUndefined();
     const into = await server.packer!.repack(victim.packId, (s) => s.deadBytes > 0);
     expect(into).toBeTruthy();
-    expect(server.packer!.stats(victim.packId)).toHaveLength(0);
-    expect(server.packer!.stats(into).at(0)?.deadBytes).toBe(0);
+    expect(await server.packer!.stats(victim.packId)).toHaveLength(0);
+    expect((await server.packer!.stats(into)).at(0)?.deadBytes).toBe(0);
     await expect(server.packer!['o'].objects.stat(packKey(victim.packId))).rejects.toThrow();
     const live = Object.entries(files).filter(
       ([p]) => Number(/f(\d+)/.exec(p)![1]) % 2 === 1 || p === 'd/f0.bin',
     );
     for (const [, body] of live) {
-      const loc: PackLocation = server.packer!.locate(sha(body))!;
+      const loc: PackLocation = (await server.packer!.locate(sha(body)))!;
       expect(Buffer.from(await server.packer!.read(loc)).equals(body)).toBe(true);
     }
     for (const [path, body] of live.filter(([p]) => p !== 'd/f0.bin'))

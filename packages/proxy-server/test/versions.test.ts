@@ -9,9 +9,7 @@ import { existsSync } from 'node:fs';
 import * as nodePath from 'node:path';
 import type { DeletedResponse, OpResult, UsageResponse, VersionsResponse } from '@weft/wire';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readStorage } from '../src/cost/ledger.ts';
 import { objectKey } from '../src/store/link-file.ts';
-import type { SqliteMetadataStore } from '../src/store/sqlite.ts';
 import { versionContentKey } from '../src/store/version-index.ts';
 import { pseudoRandom, readFeed, sha, startTestServer, TestClient, uploadLarge } from './helpers.ts';
 
@@ -135,9 +133,7 @@ describe('versions', () => {
       versionsBytes: 3 * MiB + 10,
     });
     // The cost ledger bills the kept bytes to their user, on the tier that holds them.
-    const held = readStorage((server.store.meta as SqliteMetadataStore).database).filter(
-      (r) => r.userId === 'cat',
-    );
+    const held = (await server.cost.ledger.readStorage()).filter((r) => r.userId === 'cat');
     expect(held).toEqual([
       { userId: 'cat', tier: 'fs', bytes: 8 + 10 },
       { userId: 'cat', tier: 'objects', bytes: 6 * MiB },

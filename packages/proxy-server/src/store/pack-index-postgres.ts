@@ -61,7 +61,7 @@ export class PostgresPackIndex implements PackIndex {
     const q = JSON.stringify(paths.map((p) => ({ user_id: p.userId, path: p.path })));
     const rows = await this.sql<PendingSql[]>`
       SELECT e.user_id, e.path, e.sha256, e.size, e.fs_revision, e.mtime_ms
-      FROM jsonb_to_recordset(${q}::jsonb) AS q(user_id TEXT, path TEXT)
+      FROM jsonb_to_recordset(${q}::text::jsonb) AS q(user_id TEXT, path TEXT)
       JOIN entries e ON e.user_id = q.user_id AND e.path = q.path
       WHERE e.tier = 'small' AND e.sha256 IS NOT NULL
         AND NOT EXISTS (SELECT 1 FROM pack_entries p WHERE p.sha256 = e.sha256)`;
@@ -83,7 +83,7 @@ export class PostgresPackIndex implements PackIndex {
       this.sql,
       (tx) => tx<{ key: string }[]>`
         INSERT INTO pack_claims (key, owner, expires_ms)
-        SELECT k, ${owner}, ${nowMs + ttlMs} FROM jsonb_array_elements_text(${JSON.stringify(sorted)}::jsonb) AS k
+        SELECT k, ${owner}, ${nowMs + ttlMs} FROM jsonb_array_elements_text(${JSON.stringify(sorted)}::text::jsonb) AS k
         ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_ms = excluded.expires_ms
           WHERE pack_claims.owner = excluded.owner OR pack_claims.expires_ms <= ${nowMs}
         RETURNING key`,
@@ -95,7 +95,7 @@ export class PostgresPackIndex implements PackIndex {
     if (keys.length === 0) return;
     await this.sql`
       DELETE FROM pack_claims WHERE owner = ${owner}
-        AND key IN (SELECT jsonb_array_elements_text(${JSON.stringify([...keys])}::jsonb))`;
+        AND key IN (SELECT jsonb_array_elements_text(${JSON.stringify([...keys])}::text::jsonb))`;
   }
 
   async addPack(
@@ -122,7 +122,7 @@ export class PostgresPackIndex implements PackIndex {
           created_ms = excluded.created_ms, dead_bytes = 0, dead_byte_since_ms = 0, gc_checked_ms = NULL`;
       const select = tx`
         SELECT x.sha256, ${packId}, x."offset", x.length, x.raw_length, x.compression
-        FROM jsonb_to_recordset(${rows}::jsonb)
+        FROM jsonb_to_recordset(${rows}::text::jsonb)
           AS x(sha256 TEXT, "offset" BIGINT, length BIGINT, raw_length BIGINT, compression SMALLINT)
         ORDER BY x.sha256`;
       if (move)
@@ -154,7 +154,7 @@ export class PostgresPackIndex implements PackIndex {
     const sorted = [...new Set(sha256s)].sort();
     await this.sql`
       INSERT INTO fs_dropped (sha256, dropped_ms)
-      SELECT h, ${nowMs} FROM jsonb_array_elements_text(${JSON.stringify(sorted)}::jsonb) AS h
+      SELECT h, ${nowMs} FROM jsonb_array_elements_text(${JSON.stringify(sorted)}::text::jsonb) AS h
       ON CONFLICT (sha256) DO NOTHING`;
   }
 
@@ -162,7 +162,7 @@ export class PostgresPackIndex implements PackIndex {
     if (sha256s.length === 0) return [];
     const rows = await this.sql<LocationSql[]>`
       SELECT p.* FROM pack_entries p JOIN fs_dropped d ON d.sha256 = p.sha256
-      WHERE p.sha256 IN (SELECT jsonb_array_elements_text(${JSON.stringify([...new Set(sha256s)])}::jsonb))`;
+      WHERE p.sha256 IN (SELECT jsonb_array_elements_text(${JSON.stringify([...new Set(sha256s)])}::text::jsonb))`;
     return rows.map(toLocation);
   }
 

@@ -65,7 +65,7 @@ export class PostgresReadCounts implements ReadCountStore {
       this.sql,
       (tx) => tx`
         INSERT INTO content_reads (sha256, reads, first_ms, last_ms)
-        SELECT * FROM jsonb_to_recordset(${rows}::jsonb)
+        SELECT * FROM jsonb_to_recordset(${rows}::text::jsonb)
           AS x(sha256 TEXT, reads BIGINT, first_ms BIGINT, last_ms BIGINT)
         ON CONFLICT (sha256) DO UPDATE SET reads = content_reads.reads + excluded.reads,
           first_ms = LEAST(content_reads.first_ms, excluded.first_ms),
@@ -140,6 +140,11 @@ export class ReadCounter {
     };
     // The first batch is written at once (SQLite: before flush returns); later ones in turn.
     this.written = this.writing.size === 0 ? write() : this.written.then(write);
+    return this.written;
+  }
+
+  /** Resolves once every batch handed to the store so far is written (or failed). */
+  settled(): Promise<void> {
     return this.written;
   }
 
