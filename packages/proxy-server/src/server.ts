@@ -53,7 +53,7 @@ import { HybridStore } from './store/hybrid.ts';
 import { RelayCache } from './store/relay-cache.ts';
 import { PostgresRelayBook } from './store/relay-book-postgres.ts';
 import { PackCollector, type PackGcPass } from './store/pack-gc.ts';
-import { decodeStub, dropFsCopy, loadStubKey } from './store/pack-stub.ts';
+import { decodeStub, dropFsCopy, loadSharedStubKey, loadStubKey } from './store/pack-stub.ts';
 import { Packer } from './store/packs.ts';
 import { ReadCounter } from './store/read-counts.ts';
 import type { MetadataStore } from './store/metadata.ts';
@@ -213,7 +213,8 @@ export async function startProxyServer(
   let packer: Packer | undefined;
   let packGc: PackCollector | undefined;
   const clock = options.now ?? Date.now;
-  const stubKey = await loadStubKey(config.dataDir);
+  // Several processes on one PostgreSQL share one stub key (their data directories differ).
+  const stubKey = pg ? await loadSharedStubKey(pg.connection) : await loadStubKey(config.dataDir);
   const store = new HybridStore({
     fs,
     objects,

@@ -94,3 +94,10 @@ CREATE TABLE cost_history (
   bytes BIGINT NOT NULL,
   PRIMARY KEY (user_id, hour_ms, tier)
 );
+
+-- The key that signs pack stubs (store/pack-stub.ts), one for every process sharing the
+-- database: a stub one process wrote is recognised by another's recovery (a single row).
+CREATE TABLE pack_stub_key (
+  id SMALLINT PRIMARY KEY CHECK (id = 1),
+  key BYTEA NOT NULL
+);

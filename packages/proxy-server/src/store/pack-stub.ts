@@ -21,6 +21,7 @@ import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { type FsProvider, PreconditionFailedError, NotFoundError } from '@weft/providers';
 import type { PackIndex } from './pack-index.ts';
+import type { Sql } from './postgres-db.ts';
 import type { PendingContent } from './packs.ts';
 
 const MAGIC = 'WEFTPACKED1\n';
@@ -48,6 +49,17 @@ export async function loadStubKey(dataDir: string): Promise<Buffer> {
     if (e.code !== 'EEXIST') throw e;
   });
   return fsp.readFile(file);
+}
+
+/**
+ * The stub key of proxies sharing a PostgreSQL database: one row there (pg-migrations/002),
+ * made by the first process to ask, so every process recognises every other's stubs.
+ */
+export async function loadSharedStubKey(sql: Sql): Promise<Buffer> {
+  await sql`INSERT INTO pack_stub_key (id, key) VALUES (1, ${randomBytes(32)}) ON CONFLICT (id) DO NOTHING`;
+  const [row] = await sql<{ key: Buffer }[]>`SELECT key FROM pack_stub_key WHERE id = 1`;
+  if (row?.key.byteLength !== 32) throw new Error('pack_stub_key: not a 32-byte key');
+  return Buffer.from(row.key);
 }
 
 function mac(key: Buffer, s: StubInfo): string {

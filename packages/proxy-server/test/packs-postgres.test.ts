@@ -1,0 +1,141 @@
+/**
+ * Packs with several proxy processes on one PostgreSQL (issue #18): two servers sharing one
+ * database, one filesystem tier and one object tier, packing on (fsCopy 'drop', so a read
+ * must come from the pack). Both flush at once: every content lands in exactly one pack; a
+ * file uploaded through one server is read, packed, through the other; both repack the same
+ * pack at once: one does it; a stub one server wrote is recovered by the other; the index
+ * emptied is rebuilt from the footers; /v1/cost answers per user from the shared ledger.
+ * A real cluster (src/testing/postgres.ts), skipped with the reason only where the machine
+ * has no PostgreSQL server.
+ */
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CostResponse } from '@weft/wire';
+import type { PackLocation } from '../src/store/packs.ts';
+import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
+import { pseudoRandom, sha, startTestServer, tempDir, TestClient } from './helpers.ts';
+import { adminSql } from './pg-admin.ts';
+
+const bins = postgresBinaries();
+type Server = Awaited<ReturnType<typeof startTestServer>>;
+
+describe.skipIf('missing' in bins)(
+  `packs with two proxy servers on one PostgreSQL${'missing' in bins ? ` (skipped: ${bins.missing})` : ''}`,
+  () => {
+    let cluster: RunningPostgres;
+    let shared: string;
+    let config: Parameters<typeof startTestServer>[0];
+    const servers: Server[] = [];
+    const start = async (): Promise<Server> => {
+      const s = await startTestServer(config);
+      servers.push(s);
+      return s;
+    };
+
+    beforeAll(async () => {
+      cluster = await startPostgres(adminSql);
+      shared = await tempDir('weft-pg-packs-');
+      config = {
+        databaseUrl: await cluster.createDatabase(),
+        fsTierDir: nodePath.join(shared, 'fs'),
+        objectTier: { type: 'fs' as const, dir: nodePath.join(shared, 'objects') },
+        adminToken: 'wfa_shared-admin-token',
+        // No timer and no target reached: the test flushes, both servers at the same moment.
+        packs: { targetBytes: 64 * 1024 * 1024, timeoutMs: 2_000_000_000, gcIntervalMs: 0, fsCopy: 'drop' },
+      };
+    });
+    afterAll(async () => {
+      for (const s of servers) await s.stop().catch(() => undefined);
+      await cluster?.stop();
+      await fsp.rm(shared, { recursive: true, force: true });
+    });
+
+    it('packsEachContentOnceReadsItThroughTheOtherServerRepacksOnceAndRebuildsFromFooters', async () => {
+      let one = await start();
+      const two = await start();
+      const alice = await TestClient.enrol(one, 'alice');
+      const bob = await TestClient.enrol(two, 'bob');
+      const files: Record<string, Buffer> = {};
+      for (let i = 0; i < 40; i++) files[`d/f${i}.bin`] = pseudoRandom(3000 + i, i + 1);
+      for (const r of await alice.putSmall(files)) expect(r.result.status).toBe('applied');
+      // bob, through the other server, holds two of alice's contents and one of his own.
+      await bob.putSmall({ 'b/x.bin': files['d/f0.bin']!, 'b/y.bin': files['d/f1.bin']!, 'b/z.txt': 'bob' });
+      const contents = new Set([...Object.values(files).map((b) => sha(b)), sha('bob')]);
+
+      // Both flush at once: each packs only what it claimed.
+      const [p1, p2] = await Promise.all([one.packer!.flush(), two.packer!.flush()]);
+      expect(p1 + p2).toBeGreaterThanOrEqual(1);
+      const stats = await two.packer!.stats();
+      expect(stats).toHaveLength(p1 + p2);
+      expect(stats.reduce((n, s) => n + s.entries, 0)).toBe(contents.size); // none packed twice
+      expect(await one.packer!.pending()).toEqual([]);
+      const before = new Map<string, PackLocation>();
+      for (const h of contents) before.set(h, (await one.packer!.locate(h))!);
+      expect([...before.values()].every((l) => l !== undefined)).toBe(true);
+
+      // The copies were dropped for stubs; alice's files read through the other server come
+      // from the packs (fs_dropped is on PostgreSQL), whole and by range.
+      const onFs = (p: string): Promise<Buffer> => fsp.readFile(nodePath.join(shared, 'fs', 'ns', 'alice', p));
+      expect((await onFs('d/f5.bin')).subarray(0, 12).toString()).toBe('WEFTPACKED1\n');
+      const aliceOnTwo = new TestClient(two.url, alice.token);
+      for (const [path, body] of Object.entries(files)) expect((await aliceOnTwo.bytes(path)).equals(body)).toBe(true);
+      const ranged = await aliceOnTwo.get('d/f7.bin', 'bytes=10-19');
+      expect(ranged.status).toBe(206);
+      expect(Buffer.from(await ranged.arrayBuffer()).equals(files['d/f7.bin']!.subarray(10, 20))).toBe(true);
+
+      // Per-user cost from the shared ledger: sampled by one, answered by the other.
+      await one.cost.sample();
+      const cost = await aliceOnTwo.json<CostResponse>('GET', '/v1/cost');
+      const aliceBytes = Object.values(files).reduce((n, b) => n + b.length, 0);
+      expect(cost.mine.fsBytes).toBe(aliceBytes);
+      expect(cost.proxy.objectsBytes).toBe(stats.reduce((n, s) => n + s.size, 0));
+      expect(cost.proxy.requests.put).toBeGreaterThan(0);
+
+      // alice deletes half her files; both servers repack the same pack at once: one does.
+      for (let i = 0; i < 40; i += 2) {
+        const [r] = await alice.ops({ op: 'delete', path: `d/f${i}.bin` });
+        expect(r?.status).toBe('applied');
+      }
+      const dead = (await one.packer!.stats()).find((s) => s.deadBytes > 0)!;
+      expect(dead).toBeDefined();
+      const outcomes = await Promise.all([one.packer!.repackNow(dead.packId), two.packer!.repackNow(dead.packId)]);
+      expect(outcomes.filter((o) => o !== undefined)).toHaveLength(1);
+      const after = await two.packer!.stats();
+      expect(after).toHaveLength(stats.length); // the old pack gone, one new one
+      expect(after.find((s) => s.packId === dead.packId)).toBeUndefined();
+      for (let i = 1; i < 40; i += 2)
+        expect((await aliceOnTwo.bytes(`d/f${i}.bin`)).equals(files[`d/f${i}.bin`]!)).toBe(true);
+      expect((await new TestClient(one.url, bob.token).bytes('b/x.bin')).equals(files['d/f0.bin']!)).toBe(true);
+
+      // A kill -9 between a stub's rename and its index update, on one server: the other
+      // (restarted) recovers the stub — the stub key is shared through PostgreSQL.
+      const live = new Map<string, PackLocation>();
+      for (const h of contents) {
+        const l = await two.packer!.locate(h);
+        if (l) live.set(h, l);
+      }
+      const sql = (await import('postgres')).default(config!.databaseUrl!, { max: 1, onnotice: () => undefined });
+      try {
+        await sql`UPDATE entries SET fs_revision = 'stale' WHERE user_id = 'alice' AND path = 'd/f3.bin'`;
+        await sql`DELETE FROM fs_dropped WHERE sha256 = ${sha(files['d/f3.bin']!)}`;
+      } finally {
+        await sql.end();
+      }
+      await one.close();
+      one = await start();
+      const aliceOnOne = new TestClient(one.url, alice.token);
+      expect((await aliceOnOne.json<{ sha256: string }>('GET', '/v1/stat?path=d%2Ff3.bin')).sha256).toBe(
+        sha(files['d/f3.bin']!),
+      );
+      expect((await aliceOnOne.bytes('d/f3.bin')).equals(files['d/f3.bin']!)).toBe(true);
+
+      // The index emptied (through one server) is rebuilt from the packs' footers by the other.
+      await one.packer!['o'].index.clear();
+      expect(await two.packer!.locate(sha(files['d/f1.bin']!))).toBeUndefined();
+      expect(await two.packer!.rebuildFromFooters()).toBe(after.length);
+      for (const [h, l] of live) expect(await one.packer!.locate(h)).toEqual(l);
+      expect((await aliceOnOne.bytes('d/f9.bin')).equals(files['d/f9.bin']!)).toBe(true);
+    });
+  },
+);
