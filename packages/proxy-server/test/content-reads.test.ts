@@ -74,7 +74,11 @@ async function postgresTable(): Promise<Table & { url: string }> {
 
 describe.each([
   { name: 'sqlite', open: async () => sqliteTable(), skip: false },
-  { name: `postgres${'missing' in pg ? ` (skipped: ${pg.missing})` : ''}`, open: postgresTable, skip: 'missing' in pg },
+  {
+    name: `postgres${'missing' in pg ? ` (skipped: ${pg.missing})` : ''}`,
+    open: postgresTable,
+    skip: 'missing' in pg,
+  },
 ])('ReadCounter on $name', ({ open, skip }) => {
   it.skipIf(skip)('keepsCountsInMemoryUntilABatchIsFullThenWritesThemInOneGo', async () => {
     const t = await open();

@@ -50,7 +50,13 @@ describe('cost-driven pack GC, replayed', () => {
     const start = Date.UTC(2026, 10, 1);
     let now = start;
     const metrics = new ProxyMetrics();
-    const cost = new CostService(new SqliteCostStore(db), CostConfig.parse({}), metrics, pino({ level: 'silent' }), () => now);
+    const cost = new CostService(
+      new SqliteCostStore(db),
+      CostConfig.parse({}),
+      metrics,
+      pino({ level: 'silent' }),
+      () => now,
+    );
     const s3 = cost.prices.objects;
     const objects = new CountingProvider(new MemoryProvider(), cost.sink('objects'));
     const packs = new Map<string, Extent[]>();

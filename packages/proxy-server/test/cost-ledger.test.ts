@@ -36,7 +36,8 @@ interface Fixture {
 
 function sqliteFixture(): Fixture {
   const db = new Database(':memory:');
-  for (const f of fs.readdirSync(MIGRATIONS).sort()) db.exec(fs.readFileSync(nodePath.join(MIGRATIONS, f), 'utf8'));
+  for (const f of fs.readdirSync(MIGRATIONS).sort())
+    db.exec(fs.readFileSync(nodePath.join(MIGRATIONS, f), 'utf8'));
   return {
     store: new SqliteCostStore(db),
     async addFile(user, path, size, tier) {
@@ -47,7 +48,10 @@ function sqliteFixture(): Fixture {
       ).run(user, path, size, tier === 'large' ? path : null, tier);
     },
     async addObject(sha256, size) {
-      db.prepare('INSERT INTO objects (sha256, size, refcount, created_ms) VALUES (?, ?, 1, 0)').run(sha256, size);
+      db.prepare('INSERT INTO objects (sha256, size, refcount, created_ms) VALUES (?, ?, 1, 0)').run(
+        sha256,
+        size,
+      );
     },
     async close() {
       db.close();
@@ -210,7 +214,8 @@ describe.skipIf('missing' in pg)('cost ledger: two processes on one PostgreSQL',
       // Both sample the same bytes held at the same moments: the month is charged as if one did.
       const readings = [{ userId: 'a', tier: 'fs' as const, bytes: 1000 }];
       await one.sample(t, readings);
-      for (let i = 1; i <= 4; i++) await Promise.all([one.sample(t + i * HOUR, readings), two.sample(t + i * HOUR, readings)]);
+      for (let i = 1; i <= 4; i++)
+        await Promise.all([one.sample(t + i * HOUR, readings), two.sample(t + i * HOUR, readings)]);
       expect((await two.usage('a', t + 4 * HOUR)).tiers.fs.byteMs).toBe(1000 * 4 * HOUR);
     } finally {
       await db.close();

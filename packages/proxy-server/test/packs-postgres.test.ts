@@ -76,10 +76,12 @@ describe.skipIf('missing' in bins)(
 
       // The copies were dropped for stubs; alice's files read through the other server come
       // from the packs (fs_dropped is on PostgreSQL), whole and by range.
-      const onFs = (p: string): Promise<Buffer> => fsp.readFile(nodePath.join(shared, 'fs', 'ns', 'alice', p));
+      const onFs = (p: string): Promise<Buffer> =>
+        fsp.readFile(nodePath.join(shared, 'fs', 'ns', 'alice', p));
       expect((await onFs('d/f5.bin')).subarray(0, 12).toString()).toBe('WEFTPACKED1\n');
       const aliceOnTwo = new TestClient(two.url, alice.token);
-      for (const [path, body] of Object.entries(files)) expect((await aliceOnTwo.bytes(path)).equals(body)).toBe(true);
+      for (const [path, body] of Object.entries(files))
+        expect((await aliceOnTwo.bytes(path)).equals(body)).toBe(true);
       const ranged = await aliceOnTwo.get('d/f7.bin', 'bytes=10-19');
       expect(ranged.status).toBe(206);
       expect(Buffer.from(await ranged.arrayBuffer()).equals(files['d/f7.bin']!.subarray(10, 20))).toBe(true);
@@ -99,14 +101,19 @@ describe.skipIf('missing' in bins)(
       }
       const dead = (await one.packer!.stats()).find((s) => s.deadBytes > 0)!;
       expect(dead).toBeDefined();
-      const outcomes = await Promise.all([one.packer!.repackNow(dead.packId), two.packer!.repackNow(dead.packId)]);
+      const outcomes = await Promise.all([
+        one.packer!.repackNow(dead.packId),
+        two.packer!.repackNow(dead.packId),
+      ]);
       expect(outcomes.filter((o) => o !== undefined)).toHaveLength(1);
       const after = await two.packer!.stats();
       expect(after).toHaveLength(stats.length); // the old pack gone, one new one
       expect(after.find((s) => s.packId === dead.packId)).toBeUndefined();
       for (let i = 1; i < 40; i += 2)
         expect((await aliceOnTwo.bytes(`d/f${i}.bin`)).equals(files[`d/f${i}.bin`]!)).toBe(true);
-      expect((await new TestClient(one.url, bob.token).bytes('b/x.bin')).equals(files['d/f0.bin']!)).toBe(true);
+      expect((await new TestClient(one.url, bob.token).bytes('b/x.bin')).equals(files['d/f0.bin']!)).toBe(
+        true,
+      );
 
       // A kill -9 between a stub's rename and its index update, on one server: the other
       // (restarted) recovers the stub — the stub key is shared through PostgreSQL.
@@ -115,7 +122,10 @@ describe.skipIf('missing' in bins)(
         const l = await two.packer!.locate(h);
         if (l) live.set(h, l);
       }
-      const sql = (await import('postgres')).default(config!.databaseUrl!, { max: 1, onnotice: () => undefined });
+      const sql = (await import('postgres')).default(config!.databaseUrl!, {
+        max: 1,
+        onnotice: () => undefined,
+      });
       try {
         await sql`UPDATE entries SET fs_revision = 'stale' WHERE user_id = 'alice' AND path = 'd/f3.bin'`;
         await sql`DELETE FROM fs_dropped WHERE sha256 = ${sha(files['d/f3.bin']!)}`;

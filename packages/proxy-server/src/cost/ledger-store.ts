@@ -33,12 +33,21 @@ export interface RequestCount {
 
 export interface CostStore {
   /** Add request and egress counts to `month` (one transaction). */
-  addCounts(month: string, requests: readonly RequestCount[], egress: ReadonlyMap<string, number>): Promise<void>;
+  addCounts(
+    month: string,
+    requests: readonly RequestCount[],
+    egress: ReadonlyMap<string, number>,
+  ): Promise<void>;
   /**
    * Record the bytes held at `nowMs` (chargeSample on each reading's latest row, read and
    * written in one transaction) and the hour's chart points.
    */
-  sample(nowMs: number, span: { month: string; startMs: number }, hourMs: number, readings: readonly StorageReading[]): Promise<void>;
+  sample(
+    nowMs: number,
+    span: { month: string; startMs: number },
+    hourMs: number,
+    readings: readonly StorageReading[],
+  ): Promise<void>;
   storage(month: string, userId: string, tier: Tier): Promise<StorageRow | undefined>;
   requests(month: string, backend: Tier): Promise<{ kind: RequestKind; requests: number; bytes: number }[]>;
   /** Egress of `month`: one user's, or (PROXY) everyone's. */
@@ -199,7 +208,9 @@ export class SqliteCostStore implements CostStore {
   async egress(month: string, userId: string): Promise<number> {
     const all = userId === PROXY;
     const r = this.db
-      .prepare(`SELECT COALESCE(SUM(bytes), 0) AS n FROM cost_egress WHERE month = ?${all ? '' : ' AND user_id = ?'}`)
+      .prepare(
+        `SELECT COALESCE(SUM(bytes), 0) AS n FROM cost_egress WHERE month = ?${all ? '' : ' AND user_id = ?'}`,
+      )
       .get(...(all ? [month] : [month, userId])) as { n: number };
     return r.n;
   }

@@ -51,7 +51,13 @@ export interface PackIndex {
    * Record a durable pack and its entries, in one transaction. An entry already indexed
    * elsewhere keeps its place, unless `move` (a repack, a rebuild): then it moves here, live.
    */
-  addPack(packId: string, size: number, entries: readonly PackEntry[], move: boolean, nowMs: number): Promise<void>;
+  addPack(
+    packId: string,
+    size: number,
+    entries: readonly PackEntry[],
+    move: boolean,
+    nowMs: number,
+  ): Promise<void>;
   /** Every pack id in the index. */
   packIds(): Promise<Set<string>>;
   /** Empty the pack tables (the index is rebuilt from the footers next). */

@@ -320,7 +320,13 @@ export class Packer {
     let n = 0;
     for (const p of found) {
       try {
-        await this.o.index.addPack(p.packId, p.size, await this.readFooter(p.packId, p.size), move, this.now());
+        await this.o.index.addPack(
+          p.packId,
+          p.size,
+          await this.readFooter(p.packId, p.size),
+          move,
+          this.now(),
+        );
         n++;
       } catch (e) {
         if (!(e instanceof WireFormatError)) throw e;
@@ -387,8 +393,7 @@ export class Packer {
     for (const r of await this.o.index.stats(packId))
       out.push({
         ...r,
-        liveRanges:
-          r.liveEntries === 0 ? 0 : coalescePackRanges(await this.liveLocations(r.packId)).length,
+        liveRanges: r.liveEntries === 0 ? 0 : coalescePackRanges(await this.liveLocations(r.packId)).length,
         deadBytes: Math.max(0, r.size - r.liveBytes - r.entries * 49 - PACK_TRAILER_SIZE),
       });
     return out;
@@ -447,7 +452,8 @@ export class Packer {
   /** Repack one pack this process claimed (another process repacking it: undefined). */
   private async rewrite(st: PackStats): Promise<RepackOutcome | undefined> {
     const key = `p:${st.packId}`;
-    if (!(await this.o.index.claim([key], this.owner, this.now(), PACK_CLAIM_TTL_MS)).has(key)) return undefined;
+    if (!(await this.o.index.claim([key], this.owner, this.now(), PACK_CLAIM_TTL_MS)).has(key))
+      return undefined;
     try {
       // Gone meanwhile (another process repacked it and released its claim): nothing to do.
       const [now] = await this.o.index.stats(st.packId);

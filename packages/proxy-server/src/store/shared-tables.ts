@@ -23,5 +23,9 @@ export function sqliteTables(db: Database.Database): SharedTables {
 }
 
 export function postgresTables(sql: Sql): SharedTables {
-  return { packs: new PostgresPackIndex(sql), reads: new PostgresReadCounts(sql), cost: new PostgresCostStore(sql) };
+  return {
+    packs: new PostgresPackIndex(sql),
+    reads: new PostgresReadCounts(sql),
+    cost: new PostgresCostStore(sql),
+  };
 }
