@@ -49,7 +49,7 @@ import {
 import { openFeedSocket } from './feed-socket.ts';
 import { ByteRateLimiter } from './rate-limit.ts';
 import type { RemoteStore } from './remote-store.ts';
-import type { ServerPool } from './server-pool.ts';
+import { type ServerPool, normalServerUrl } from './server-pool.ts';
 
 export interface ProxyClientOptions {
   readonly baseUrl: string;
@@ -205,6 +205,8 @@ export class ProxyClient implements RemoteStore {
       body?: Uint8Array;
       headers?: Record<string, string>;
       signal?: AbortSignal;
+      /** Send to this instance only: no moving on when it fails (the caller falls back). */
+      at?: string;
     } = {},
   ): Promise<Response> {
     const body = options.json !== undefined ? JSON.stringify(options.json) : options.body;
@@ -224,10 +226,10 @@ export class ProxyClient implements RemoteStore {
     // repeat (a put of the content already there is answered applied, unchanged; a delete of
     // what is gone likewise), and the feed cursor is the caller's, so nothing is skipped.
     let res: Response;
-    let base = this.baseUrl;
+    let base = options.at ?? this.baseUrl;
     let hops = 0;
     let unavailableRetried = false;
-    const pool = this.servers;
+    const pool = options.at === undefined ? this.servers : undefined;
     const moveOn = (kind: 'unreachable' | 'unavailable'): boolean => {
       const next = pool?.failed(base, kind);
       if (!next?.moved || hops >= pool!.view().length) return false;
@@ -237,7 +239,8 @@ export class ProxyClient implements RemoteStore {
       return true;
     };
     for (let attempt = 1; ; attempt++) {
-      const leave = pool ? new AbortController() : undefined;
+      // Registered for a pinned request too, so that an instance found down abandons it.
+      const leave = this.servers ? new AbortController() : undefined;
       const target = base;
       try {
         if (leave) {
@@ -262,6 +265,9 @@ export class ProxyClient implements RemoteStore {
         // Writes are safe to repeat: the server answers a repeated one as already applied.
         if (attempt === 1 && e instanceof OfflineError && connectionDropped(e)) continue;
         if (e instanceof OfflineError && moveOn('unreachable')) continue;
+        // A pinned instance that cannot be reached is down for the pool too: no steering to it.
+        if (e instanceof OfflineError && options.at !== undefined)
+          this.servers?.failed(target, 'unreachable');
         throw e;
       }
       if (leave) this.forget(target, leave);
@@ -501,6 +507,27 @@ export class ProxyClient implements RemoteStore {
 
   async putBlock(id: string, frame: Uint8Array): Promise<z.infer<typeof BlockAck>> {
     return this.parseJson(await this.request('PUT', `/transfers/${id}/blocks`, { body: frame }), BlockAck);
+  }
+
+  /**
+   * The instance the server steers this transfer's blocks to (`state.preferred`, HyCloud
+   * Eq. 7–8), only when it is one the pool already lists and finds up, and not the current
+   * one: the device token never goes to a URL that an answer alone named.
+   */
+  steeredUrl(state: TransferState): string | undefined {
+    const pool = this.servers;
+    const named = state.preferred?.url;
+    if (!pool || named === undefined || !/^https?:\/\//.test(named)) return undefined;
+    const url = normalServerUrl(named);
+    if (url === pool.current) return undefined;
+    return pool.view().some((v) => v.url === url && v.up) ? url : undefined;
+  }
+
+  async putBlockAt(url: string, id: string, frame: Uint8Array): Promise<z.infer<typeof BlockAck>> {
+    return this.parseJson(
+      await this.request('PUT', `/transfers/${id}/blocks`, { body: frame, at: url }),
+      BlockAck,
+    );
   }
 
   async abandonTransfer(id: string): Promise<void> {

@@ -58,6 +58,15 @@ export interface RemoteStore {
   getTransfer(id: string): Promise<TransferState | undefined>;
   /** One encoded transfer block (docs/formats/transfer-block.md). */
   putBlock(id: string, frame: Uint8Array): Promise<BlockAck>;
+  /**
+   * Where to send a new transfer's blocks when the server steers it (`state.preferred`,
+   * issue #18): that instance's URL only when it is one this store already knows as up and
+   * not the one it is on; else undefined (a URL from an answer alone is never trusted).
+   * Absent: one server.
+   */
+  steeredUrl?(state: TransferState): string | undefined;
+  /** One transfer block sent to the instance at `url` only (never moved to another). */
+  putBlockAt?(url: string, id: string, frame: Uint8Array): Promise<BlockAck>;
   /** Replace a file by patching its `baseRevision` with an encoded delta container. */
   uploadDelta(path: string, baseRevision: string, mtimeMs: number, container: Uint8Array): Promise<OpResult>;
   /** A delta from the version with `baseSha256` (described by its signature) to the current one. */

@@ -15,6 +15,7 @@ import { JournalChanges } from '../../journal/changes.ts';
 import { sha256File } from '../../local-fs.ts';
 import type { Op } from '../../ops.ts';
 import { RemoteError } from '../../remote/proxy-client.ts';
+import { SteeredBlocks } from '../../remote/steered-blocks.ts';
 import type { SyncContext } from '../context.ts';
 import { putOutcome } from './upload-bundle.ts';
 
@@ -170,6 +171,10 @@ async function uploadWhole(
     try {
       // Every block's outcome is heard, even while the next one is read (issue #14).
       const blocks = new BoundedTasks(ctx.blocksInFlight);
+      // To the instance the server steers it to, if known as up; else, or once that fails, ours.
+      const route = new SteeredBlocks(client, state, (url, error) =>
+        ctx.trace('transfer-steer-fallback', { path: p, url, error: String(error) }),
+      );
       for (const m of missing) {
         const payload = Buffer.alloc(m.length);
         await fh.read(payload, 0, m.length, m.offset);
@@ -181,7 +186,7 @@ async function uploadWhole(
           payload,
         });
         await blocks.add(async () => {
-          await client.putBlock(transferId, frame);
+          await route.put(m, frame);
           done += m.length;
           const secs = (performance.now() - started) / 1000;
           const rate = secs > 0 ? done / secs : 0;
