@@ -38,6 +38,7 @@ import { QuotaLedger } from './quota.ts';
 import { collectGarbage, type GcResult } from './gc.ts';
 import { ignoreNotFound } from './ignore-not-found.ts';
 import { reconcileNamespace } from './recovery.ts';
+import { readFsCopy } from './pack-stub.ts';
 import { type BatchFile, makeDir, writeBatchFiles } from './batch-write.ts';
 import { checkNewPath, checkUserPath } from './paths.ts';
 import { lastEntry, NOOP_SEQ } from './op-results.ts';
@@ -209,10 +210,13 @@ export class HybridStore {
     }
     const packed = entry.sha256 ? await this.o.readPacked?.(entry.sha256, range) : undefined;
     if (packed) return { stream: oneChunk(packed), release: () => undefined };
-    const stream = await this.fs.read(
-      this.nsPath(userId, entry.path),
-      range ? { offset: range.start, length: range.end - range.start + 1 } : {},
-    );
+    const ns = this.nsPath(userId, entry.path);
+    const { packedStub, readPacked } = this.o;
+    // A stub the pack index does not know is resolved from its pack, never served (pack-stub.ts).
+    const stream =
+      packedStub && readPacked
+        ? await readFsCopy({ fs: this.fs, packedStub, readPacked }, ns, entry, range)
+        : await this.fs.read(ns, range ? { offset: range.start, length: range.end - range.start + 1 } : {});
     return { stream, release: () => undefined };
   }
 

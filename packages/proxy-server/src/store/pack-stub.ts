@@ -19,7 +19,8 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { type FsProvider, PreconditionFailedError, NotFoundError } from '@weft/providers';
+import { collect, type FsProvider, PreconditionFailedError, NotFoundError } from '@weft/providers';
+import { ApiError } from '../errors.ts';
 import type { PackIndex } from './pack-index.ts';
 import type { Sql } from './postgres-db.ts';
 import type { PendingContent } from './packs.ts';
@@ -118,4 +119,47 @@ export async function dropFsCopy(
   }
   await d.index.replaceFsRevision(f.userId, f.path, f.fsRevision, written.revision);
   return true;
+}
+
+/**
+ * A small file's bytes (or inclusive range) from the filesystem tier for a read, never a
+ * stub's bytes as the file's: a stub the pack index does not know (a crash between writing it
+ * and recording it, before reconciliation) is resolved to the content it names — its MAC
+ * verified with the stub key (`packedStub`, which also records the dropped copy again), its
+ * content the entry's, read from its pack and checked against that hash (`readPacked`) — and
+ * when no pack holds that content the read fails with a 500, never with the stub's bytes.
+ * Costs one extra read of MAX_STUB_BYTES + 1 bytes per small file read.
+ */
+export async function readFsCopy(
+  d: {
+    fs: FsProvider;
+    packedStub: (bytes: Uint8Array) => Promise<StubInfo | undefined>;
+    readPacked: (
+      sha256: string,
+      range: { start: number; end: number } | undefined,
+    ) => Promise<Uint8Array | undefined>;
+  },
+  tierPath: string,
+  entry: { readonly path: string; readonly size: number; readonly sha256?: string | undefined },
+  range: { start: number; end: number } | undefined,
+): Promise<AsyncIterable<Uint8Array>> {
+  const head = await collect(await d.fs.read(tierPath, { offset: 0, length: MAX_STUB_BYTES + 1 }));
+  if (head.byteLength > MAX_STUB_BYTES)
+    return d.fs.read(tierPath, range ? { offset: range.start, length: range.end - range.start + 1 } : {});
+  const stub = await d.packedStub(head);
+  if (!stub) return oneChunk(range ? head.subarray(range.start, range.end + 1) : head);
+  const packed =
+    stub.sha256 === entry.sha256 && stub.size === entry.size
+      ? await d.readPacked(stub.sha256, range)
+      : undefined;
+  if (packed) return oneChunk(packed);
+  throw new ApiError(
+    'INTERNAL',
+    'the file was dropped for a pack that the pack index does not hold; the index needs repair',
+    { path: entry.path },
+  );
+}
+
+async function* oneChunk(bytes: Uint8Array): AsyncIterable<Uint8Array> {
+  yield bytes;
 }
