@@ -4,7 +4,7 @@
  * re-sending only unacknowledged ranges.
  */
 import { randomBytes } from 'node:crypto';
-import { constants as fsc } from 'node:fs';
+import { constants as fsc, existsSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { blockAck, decodeTransferBlock, type BlockAck, type TransferState, transferState } from '@weft/wire';
 import type { AuthContext } from './auth.ts';
@@ -23,6 +23,8 @@ export function checkDeclaredSize(size: number, maxFileBytes: number): void {
     );
 }
 
+const gone = (): ApiError => new ApiError('TRANSFER_UNKNOWN', 'no such transfer; open a new one');
+
 export class TransferService {
   constructor(
     private readonly store: HybridStore,
@@ -34,9 +36,13 @@ export class TransferService {
   /** The transfer, if it exists and belongs to the caller (another user's looks absent). */
   async get(auth: AuthContext, id: string): Promise<TransferRow> {
     const t = await this.store.meta.getTransfer(id);
-    if (!t || t.userId !== auth.userId)
-      throw new ApiError('TRANSFER_UNKNOWN', 'no such transfer; open a new one');
+    if (!t || t.userId !== auth.userId) throw gone();
     return t;
+  }
+
+  /** The store's clock: when a transfer is opened and when it was last active. */
+  now(): number {
+    return this.store.clock();
   }
 
   async state(t: TransferRow): Promise<TransferState> {
@@ -107,8 +113,13 @@ export class TransferService {
     } finally {
       await fh.close();
     }
-    // Durable before acknowledged: the ack promises the client it need not resend.
-    await this.store.meta.addTransferRange(t.id, b.offset, b.payload.byteLength);
+    // Durable before acknowledged: the ack promises the client it need not resend. Recorded
+    // with the transfer's activity (same write), so GC leaves an upload in progress alone.
+    if (!(await this.store.meta.addTransferRange(t.id, b.offset, b.payload.byteLength, this.now()))) {
+      // GC removed the transfer meanwhile: this block recreated its staging file.
+      await fsp.rm(file, { force: true });
+      throw gone();
+    }
     return blockAck(b, (await this.state(t)).receivedBytes);
   }
 
@@ -124,13 +135,22 @@ export class TransferService {
   /** The staged file, once every byte has been acknowledged. */
   async complete(auth: AuthContext, id: string): Promise<{ t: TransferRow; file: string }> {
     const t = await this.get(auth, id);
+    // A commit attempt is activity: GC, which deletes only a transfer still idle, now leaves
+    // this one (and its staged bytes) alone for the grace period.
+    if (!(await this.store.meta.touchTransfer(t.id, this.now()))) throw gone();
+    const file = await this.store.stagingFile(t.id);
+    if (!existsSync(file)) {
+      // Its staged bytes are gone (GC caught between the file and the row): unusable.
+      await this.store.meta.deleteTransfer(t.id);
+      throw gone();
+    }
     const st = await this.state(t);
     if (st.receivedBytes !== t.size) {
       throw new ApiError('TRANSFER_INCOMPLETE', `${st.receivedBytes} of ${t.size} bytes received`, {
         received: st.received,
       });
     }
-    return { t, file: await this.store.stagingFile(t.id) };
+    return { t, file };
   }
 
   async remove(id: string): Promise<void> {

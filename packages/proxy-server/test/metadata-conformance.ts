@@ -313,16 +313,29 @@ export function runMetadataConformance(o: MetadataConformanceOptions): void {
       await a.addTransfer({ ...t, id: 't2', path: 'other.bin', size: 500, createdMs: T0 + 100 });
       expect(await b.getTransfer('t1')).toEqual(t);
       expect(await b.getTransfer('nope')).toBeUndefined();
-      await b.addTransferRange('t1', 512, 488);
-      await a.addTransferRange('t1', 0, 512);
-      await a.addTransferRange('t1', 0, 512); // a resent block
+      expect(await b.addTransferRange('t1', 512, 488, T0 + 10)).toBe(true);
+      expect(await a.addTransferRange('t1', 0, 512, T0 + 5)).toBe(true); // a clock behind: kept at T0 + 10
+      expect(await a.addTransferRange('t1', 0, 512, T0 + 5)).toBe(true); // a resent block
+      expect(await a.addTransferRange('nope', 0, 512, T0)).toBe(false);
+      expect(await a.transferRanges('nope')).toEqual([]);
       expect(await b.transferRanges('t1')).toEqual([
         { offset: 0, length: 512 },
         { offset: 512, length: 488 },
       ]);
       expect(await a.openTransferBytes(U, 'big.bin')).toBe(500);
       expect(await a.openTransferBytes(U, '')).toBe(1500);
-      expect((await a.transfersOlderThan(T0 + 50)).map((x) => x.id)).toEqual(['t1']);
+      // Idle: no activity since the cutoff, however long ago it was opened.
+      expect((await a.idleTransfers(T0 + 10)).map((x) => x.id)).toEqual([]);
+      expect((await a.idleTransfers(T0 + 11)).map((x) => x.id)).toEqual(['t1']);
+      // Activity after GC listed it (a commit attempt) keeps it.
+      expect(await b.touchTransfer('t1', T0 + 200)).toBe(true);
+      expect(await a.deleteIdleTransfer('t1', T0 + 11)).toBe(false);
+      expect((await a.idleTransfers(T0 + 150)).map((x) => x.id)).toEqual(['t2']);
+      expect(await a.deleteIdleTransfer('t2', T0 + 150)).toBe(true);
+      expect(await a.getTransfer('t2')).toBeUndefined();
+      expect(await a.touchTransfer('t2', T0 + 300)).toBe(false);
+      expect(await a.addTransferRange('t2', 0, 500, T0 + 300)).toBe(false);
+      expect(await a.transferRanges('t2')).toEqual([]);
       await b.deleteTransfer('t1');
       expect(await a.getTransfer('t1')).toBeUndefined();
       expect(await a.transferRanges('t1')).toEqual([]);

@@ -45,7 +45,7 @@ export function registerTransferRoutes(
       const a = auth(req);
       const body = parse(TransferCreateRequest, req.body);
       const { path, size, sha256, mtimeMs } = body;
-      const st = await transfers.open(a, { path, size, sha256, mtimeMs }, Date.now());
+      const st = await transfers.open(a, { path, size, sha256, mtimeMs }, transfers.now());
       void reply.code(201);
       const preferred = st.haveObject ? undefined : deps.steer?.();
       return preferred ? { ...st, preferred } : st;

@@ -2,7 +2,7 @@
  * Garbage collection of the object tier and the staging area: objects unreferenced for
  * longer than the grace period, orphans (uploaded but never recorded: a crash between
  * steps 1 and 3 of hybrid.ts's write order) and signatures without their object once older
- * than it, and abandoned transfers. Pinned objects (being linked right now) are kept.
+ * than it, and abandoned transfers (idle for the grace period). Pinned objects (being linked right now) are kept.
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
@@ -68,9 +68,12 @@ export async function collectGarbage(d: GcDeps, graceMs: number): Promise<GcResu
     if (!(e instanceof NotFoundError)) throw e;
   }
   let transfers = 0;
-  for (const t of await d.meta.transfersOlderThan(cutoff)) {
+  // Abandoned: no activity (opened, a block, a commit attempt) for the grace period, however
+  // long ago it was opened. The row goes first, and only while still idle (a block or commit
+  // since the listing keeps it); then nothing can use the staged bytes, which go next.
+  for (const t of await d.meta.idleTransfers(cutoff)) {
+    if (!(await d.meta.deleteIdleTransfer(t.id, cutoff))) continue;
     await fsp.rm(nodePath.join(d.stagingDir, t.id), { force: true });
-    await d.meta.deleteTransfer(t.id);
     transfers += 1;
   }
   return { objects, orphans, transfers };

@@ -664,6 +664,11 @@ export class HybridStore {
     return { ...r, versions };
   }
 
+  /** The store's clock (ms since the epoch). */
+  clock(): number {
+    return this.now();
+  }
+
   async stagingFile(id: string): Promise<string> {
     await fsp.mkdir(this.o.stagingDir, { recursive: true, mode: 0o700 });
     return nodePath.join(this.o.stagingDir, id);

@@ -146,10 +146,19 @@ export interface MetadataStore {
   // transfers
   addTransfer(t: TransferRow): Promise<void>;
   getTransfer(id: string): Promise<TransferRow | undefined>;
-  addTransferRange(id: string, offset: number, length: number): Promise<void>;
+  /**
+   * Record an acknowledged range and the transfer's activity at `nowMs` (one transaction);
+   * false, nothing recorded, when the transfer is gone (GC removed it).
+   */
+  addTransferRange(id: string, offset: number, length: number, nowMs: number): Promise<boolean>;
   transferRanges(id: string): Promise<{ offset: number; length: number }[]>;
+  /** Record activity (a commit attempt) at `nowMs`; false when the transfer is gone. */
+  touchTransfer(id: string, nowMs: number): Promise<boolean>;
   deleteTransfer(id: string): Promise<void>;
-  transfersOlderThan(cutoffMs: number): Promise<TransferRow[]>;
+  /** Transfers with no activity (opened, a block, a commit attempt) since `cutoffMs`. */
+  idleTransfers(cutoffMs: number): Promise<TransferRow[]>;
+  /** Delete the transfer only if still idle since `cutoffMs` (activity since keeps it); true if deleted. */
+  deleteIdleTransfer(id: string, cutoffMs: number): Promise<boolean>;
   /** Declared bytes of the user's open transfers, except those for `exceptPath`. */
   openTransferBytes(userId: string, exceptPath: string): Promise<number>;
 

@@ -423,8 +423,8 @@ export class PostgresMetadataStore implements MetadataStore {
   }
 
   async addTransfer(t: TransferRow): Promise<void> {
-    await this.sql`INSERT INTO transfers (id, user_id, path, size, sha256, mtime_ms, created_ms)
-      VALUES (${t.id}, ${t.userId}, ${t.path}, ${t.size}, ${t.sha256}, ${t.mtimeMs}, ${t.createdMs})`;
+    await this.sql`INSERT INTO transfers (id, user_id, path, size, sha256, mtime_ms, created_ms, active_ms)
+      VALUES (${t.id}, ${t.userId}, ${t.path}, ${t.size}, ${t.sha256}, ${t.mtimeMs}, ${t.createdMs}, ${t.createdMs})`;
   }
 
   async getTransfer(id: string): Promise<TransferRow | undefined> {
@@ -432,10 +432,23 @@ export class PostgresMetadataStore implements MetadataStore {
     return r ? toTransfer(r) : undefined;
   }
 
-  async addTransferRange(id: string, offset: number, length: number): Promise<void> {
-    await this
-      .sql`INSERT INTO transfer_ranges (transfer_id, "offset", length) VALUES (${id}, ${offset}, ${length})
-      ON CONFLICT (transfer_id, "offset") DO UPDATE SET length = EXCLUDED.length`;
+  async addTransferRange(id: string, offset: number, length: number, nowMs: number): Promise<boolean> {
+    // One statement: the activity and the range, or neither when the transfer is gone. The
+    // UPDATE locks the transfer's row, so GC's conditional delete (deleteIdleTransfer) waits
+    // for it and then sees the new activity.
+    const rows = await this.sql`
+      WITH t AS (UPDATE transfers SET active_ms = GREATEST(active_ms, ${nowMs}) WHERE id = ${id} RETURNING id)
+      INSERT INTO transfer_ranges (transfer_id, "offset", length)
+        SELECT t.id, ${offset}::bigint, ${length}::bigint FROM t
+      ON CONFLICT (transfer_id, "offset") DO UPDATE SET length = EXCLUDED.length
+      RETURNING 1`;
+    return rows.length > 0;
+  }
+
+  async touchTransfer(id: string, nowMs: number): Promise<boolean> {
+    const rows = await this.sql`
+      UPDATE transfers SET active_ms = GREATEST(active_ms, ${nowMs}) WHERE id = ${id} RETURNING 1`;
+    return rows.length > 0;
   }
 
   async transferRanges(id: string): Promise<{ offset: number; length: number }[]> {
@@ -451,9 +464,18 @@ export class PostgresMetadataStore implements MetadataStore {
     });
   }
 
-  async transfersOlderThan(cutoffMs: number): Promise<TransferRow[]> {
-    const rows = await this.sql<TransferSql[]>`SELECT * FROM transfers WHERE created_ms < ${cutoffMs}`;
+  async idleTransfers(cutoffMs: number): Promise<TransferRow[]> {
+    const rows = await this.sql<TransferSql[]>`SELECT * FROM transfers WHERE active_ms < ${cutoffMs}`;
     return rows.map(toTransfer);
+  }
+
+  async deleteIdleTransfer(id: string, cutoffMs: number): Promise<boolean> {
+    return inTransaction(this.sql, async (tx) => {
+      const gone = await tx`DELETE FROM transfers WHERE id = ${id} AND active_ms < ${cutoffMs} RETURNING 1`;
+      if (gone.length === 0) return false;
+      await tx`DELETE FROM transfer_ranges WHERE transfer_id = ${id}`;
+      return true;
+    });
   }
 
   async openTransferBytes(userId: string, exceptPath: string): Promise<number> {

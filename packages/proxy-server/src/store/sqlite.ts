@@ -435,8 +435,8 @@ export class SqliteMetadataStore implements MetadataStore {
 
   async addTransfer(t: TransferRow): Promise<void> {
     this.stmt(
-      'INSERT INTO transfers (id, user_id, path, size, sha256, mtime_ms, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)',
-    ).run(t.id, t.userId, t.path, t.size, t.sha256, t.mtimeMs, t.createdMs);
+      'INSERT INTO transfers (id, user_id, path, size, sha256, mtime_ms, created_ms, active_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+    ).run(t.id, t.userId, t.path, t.size, t.sha256, t.mtimeMs, t.createdMs, t.createdMs);
   }
 
   async getTransfer(id: string): Promise<TransferRow | undefined> {
@@ -464,12 +464,26 @@ export class SqliteMetadataStore implements MetadataStore {
       : undefined;
   }
 
-  async addTransferRange(id: string, offset: number, length: number): Promise<void> {
-    this.stmt('INSERT OR REPLACE INTO transfer_ranges (transfer_id, offset, length) VALUES (?, ?, ?)').run(
-      id,
-      offset,
-      length,
+  async addTransferRange(id: string, offset: number, length: number, nowMs: number): Promise<boolean> {
+    return this.db.transaction(() => {
+      if (!this.touch(id, nowMs)) return false;
+      this.stmt('INSERT OR REPLACE INTO transfer_ranges (transfer_id, offset, length) VALUES (?, ?, ?)').run(
+        id,
+        offset,
+        length,
+      );
+      return true;
+    })();
+  }
+
+  private touch(id: string, nowMs: number): boolean {
+    return (
+      this.stmt('UPDATE transfers SET active_ms = MAX(active_ms, ?) WHERE id = ?').run(nowMs, id).changes > 0
     );
+  }
+
+  async touchTransfer(id: string, nowMs: number): Promise<boolean> {
+    return this.touch(id, nowMs);
   }
 
   async transferRanges(id: string): Promise<{ offset: number; length: number }[]> {
@@ -488,8 +502,8 @@ export class SqliteMetadataStore implements MetadataStore {
     })();
   }
 
-  async transfersOlderThan(cutoffMs: number): Promise<TransferRow[]> {
-    const ids = this.stmt('SELECT id FROM transfers WHERE created_ms < ?').all(cutoffMs) as {
+  async idleTransfers(cutoffMs: number): Promise<TransferRow[]> {
+    const ids = this.stmt('SELECT id FROM transfers WHERE active_ms < ?').all(cutoffMs) as {
       id: string;
     }[];
     const out: TransferRow[] = [];
@@ -498,6 +512,15 @@ export class SqliteMetadataStore implements MetadataStore {
       if (t) out.push(t);
     }
     return out;
+  }
+
+  async deleteIdleTransfer(id: string, cutoffMs: number): Promise<boolean> {
+    return this.db.transaction(() => {
+      if (this.stmt('DELETE FROM transfers WHERE id = ? AND active_ms < ?').run(id, cutoffMs).changes === 0)
+        return false;
+      this.stmt('DELETE FROM transfer_ranges WHERE transfer_id = ?').run(id);
+      return true;
+    })();
   }
 
   async openTransferBytes(userId: string, exceptPath: string): Promise<number> {
