@@ -204,7 +204,7 @@ describe('relay reads', () => {
     const data = pseudoRandom(3 * MiB + 17, 13);
     expect((await uploadLarge('relay/range.bin', data)).status).toBe('applied');
     const relay = server.store.relay;
-    expect(relay.has(sha(data))).toBe(false);
+    expect(await relay.has(sha(data))).toBe(false);
     const misses = relay.stats.misses;
     const res = await c.req('GET', '/v1/files?path=relay%2Frange.bin', undefined, {
       range: 'bytes=2000000-2000099',
@@ -212,13 +212,13 @@ describe('relay reads', () => {
     expect(res.status).toBe(206);
     expect(res.headers.get('content-range')).toBe(`bytes 2000000-2000099/${data.length}`);
     expect(Buffer.from(await res.arrayBuffer()).equals(data.subarray(2_000_000, 2_000_100))).toBe(true);
-    expect(relay.has(sha(data))).toBe(false);
+    expect(await relay.has(sha(data))).toBe(false);
     expect(relay.stats.misses).toBe(misses);
     const relayDir = nodePath.join(server.dir, 'fs', 'relay');
     expect((await fsp.readdir(relayDir)).filter((n) => n.includes(sha(data)))).toEqual([]);
     // A whole-file read still goes through the relay cache.
     expect(sha(await c.bytes('relay/range.bin'))).toBe(sha(data));
-    expect(relay.has(sha(data))).toBe(true);
+    expect(await relay.has(sha(data))).toBe(true);
   });
 });
 
