@@ -143,9 +143,18 @@ export async function readFsCopy(
   entry: { readonly path: string; readonly size: number; readonly sha256?: string | undefined },
   range: { start: number; end: number } | undefined,
 ): Promise<AsyncIterable<Uint8Array>> {
-  const head = await collect(await d.fs.read(tierPath, { offset: 0, length: MAX_STUB_BYTES + 1 }));
-  if (head.byteLength > MAX_STUB_BYTES)
-    return d.fs.read(tierPath, range ? { offset: range.start, length: range.end - range.start + 1 } : {});
+  let head: Uint8Array;
+  if (range) {
+    head = await collect(await d.fs.read(tierPath, { offset: 0, length: MAX_STUB_BYTES + 1 }));
+    if (head.byteLength > MAX_STUB_BYTES)
+      return d.fs.read(tierPath, { offset: range.start, length: range.end - range.start + 1 });
+  } else {
+    // A whole read opens the file once: its first bytes tell a stub, and a longer file
+    // streams on from where they end.
+    const opened = await peekHead(await d.fs.read(tierPath, {}), MAX_STUB_BYTES + 1);
+    if (opened.rest) return opened.rest;
+    head = opened.head;
+  }
   const stub = await d.packedStub(head);
   if (!stub) return oneChunk(range ? head.subarray(range.start, range.end + 1) : head);
   const packed =
@@ -162,4 +171,37 @@ export async function readFsCopy(
 
 async function* oneChunk(bytes: Uint8Array): AsyncIterable<Uint8Array> {
   yield bytes;
+}
+
+/**
+ * The first `atLeast` bytes of a stream: `head` (all of it) when the stream ends before,
+ * otherwise `rest`, the whole stream again (the chunks read, then the remainder) — read once.
+ */
+async function peekHead(
+  stream: AsyncIterable<Uint8Array>,
+  atLeast: number,
+): Promise<{ head: Uint8Array; rest?: undefined } | { head?: undefined; rest: AsyncIterable<Uint8Array> }> {
+  const it = stream[Symbol.asyncIterator]();
+  const chunks: Uint8Array[] = [];
+  let n = 0;
+  while (n < atLeast) {
+    const r = await it.next();
+    if (r.done) return { head: Buffer.concat(chunks) };
+    chunks.push(r.value);
+    n += r.value.byteLength;
+  }
+  // An iterator object rather than a generator: its return() closes the file even when the
+  // reader gives up before its first chunk (a generator not yet started skips its finally).
+  let next = 0;
+  const rest: AsyncIterableIterator<Uint8Array> = {
+    [Symbol.asyncIterator]() {
+      return rest;
+    },
+    next: () => (next < chunks.length ? Promise.resolve({ done: false, value: chunks[next++]! }) : it.next()),
+    return: async () => {
+      await it.return?.();
+      return { done: true, value: undefined };
+    },
+  };
+  return { rest };
 }
