@@ -197,4 +197,17 @@ describe('ServerPool', () => {
       ).view(),
     ).toHaveLength(1);
   });
+
+  it('steersOnlyToAnInstanceItListsAndFindsUp', () => {
+    const { p, clock } = pool();
+    expect(p.steerable(`${B}/`)).toBe(B); // listed, up, not the current one
+    expect(p.steerable(A)).toBeUndefined(); // the current one: nothing to steer
+    expect(p.steerable('http://stranger.example:4')).toBeUndefined(); // named by an answer alone
+    expect(p.steerable('file:///etc/passwd')).toBeUndefined();
+    expect(p.steerable(undefined)).toBeUndefined();
+    p.failed(C, 'unreachable');
+    expect(p.steerable(C)).toBeUndefined(); // down: not until its backoff has passed
+    clock.advance(1_000);
+    expect(p.steerable(C)).toBe(C);
+  });
 });

@@ -4,7 +4,6 @@
  * server's error code, or OfflineError when the server could not be reached (both, and the
  * fetch and status checks behind them, in http-errors.ts).
  */
-import { type BackoffPolicy, backoffDelay, parseRetryAfter } from '@weft/providers/backoff';
 import type { z } from 'zod/v4';
 import {
   API_PREFIX,
@@ -38,18 +37,12 @@ import {
   type DecodedDeltaContainer,
 } from '@weft/wire';
 import type { Disposable } from '../lifecycle.ts';
-import {
-  OfflineError,
-  RemoteError,
-  connectionDropped,
-  ensureOk,
-  parseJson,
-  safeFetch,
-} from './http-errors.ts';
+import { type ApiRequest, ApiRequests, apiUrl } from './api-requests.ts';
+import { RemoteError, ensureOk, parseJson, safeFetch } from './http-errors.ts';
 import { openFeedSocket } from './feed-socket.ts';
 import { ByteRateLimiter } from './rate-limit.ts';
 import type { RemoteStore } from './remote-store.ts';
-import { type ServerPool, normalServerUrl } from './server-pool.ts';
+import type { ServerPool } from './server-pool.ts';
 
 export interface ProxyClientOptions {
   readonly baseUrl: string;
@@ -70,38 +63,23 @@ export interface ProxyClientOptions {
 
 type Schema<T> = { parse(input: unknown): T };
 
-/** How often one request is re-sent after SLOW_DOWN before the error surfaces. */
-const MAX_BUSY_RETRIES = 40;
-/** Waits between busy retries when the server names none (Retry-After wins, capped at 30 s). */
-const BUSY_BACKOFF: BackoffPolicy = { baseMs: 200, capMs: 30_000, jitter: 'equal' };
-
-/** Wait before sending a request again to an instance that answered 502/503/504 once. */
-const UNAVAILABLE_RETRY_MS = 250;
-
 export class ProxyClient implements RemoteStore {
-  private readonly fixedUrl: string;
-  private readonly token: string;
   readonly servers: ServerPool | undefined;
-  requests = 0;
-  /** Times the server asked us to slow down and we waited. */
-  busyWaits = 0;
-  bytesSent = 0;
   bytesReceived = 0;
 
   private upLimit: ByteRateLimiter | undefined;
-  /** Requests waiting for an answer, by instance: abandoned when it is found down. */
-  private readonly waiting = new Map<string, Set<AbortController>>();
   private downLimit: ByteRateLimiter | undefined;
+  /** Sends each request: retries, pushback and failover across the pool (api-requests.ts). */
+  private readonly http: ApiRequests;
 
-  constructor(private readonly options: ProxyClientOptions) {
-    this.fixedUrl = options.baseUrl.replace(/\/+$/, '');
+  constructor(options: ProxyClientOptions) {
     this.servers = options.servers;
-    this.token = options.token;
-    // A hung instance answers nothing, not even a refusal: when the pool finds it down (a
-    // probe timed out, or another request failed), the requests still waiting on it are
-    // abandoned with OfflineError and sent again to the instance the pool moved to.
-    this.servers?.onDown((url) => {
-      for (const c of this.waiting.get(url) ?? []) c.abort(new OfflineError(`${url} stopped answering`));
+    this.http = new ApiRequests({
+      baseUrl: options.baseUrl,
+      token: options.token,
+      ...(options.servers ? { servers: options.servers } : {}),
+      upLimit: () => this.upLimit,
+      ...(options.onRequest ? { onRequest: options.onRequest } : {}),
     });
     this.upLimit = options.uploadBytesPerSecond
       ? new ByteRateLimiter(options.uploadBytesPerSecond)
@@ -111,9 +89,23 @@ export class ProxyClient implements RemoteStore {
       : undefined;
   }
 
+  /** Requests answered (after any retries). */
+  get requests(): number {
+    return this.http.requests;
+  }
+
+  /** Times the server asked us to slow down and we waited. */
+  get busyWaits(): number {
+    return this.http.busyWaits;
+  }
+
+  get bytesSent(): number {
+    return this.http.bytesSent;
+  }
+
   /** The instance requests go to now (the pool's current one, else the configured URL). */
   get baseUrl(): string {
-    return this.servers?.current ?? this.fixedUrl;
+    return this.http.baseUrl;
   }
 
   /**
@@ -135,6 +127,10 @@ export class ProxyClient implements RemoteStore {
       uploadBytesPerSecond: this.upLimit?.bytesPerSecond ?? 0,
       downloadBytesPerSecond: this.downLimit?.bytesPerSecond ?? 0,
     };
+  }
+
+  private request(method: string, route: string, options?: ApiRequest): Promise<Response> {
+    return this.http.send(method, route, options);
   }
 
   private async parseJson<T>(res: Response, schema: Schema<T>): Promise<T> {
@@ -185,127 +181,6 @@ export class ProxyClient implements RemoteStore {
     return parseJson(res, EnrolResponse);
   }
 
-  private url(
-    route: string,
-    query?: Record<string, string | number | undefined>,
-    base: string = this.baseUrl,
-  ): string {
-    const q = new URLSearchParams();
-    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) q.set(k, String(v));
-    const qs = q.toString();
-    return `${base}${API_PREFIX}${route}${qs ? `?${qs}` : ''}`;
-  }
-
-  private async request(
-    method: string,
-    route: string,
-    options: {
-      query?: Record<string, string | number | undefined>;
-      json?: unknown;
-      body?: Uint8Array;
-      headers?: Record<string, string>;
-      signal?: AbortSignal;
-      /** Send to this instance only: no moving on when it fails (the caller falls back). */
-      at?: string;
-    } = {},
-  ): Promise<Response> {
-    const body = options.json !== undefined ? JSON.stringify(options.json) : options.body;
-    const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, ...options.headers };
-    if (this.upLimit && body !== undefined) {
-      await this.upLimit.take(
-        typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength,
-        options.signal,
-      );
-    }
-    if (options.json !== undefined) headers['content-type'] = 'application/json';
-    else if (options.body !== undefined) headers['content-type'] = 'application/octet-stream';
-    // The server pushes back with 503 SLOW_DOWN (or 429) and Retry-After when its queue is
-    // deep: wait as asked and send the same request again; our operations stay queued meanwhile.
-    // With several instances (options.servers), one that cannot be reached or keeps answering
-    // 502/503/504 is left for the next and the request is sent there: writes are safe to
-    // repeat (a put of the content already there is answered applied, unchanged; a delete of
-    // what is gone likewise), and the feed cursor is the caller's, so nothing is skipped.
-    let res: Response;
-    let base = options.at ?? this.baseUrl;
-    let hops = 0;
-    let unavailableRetried = false;
-    const pool = options.at === undefined ? this.servers : undefined;
-    const moveOn = (kind: 'unreachable' | 'unavailable'): boolean => {
-      const next = pool?.failed(base, kind);
-      if (!next?.moved || hops >= pool!.view().length) return false;
-      hops += 1;
-      base = next.current;
-      unavailableRetried = false;
-      return true;
-    };
-    for (let attempt = 1; ; attempt++) {
-      // Registered for a pinned request too, so that an instance found down abandons it.
-      const leave = this.servers ? new AbortController() : undefined;
-      const target = base;
-      try {
-        if (leave) {
-          const set = this.waiting.get(target) ?? new Set();
-          set.add(leave);
-          this.waiting.set(target, set);
-        }
-        const signal =
-          leave && options.signal
-            ? AbortSignal.any([options.signal, leave.signal])
-            : (leave?.signal ?? options.signal);
-        res = await safeFetch(this.url(route, options.query, target), {
-          method,
-          headers,
-          body: body as RequestInit['body'],
-          signal,
-        });
-      } catch (e) {
-        if (leave) this.forget(target, leave);
-        // A kept-alive connection the server closed just as we sent on it (its idle timer
-        // and ours race) dies before any answer: send once more on a fresh connection.
-        // Writes are safe to repeat: the server answers a repeated one as already applied.
-        if (attempt === 1 && e instanceof OfflineError && connectionDropped(e)) continue;
-        if (e instanceof OfflineError && moveOn('unreachable')) continue;
-        // A pinned instance that cannot be reached is down for the pool too: no steering to it.
-        if (e instanceof OfflineError && options.at !== undefined)
-          this.servers?.failed(target, 'unreachable');
-        throw e;
-      }
-      if (leave) this.forget(target, leave);
-      const busy = res.status === 503 || res.status === 429;
-      const text = busy ? await res.text().catch(() => '') : '';
-      const unavailable =
-        res.status === 502 || res.status === 504 || (res.status === 503 && !text.includes('SLOW_DOWN'));
-      if (pool && unavailable) {
-        const moved = moveOn('unavailable');
-        // Once is not yet down: ask the same instance again before giving up on it.
-        const again = !moved && !unavailableRetried && pool.current === base;
-        if (moved || again) {
-          if (!busy) await res.body?.cancel().catch(() => undefined);
-          if (again) {
-            unavailableRetried = true;
-            await new Promise((r) => setTimeout(r, UNAVAILABLE_RETRY_MS));
-          }
-          continue;
-        }
-      } else pool?.answered(base);
-      if (!busy || attempt >= MAX_BUSY_RETRIES || unavailable) {
-        if (busy) res = new Response(text, { status: res.status, headers: res.headers });
-        break;
-      }
-      this.busyWaits += 1;
-      const waitMs = backoffDelay(BUSY_BACKOFF, attempt, {
-        retryAfterMs: parseRetryAfter(res.headers.get('retry-after')),
-      });
-      await new Promise((r) => setTimeout(r, waitMs));
-    }
-    this.requests += 1;
-    const out = typeof body === 'string' ? Buffer.byteLength(body) : (body?.byteLength ?? 0);
-    this.bytesSent += out;
-    const len = Number(res.headers.get('content-length') ?? 0);
-    this.options.onRequest?.({ method, route, bytesOut: out, bytesIn: len });
-    return res;
-  }
-
   /**
    * The proxy instances serving this storage, as the instance at `url` lists them (`GET
    * /v1/cluster/instances`); sent there only — never moved to another instance — because it
@@ -313,7 +188,7 @@ export class ProxyClient implements RemoteStore {
    */
   async clusterInstancesAt(url: string, signal?: AbortSignal): Promise<ClusterInstancesResponse | undefined> {
     const res = await safeFetch(`${url.replace(/\/+$/, '')}${API_PREFIX}/cluster/instances`, {
-      headers: { authorization: `Bearer ${this.token}` },
+      headers: { authorization: `Bearer ${this.http.token}` },
       ...(signal ? { signal } : {}),
     });
     if (res.status === 404) {
@@ -321,12 +196,6 @@ export class ProxyClient implements RemoteStore {
       return undefined;
     }
     return parseJson(res, ClusterInstancesResponse);
-  }
-
-  private forget(url: string, c: AbortController): void {
-    const set = this.waiting.get(url);
-    set?.delete(c);
-    if (set?.size === 0) this.waiting.delete(url);
   }
 
   async whoami(): Promise<z.infer<typeof WhoAmIResponse>> {
@@ -511,16 +380,11 @@ export class ProxyClient implements RemoteStore {
 
   /**
    * The instance the server steers this transfer's blocks to (`state.preferred`, HyCloud
-   * Eq. 7–8), only when it is one the pool already lists and finds up, and not the current
-   * one: the device token never goes to a URL that an answer alone named.
+   * Eq. 7–8), only when the pool trusts it (ServerPool.steerable: already listed, up, not the
+   * current one): the device token never goes to a URL that an answer alone named.
    */
   steeredUrl(state: TransferState): string | undefined {
-    const pool = this.servers;
-    const named = state.preferred?.url;
-    if (!pool || named === undefined || !/^https?:\/\//.test(named)) return undefined;
-    const url = normalServerUrl(named);
-    if (url === pool.current) return undefined;
-    return pool.view().some((v) => v.url === url && v.up) ? url : undefined;
+    return this.servers?.steerable(state.preferred?.url);
   }
 
   async putBlockAt(url: string, id: string, frame: Uint8Array): Promise<z.infer<typeof BlockAck>> {
@@ -606,7 +470,7 @@ export class ProxyClient implements RemoteStore {
   ): Disposable {
     const base = this.baseUrl;
     return openFeedSocket(
-      { url: this.url('/feed', { cursor }, base), base, token: this.token, servers: this.servers },
+      { url: apiUrl(base, '/feed', { cursor }), base, token: this.http.token, servers: this.servers },
       onMessage,
       onClose,
     );

@@ -180,6 +180,18 @@ export class ServerPool {
     }));
   }
 
+  /**
+   * Where to send a transfer's blocks when a server steers it to `named` (its `preferred`
+   * instance, HyCloud Eq. 7–8): that instance only when this pool already lists it and finds
+   * it up, and it is not the current one; else undefined. The device token never goes to a
+   * URL that an answer alone named.
+   */
+  steerable(named: string | undefined): string | undefined {
+    if (named === undefined || !/^https?:\/\//.test(named)) return undefined;
+    const m = this.members.get(normalServerUrl(named));
+    return m && m.url !== this.currentUrl && this.isUp(m) ? m.url : undefined;
+  }
+
   /** The id of the current instance, when the server named it. */
   currentId(): string | undefined {
     return this.members.get(this.currentUrl)?.id;

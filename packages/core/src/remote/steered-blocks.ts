@@ -2,7 +2,7 @@
  * Where a large upload's blocks go (issue #18, HyCloud Eq. 7–8 steering). The server that
  * opens a transfer may name a less loaded instance (`TransferState.preferred`); the blocks
  * go there, with the same device token, only when the store already knows that instance as
- * up (ProxyClient.steeredUrl: never a URL an answer alone named). When it fails (cannot be
+ * up (ServerPool.steerable: never a URL an answer alone named). When it fails (cannot be
  * reached, or answers an error), the rest go to the agent's own instance, which is asked
  * once for the transfer's acknowledged ranges (the transfer is shared across instances):
  * a block already acknowledged is not sent again. The commit is a namespace op and always
