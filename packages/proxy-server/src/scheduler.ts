@@ -6,6 +6,9 @@
  *   FOP(x) = arrival(x) + estimatedTransferTime(x)                         (Eq. 6)
  * goes first. Transfer time = bytes / bandwidth, the bandwidth being the harmonic mean of
  * the last 5 measured transfers (Eq. 4); directory operations get a small fixed time.
+ * Arrival is epoch ms, so FOPs compare across instances: with several instances on one
+ * PostgreSQL, `around` (cluster/ordering.ts + cluster/admission.ts) is given each op's FOP
+ * and grants the cluster's shared apply slots in FOP order over every instance's queue.
  */
 import { ancestors } from '@weft/providers/paths';
 
@@ -102,6 +105,7 @@ export interface SchedulerOptions {
   /** Fixed transfer time given to directory / metadata ops (ms). Default 1. */
   readonly directoryOpMs?: number;
   readonly bandwidth?: BandwidthEstimator;
+  /** The arrival clock, epoch ms (default Date.now). */
   readonly now?: () => number;
   /** Observer for tests and metrics: called when an op starts. */
   readonly onStart?: (info: { namespace: string; paths: readonly string[]; fop: number }) => void;
@@ -110,7 +114,12 @@ export interface SchedulerOptions {
    * order related operations across instances sharing one PostgreSQL). The op counts as
    * started (onDone's startedMs) when `around` calls `run`.
    */
-  readonly around?: <T>(namespace: string, paths: readonly string[], run: () => Promise<T>) => Promise<T>;
+  readonly around?: <T>(
+    namespace: string,
+    paths: readonly string[],
+    run: () => Promise<T>,
+    fop: number,
+  ) => Promise<T>;
   /**
    * Observer called when an op has finished (the op log of the cluster tests, op-log.ts):
    * when it arrived, started and ended (epoch ms, this machine's clock) and what it returned.
@@ -143,7 +152,7 @@ export class OpScheduler {
     this.concurrency = Math.max(1, options.concurrency ?? 8);
     this.directoryOpMs = options.directoryOpMs ?? 1;
     this.bandwidth = options.bandwidth ?? new BandwidthEstimator();
-    this.now = options.now ?? (() => performance.now());
+    this.now = options.now ?? Date.now;
   }
 
   /** Operations waiting or running. */
@@ -217,7 +226,7 @@ export class OpScheduler {
           const around = this.options.around;
           let result: Promise<T>;
           try {
-            result = around ? around(op.namespace, op.paths, run) : run();
+            result = around ? around(op.namespace, op.paths, run, node.fop) : run();
           } catch (e) {
             result = Promise.reject(e);
           }

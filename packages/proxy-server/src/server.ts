@@ -16,6 +16,7 @@ import { ChangeHub } from './change-hub.ts';
 import { parseConfig, quotaLimit, type ProxyConfig, type ProxyConfigInput } from './config.ts';
 import type { ClusterRole } from './cluster/lease.ts';
 import { ActiveTransfers, LoadMeter } from './cluster/load.ts';
+import { PgAdmission } from './cluster/admission.ts';
 import { PgOrdering } from './cluster/ordering.ts';
 import { LeaderJobs, openClusterRole, reconcileJob, writeGate } from './cluster/role.ts';
 import { InstanceRegistry } from './cluster/registry.ts';
@@ -57,7 +58,7 @@ import { decodeStub, dropFsCopy, loadSharedStubKey, loadStubKey } from './store/
 import { Packer } from './store/packs.ts';
 import { ReadCounter } from './store/read-counts.ts';
 import type { MetadataStore } from './store/metadata.ts';
-import { connect as connectPostgres } from './store/postgres-db.ts';
+import { CLUSTER_KEEPALIVES, connect as connectPostgres } from './store/postgres-db.ts';
 import { openPostgresStore } from './store/postgres.ts';
 import { postgresTables, sqliteTables } from './store/shared-tables.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
@@ -169,8 +170,27 @@ export async function startProxyServer(
   // Packs, reads per content and the cost ledger live beside the metadata (shared on PostgreSQL).
   const tables = pg ? postgresTables(pg.connection) : sqliteTables(sqlite.database);
   // Several instances on one PostgreSQL: related operations ordered across them (cluster/ordering.ts).
+  // With a shared budget (cluster.applySlots) the next slot goes to the smallest FOP over every
+  // instance's queue (cluster/admission.ts).
+  const admission =
+    config.databaseUrl && config.cluster.applySlots > 0
+      ? new PgAdmission(
+          connectPostgres(config.databaseUrl, 2, {
+            connection: { ...CLUSTER_KEEPALIVES, application_name: `weft-proxy/${config.instanceId}` },
+            connect_timeout: 5,
+          }),
+          {
+            instanceId: config.instanceId,
+            slots: config.cluster.applySlots,
+            aliveMs: config.cluster.aliveMs,
+            pollMs: config.cluster.queuePollMs,
+            log,
+          },
+        )
+      : undefined;
+  await admission?.start();
   const ordering = config.databaseUrl
-    ? new PgOrdering(config.databaseUrl, config.concurrency + 2)
+    ? new PgOrdering(config.databaseUrl, config.concurrency + 2, admission, `weft-proxy/${config.instanceId}`)
     : undefined;
   // Every request to a tier is counted for the cost model (docs/cost.md).
   const cost = new CostService(tables.cost, config.cost, metrics, log, options.now);
@@ -195,8 +215,8 @@ export async function startProxyServer(
     ...(config.opLogFile ? { onDone: opLogger(config.opLogFile, config.instanceId ?? 'local') } : {}),
     ...(ordering
       ? {
-          around: <T>(ns: string, paths: readonly string[], run: () => Promise<T>) =>
-            ordering.around(ns, paths, run),
+          around: <T>(ns: string, paths: readonly string[], run: () => Promise<T>, fop: number) =>
+            ordering.around(ns, paths, run, fop),
         }
       : {}),
   });
@@ -525,6 +545,7 @@ export async function startProxyServer(
       slowClients.close();
       await app.close();
       await ordering?.close();
+      await admission?.close();
       await packGc?.close();
       await packer?.close();
       await maintenance?.close();

@@ -33,6 +33,14 @@ export const CLUSTER_LOAD_FIELDS = {
    * WEFT_SCALE_COUNT (instances after the action).
    */
   onScale: z.string().optional(),
+  /**
+   * Operations applying at once over every instance sharing the database (the shared tiers'
+   * budget, admission.ts): beyond it they wait in one queue, in FOP order (Eq. 6) whichever
+   * instance received them. 0 = no shared budget (each instance only its own `concurrency`).
+   */
+  applySlots: z.number().int().min(0).max(1000).default(16),
+  /** A queued operation looks for a free slot at least this often (else when notified). */
+  queuePollMs: z.number().int().min(10).max(10_000).default(250),
 };
 
 /**

@@ -22,15 +22,24 @@
  * instance that cannot reach PostgreSQL refuses the operation (SLOW_DOWN, retried by the
  * client) rather than apply it unordered.
  *
+ * With a shared budget (admission.ts, cluster.applySlots), the same statement then tries one
+ * of the cluster's apply slots, and an operation that finds none queues for it in FOP order
+ * over every instance, still holding its path locks (so related operations keep their order).
+ *
  * On SQLite there is one process and the scheduler's own ordering is the whole story.
  */
 import { createHash } from 'node:crypto';
 import { ApiError } from '../errors.ts';
+import type { PgAdmission } from './admission.ts';
 import { CLUSTER_KEEPALIVES, connect, type Sql } from '../store/postgres-db.ts';
 
 export interface ClusterOrdering {
-  /** Apply `fn` holding the cross-instance locks of these paths of `namespace`. */
-  around<T>(namespace: string, paths: readonly string[], fn: () => Promise<T>): Promise<T>;
+  /**
+   * Apply `fn` holding the cross-instance locks of these paths of `namespace` (and, with a
+   * shared budget, one of the cluster's apply slots, granted in order of `fop`: Eq. 6, epoch
+   * ms on this process's clock).
+   */
+  around<T>(namespace: string, paths: readonly string[], fn: () => Promise<T>, fop?: number): Promise<T>;
   /** Apply `fn` with no operation of `namespace` running on any instance. */
   exclusive<T>(namespace: string, fn: () => Promise<T>): Promise<T>;
   close(): Promise<void>;
@@ -64,13 +73,24 @@ const UNREACHABLE = 'operations cannot be ordered: the metadata store is unreach
 export class PgOrdering implements ClusterOrdering {
   private readonly sql: Sql;
 
-  /** `connections`: the scheduler's concurrency plus a little (one per applying op). */
-  constructor(url: string, connections: number) {
-    this.sql = connect(url, connections, { connection: { ...CLUSTER_KEEPALIVES }, connect_timeout: 5 });
+  /**
+   * `connections`: the scheduler's concurrency plus a little (one per applying op).
+   * `admission`: the cluster's shared budget (absent: each instance only its own concurrency).
+   */
+  constructor(
+    url: string,
+    connections: number,
+    private readonly admission?: PgAdmission,
+    applicationName = 'weft-proxy',
+  ) {
+    this.sql = connect(url, connections, {
+      connection: { ...CLUSTER_KEEPALIVES, application_name: applicationName },
+      connect_timeout: 5,
+    });
   }
 
-  around<T>(namespace: string, paths: readonly string[], fn: () => Promise<T>): Promise<T> {
-    return this.holding(opLockKeys(namespace, paths), fn);
+  around<T>(namespace: string, paths: readonly string[], fn: () => Promise<T>, fop?: number): Promise<T> {
+    return this.holding(opLockKeys(namespace, paths), fn, fop ?? Date.now());
   }
 
   exclusive<T>(namespace: string, fn: () => Promise<T>): Promise<T> {
@@ -80,24 +100,33 @@ export class PgOrdering implements ClusterOrdering {
   private async holding<T>(
     keys: { shared: string[]; exclusive: string[] },
     fn: () => Promise<T>,
+    fop?: number,
   ): Promise<T> {
     const calls = [
       ...keys.shared.map((_, i) => `pg_advisory_xact_lock_shared($${i + 1}::bigint)`),
       ...keys.exclusive.map((_, i) => `pg_advisory_xact_lock($${keys.shared.length + i + 1}::bigint)`),
     ];
     // The select list is evaluated left to right: namespace first, then names in key order.
-    const statement = `SELECT ${calls.join(', ')}`;
+    const lockParams: (string | number)[] = [...keys.shared, ...keys.exclusive];
+    const admission = fop === undefined ? undefined : this.admission;
+    // With a shared budget, the same round trip tries a slot once the locks are held.
+    const { statement, params } = admission
+      ? admission.fastPath(calls.join(', '), lockParams.length, fop!)
+      : { statement: `SELECT ${calls.join(', ')}`, params: [] };
     let applied = false;
     let outcome: { ok: true; value: T } | { ok: false; error: unknown } | undefined;
     try {
       await this.sql.begin(async (tx) => {
-        await tx.unsafe(statement, [...keys.shared, ...keys.exclusive]);
+        const [row] = await tx.unsafe<{ slot?: string | null }[]>(statement, [...lockParams, ...params]);
+        if (admission && !row?.slot) await admission.wait(tx, fop!);
         applied = true;
         try {
           outcome = { ok: true, value: await fn() };
         } catch (error) {
           outcome = { ok: false, error };
         }
+        // Operations wait for a slot somewhere: wake them when this one's frees (at commit).
+        if (admission?.contended()) await tx.unsafe(admission.freedStatement);
       });
     } catch (e) {
       // Locks not obtained: nothing applied. Obtained: the op's own outcome stands (the
