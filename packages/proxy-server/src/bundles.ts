@@ -33,6 +33,11 @@ export class BundleService {
       readPackedMany?: (sha256s: readonly string[]) => Promise<Map<string, Uint8Array>>;
       /** One read of a small file's content (store/read-counts.ts). */
       onRead?: (sha256: string) => void;
+      /**
+       * The checked bytes of each uploaded entry, before it is written: the packer packs them
+       * from memory instead of reading them back (Packer.offer; bounded there).
+       */
+      offer?: (sha256: string, bytes: Uint8Array) => void;
     },
   ) {}
 
@@ -79,6 +84,8 @@ export class BundleService {
     const bundle = decodeBundle(bytes);
     for (const e of bundle.entries) checkNewPath(e.path);
     admit(bundle.entries.length);
+    // decodeBundle checked every entry's bytes against its SHA-256.
+    if (this.o.offer) for (const e of bundle.entries) this.o.offer(e.sha256, e.content);
     // One scheduled operation for the whole bundle: it waits for every earlier operation on
     // any of its paths (stop-and-wait) and is written and committed as one batch.
     const w = writerOf(a);

@@ -74,4 +74,40 @@ describe('packer queue', () => {
     for (const body of Object.values(lost)) expect(await packer.locate(sha(body))).toBeDefined();
     expect(await packer.pending()).toEqual([]);
   });
+
+  it("packs a bundle's files from the bytes it received, reading nothing back, and bounds what it holds", async () => {
+    const { server, alice } = await setup();
+    const packer = server.packer!;
+    const readSmall = vi.spyOn(packer['o'], 'readSmall');
+    const sent = files('hot', 12, 7);
+    await alice.putSmall(sent);
+    expect(packer['hot'].size).toBeGreaterThan(0);
+    expect(await packer.flush()).toBe(1);
+    expect(readSmall).not.toHaveBeenCalled();
+    for (const body of Object.values(sent)) {
+      const loc = await packer.locate(sha(body));
+      expect(loc).toBeDefined();
+      expect(Buffer.from(await packer.read(loc!))).toEqual(body);
+    }
+    expect(packer['hot'].size).toBe(0);
+
+    // Bytes not held (evicted, or too many): read back from the filesystem tier as before.
+    const cold = files('cold', 5, 70);
+    await alice.putSmall(cold);
+    packer['hot'].clear();
+    expect(await packer.flush()).toBe(1);
+    expect(readSmall).toHaveBeenCalledTimes(5);
+    for (const body of Object.values(cold))
+      expect(Buffer.from(await packer.read((await packer.locate(sha(body)))!))).toEqual(body);
+
+    // Held bytes whose files went before any flush are let go by the flushes after.
+    const gone = files('gone', 3, 90);
+    await alice.putSmall(gone);
+    const [del] = await alice.ops({ op: 'delete', path: 'gone' });
+    expect(del?.status).toBe('applied');
+    await packer.flush();
+    await packer.flush();
+    expect(packer['hot'].size).toBe(0);
+    readSmall.mockRestore();
+  });
 });

@@ -8,6 +8,7 @@
  * one pack serves every namespace holding that content.
  */
 import { createHash } from 'node:crypto';
+import { deflateRawSync } from 'node:zlib';
 import {
   ascii,
   ByteReader,
@@ -58,8 +59,21 @@ function fail(code: ConstructorParameters<typeof WireFormatError>[1], message: s
   throw new WireFormatError('pack', code, message);
 }
 
-/** Deflate when it saves at least 1/8 of the bytes, otherwise store. */
+/** Bytes of a content's start deflated (level 1) to tell whether the whole is worth deflating. */
+export const PACK_PROBE_BYTES = 2048;
+
+/**
+ * Deflate when it saves at least 1/8 of the bytes, otherwise store. A content longer than
+ * twice the probe whose first PACK_PROBE_BYTES do not shrink by 1/16 at level 1 is stored
+ * without deflating the rest (issue #16: already-compressed or random files, e.g. the 100,000
+ * synthetic files of the small-files bench, cost ~0.25 ms of CPU each to deflate for nothing;
+ * a file that is noise at its start and text after it is stored, a small loss).
+ */
 export function packStoredForm(raw: Uint8Array): { bytes: Uint8Array; compression: PackCompressionCode } {
+  if (raw.byteLength > 2 * PACK_PROBE_BYTES) {
+    const probe = deflateRawSync(raw.subarray(0, PACK_PROBE_BYTES), { level: 1 });
+    if (probe.byteLength > PACK_PROBE_BYTES - (PACK_PROBE_BYTES >> 4)) return { bytes: raw, compression: 0 };
+  }
   if (raw.byteLength >= 64) {
     const d = deflate(raw);
     if (d.byteLength <= raw.byteLength - (raw.byteLength >> 3)) return { bytes: d, compression: 1 };

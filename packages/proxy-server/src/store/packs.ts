@@ -41,6 +41,7 @@ import type {
   RepackOutcome,
 } from './pack-types.ts';
 import { keepFsCopy } from './pack-types.ts';
+import { HotContents } from './pack-hot.ts';
 
 export const PACK_PREFIX = 'packs';
 /**
@@ -119,12 +120,23 @@ export class Packer {
   private readonly now: () => number;
   /** This packer's name on its claims (one per process). */
   private readonly owner = randomBytes(8).toString('hex');
+  /** Bytes of small files just received, packed without reading them back (pack-hot.ts). */
+  private readonly hot: HotContents;
 
   constructor(o: PackerOptions) {
     this.o = o;
     this.targetBytes = o.targetBytes ?? DEFAULT_PACK_TARGET_BYTES;
     this.timeoutMs = o.timeoutMs ?? DEFAULT_PACK_TIMEOUT_MS;
     this.now = o.now ?? Date.now;
+    this.hot = new HotContents(2 * this.targetBytes);
+  }
+
+  /**
+   * The bytes of a small file about to be written (bundle ingest): its flush packs them from
+   * memory instead of reading the filesystem-tier copy back (bounded; checked by hash).
+   */
+  offer(sha256: string, bytes: Uint8Array): void {
+    if (!this.closed) this.hot.offer(sha256, bytes);
   }
 
   /** Where a content's bytes are in the packs, if packed. */
@@ -213,6 +225,8 @@ export class Packer {
     // 10,029-file drop's flush waited ~12 s on reads; issue #16). A content read twice
     // (the same bytes at two paths) is added once.
     const read = async (file: PendingContent): Promise<Uint8Array | undefined> => {
+      const hot = this.hot.get(file.sha256);
+      if (hot) return hot;
       try {
         return await this.o.readSmall(file.userId, file.path);
       } catch (e) {
@@ -222,6 +236,7 @@ export class Packer {
     };
     // Only the contents this process claimed: another one packing the same content meanwhile
     // (several proxies on one PostgreSQL) keeps it; its paths are looked up again next time.
+    const mark = this.hot.mark();
     const taken = await this.takePending();
     const keys = [...new Set(taken.map((f) => `c:${f.sha256}`))];
     const held = await this.o.index.claim(keys, this.owner, this.now(), PACK_CLAIM_TTL_MS);
@@ -243,10 +258,12 @@ export class Packer {
           throw e;
         }
         members.push(file);
+        this.hot.take(file.sha256);
         if (builder.size >= this.targetBytes) await write();
       }
       await write();
     } finally {
+      this.hot.sweep(mark);
       await this.o.index.release([...held], this.owner).catch((e) => this.failed(e));
     }
     if (this.queued === undefined) this.notify(0); // a listing cut short: the rest at the next flush
@@ -495,6 +512,7 @@ export class Packer {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.hot.clear();
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     while (this.flushing) await this.flushing.catch(() => undefined);
