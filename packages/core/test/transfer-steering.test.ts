@@ -24,7 +24,10 @@ interface Shared {
   bytes: Buffer;
   sha256: string;
   received: ByteRange[];
-  /** What the POST answers as `preferred` (undefined: nothing). */
+  /**
+   * What the POST and GET answer as `preferred` (undefined: nothing); an instance never
+   * names itself, as a proxy does not.
+   */
   preferred?: { id: string; url: string };
 }
 
@@ -47,7 +50,8 @@ afterEach(async () => {
   for (const s of running.splice(0)) await s.close();
 });
 
-function state(shared: Shared, withPreferred: boolean) {
+function state(shared: Shared, answering: string) {
+  const named = shared.preferred;
   return {
     transferId: TRANSFER_ID,
     path: 'big.bin',
@@ -57,7 +61,7 @@ function state(shared: Shared, withPreferred: boolean) {
     receivedBytes: shared.received.reduce((n, r) => n + r.length, 0),
     haveObject: false,
     maxBlockBytes: BLOCK,
-    ...(withPreferred && shared.preferred ? { preferred: shared.preferred } : {}),
+    ...(named && named.url.replace(/\/+$/, '') !== answering ? { preferred: named } : {}),
   };
 }
 
@@ -73,9 +77,9 @@ async function instance(shared: Shared): Promise<Instance> {
         res.writeHead(status, { 'content-type': 'application/json' });
         res.end(JSON.stringify(body));
       };
-      if (req.method === 'POST' && req.url === '/v1/transfers') return json(200, state(shared, true));
+      if (req.method === 'POST' && req.url === '/v1/transfers') return json(200, state(shared, inst.url));
       if (req.method === 'GET' && req.url === `/v1/transfers/${TRANSFER_ID}`)
-        return json(200, state(shared, false));
+        return json(200, state(shared, inst.url));
       if (req.method === 'PUT' && req.url === `/v1/transfers/${TRANSFER_ID}/blocks`) {
         puts += 1;
         const failing = inst.failBlocksFrom !== undefined && puts >= inst.failBlocksFrom;
@@ -133,13 +137,23 @@ async function setup() {
   return { file, shared, a, b, pool, client };
 }
 
-/** The propagator's block loop (upload-large.ts uploadWhole), one block at a time. */
-async function upload(client: ProxyClient, file: Buffer) {
-  const st = await client.createTransfer({ path: 'big.bin', size: file.length, sha256: '', mtimeMs: 0 });
+/**
+ * The propagator's block loop (upload-large.ts uploadWhole), one block at a time: a new
+ * transfer, or with `resume` the saved one read again (GET), sending only what it lacks;
+ * `stopAfter` blocks and the agent stops (the rest is left for a resume).
+ */
+async function upload(client: ProxyClient, file: Buffer, how: { resume?: boolean; stopAfter?: number } = {}) {
+  const st = how.resume
+    ? await client.getTransfer(TRANSFER_ID)
+    : await client.createTransfer({ path: 'big.bin', size: file.length, sha256: '', mtimeMs: 0 });
+  if (!st) throw new Error('the transfer is gone');
   const fallbacks: string[] = [];
   const route = new SteeredBlocks(client, st, (url) => fallbacks.push(url));
   const steeredTo = route.steeredTo;
+  let sent = 0;
   for (let seq = 0, offset = 0; offset < file.length; seq++, offset += BLOCK) {
+    if (st.received.some((r) => r.offset <= offset && r.offset + r.length >= offset + BLOCK)) continue;
+    if (sent++ === how.stopAfter) break;
     const payload = file.subarray(offset, offset + BLOCK);
     const frame = encodeTransferBlock({
       transferId: st.transferId,
@@ -166,6 +180,22 @@ describe('large upload blocks steered to the preferred instance', () => {
     expect(a.blocks).toBe(0);
     expect(r.fallbacks).toEqual([]);
     expect(b.tokens).toEqual(new Set(['Bearer device-token']));
+    expect(complete(shared)).toBe(true);
+  });
+
+  it('steersAResumedTransferLikeANewOne', async () => {
+    // The first run is not steered (nothing preferred), and stops after 3 of its 8 blocks.
+    const { file, shared, a, b, pool } = await setup();
+    const first = new ProxyClient({ baseUrl: a.url, token: 'device-token', servers: pool });
+    expect((await upload(first, file, { stopAfter: 3 })).steeredTo).toBeUndefined();
+    expect(a.blocks).toBe(3);
+    // After a restart the agent reads the saved transfer again; b is preferred now.
+    shared.preferred = { id: 'i-b', url: b.url };
+    const again = new ProxyClient({ baseUrl: a.url, token: 'device-token', servers: pool });
+    const r = await upload(again, file, { resume: true });
+    expect(r.steeredTo).toBe(b.url);
+    expect(b.blocks).toBe(5); // only the blocks the transfer lacked
+    expect(a.blocks).toBe(3);
     expect(complete(shared)).toBe(true);
   });
 

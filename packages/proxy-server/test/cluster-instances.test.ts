@@ -48,6 +48,7 @@ describe('instance registry on SQLite', () => {
         mtimeMs: 1,
       });
       expect(t.preferred).toBeUndefined();
+      expect((await c.json<TransferState>('GET', `/v1/transfers/${t.transferId}`)).preferred).toBeUndefined();
       expect((await new TestClient(s.url, 'nope').req('GET', '/v1/cluster/instances')).status).toBe(401);
       const doc = (await (await fetch(`${s.url}/openapi.json`)).json()) as {
         paths: Record<string, { get: { security: unknown } }>;
@@ -131,8 +132,16 @@ describe.skipIf('missing' in bins)(
             sha256: sha(path),
             mtimeMs: 1,
           });
-        expect((await open(onSmall, 'a.bin')).preferred).toEqual({ id: 'big', url: big.url });
+        const opened = await open(onSmall, 'a.bin');
+        expect(opened.preferred).toEqual({ id: 'big', url: big.url });
         expect((await open(onBig, 'b.bin')).preferred).toBeUndefined();
+        // A transfer resumed later (the agent restarted, or failed over) is steered the same
+        // way: its state names the instance preferred now, from whichever instance answers.
+        const resumed = (c: TestClient) => c.json<TransferState>('GET', `/v1/transfers/${opened.transferId}`);
+        const read = await resumed(onSmall);
+        expect(read).toMatchObject({ transferId: opened.transferId, receivedBytes: 0, haveObject: false });
+        expect(read.preferred).toEqual({ id: 'big', url: big.url });
+        expect((await resumed(onBig)).preferred).toBeUndefined();
 
         // Real uploads through 'big' use up its bandwidth (MiBs a second against its declared
         // 400 kB/s): while they run, 'small' has more available and transfers are steered there.

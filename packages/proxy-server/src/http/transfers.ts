@@ -30,6 +30,13 @@ export function registerTransferRoutes(
 ): void {
   const { app, route, document, auth, parse } = ctx;
   const { transfers, devices } = deps;
+  // The instance preferred now, on opening a transfer and on reading its state: an agent
+  // that resumes a saved transfer (after a restart or a failover) reads it, and is steered
+  // as a new one is. Nothing to steer when the server holds the object or every byte.
+  const steered = (st: TransferState): TransferState => {
+    const preferred = st.haveObject || st.receivedBytes >= st.size ? undefined : deps.steer?.();
+    return preferred ? { ...st, preferred } : st;
+  };
 
   route(
     {
@@ -47,22 +54,22 @@ export function registerTransferRoutes(
       const { path, size, sha256, mtimeMs } = body;
       const st = await transfers.open(a, { path, size, sha256, mtimeMs }, transfers.now());
       void reply.code(201);
-      const preferred = st.haveObject ? undefined : deps.steer?.();
-      return preferred ? { ...st, preferred } : st;
+      return steered(st);
     },
   );
   route(
     {
       method: 'GET',
       url: '/v1/transfers/:id',
-      summary: 'Transfer state (acknowledged ranges)',
+      summary:
+        'Transfer state (acknowledged ranges); `preferred` names the less loaded instance now, while blocks are missing',
       auth: 'device',
       response: TransferState,
     },
     async (req) => {
       const a = auth(req);
       const { id } = parse(TransferParams, req.params);
-      return transfers.state(await transfers.get(a, id));
+      return steered(await transfers.state(await transfers.get(a, id)));
     },
   );
   route(
