@@ -66,8 +66,6 @@ const YIELD_EVERY = 1_000;
  * 256 hold the loop for a millisecond or two.
  */
 export const STAT_SLICE = 256;
-/** One stat slower than this (a network or sleeping disk): the rest go to the thread pool. */
-const SLOW_STAT_MS = 20;
 /** Names of one folder whose stats are asked for together, in the thread pool. */
 const STAT_CHUNK = 64;
 /** Files hashed at once (reads overlap in the thread pool; small files are read whole). */
@@ -164,32 +162,34 @@ export async function scan(
   const folded = new Map<string, string>();
   const detectClashes = options.detectCaseClashes ?? false;
 
-  // Stats on the event loop, STAT_SLICE between turns, until one is slow: then in the thread
-  // pool, a chunk of names at once (the pool works on them together).
-  let syncStats = true;
+  // Stats on the event loop, STAT_SLICE between turns, while they are quick (the folder's
+  // LoopGate, shared with its realpaths): else in the thread pool, a chunk of names at once
+  // (the pool works on them together).
+  const gate = paths.gate;
   let sinceTurn = 0;
   const statNames = async (
     dirAbs: string,
     names: readonly string[],
   ): Promise<(BigIntStats | undefined)[]> => {
     const out: (BigIntStats | undefined)[] = [];
-    while (syncStats && out.length < names.length) {
-      if (++sinceTurn >= STAT_SLICE) {
-        sinceTurn = 0;
-        await new Promise<void>((resolve) => setImmediate(resolve));
-        stopCheck();
+    while (out.length < names.length) {
+      if (gate.onLoop()) {
+        if (++sinceTurn >= STAT_SLICE) {
+          sinceTurn = 0;
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          stopCheck();
+        }
+        const abs = nodePath.join(dirAbs, names[out.length] as string);
+        const t = performance.now();
+        try {
+          out.push(fs.lstatSync(abs, { bigint: true, throwIfNoEntry: false }));
+        } catch {
+          out.push(undefined); // unreadable: as if gone
+        }
+        gate.took(performance.now() - t);
+        continue;
       }
-      const abs = nodePath.join(dirAbs, names[out.length] as string);
-      const t = performance.now();
-      try {
-        out.push(fs.lstatSync(abs, { bigint: true, throwIfNoEntry: false }));
-      } catch {
-        out.push(undefined); // unreadable: as if gone
-      }
-      if (performance.now() - t > SLOW_STAT_MS) syncStats = false;
-    }
-    for (let i = out.length; i < names.length; i += STAT_CHUNK) {
-      const chunk = names.slice(i, i + STAT_CHUNK);
+      const chunk = names.slice(out.length, out.length + STAT_CHUNK);
       out.push(
         ...(await Promise.all(
           chunk.map((n) => fsp.lstat(nodePath.join(dirAbs, n), { bigint: true }).catch(() => undefined)),

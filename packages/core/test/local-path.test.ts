@@ -274,6 +274,40 @@ describe('symbolic links inside the folder', () => {
     expect(await paths.resolve('not-yet/x')).toBe(nodePath.join(root, 'not-yet', 'x'));
   });
 
+  it('a folder swapped for a link after it was resolved through is refused at once', async () => {
+    const base = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-localpath-'));
+    dirs.push(base);
+    const root = nodePath.join(base, 'Weft');
+    await fsp.mkdir(nodePath.join(root, 'a', 'b'), { recursive: true });
+    await fsp.writeFile(nodePath.join(root, 'a', 'b', 'f'), 'x');
+    await fsp.writeFile(nodePath.join(root, 'a', 'b', 'g'), 'y');
+    const paths = new LocalPaths(root, 'posix');
+    expect(await paths.resolve('a/b/f')).toBe(nodePath.join(root, 'a', 'b', 'f'));
+    // The very folder moved out and linked back: the same inodes below the link.
+    await fsp.rename(nodePath.join(root, 'a'), nodePath.join(base, 'a-out'));
+    await fsp.symlink(nodePath.join(base, 'a-out'), nodePath.join(root, 'a'));
+    await expect(paths.resolve('a/b/g')).rejects.toThrow(UnsafeLocalPathError);
+    await expect(paths.resolve('a/b/f')).rejects.toThrow(UnsafeLocalPathError);
+    // A link to a folder inside the folder is not followed either.
+    await fsp.rm(nodePath.join(root, 'a'));
+    await fsp.rename(nodePath.join(base, 'a-out'), nodePath.join(root, 'c'));
+    await fsp.symlink('c', nodePath.join(root, 'a'));
+    await expect(paths.resolve('a/b/g')).rejects.toThrow(UnsafeLocalPathError);
+    expect(await paths.resolve('c/b/g')).toBe(nodePath.join(root, 'c', 'b', 'g'));
+  });
+
+  it('realpaths are taken on the event loop, not one thread-pool round trip per file (issue #16)', async () => {
+    const base = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-localpath-'));
+    dirs.push(base);
+    const root = nodePath.join(base, 'Weft');
+    await fsp.mkdir(nodePath.join(root, 'd'), { recursive: true });
+    for (let i = 0; i < 20; i++) await fsp.writeFile(nodePath.join(root, 'd', `f${i}`), '');
+    const paths = new LocalPaths(root, 'posix');
+    for (let i = 0; i < 20; i++) await paths.resolve(`d/f${i}`);
+    // One for the folder itself, then one per existing file.
+    expect(paths.gate.calls).toEqual({ onLoop: 21, inPool: 0 });
+  });
+
   it('the win32 rules are checked with Windows path semantics even on Linux', () => {
     const paths = new LocalPaths('/tmp/weft-x', 'win32');
     expect(paths.localRel('..\\..\\x/CON')).toBe('..＼..＼x/CON＿');
