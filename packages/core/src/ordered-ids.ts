@@ -1,118 +1,114 @@
 /**
  * A set of integers kept in order, with the one query the coalescing queue needs: the
- * largest member below a bound. A treap (a binary search tree whose nodes also carry a
- * random priority, heap-ordered), so insert, delete and the query take O(log n) expected
- * whatever the order of the keys. The queue's keys mostly arrive in ascending order, which
- * would degrade a plain binary search tree to a list.
+ * largest member below a bound. Members are kept in sorted runs (plain arrays of at most
+ * `runLength` numbers, every member of a run below every member of the next), found by a
+ * binary search over the runs' last members and then within the run: insert, delete and the
+ * query take O(log n + runLength). The queue's keys mostly arrive in ascending order, which
+ * fills the last run and opens a new one, so the runs stay full.
+ *
+ * Runs instead of a tree: a tree node per member (an object of four fields, ~48 bytes) made
+ * the queue's folder indexes the largest thing it held — three per queued file, one per
+ * folder above it — and every insert allocated the split's arrays (issue #16: a queue of
+ * 100,000 files). A member of a run costs one array slot.
  */
 
-interface Node {
-  readonly key: number;
-  readonly priority: number;
-  left: Node | undefined;
-  right: Node | undefined;
-}
+/** Members per run: the splice of a run stays a short copy. */
+const RUN_LENGTH = 512;
 
-/** Deterministic priorities (xorshift32): runs are reproducible. */
-let seed = 0x9e3779b9;
-function nextPriority(): number {
-  seed ^= seed << 13;
-  seed ^= seed >>> 17;
-  seed ^= seed << 5;
-  return seed >>> 0;
-}
-
-/** Split into keys < key and keys ≥ key. */
-function split(t: Node | undefined, key: number): [Node | undefined, Node | undefined] {
-  if (t === undefined) return [undefined, undefined];
-  if (t.key < key) {
-    const [l, r] = split(t.right, key);
-    t.right = l;
-    return [t, r];
+/** The first index of sorted `a` whose member is ≥ key (a.length if none). */
+function lowerBound(a: readonly number[], key: number): number {
+  let lo = 0;
+  let hi = a.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((a[mid] as number) < key) lo = mid + 1;
+    else hi = mid;
   }
-  const [l, r] = split(t.left, key);
-  t.left = r;
-  return [l, t];
-}
-
-/** Join two treaps, every key of `a` below every key of `b`. */
-function join(a: Node | undefined, b: Node | undefined): Node | undefined {
-  if (a === undefined) return b;
-  if (b === undefined) return a;
-  if (a.priority > b.priority) {
-    a.right = join(a.right, b);
-    return a;
-  }
-  b.left = join(a, b.left);
-  return b;
+  return lo;
 }
 
 export class OrderedIds {
-  private root: Node | undefined;
+  /** Sorted, non-empty runs; every member of one below every member of the next. */
+  private readonly runs: number[][] = [];
   private count = 0;
+
+  /** @param runLength members per run (tests use small runs to split and empty them often). */
+  constructor(private readonly runLength = RUN_LENGTH) {
+    if (!Number.isInteger(runLength) || runLength < 2)
+      throw new RangeError('runLength must be an integer ≥ 2');
+  }
 
   get size(): number {
     return this.count;
   }
 
-  has(key: number): boolean {
-    let t = this.root;
-    while (t !== undefined) {
-      if (key === t.key) return true;
-      t = key < t.key ? t.left : t.right;
+  /** How many runs hold the members (memory; tests). */
+  get runCount(): number {
+    return this.runs.length;
+  }
+
+  /** The index of the first run whose last member is ≥ key (runs.length if none). */
+  private runFor(key: number): number {
+    let lo = 0;
+    let hi = this.runs.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const run = this.runs[mid] as number[];
+      if ((run[run.length - 1] as number) < key) lo = mid + 1;
+      else hi = mid;
     }
-    return false;
+    return lo;
+  }
+
+  has(key: number): boolean {
+    const run = this.runs[this.runFor(key)];
+    return run !== undefined && run[lowerBound(run, key)] === key;
   }
 
   add(key: number): void {
-    if (this.has(key)) return;
-    const node: Node = { key, priority: nextPriority(), left: undefined, right: undefined };
-    const [l, r] = split(this.root, key);
-    this.root = join(join(l, node), r);
+    const i = this.runFor(key);
+    const run = this.runs[i];
+    if (run === undefined) {
+      // Above every member (the usual case): onto the last run, or a new one when it is full.
+      const last = this.runs[this.runs.length - 1];
+      if (last !== undefined && last.length < this.runLength) last.push(key);
+      else this.runs.push([key]);
+      this.count += 1;
+      return;
+    }
+    const j = lowerBound(run, key);
+    if (run[j] === key) return;
+    run.splice(j, 0, key);
     this.count += 1;
+    if (run.length > this.runLength) this.runs.splice(i + 1, 0, run.splice(run.length >>> 1));
   }
 
   delete(key: number): boolean {
-    let parent: Node | undefined;
-    let t = this.root;
-    while (t !== undefined && t.key !== key) {
-      parent = t;
-      t = key < t.key ? t.left : t.right;
-    }
-    if (t === undefined) return false;
-    const replacement = join(t.left, t.right);
-    if (parent === undefined) this.root = replacement;
-    else if (parent.left === t) parent.left = replacement;
-    else parent.right = replacement;
+    const i = this.runFor(key);
+    const run = this.runs[i];
+    if (run === undefined) return false;
+    const j = lowerBound(run, key);
+    if (run[j] !== key) return false;
+    run.splice(j, 1);
+    if (run.length === 0) this.runs.splice(i, 1);
     this.count -= 1;
     return true;
   }
 
   /** The largest member strictly below `bound`, if any. */
   maxBelow(bound: number): number | undefined {
-    let best: number | undefined;
-    let t = this.root;
-    while (t !== undefined) {
-      if (t.key < bound) {
-        best = t.key;
-        t = t.right;
-      } else t = t.left;
+    const i = this.runFor(bound);
+    const run = this.runs[i];
+    if (run !== undefined) {
+      const j = lowerBound(run, bound);
+      if (j > 0) return run[j - 1];
     }
-    return best;
+    const before = this.runs[i - 1];
+    return before === undefined ? undefined : before[before.length - 1];
   }
 
   /** Members in ascending order. */
   *[Symbol.iterator](): IterableIterator<number> {
-    const stack: Node[] = [];
-    let t = this.root;
-    while (t !== undefined || stack.length > 0) {
-      while (t !== undefined) {
-        stack.push(t);
-        t = t.left;
-      }
-      const n = stack.pop() as Node;
-      yield n.key;
-      t = n.right;
-    }
+    for (const run of this.runs) yield* run;
   }
 }
