@@ -60,6 +60,29 @@ export function peakRssMiB(pid: number | undefined): number {
   }
 }
 
+/** Resident set (VmRSS) of a live process now, MiB; 0 once it has gone. */
+function rssMiB(pid: number | undefined): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU-seconds (user + system) a live process has used so far; 0 once it has gone. */
+export function cpuSeconds(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // Fields 14 and 15 (utime, stime) in clock ticks; 100 a second on Linux.
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
 /** Peak resident sets of a process and its descendants, summed (MiB): Syncthing runs a monitor process. */
 export function treePeakRssMiB(pid: number | undefined): number {
   if (pid === undefined) return 0;
@@ -177,6 +200,8 @@ export interface AgentRun {
   /** From spawn to `durable()` answering true after idle (0: not reached or not asked). */
   durableMs: number;
   rssMiB: number;
+  /** CPU-seconds the agent used (user + system), read last before it was stopped. */
+  cpuSeconds: number;
   slowestStatusMs: number;
   last: AgentStatus | undefined;
   /** Set when the agent exited by itself before the run was over (its stderr is the bench's). */
@@ -202,6 +227,8 @@ export async function runAgent(o: {
   const child = spawn(
     process.execPath,
     [
+      // Node flags for the agent alone, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof' or '--heap-prof'.
+      ...(process.env.WEFT_BENCH_AGENT_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
       WEFT,
       'agent',
       '--folder',
@@ -220,11 +247,13 @@ export async function runAgent(o: {
     idleMs: 0,
     durableMs: 0,
     rssMiB: 0,
+    cpuSeconds: 0,
     slowestStatusMs: 0,
     last: undefined,
   };
   let sawScanning = false;
   let quietSince = 0;
+  let traced = 0;
   while (performance.now() - t0 < o.limitMs && child.exitCode === null) {
     const asked = performance.now();
     const s = await agentStatus(o.state);
@@ -233,6 +262,17 @@ export async function runAgent(o: {
       run.last = s;
     }
     run.rssMiB = Math.max(run.rssMiB, peakRssMiB(child.pid));
+    run.cpuSeconds = Math.max(run.cpuSeconds, cpuSeconds(child.pid));
+    // WEFT_BENCH_TRACE=1: a line a second — where in the run the memory and the CPU go.
+    if (process.env.WEFT_BENCH_TRACE && performance.now() - traced >= 1_000) {
+      traced = performance.now();
+      console.error(
+        `  ${((traced - t0) / 1000).toFixed(1)} s: ${s?.state ?? '(no answer)'}, ` +
+          `${s?.pendingOperations ?? '?'} queued, ${s?.files ?? '?'} files, ` +
+          `RSS ${rssMiB(child.pid).toFixed(0)} MiB (peak ${run.rssMiB.toFixed(0)}), ` +
+          `CPU ${run.cpuSeconds.toFixed(1)} s, status ${(performance.now() - asked).toFixed(0)} ms`,
+      );
+    }
     if (s?.state === 'scanning') sawScanning = true;
     else if (s && sawScanning && run.scannedMs === 0) run.scannedMs = performance.now() - t0;
     if (run.idleMs === 0 && s?.state === 'idle' && s.pendingOperations === 0) {
@@ -252,6 +292,7 @@ export async function runAgent(o: {
     await new Promise((r) => setTimeout(r, 100));
   }
   run.rssMiB = Math.max(run.rssMiB, peakRssMiB(child.pid));
+  run.cpuSeconds = Math.max(run.cpuSeconds, cpuSeconds(child.pid));
   if (child.exitCode !== null || child.signalCode !== null) run.exited = child.exitCode;
   if (child.exitCode === null) {
     const exited = new Promise((r) => child.once('exit', r));

@@ -5,7 +5,9 @@
 // (everything uploaded), a no-change restart (start → idle again: the full rescan of an
 // unchanged folder), and the peak resident set (VmHWM) of the agent and of the proxy, beside
 // Syncthing's own first scan of the same folder (Debian's syncthing, headless, temporary home;
-// scripts/ensure-syncthing.sh) and the 1-minute load average. Figures are printed, never asserted.
+// scripts/ensure-syncthing.sh; WEFT_BENCH_SYNCTHING=0 leaves it out), the agent's CPU-seconds
+// (from /proc, comparable on a loaded machine where wall times are not) and the 1-minute load
+// average. Figures are printed, never asserted.
 //
 //   npx tsx bench/many-files.bench.ts [10000 100000 …]     (from the repository root)
 //
@@ -30,7 +32,8 @@ const rows: string[][] = [
     'first full scan (s)',
     'idle (s)',
     'no-change restart → idle (s)',
-    'agent peak RSS (MiB)',
+    'agent peak RSS first / restart (MiB)',
+    'agent CPU first / restart (s)',
     'proxy peak RSS (MiB)',
     'slowest status (ms)',
     'Syncthing first scan (s)',
@@ -57,7 +60,10 @@ for (const n of SIZES) {
   const proxyRss = proxy.peakRssMiB();
   await proxy.stop();
   await fsp.rm(work, { recursive: true, force: true });
-  const st = await syncthingScan(folder, n, limitMs);
+  const st =
+    process.env.WEFT_BENCH_SYNCTHING === '0'
+      ? 'left out (WEFT_BENCH_SYNCTHING=0)'
+      : await syncthingScan(folder, n, limitMs);
   if (typeof st === 'string') console.log(`${n}: Syncthing — ${st}`);
   const s = (ms: number): string => (ms > 0 ? (ms / 1000).toFixed(1) : 'not reached');
   rows.push([
@@ -65,7 +71,8 @@ for (const n of SIZES) {
     s(first.scannedMs),
     s(first.idleMs),
     s(again.idleMs),
-    Math.max(first.rssMiB, again.rssMiB).toFixed(0),
+    `${first.rssMiB.toFixed(0)} / ${again.rssMiB.toFixed(0)}`,
+    `${first.cpuSeconds.toFixed(1)} / ${again.cpuSeconds.toFixed(1)}`,
     proxyRss.toFixed(0),
     Math.max(first.slowestStatusMs, again.slowestStatusMs).toFixed(0),
     typeof st === 'string' ? 'not run' : st.seconds.toFixed(1),
