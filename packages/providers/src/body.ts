@@ -70,26 +70,32 @@ export function clampRange(size: number, offset = 0, length?: number): { start: 
 
 /**
  * Re-chunk a stream into pieces of exactly `size` bytes (the last may be shorter),
- * holding at most one piece in memory. Used for multipart and chunked uploads.
+ * holding at most one piece in memory. Used for multipart and chunked uploads and for
+ * cutting fragment reads into shards. Every piece is the consumer's own (the producer may
+ * reuse its buffers once we return control): each byte is copied once, straight into the
+ * piece it belongs to — not into a held copy first and then concatenated (issue #17: the
+ * second copy and its garbage were a tenth of the redundant tier's CPU).
  */
 export async function* rechunk(stream: AsyncIterable<Uint8Array>, size: number): AsyncIterable<Buffer> {
-  let parts: Buffer[] = [];
+  if (!Number.isSafeInteger(size) || size < 1) throw new InvalidArgumentError(`bad chunk size ${size}`);
+  let piece: Buffer | undefined;
   let held = 0;
   for await (const chunk of stream) {
-    let buf = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-    while (held + buf.byteLength >= size) {
-      const take = size - held;
-      parts.push(buf.subarray(0, take));
-      yield Buffer.concat(parts, size);
-      parts = [];
-      held = 0;
-      buf = buf.subarray(take);
-    }
-    if (buf.byteLength > 0) {
-      // Copy: the producer may reuse its buffer after we return control.
-      parts.push(Buffer.from(buf));
-      held += buf.byteLength;
+    for (let at = 0; at < chunk.byteLength;) {
+      piece ??= Buffer.allocUnsafe(size);
+      const take = Math.min(size - held, chunk.byteLength - at);
+      piece.set(chunk.subarray(at, at + take), held);
+      held += take;
+      at += take;
+      if (held === size) {
+        const full = piece;
+        piece = undefined;
+        held = 0;
+        yield full;
+      }
     }
   }
-  if (held > 0) yield Buffer.concat(parts, held);
+  // The short last piece: its own buffer unless it fills most of the one it is in.
+  if (piece && held > 0)
+    yield held * 2 >= size ? piece.subarray(0, held) : Buffer.from(piece.subarray(0, held));
 }

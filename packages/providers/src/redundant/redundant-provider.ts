@@ -320,13 +320,16 @@ export class RedundantProvider implements Provider {
     let headBytes = 0;
     let ended = false;
     while (headBytes < this.thresholdBytes) {
+      // The producer may reuse a chunk's buffer once asked for the next one: the chunk held
+      // so far is copied then, the last one never (a large body given whole is not copied).
+      if (head.length > 0) head[head.length - 1] = Buffer.from(head[head.length - 1]!);
       const r = await it.next();
       throwIfAborted(options.signal);
       if (r.done) {
         ended = true;
         break;
       }
-      head.push(Buffer.from(r.value));
+      head.push(Buffer.from(r.value.buffer, r.value.byteOffset, r.value.byteLength));
       headBytes += r.value.byteLength;
     }
     const modifiedMs = options.modifiedMs ?? Date.now();

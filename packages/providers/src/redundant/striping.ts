@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { encodeStripes, type ReedSolomon } from '@weft/reed-solomon-wasm';
+import type { ReedSolomon } from '@weft/reed-solomon-wasm';
 import { rechunk, throwIfAborted } from '../body.ts';
 import { TransientError } from '../errors.ts';
 import type { Provider } from '../provider.ts';
@@ -38,7 +38,11 @@ export function stripeCount(size: number, k: number, shardBytes: number): number
   return Math.max(1, Math.ceil(size / (k * shardBytes)));
 }
 
-/** Encode `source` (exactly what is to be stored) into fragment files under `dir`. */
+/**
+ * Encode `source` (exactly what is to be stored) into fragment files under `dir`. One
+ * stripe's buffers serve every stripe: each is hashed and written out before the next is
+ * filled (fresh buffers per stripe cost page faults and garbage collection, issue #17).
+ */
 export async function encodeToSpool(
   rs: ReedSolomon,
   source: AsyncIterable<Uint8Array>,
@@ -50,40 +54,44 @@ export async function encodeToSpool(
   const n = rs.n;
   const whole = createHash('sha256');
   let size = 0;
-  async function* counted(): AsyncIterable<Uint8Array> {
-    for await (const chunk of source) {
-      throwIfAborted(signal);
-      whole.update(chunk);
-      size += chunk.byteLength;
-      yield chunk;
-    }
-  }
   const files = Array.from({ length: n }, (_, i) => nodePath.join(dir, `fragment.${i}`));
   const handles = await Promise.all(files.map((f) => fsp.open(f, 'w')));
   const hashes = files.map(() => createHash('sha256'));
   const shardSha: Buffer[] = [];
+  const data = Buffer.allocUnsafe(k * shardBytes);
+  const shards = Array.from({ length: n }, (_, i) =>
+    i < k ? data.subarray(i * shardBytes, (i + 1) * shardBytes) : Buffer.allocUnsafe(shardBytes),
+  );
+  let filled = 0;
   let stripes = 0;
+  /** Encode, hash and write the stripe in `data` (zero-padded after `filled`). */
+  const flush = async (): Promise<void> => {
+    data.fill(0, filled);
+    rs.encodeInto(shards.slice(0, k), shards.slice(k));
+    for (let i = 0; i < n; i++) {
+      hashes[i]!.update(shards[i]!);
+      shardSha.push(createHash('sha256').update(shards[i]!).digest());
+    }
+    await Promise.all(shards.map((shard, i) => writeAll(handles[i]!, shard)));
+    stripes += 1;
+    filled = 0;
+  };
   try {
-    for await (const stripe of encodeStripes(rs, counted(), shardBytes)) {
-      stripes += 1;
-      for (let i = 0; i < n; i++) {
-        const shard = stripe.shards[i]!;
-        hashes[i]!.update(shard);
-        shardSha.push(createHash('sha256').update(shard).digest());
-        await handles[i]!.write(shard);
+    for await (const chunk of source) {
+      throwIfAborted(signal);
+      whole.update(chunk);
+      size += chunk.byteLength;
+      for (let at = 0; at < chunk.byteLength;) {
+        const take = Math.min(data.byteLength - filled, chunk.byteLength - at);
+        data.set(chunk.subarray(at, at + take), filled);
+        filled += take;
+        at += take;
+        if (filled === data.byteLength) await flush();
       }
     }
-    if (stripes === 0) {
-      // An empty object still has one (all-zero) stripe, so every fragment has a payload.
-      const zero = Buffer.alloc(shardBytes);
-      const parity = rs.encode(Array.from({ length: k }, () => zero));
-      for (let i = 0; i < n; i++) {
-        const shard = i < k ? zero : parity[i - k]!;
-        hashes[i]!.update(shard);
-        shardSha.push(createHash('sha256').update(shard).digest());
-        await handles[i]!.write(shard);
-      }
-    }
+    // The last, padded stripe; an empty object still has one (all-zero) stripe, so every
+    // fragment has a payload.
+    if (filled > 0 || stripes === 0) await flush();
   } finally {
     await Promise.all(handles.map((h) => h.close()));
   }
@@ -102,6 +110,13 @@ export async function encodeToSpool(
     shardSha: Buffer.concat(shardSha),
     fragments,
   };
+}
+
+async function writeAll(h: fsp.FileHandle, bytes: Uint8Array): Promise<void> {
+  for (let at = 0; at < bytes.byteLength;) {
+    const { bytesWritten } = await h.write(bytes, at, bytes.byteLength - at);
+    at += bytesWritten;
+  }
 }
 
 /** A fragment object's body for upload: header, then its payload file (a factory: re-sendable). */
