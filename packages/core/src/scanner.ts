@@ -142,11 +142,20 @@ export async function scan(
     if (options.shouldStop?.()) throw new ScanStopped();
   };
   // Reads go to the journal; writes are deferred into `commit` (see ScanResult.commit),
-  // each tagged with how many operations preceded it (see ScanResult.commitThrough).
-  const deferred: ({ after: number; write: () => void } | undefined)[] = [];
-  const defer = (write: () => void): void => void deferred.push({ after: ops.length, write });
+  // each tagged with how many operations preceded it (see ScanResult.commitThrough). Kept
+  // as data in two parallel arrays, not as a closure and a row object each: a new file's
+  // write is the entry found on disk itself (its row made when written), which a first scan
+  // of 100,000 files held 100,000 of until the queue took them (issue #16).
+  const deferredAfter: number[] = [];
+  const deferred: (DiskEntry | FileRow | (() => void) | undefined)[] = [];
+  const defer = (write: DiskEntry | FileRow | (() => void)): void => {
+    deferredAfter.push(ops.length);
+    deferred.push(write);
+  };
   const journal = {
-    upsertFile: (row: FileRow) => defer(() => realJournal.upsertFile(row)),
+    upsertFile: (row: FileRow) => defer(row),
+    /** The row of an entry found on disk and not known before (newRow when written). */
+    insertNew: (e: DiskEntry) => defer(e),
     deleteFile: (p: string) => defer(() => realJournal.deleteFile(p)),
     deleteFilesUnder: (p: string) => defer(() => realJournal.deleteFilesUnder(p)),
     moveFiles: (from: string, to: string) => defer(() => realJournal.moveFiles(from, to)),
@@ -412,12 +421,12 @@ export async function scan(
     if (e.kind === 'dir') {
       if (!row) {
         ops.push({ kind: 'mkdir', path: e.path, created: true });
-        journal.upsertFile(newRow(e, null));
+        journal.insertNew(e);
       } else if (row.kind !== 'dir') {
         // A file became a folder: delete the file, create the folder.
         ops.push({ kind: 'delete', path: e.path });
         ops.push({ kind: 'mkdir', path: e.path, created: true });
-        journal.upsertFile(newRow(e, null));
+        journal.insertNew(e);
       } else if (row.inode !== e.inode) {
         const r = whole(row);
         if (r) journal.upsertFile({ ...r, inode: e.inode, mtimeNs: e.mtimeNs });
@@ -439,7 +448,7 @@ export async function scan(
       ops.push({ kind: 'delete', path: e.path });
       ops.push({ kind: 'put', path: e.path, hash, size: e.size, created: true });
       journal.deleteFilesUnder(e.path);
-      journal.upsertFile({ ...newRow(e, hash) });
+      journal.insertNew(e);
       continue;
     }
     const r = row && whole(row); // changed by its stat: its whole row now
@@ -450,9 +459,8 @@ export async function scan(
     if (!r || r.syncedHash !== hash) {
       ops.push({ kind: 'put', path: e.path, hash, size: e.size, created: !r || r.syncedRev === null });
     }
-    journal.upsertFile(
-      r ? { ...r, size: e.size, mtimeNs: e.mtimeNs, inode: e.inode, hash } : newRow(e, hash),
-    );
+    if (r) journal.upsertFile({ ...r, size: e.size, mtimeNs: e.mtimeNs, inode: e.inode, hash });
+    else journal.insertNew(e);
   }
 
   // Deletions: known rows in scope that are no longer on disk (top-most only: a folder
@@ -486,10 +494,12 @@ export async function scan(
   folded.clear();
   let written = 0;
   const commitThrough = (end: number): void => {
-    for (let d = deferred[written]; d !== undefined && d.after <= end; d = deferred[written]) {
-      d.write();
+    for (; written < deferred.length && (deferredAfter[written] as number) <= end; written++) {
+      const d = deferred[written];
       deferred[written] = undefined; // the row it holds can go
-      written += 1;
+      if (typeof d === 'function') d();
+      else if (d !== undefined)
+        realJournal.upsertFile('dir' in d ? newRow(d, d.kind === 'dir' ? null : (d.hash ?? null)) : d);
     }
   };
 
