@@ -103,6 +103,7 @@ export class BundleService {
               sha256: e.sha256,
               mtimeMs: e.mtimeMs,
               base: e.rev,
+              checked: true, // by decodeBundle
             })),
           ),
       })

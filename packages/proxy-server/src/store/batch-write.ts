@@ -38,6 +38,8 @@ export interface BatchFile {
   readonly mtimeMs: number;
   /** Base revision of a conditional write (see api.md): undefined, null (must not exist) or a revision. */
   readonly base: string | null | undefined;
+  /** The caller checked `sha256` against the bytes (decodeBundle does): they are not hashed again. */
+  readonly checked?: boolean;
 }
 
 /** What a batch write needs of the store. */
@@ -98,15 +100,22 @@ export async function writeBatchFiles(
   };
   /** What this batch puts at a path, before it is recorded. */
   const planned = new Map<string, 'file' | 'dir'>();
-  const kindAt = async (path: string): Promise<'file' | 'dir' | undefined> =>
-    planned.get(path) ?? (await store.meta.getEntry(w.userId, path))?.kind;
+  /** Folders already in the index, looked up once per batch (a bundle's files share them). */
+  const existing = new Map<string, 'file' | 'dir' | undefined>();
+  const kindAt = async (path: string): Promise<'file' | 'dir' | undefined> => {
+    const p = planned.get(path);
+    if (p !== undefined) return p;
+    if (!existing.has(path)) existing.set(path, (await store.meta.getEntry(w.userId, path))?.kind);
+    return existing.get(path);
+  };
   const newDirs: string[] = [];
   const jobs: {
     i: number;
     path: string;
     item: BatchFile;
     conflict?: ConflictReport;
-    replacesLarge: boolean;
+    /** The entry it replaces (its bytes are kept as a version). */
+    before: EntryInfo | undefined;
     /** Bytes it adds to the namespace (its size less the file it replaces). */
     growth: number;
   }[] = [];
@@ -114,7 +123,7 @@ export async function writeBatchFiles(
   for (const [i, item] of items.entries()) {
     try {
       checkNewPath(item.path);
-      if (sha256Hex(item.bytes) !== item.sha256)
+      if (!item.checked && sha256Hex(item.bytes) !== item.sha256)
         throw new ApiError('HASH_MISMATCH', 'SHA-256 of the content does not match the declared one');
       if (item.bytes.byteLength >= store.smallFileBytes) {
         large.push(i);
@@ -157,7 +166,7 @@ export async function writeBatchFiles(
         path: target,
         item,
         ...(conflict ? { conflict } : {}),
-        replacesLarge: before?.tier === 'large',
+        before,
         growth: item.bytes.byteLength - (before?.kind === 'file' ? before.size : 0),
       });
     } catch (e) {
@@ -198,7 +207,7 @@ async function writeBatch(
     path: string;
     item: BatchFile;
     conflict?: ConflictReport;
-    replacesLarge: boolean;
+    before: EntryInfo | undefined;
   }[],
   newDirs: readonly string[],
   large: readonly number[],
@@ -241,11 +250,9 @@ async function writeBatch(
     return false;
   });
   // The versions these files replace stay restorable: their bytes are put aside first.
+  // (Each one's entry was read when it was decided; the scheduler holds its path since.)
   const replaced: EntryInfo[] = [];
-  for (const j of writable) {
-    const cur = await store.meta.getEntry(w.userId, j.path);
-    if (cur && cur.sha256 !== j.item.sha256) replaced.push(cur);
-  }
+  for (const j of writable) if (j.before && j.before.sha256 !== j.item.sha256) replaced.push(j.before);
   const unkeep = await store.keepContent(w.userId, replaced);
   let records: ChangeRecord[];
   const recorded: { job: (typeof jobs)[number]; change: number }[] = [];
@@ -255,6 +262,9 @@ async function writeBatch(
         path: store.nsPath(w.userId, j.path),
         bytes: j.item.bytes,
         modifiedMs: j.item.mtimeMs,
+        sha256: j.item.sha256,
+        // Checked above (or by the caller): writeMany does not hash the bytes again.
+        sha256Checked: true,
       })),
       { concurrency: WRITE_CONCURRENCY },
     );
@@ -265,7 +275,7 @@ async function writeBatch(
         continue;
       }
       store.metrics.bytes.inc({ tier: 'fs', direction: 'in' }, j.item.bytes.byteLength);
-      if (j.replacesLarge)
+      if (j.before?.tier === 'large')
         await store.fs.remove(store.nsPath(w.userId, j.path) + LINK_EXTENSION).catch(ignoreNotFound);
       recorded.push({ job: j, change: changes.length });
       changes.push({

@@ -18,6 +18,11 @@ export interface WriteManyItem {
   readonly modifiedMs?: number;
   /** When given, the bytes must have this SHA-256 (lower-case hex). */
   readonly sha256?: string;
+  /**
+   * The caller checked `sha256` against the bytes (the proxy's bundle ingest: the bundle's
+   * decoder did): it is taken as it is, the bytes are not hashed again.
+   */
+  readonly sha256Checked?: boolean;
 }
 
 /** What writeMany needs of the provider. */
@@ -57,7 +62,10 @@ export async function writeMany(
     try {
       p = t.norm(item.path);
       t.resolve(p);
-      const sha256 = createHash('sha256').update(item.bytes).digest('hex');
+      const sha256 =
+        item.sha256Checked && item.sha256 !== undefined
+          ? item.sha256.toLowerCase()
+          : createHash('sha256').update(item.bytes).digest('hex');
       if (item.sha256 !== undefined && item.sha256.toLowerCase() !== sha256) {
         throw new InvalidArgumentError(`${t.name}: SHA-256 of the bytes for ${p} does not match`);
       }
