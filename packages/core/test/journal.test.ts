@@ -96,8 +96,10 @@ describe('journal: the queue in memory', () => {
       put('c/g'),
       { kind: 'move', from: 'b/f', to: 'b/f2', replaces: false },
     ]);
-    const [first, folderMove, third] = j.pendingOps();
+    const [first, folderMove, third, fileMove] = j.pendingOps();
     expect(first?.op).toEqual(put('a/f'));
+    // The moves alone, from the queue's index of them (held.ts asks each pull).
+    expect(j.queuedMoves()).toEqual([folderMove, fileMove]);
     expect(j.whereNow(first?.id ?? 0, 'a/f')).toBe('b/f2');
     expect(j.whereNow(third?.id ?? 0, 'c/g')).toBe('c/g');
     // A move queued before the put does not carry it.
@@ -105,6 +107,7 @@ describe('journal: the queue in memory', () => {
     // The folder move sent: only the file's own move is left, and it names b/f, not a/f.
     j.completeOp(folderMove?.id ?? 0, () => undefined);
     expect(j.whereNow(first?.id ?? 0, 'a/f')).toBe('a/f');
+    expect(j.queuedMoves()).toEqual([fileMove]);
     j.close();
   });
 

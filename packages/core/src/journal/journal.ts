@@ -414,6 +414,11 @@ export class Journal {
     return p;
   }
 
+  /** The queued moves, in queue order: O(moves), whatever the length of the queue. */
+  queuedMoves(): QueuedOp[] {
+    return this.queue.movesAfter(0);
+  }
+
   /** How many operations wait. */
   pendingCount(): number {
     return this.queue.size;

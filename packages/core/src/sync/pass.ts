@@ -117,7 +117,7 @@ export async function runPass(ctx: SyncContext, state: PassState, env: PassEnv):
   await env.selective.afterPush();
   await releaseHeld(ctx);
   if (!env.again()) await runIdleEstimates(ctx, () => env.again() || env.stopped());
-  const pending = ctx.journal.pendingOps().length;
+  const pending = ctx.journal.pendingCount();
   const full = env.storage.isFull;
   ctx.status.update({
     // A remote change announced during this pass is known but not applied yet.
