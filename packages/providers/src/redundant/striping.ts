@@ -284,6 +284,10 @@ export async function* readStripes(
         st?.got.set(src.index, r.value);
         wake();
       }
+      // Read on to the stream's end: returning early from an HTTP body that has not
+      // signalled its end aborts the request and closes its connection (issue #17: every
+      // range request paid a new connection — a TLS handshake on a real cloud).
+      if (!(await it.next()).done) throw new ShardMismatchError(`${src.key}: range longer than asked`);
     } finally {
       if (it.return) void Promise.resolve(it.return()).catch(() => undefined);
     }
