@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
+import { syncBuiltinESMExports } from 'node:module';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
@@ -83,6 +85,38 @@ describe('fs provider specifics', () => {
     expect(stat.revision).toBe(written.revision);
     expect(stat.hash?.value).toBe(written.hash?.value);
     expect((await collect(await q.read('kept.txt'))).toString()).toBe('journal');
+  });
+
+  it("appends a batch's changes to its journal in few writes, in order, across compactions", async () => {
+    const root = await tempRoot();
+    const p = await FsProvider.open({ root, maxJournal: 40 });
+    // Counted on node:fs's own object, copied into the ES module's bindings (syncBuiltinESMExports).
+    const appends = vi.spyOn(fs.promises, 'appendFile');
+    syncBuiltinESMExports();
+    const names = Array.from({ length: 100 }, (_, i) => `d/f${i}.txt`);
+    const out = await p.writeMany(names.map((path, i) => ({ path, bytes: Buffer.from(`v${i}`) })));
+    expect(out.every((e) => !(e instanceof Error))).toBe(true);
+    await p.write('last.txt', Buffer.from('z'));
+    await p.close();
+    // One append per turn of the writes, not one per file (100 files recorded).
+    expect(appends.mock.calls.length).toBeLessThan(10);
+    appends.mockRestore();
+    syncBuiltinESMExports();
+    // Reopened: the journal holds the newest changes (compacted to at most 40), oldest first.
+    const q = await FsProvider.open({ root, maxJournal: 40 });
+    const file = await fsp.readFile(nodePath.join(root, FS_STATE_DIR, 'changes.jsonl'), 'utf8');
+    const seqs = file
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => (JSON.parse(l) as { s: number }).s);
+    // 100 files, their folder and last.txt: 102 changes, the newest kept, consecutive.
+    const last = seqs.at(-1)!;
+    expect(last).toBe(102);
+    expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => last + 1 - seqs.length + i));
+    expect(seqs.length).toBeLessThanOrEqual(40);
+    const cursor = (await q.latestCursor()).replace(/\d+$/, String(last - 5));
+    const page = await q.changes(cursor);
+    expect(page.changes.map((c) => c.path)).toEqual([...names.slice(-4), 'last.txt']);
   });
 
   it('notices content changed behind its back (revision and hash follow the disk)', async () => {

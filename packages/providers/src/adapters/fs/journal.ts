@@ -24,6 +24,11 @@ export class FsJournal {
   private lines: JournalLine[] = [];
   private seq = 0;
   private appending: Promise<void> = Promise.resolve();
+  /** Lines recorded and not yet appended (one append takes them all). */
+  private waiting: string[] = [];
+  /** The whole journal to write instead of appending, after a compaction. */
+  private rewrite: string | undefined;
+  private scheduled = false;
 
   constructor(
     private readonly file: string,
@@ -65,14 +70,30 @@ export class FsJournal {
     const max = this.maxLines;
     const compact = this.lines.length > max;
     if (compact) this.lines.splice(0, this.lines.length - Math.floor(max / 2));
-    const text = compact
-      ? this.lines.map((l) => JSON.stringify(l)).join('\n') + '\n'
-      : JSON.stringify(line) + '\n';
-    this.appending = this.appending.then(() =>
-      compact
-        ? atomicWriteText(this.file, text, this.tmpDir, this.fileMode)
-        : fsp.appendFile(this.file, text, { mode: this.fileMode }),
-    );
+    if (compact) {
+      // The rewrite holds every line kept, those still waiting to be appended included.
+      this.rewrite = this.lines.map((l) => JSON.stringify(l)).join('\n') + '\n';
+      this.waiting = [];
+    } else this.waiting.push(JSON.stringify(line) + '\n');
+    this.schedule();
+  }
+
+  /**
+   * One write for everything recorded meanwhile (issue #16: a bundle of 1,000 files recorded
+   * 1,000 changes, each its own open, append and close), in record order.
+   */
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    this.appending = this.appending.then(async () => {
+      this.scheduled = false;
+      const rewrite = this.rewrite;
+      const text = this.waiting.join('');
+      this.rewrite = undefined;
+      this.waiting = [];
+      if (rewrite !== undefined) await atomicWriteText(this.file, rewrite + text, this.tmpDir, this.fileMode);
+      else if (text !== '') await fsp.appendFile(this.file, text, { mode: this.fileMode });
+    });
   }
 
   latestCursor(): string {
