@@ -7,11 +7,13 @@ import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { ConfigError, ENV_OVERRIDES, loadConfigFile, parseConfig } from './config.ts';
+import { ADMIN_VERBS, type AdminVerb, clusterAdminCommand } from './cluster/admin-cli.ts';
 import { ClusterSupervisor } from './cluster/supervisor.ts';
 import { startProxyServer } from './server.ts';
 
 const HELP = `usage: weft-proxy [--config FILE]
        weft-proxy cluster --instances N [--max M] [--ports FROM-TO] [--on-scale CMD] [--external] [--config FILE]
+       weft-proxy cluster drain|activate ID --server URL   (admin token in WEFT_PROXY_ADMIN_TOKEN)
 
 Starts the Weft proxy server. Settings come from FILE (JSON, see docs/proxy-server.md)
 and are overridden by environment variables:
@@ -22,6 +24,9 @@ another (up to M, default N + 2) when every instance is congested and drains one
 when all are idle (cluster.thetaCongested / thetaIdle, docs/deployment.md); restarts a child
 that crashes. --on-scale CMD (or cluster.onScale) runs on each change with WEFT_SCALE=up|down;
 --external runs no child and leaves starting and stopping instances to that command.
+
+cluster drain ID: instance ID (any live one; --server is any instance) takes no new transfers
+and finishes the ones it has; cluster activate ID undoes it.
 `;
 
 async function cluster(argv: string[]): Promise<void> {
@@ -98,6 +103,11 @@ async function cluster(argv: string[]): Promise<void> {
 }
 
 async function main(): Promise<void> {
+  const verb = process.argv[3] as AdminVerb;
+  if (process.argv[2] === 'cluster' && ADMIN_VERBS.includes(verb)) {
+    process.stdout.write((await clusterAdminCommand(verb, process.argv.slice(4), process.env)) + '\n');
+    return;
+  }
   if (process.argv[2] === 'cluster') return cluster(process.argv.slice(3));
   const { values } = parseArgs({
     options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },

@@ -400,7 +400,7 @@ export async function startProxyServer(
       return p.id === instances.id ? undefined : { id: p.id, url: p.url };
     },
   });
-  registerClusterRoutes(ctx, instances);
+  registerClusterRoutes(ctx, instances, (token) => enrolment.requireAdmin(token));
   await registerDeltaRoutes(ctx, { deltas, store, maxSignatureBytes: config.maxSignatureBytes });
   registerChangeRoutes(ctx, { meta, hub, merkle, devices, metrics });
   registerCostRoutes(ctx, cost);

@@ -380,6 +380,19 @@ export const ClusterInstancesResponse = z
   .meta({ id: 'ClusterInstancesResponse' });
 export type ClusterInstancesResponse = z.infer<typeof ClusterInstancesResponse>;
 
+/**
+ * POST /v1/admin/cluster/instances/{id}/drain and …/activate (admin token): the instance's row
+ * after the change, and whether it changed (false: it was already in that state). A draining
+ * instance is never steered new transfers and finishes the ones it has.
+ */
+export const ClusterInstanceChange = z
+  .object({
+    instance: ClusterInstance,
+    changed: z.boolean(),
+  })
+  .meta({ id: 'ClusterInstanceChange' });
+export type ClusterInstanceChange = z.infer<typeof ClusterInstanceChange>;
+
 export const BlockAck = z
   .object({
     type: z.literal('block-ack'),

@@ -78,8 +78,30 @@ export async function liveInstances(sql: Sql, aliveMs: number): Promise<Instance
 
 /** Mark an instance draining (it stops being preferred; it learns so at its next heartbeat). */
 export async function markDraining(sql: Sql, id: string): Promise<boolean> {
-  const r = await sql`UPDATE proxy_instances SET state = 'draining' WHERE id = ${id}`;
-  return r.count > 0;
+  return (await setInstanceState(sql, id, 'draining')) !== undefined;
+}
+
+/**
+ * Set a live instance's state (the supervisor's lazy retire, the admin routes); the row now,
+ * and whether it changed, or undefined when no live instance has that id. The instance keeps
+ * the state the row says for the rest of its run (its heartbeat does not overwrite it).
+ */
+export async function setInstanceState(
+  sql: Sql,
+  id: string,
+  state: InstanceState,
+  aliveMs?: number,
+): Promise<{ row: InstanceRow; changed: boolean } | undefined> {
+  const rows = await sql<(DbRow & { before: InstanceState })[]>`
+    WITH b AS (SELECT id, state AS before FROM proxy_instances WHERE id = ${id} FOR UPDATE)
+    UPDATE proxy_instances p SET state = ${state}
+    FROM b
+    WHERE p.id = b.id
+      AND (${aliveMs ?? null}::bigint IS NULL
+           OR p.heartbeat_ms >= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint - ${aliveMs ?? null}::bigint)
+    RETURNING p.*, b.before`;
+  const r = rows[0];
+  return r ? { row: fromDb(r), changed: r.before !== state } : undefined;
 }
 
 export interface RegistryOptions {
@@ -161,7 +183,8 @@ export class InstanceRegistry {
       this.rows = [me];
       return;
     }
-    // A restarted instance (same id, new start) sheds the old run's 'draining'.
+    // The row's state stands for the rest of a run (an operator or the supervisor sets it);
+    // a restarted instance (same id, new start) sheds the old run's 'draining'.
     const [r] = await sql<{ state: InstanceState }[]>`
       INSERT INTO proxy_instances
         (id, url, started_ms, heartbeat_ms, state, available_bps, measured_bps, active_transfers)
@@ -171,7 +194,7 @@ export class InstanceRegistry {
         url = excluded.url,
         heartbeat_ms = excluded.heartbeat_ms,
         state = CASE WHEN proxy_instances.started_ms = excluded.started_ms
-                      AND proxy_instances.state = 'draining' THEN 'draining' ELSE excluded.state END,
+                     THEN proxy_instances.state ELSE excluded.state END,
         started_ms = excluded.started_ms,
         available_bps = excluded.available_bps,
         measured_bps = excluded.measured_bps,
@@ -190,8 +213,29 @@ export class InstanceRegistry {
 
   /** Stop taking new transfers (an operator or the supervisor retiring this instance). */
   async drain(): Promise<void> {
-    this.ownState = 'draining';
-    if (this.o.sql) await markDraining(this.o.sql, this.id);
+    await this.setState(this.id, 'draining');
+  }
+
+  /**
+   * Set a live instance's state — this one's at once, another's in its row (it learns at its
+   * next heartbeat): the row now and whether it changed, or undefined when no live instance
+   * has that id (on SQLite only this one exists).
+   */
+  async setState(
+    id: string,
+    state: InstanceState,
+  ): Promise<{ row: InstanceRow; changed: boolean } | undefined> {
+    const sql = this.o.sql;
+    if (id === this.id) {
+      const changed = this.ownState !== state;
+      this.ownState = state;
+      if (sql) await setInstanceState(sql, id, state);
+      return { row: this.self(), changed };
+    }
+    if (!sql) return undefined;
+    const r = await setInstanceState(sql, id, state, this.o.aliveMs);
+    if (r) this.rows = this.rows.map((x) => (x.id === id ? r.row : x));
+    return r;
   }
 
   /** The live instances as of the last heartbeat, this one's figures current. */
