@@ -187,9 +187,9 @@ function checkRevision(rev: string): void {
 }
 
 export function encodeBundle(entries: readonly BundleEntry[], options: EncodeBundleOptions = {}): Uint8Array {
-  const raw = entriesArea(entries, options);
-  const compressed = options.compress === true;
-  return frameBundle(raw, compressed ? deflate(raw) : raw, entries.length, options);
+  const area = entriesArea(entries, options);
+  if (options.compress !== true) return frameInPlace(area, entries.length, options);
+  return frameBundle(area.raw, deflate(area.raw), entries.length, options);
 }
 
 /**
@@ -201,13 +201,22 @@ export async function encodeBundleAsync(
   entries: readonly BundleEntry[],
   options: EncodeBundleOptions = {},
 ): Promise<Uint8Array> {
-  const raw = entriesArea(entries, options);
-  const compressed = options.compress === true;
-  return frameBundle(raw, compressed ? await deflateAsync(raw) : raw, entries.length, options);
+  const area = entriesArea(entries, options);
+  if (options.compress !== true) return frameInPlace(area, entries.length, options);
+  return frameBundle(area.raw, await deflateAsync(area.raw), entries.length, options);
 }
 
-/** The entries area (and deferred records) of a bundle, checked, before any compression. */
-function entriesArea(entries: readonly BundleEntry[], options: EncodeBundleOptions): Uint8Array {
+/**
+ * The entries area (and deferred records) of a bundle, checked, before any compression —
+ * written after BUNDLE_HEADER_SIZE free bytes, with room for the trailer after it, so an
+ * uncompressed bundle is framed around it in place (frameInPlace) instead of copied into a
+ * second buffer of its size (issue #16: three 4 MiB buffers per bundle, the agent's native
+ * memory piling up between collections).
+ */
+function entriesArea(
+  entries: readonly BundleEntry[],
+  options: EncodeBundleOptions,
+): { readonly writer: ByteWriter; readonly raw: Uint8Array } {
   if (entries.length > MAX_BUNDLE_ENTRIES)
     bad('TOO_LARGE', `${entries.length} entries (max ${MAX_BUNDLE_ENTRIES})`);
   const seen = new Set<string>();
@@ -217,7 +226,10 @@ function entriesArea(entries: readonly BundleEntry[], options: EncodeBundleOptio
   for (const e of entries)
     estimate +=
       2 + e.path.length + 1 + (typeof e.rev === 'string' ? 1 + e.rev.length : 0) + 44 + e.content.byteLength;
-  const body = new ByteWriter(Math.max(256, Math.min(estimate, MAX_BUNDLE_RAW_BYTES + 1)));
+  const body = new ByteWriter(
+    BUNDLE_HEADER_SIZE + Math.max(256, Math.min(estimate, MAX_BUNDLE_RAW_BYTES + 1)) + BUNDLE_TRAILER_SIZE,
+  );
+  body.offset = BUNDLE_HEADER_SIZE;
   for (const e of entries) {
     const path = checkPath(e.path);
     if (seen.has(path)) bad('DUPLICATE_PATH', `${JSON.stringify(path)} appears twice`);
@@ -250,34 +262,64 @@ function entriesArea(entries: readonly BundleEntry[], options: EncodeBundleOptio
       body.u32(d.index).u8(reason + 1);
     }
   }
-  const raw = body.written();
+  const raw = body.written().subarray(BUNDLE_HEADER_SIZE);
   if (raw.byteLength > MAX_BUNDLE_RAW_BYTES) bad('TOO_LARGE', `entries area of ${raw.byteLength} bytes`);
-  return raw;
+  return { writer: body, raw };
 }
 
-/** Header, the (maybe deflated) entries area, CRC trailer. */
-function frameBundle(
-  raw: Uint8Array,
-  stored: Uint8Array,
+/** An uncompressed bundle: the header and trailer written around its entries area, in its buffer. */
+function frameInPlace(
+  area: { readonly writer: ByteWriter; readonly raw: Uint8Array },
   count: number,
   options: EncodeBundleOptions,
 ): Uint8Array {
-  const compressed = options.compress === true;
-  const deferred = options.deferred;
-  const total = BUNDLE_HEADER_SIZE + stored.byteLength + BUNDLE_TRAILER_SIZE;
+  const { writer, raw } = area;
+  const end = writer.offset;
+  checkTotal(raw.byteLength, options);
+  writer.offset = 0;
+  header(writer, raw.byteLength, raw.byteLength, count, false, options);
+  writer.offset = end;
+  writer.u32(crc32(writer.written()));
+  return writer.written();
+}
+
+function checkTotal(stored: number, options: EncodeBundleOptions): void {
+  const total = BUNDLE_HEADER_SIZE + stored + BUNDLE_TRAILER_SIZE;
   const max = options.maxBytes ?? MAX_BUNDLE_BYTES;
   if (total > max) bad('TOO_LARGE', `bundle of ${total} bytes exceeds the limit of ${max}`);
-  const out = new ByteWriter(total);
+}
+
+function header(
+  out: ByteWriter,
+  rawBytes: number,
+  storedBytes: number,
+  count: number,
+  compressed: boolean,
+  options: EncodeBundleOptions,
+): void {
+  const deferred = options.deferred;
   out
     .bytes(BUNDLE_MAGIC)
     .u8(deferred ? BUNDLE_VERSION_DEFERRED : BUNDLE_VERSION)
     .u8(compressed ? FLAG_COMPRESSED : 0)
     .u16(0)
     .u32(count)
-    .u32(raw.byteLength)
-    .u32(stored.byteLength)
-    .u32(deferred ? deferred.length : 0)
-    .bytes(stored);
+    .u32(rawBytes)
+    .u32(storedBytes)
+    .u32(deferred ? deferred.length : 0);
+}
+
+/** Header, the deflated entries area, CRC trailer. */
+function frameBundle(
+  raw: Uint8Array,
+  stored: Uint8Array,
+  count: number,
+  options: EncodeBundleOptions,
+): Uint8Array {
+  checkTotal(stored.byteLength, options);
+  const out = new ByteWriter(BUNDLE_HEADER_SIZE + stored.byteLength + BUNDLE_TRAILER_SIZE);
+  header(out, raw.byteLength, stored.byteLength, count, true, options);
+  out.bytes(stored);
   out.u32(crc32(out.written()));
   return out.written();
 }

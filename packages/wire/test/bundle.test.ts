@@ -197,6 +197,27 @@ describe('bundle', () => {
     expect(rejects(lying).code).toBe('BAD_COMPRESSION');
   });
 
+  it('framesAnUncompressedBundleAsTheFormatSays', () => {
+    // docs/formats/bundle.md: magic, version 1, flags 0, reserved, count, raw = stored length,
+    // no deferred records, the entries area, CRC-32 of everything before it.
+    const content = new Uint8Array(1024 * 1024).map((_, i) => i % 253);
+    const entries = [{ path: 'a/b.txt', mtimeMs: 7, sha256: sha256Hex(content), content }];
+    const bytes = encodeBundle(entries);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const area = bytes.byteLength - 24 - 4;
+    expect(Buffer.from(bytes.subarray(0, 4))).toEqual(Buffer.from(BUNDLE_MAGIC));
+    expect([bytes[4], bytes[5], view.getUint16(6, true), view.getUint32(8, true)]).toEqual([1, 0, 0, 1]);
+    expect([view.getUint32(12, true), view.getUint32(16, true), view.getUint32(20, true)]).toEqual([
+      area,
+      area,
+      0,
+    ]);
+    expect(view.getUint32(bytes.byteLength - 4, true)).toBe(crc32(bytes.subarray(0, bytes.byteLength - 4)));
+    // Framed where the entries were written (issue #16): that buffer is sized exactly for
+    // ASCII paths, so nothing lies beyond the bundle in it.
+    expect(bytes.buffer.byteLength).toBe(bytes.byteLength);
+  });
+
   it('encodesTheSameBytesAsyncWithTheDeflateOffTheEventLoop', async () => {
     await fc.assert(
       fc.asyncProperty(bundleEntries, fc.boolean(), async (entries, compress) => {
