@@ -498,7 +498,7 @@ describe('cross-cloud share served by the proxy: Dropbox, Drive, OneDrive and We
         for (let i = 1; i <= parts.length; i++) keys.add(parts.slice(0, i).join('/'));
         keys.add(`/${parts.at(-1) ?? ''}`);
       }
-      const related = running.shares?.logEntries(share.id, [...keys]) ?? [];
+      const related = (await running.shares?.logEntries(share.id, [...keys])) ?? [];
       process.stderr.write(
         `differing ${JSON.stringify([...differing])}\n${related.map((r) => JSON.stringify(r)).join('\n')}\n`,
       );

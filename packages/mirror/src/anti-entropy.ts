@@ -7,6 +7,7 @@
 import type { EngineContext, Replica, Seen } from './context.ts';
 import { relist } from './ingest.ts';
 import type { Op } from './ops.ts';
+import type { KnownEntry } from './store.ts';
 import { seenFromBooks, snapshot } from './replica-view.ts';
 
 /**
@@ -17,7 +18,7 @@ import { seenFromBooks, snapshot } from './replica-view.ts';
 export async function relistAgainstBooks(ctx: EngineContext, reconciled: Set<string>): Promise<number> {
   let found = 0;
   for (const r of ctx.replicas) {
-    const books = seenFromBooks(ctx.store, r); // the books (plus entries pending at r: none in quiesce)
+    const books = await seenFromBooks(ctx.store, r); // the books (plus entries pending at r: none in quiesce)
     const mine = ctx.view.seenOf(r);
     const show = (e: Seen | undefined): string =>
       e ? (e.kind === 'dir' ? 'dir' : e.sha256.slice(0, 8)) : '-';
@@ -52,10 +53,10 @@ export async function relistAgainstBooks(ctx: EngineContext, reconciled: Set<str
  */
 async function reconcile(ctx: EngineContext, reconciled: Set<string>): Promise<number> {
   const { store, replicas } = ctx;
-  const head = new Map(store.headUnder('').map((h) => [h.path, h] as const));
-  const books = new Map(
-    replicas.map((r) => [r.id, new Map(store.knownUnder(r.id, '').map((k) => [k.path, k]))] as const),
-  );
+  const head = new Map((await store.headUnder('')).map((h) => [h.path, h] as const));
+  const books = new Map<string, Map<string, KnownEntry & { path: string }>>();
+  for (const r of replicas)
+    books.set(r.id, new Map((await store.knownUnder(r.id, '')).map((k) => [k.path, k])));
   const paths = [...new Set([...head.keys(), ...[...books.values()].flatMap((b) => [...b.keys()])])].sort();
   const now = ctx.now();
   let n = 0;
@@ -67,11 +68,13 @@ async function reconcile(ctx: EngineContext, reconciled: Set<string>): Promise<n
   };
   // A replica with entries still pending for it (unavailable: its outage log) is behind
   // by design: its books are not compared (that outage log brings it up to date).
-  const current = replicas.filter((r) => !ctx.outages.isDown(r.id) && store.pendingFor(r.id) === 0);
+  const current: Replica[] = [];
+  for (const r of replicas)
+    if (!ctx.outages.isDown(r.id) && (await store.pendingFor(r.id)) === 0) current.push(r);
   for (const path of paths) {
     const h = head.get(path);
     if (h && !replicas.some((r) => books.get(r.id)?.has(path))) {
-      store.setHead(path, undefined); // held nowhere: not the share's any more
+      await store.setHead(path, undefined); // held nowhere: not the share's any more
       continue;
     }
     /** Replicas holding a version the share had at this path before its head: behind. */
@@ -79,7 +82,7 @@ async function reconcile(ctx: EngineContext, reconciled: Set<string>): Promise<n
     for (const r of current) {
       const k = books.get(r.id)?.get(path);
       if (!k || (h && h.kind === k.kind && (k.kind === 'dir' || h.sha256 === k.sha256))) continue;
-      if (h?.kind === 'file' && k.kind === 'file' && store.wasHead(path, k.sha256)) {
+      if (h?.kind === 'file' && k.kind === 'file' && (await store.wasHead(path, k.sha256))) {
         // An older version of the share's file, never a new one: it gets the head (a
         // write conditional on what it holds), it is not written over the head.
         if (once(r, path, h.sha256)) stale.push(r);
@@ -87,7 +90,7 @@ async function reconcile(ctx: EngineContext, reconciled: Set<string>): Promise<n
       }
       if (k.kind === 'dir') {
         if (h || !once(r, path, 'dir')) continue;
-        store.append(r.id, { type: 'dir', path }, undefined, now);
+        await store.append(r.id, { type: 'dir', path }, undefined, now);
         ctx.log.warn(
           { replica: r.id, path },
           'reconcile: a folder only this replica holds is logged from it',
@@ -109,7 +112,7 @@ async function reconcile(ctx: EngineContext, reconciled: Set<string>): Promise<n
     if (h.kind === 'dir') {
       const from = replicas.find((r) => !lacking.includes(r)) ?? lacking[0];
       if (!from) continue;
-      store.append(from.id, { type: 'dir', path }, undefined, now, others);
+      await store.append(from.id, { type: 'dir', path }, undefined, now, others);
       ctx.log.warn(
         { replicas: lacking.map((l) => l.id), path },
         'reconcile: sending the share folder to replicas without it',
@@ -146,6 +149,6 @@ async function logCurrent(
   const snap = await snapshot(r, path, true);
   if (snap?.kind !== 'file' || snap.sha256 !== sha256 || !snap.data) return false;
   const op: Op = { type: 'file', path, revision: snap.revision, sha256, size: snap.data.byteLength };
-  ctx.store.append(r.id, op, snap.data, now, done);
+  await ctx.store.append(r.id, op, snap.data, now, done);
   return true;
 }

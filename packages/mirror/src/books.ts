@@ -19,64 +19,65 @@ export type Propagation = boolean | 'origin-too';
  * Forget `path` on a replica after a delete: the files listed in `files` (all, without a
  * list) and folders left without known files; with `head`, the share's head likewise.
  */
-export function forgetDeleted(
+export async function forgetDeleted(
   store: ShareStore,
   replica: string,
   path: string,
   files: Readonly<Record<string, string>> | undefined,
   head: boolean,
   replicaToo = true,
-): void {
+): Promise<void> {
   const listed = (p: string, sha: string): boolean => {
     if (!files) return true;
     return files[p === path ? '' : p.slice(path.length + 1)] === sha;
   };
-  const forget = (
+  const forget = async (
     entries: { path: string; kind: 'file' | 'dir'; sha256: string }[],
-    drop: (p: string) => void,
-  ) => {
+    drop: (p: string) => Promise<void>,
+  ): Promise<void> => {
     const kept = entries
       .filter((k) => !listed(k.path, k.kind === 'dir' ? 'dir' : k.sha256))
       .map((k) => k.path);
-    for (const k of entries) if (!kept.some((f) => isUnder(f, k.path))) drop(k.path);
+    for (const k of entries) if (!kept.some((f) => isUnder(f, k.path))) await drop(k.path);
   };
-  if (replicaToo) forget(store.knownUnder(replica, path), (p) => store.setKnown(replica, p, undefined));
-  if (head) forget(store.headUnder(path), (p) => store.setHead(p, undefined));
+  if (replicaToo)
+    await forget(await store.knownUnder(replica, path), (p) => store.setKnown(replica, p, undefined));
+  if (head) await forget(await store.headUnder(path), (p) => store.setHead(p, undefined));
 }
 
 /** Record the origin's new state and the share head (see Propagation). */
-export function applyAtOrigin(ctx: EngineContext, logged: LoggedOp): Propagation {
-  const { store, facts } = ctx;
+export function applyAtOrigin(ctx: EngineContext, logged: LoggedOp): Promise<Propagation> {
+  const { facts } = ctx;
   const { op, origin } = logged;
-  return store.transaction(() => {
+  return ctx.store.transaction(async (store): Promise<Propagation> => {
     switch (op.type) {
       case 'file': {
         // A state of the origin the engine has since replaced (a conditional write or
         // remove made after this entry was read from the feed): not propagated.
-        if (store.touchedAt(origin, op.path) >= logged.seq) return false;
-        const head = store.head(op.path);
+        if ((await store.touchedAt(origin, op.path)) >= logged.seq) return false;
+        const head = await store.head(op.path);
         if (head?.kind === 'file') facts.previousHead.set(logged.seq, head.sha256);
-        store.setKnown(origin, op.path, { kind: 'file', revision: op.revision, sha256: op.sha256 });
+        await store.setKnown(origin, op.path, { kind: 'file', revision: op.revision, sha256: op.sha256 });
         if (head?.kind === 'file' && head.sha256 === op.sha256) return false;
-        store.setHead(op.path, { kind: 'file', sha256: op.sha256 });
+        await store.setHead(op.path, { kind: 'file', sha256: op.sha256 });
         return true;
       }
       case 'dir': {
-        if (store.touchedAt(origin, op.path) >= logged.seq) return false;
-        const head = store.head(op.path);
-        store.setKnown(origin, op.path, { kind: 'dir', revision: '', sha256: '' });
+        if ((await store.touchedAt(origin, op.path)) >= logged.seq) return false;
+        const head = await store.head(op.path);
+        await store.setKnown(origin, op.path, { kind: 'dir', revision: '', sha256: '' });
         if (head?.kind === 'dir') return false;
-        store.setHead(op.path, { kind: 'dir', sha256: '' });
+        await store.setHead(op.path, { kind: 'dir', sha256: '' });
         return true;
       }
       case 'delete': {
         // Propagated even when the head has nothing there: a replica may still hold a
         // version kept by an earlier conflict (an edit that won over a move or delete).
-        if (store.touchedUnderSince(origin, op.path, logged.seq)) {
-          forgetDeleted(store, origin, op.path, op.files, true, false);
+        if (await store.touchedUnderSince(origin, op.path, logged.seq)) {
+          await forgetDeleted(store, origin, op.path, op.files, true, false);
           return 'origin-too';
         }
-        forgetDeleted(store, origin, op.path, op.files, true);
+        await forgetDeleted(store, origin, op.path, op.files, true);
         return true;
       }
       case 'move': {
@@ -85,29 +86,30 @@ export function applyAtOrigin(ctx: EngineContext, logged: LoggedOp): Propagation
         const listed = (path: string, kind: 'file' | 'dir', sha: string): boolean =>
           !op.files ||
           op.files[path === op.from ? '' : path.slice(op.from.length + 1)] === (kind === 'dir' ? 'dir' : sha);
-        const all = store.knownUnder(origin, op.from);
+        const all = await store.knownUnder(origin, op.from);
+        const touched = new Map<string, number>();
+        for (const k of all)
+          if (k.kind === 'file') touched.set(k.path, await store.touchedAt(origin, k.path));
         // A file the engine wrote there after the move was read is not what the member
         // moved, even with the same content (another member's copy of it): it stays in
         // the books where it is and, being a duplicate of what moved, is removed there.
         const duplicates = all.filter(
           (k) =>
-            k.kind === 'file' &&
-            store.touchedAt(origin, k.path) >= logged.seq &&
-            listed(k.path, 'file', k.sha256),
+            k.kind === 'file' && (touched.get(k.path) ?? 0) >= logged.seq && listed(k.path, 'file', k.sha256),
         );
         const keptKnown = all
           .filter((k) => !listed(k.path, k.kind, k.sha256) || duplicates.includes(k))
           .map((k) => k.path);
         const known = all.filter((k) => !keptKnown.some((f) => isUnder(f, k.path)));
-        for (const k of known) store.setKnown(origin, k.path, undefined);
+        for (const k of known) await store.setKnown(origin, k.path, undefined);
         for (const k of known) {
           const to = rebase(k.path, op.from, op.to);
           const rel = op.kind === 'file' ? '' : to.slice(op.to.length + 1);
           const rev = op.revisions[rel];
           if (k.kind === 'file' && !rev) continue;
-          store.setKnown(origin, to, rev ? { kind: 'file', ...rev } : k);
+          await store.setKnown(origin, to, rev ? { kind: 'file', ...rev } : k);
         }
-        store.setKnown(
+        await store.setKnown(
           origin,
           op.to,
           op.kind === 'file'
@@ -118,7 +120,7 @@ export function applyAtOrigin(ctx: EngineContext, logged: LoggedOp): Propagation
               }
             : { kind: 'dir', revision: '', sha256: '' },
         );
-        const allHead = store.headUnder(op.from);
+        const allHead = await store.headUnder(op.from);
         const keptHead = allHead.filter((h) => !listed(h.path, h.kind, h.sha256)).map((h) => h.path);
         const head = allHead.filter((h) => !keptHead.some((f) => isUnder(f, h.path)));
         const headFiles = allHead.filter((h) => h.kind === 'file');
@@ -132,15 +134,15 @@ export function applyAtOrigin(ctx: EngineContext, logged: LoggedOp): Propagation
         ) {
           facts.nativeOk.add(logged.seq);
         }
-        for (const h of head) store.setHead(h.path, undefined);
-        for (const h of head) store.setHead(rebase(h.path, op.from, op.to), h);
-        if (op.kind === 'dir') store.setHead(op.to, { kind: 'dir', sha256: '' });
+        for (const h of head) await store.setHead(h.path, undefined);
+        for (const h of head) await store.setHead(rebase(h.path, op.from, op.to), h);
+        if (op.kind === 'dir') await store.setHead(op.to, { kind: 'dir', sha256: '' });
         // What the origin holds at the destination is what the move propagates: the
         // share's version there, and the origin's known state, whatever we knew before.
         for (const [rel, rev] of Object.entries(op.revisions)) {
           const to = rel === '' ? op.to : `${op.to}/${rel}`;
-          store.setHead(to, { kind: 'file', sha256: rev.sha256 });
-          store.setKnown(origin, to, { kind: 'file', revision: rev.revision, sha256: rev.sha256 });
+          await store.setHead(to, { kind: 'file', sha256: rev.sha256 });
+          await store.setKnown(origin, to, { kind: 'file', revision: rev.revision, sha256: rev.sha256 });
         }
         if (duplicates.length === 0) return true;
         facts.movedDuplicates.set(logged.seq, duplicates);

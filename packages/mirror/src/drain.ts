@@ -14,9 +14,9 @@ import type { ShareStore } from './store.ts';
 import { isUnder, prefixes } from './tree-paths.ts';
 
 /** A folder delete or any move: nothing runs beside it. */
-function isBarrier(store: ShareStore, op: Op): boolean {
+async function isBarrier(store: ShareStore, op: Op): Promise<boolean> {
   if (op.type === 'move') return true;
-  if (op.type === 'delete') return store.head(op.path)?.kind !== 'file';
+  if (op.type === 'delete') return (await store.head(op.path))?.kind !== 'file';
   return false;
 }
 
@@ -72,7 +72,7 @@ export async function drain(ctx: EngineContext): Promise<number> {
     }
   };
   for (;;) {
-    const ops = ctx.store.pending(after, false);
+    const ops = await ctx.store.pending(after, false);
     if (ops.length === 0) return applied;
     after = ops.at(-1)?.seq ?? after;
     const total = applied + ops.length;
@@ -86,7 +86,7 @@ export async function drain(ctx: EngineContext): Promise<number> {
         break;
       }
       started += 1;
-      const barrier = isBarrier(ctx.store, op.op);
+      const barrier = await isBarrier(ctx.store, op.op);
       const keys = (op.op.type === 'move' ? [op.op.from, op.op.to] : [op.op.path]).map(caseFoldKey);
       const run = async (): Promise<void> => {
         const whole = overlaps(waiting, keys, barrier);
@@ -147,7 +147,7 @@ async function applyOp(
   let progressed = false;
   if (!done.has(logged.origin)) {
     if (!can(logged.origin, true)) return { waiting: notDone(), deferred: true, progressed };
-    const propagate = applyAtOrigin(ctx, logged);
+    const propagate = await applyAtOrigin(ctx, logged);
     ctx.log.trace({ seq: logged.seq, replica: logged.origin, propagate }, 'applied at origin');
     if (propagate === 'origin-too') {
       // The engine wrote into what the origin deleted after the delete was read from its
@@ -159,22 +159,22 @@ async function applyOp(
           await applyDelete(ctx, origin, logged.op.path, logged.op.files);
         if (origin && logged.op.type === 'move') await removeDuplicates(ctx, origin, logged.seq);
       } catch (e) {
-        if (origin) ctx.outages.failed(origin, e, 'applying a delete or move at its origin');
+        if (origin) await ctx.outages.failed(origin, e, 'applying a delete or move at its origin');
         return { waiting: notDone(), deferred: true, progressed };
       }
     }
     done.add(logged.origin);
     progressed = true;
     if (!propagate) {
-      store.markDone(logged.seq);
+      await store.markDone(logged.seq);
       return { waiting: [], deferred: false, progressed };
     }
-    store.markTargetDone(logged.seq, [...done]);
+    await store.markTargetDone(logged.seq, [...done]);
   }
   const targets = replicas.filter((r) => !done.has(r.id) && can(r.id, false));
   let entry = logged;
   if (targets.length > 0 && !entry.data && (entry.op.type === 'file' || entry.op.type === 'move'))
-    entry = { ...entry, data: store.data(entry.seq) };
+    entry = { ...entry, data: await store.data(entry.seq) };
   const results = await Promise.allSettled(
     targets.map(async (t) => {
       await applyTo(ctx, t, entry);
@@ -205,14 +205,14 @@ async function applyOp(
     if (ctx.outages.isDown(t.id))
       ctx.log.debug({ seq: logged.seq, replica: t.id, err: reason }, 'apply failed');
     else ctx.log.warn({ seq: logged.seq, replica: t.id, err: reason }, 'apply failed');
-    ctx.outages.failed(t, reason, 'writing');
+    await ctx.outages.failed(t, reason, 'writing');
   }
   if (replicas.every((r) => done.has(r.id))) {
-    store.markDone(logged.seq);
+    await store.markDone(logged.seq);
     facts.previousHead.delete(logged.seq);
     facts.nativeOk.delete(logged.seq);
     return { waiting: [], deferred: false, progressed };
   }
-  if (progressed) store.markTargetDone(logged.seq, [...done]);
+  if (progressed) await store.markTargetDone(logged.seq, [...done]);
   return { waiting: notDone(), deferred: false, progressed };
 }

@@ -51,7 +51,7 @@ import { OutageLog, type ReplicaStatus } from './outage-log.ts';
 import { Parking } from './parking.ts';
 import { ReplicaView, seenFromBooks } from './replica-view.ts';
 import { seedJoiners } from './seed.ts';
-import { ShareStore } from './store.ts';
+import { type MirrorBooks, type ShareStore, SqliteShareStore } from './store.ts';
 
 export type { ChangeWaiter, MirrorStats } from './context.ts';
 export { zeroMirrorStats } from './context.ts';
@@ -88,8 +88,12 @@ export interface ReplicaConfig {
 export interface MirrorEngineOptions {
   readonly shareId: string;
   readonly replicas: readonly ReplicaConfig[];
-  /** An open database (see openDatabase in store.ts); shared by the shares of a process. */
-  readonly db: Database.Database;
+  /**
+   * The books: an open SQLite database (see openDatabase in store.ts), shared by the shares
+   * of a process, or any MirrorBooks (`books`, e.g. the proxy's PostgreSQL ones). One of the two.
+   */
+  readonly db?: Database.Database;
+  readonly books?: MirrorBooks;
   readonly logger?: Logger;
   /**
    * The one clock (ms since the epoch) for everything the engine times: log entries,
@@ -203,7 +207,9 @@ export class MirrorEngine {
         ...(r.relistOnStart ? { relistOnStart: true } : {}),
       };
     });
-    this.store = new ShareStore(options.db, options.shareId);
+    if (options.books) this.store = options.books.share(options.shareId);
+    else if (options.db) this.store = new SqliteShareStore(options.db, options.shareId);
+    else throw new MirrorConfigError('a mirror engine needs its books (db or books)');
     this.log = (options.logger ?? pino({ level: 'silent' })).child({ share: options.shareId });
     this.now = options.now ?? systemClock;
     this.pollIntervalMs = options.pollIntervalMs ?? 2000;
@@ -254,17 +260,17 @@ export class MirrorEngine {
 
   private async init(): Promise<void> {
     if (this.initialized) return;
-    this.outages.load(this.replicas);
+    await this.outages.load(this.replicas);
     for (const r of this.replicas) {
       if (r.root !== '' && !this.outages.isDown(r.id)) {
         // An unavailable replica's root is made when it is back (a write like any other).
         try {
           await r.provider.mkdir(r.root);
         } catch (e) {
-          this.outages.failed(r, e, 'creating its folder');
+          await this.outages.failed(r, e, 'creating its folder');
         }
       }
-      this.ctx.view.load(r, seenFromBooks(this.store, r));
+      this.ctx.view.load(r, await seenFromBooks(this.store, r));
     }
     this.seeded += await seedJoiners(this.ctx);
     this.initialized = true;
@@ -287,7 +293,7 @@ export class MirrorEngine {
       if (this.stopping) return n;
       // An unavailable replica is read again only when it is tried again (its probe).
       if (!this.outages.readable(r.id)) continue;
-      if (gated && r.waitForChanges && this.store.cursor(r.id) !== undefined && !this.dirty.has(r.id))
+      if (gated && r.waitForChanges && (await this.store.cursor(r.id)) !== undefined && !this.dirty.has(r.id))
         continue;
       this.dirty.delete(r.id);
       try {
@@ -295,20 +301,20 @@ export class MirrorEngine {
       } catch (e) {
         if (this.stopping) throw e;
         this.dirty.add(r.id);
-        this.outages.failed(r, e, 'reading');
+        await this.outages.failed(r, e, 'reading');
         continue;
       }
       this.ingestRounds.set(r.id, (this.ingestRounds.get(r.id) ?? 0) + 1);
     }
-    this.initialBacklog ??= this.store.pendingCount();
+    this.initialBacklog ??= await this.store.pendingCount();
     n += await drain(this.ctx);
-    this.outages.endRound();
+    await this.outages.endRound();
     n += await this.parking.settle(false);
     return n;
   }
 
   /** Every replica's state: available or not (why, since when), and how much waits for it. */
-  replicaStatus(): ReplicaStatus[] {
+  replicaStatus(): Promise<ReplicaStatus[]> {
     return this.outages.status(this.replicas, this.initialized);
   }
 
@@ -335,7 +341,7 @@ export class MirrorEngine {
     const cap = Math.max(this.pollIntervalMs, 60_000);
     const retry = new Backoff({ baseMs: this.pollIntervalMs, capMs: cap, jitter: 'equal' }, this.random);
     while (!signal.aborted) {
-      const cursor = this.store.cursor(r.id);
+      const cursor = await this.store.cursor(r.id);
       if (cursor === undefined) {
         await this.pause(this.pollIntervalMs, signal);
         continue;
@@ -381,10 +387,11 @@ export class MirrorEngine {
         // Waiting for an unavailable replica: until its next try (at most a second a round).
         await new Promise((resolve) => setTimeout(resolve, Math.min(1000, Math.max(0, next - this.now()))));
       }
-      if (n !== 0 || this.store.pendingCount() !== 0) continue;
+      if (n !== 0 || (await this.store.pendingCount()) !== 0) continue;
       // Activity has stopped (the caller's promise): nothing is on its way any more.
       if ((await this.parking.settle(true)) !== 0) continue;
-      if ((await this.verify()) === 0 && this.store.pendingCount() === 0 && this.parking.count === 0) return;
+      if ((await this.verify()) === 0 && (await this.store.pendingCount()) === 0 && this.parking.count === 0)
+        return;
     }
     throw new NotQuiescentError(`share ${this.shareId}: not quiescent after ${maxRounds} rounds`);
   }
@@ -420,15 +427,16 @@ export class MirrorEngine {
           if (
             this.verifyIntervalMs > 0 &&
             this.now() - this.lastVerify >= this.verifyIntervalMs &&
-            this.store.pendingCount() === 0
+            (await this.store.pendingCount()) === 0
           ) {
             if (this.lastVerify === 0) this.lastVerify = this.now();
             else await this.verify();
           }
-          this.onRound?.({ pending: this.store.pendingCount() });
+          this.onRound?.({ pending: await this.store.pendingCount() });
         } catch (e) {
           this.log.error({ err: e }, 'mirror step failed');
-          this.onRound?.({ pending: this.store.pendingCount(), error: e });
+          const pending = await this.store.pendingCount().catch(() => 0);
+          this.onRound?.({ pending, error: e });
         }
         if (this.stopping) break;
         if (this.dirty.size > 0) continue; // a watcher reported changes during the round
@@ -467,7 +475,7 @@ export class MirrorEngine {
   }
 
   /** Log entries not yet applied everywhere. */
-  pendingCount(): number {
+  pendingCount(): Promise<number> {
     return this.store.pendingCount();
   }
 }

@@ -10,11 +10,17 @@ export {
 export {
   openDatabase,
   migrate,
-  ShareStore,
+  SqliteMirrorBooks,
+  SqliteShareStore,
+  type HeadEntry,
   type KnownEntry,
+  type LogRecord,
+  type MirrorBooks,
   type Outage,
   type OutageCause,
+  type ShareStore,
 } from './store.ts';
+export { atOrUnder } from './books-store.ts';
 export type { LoggedOp, Op } from './ops.ts';
 export { type Clock, systemClock } from './clock.ts';
 export {

@@ -25,7 +25,7 @@ type Append = { op: Op; data?: Uint8Array };
 export async function ingest(ctx: EngineContext, r: Replica, first: boolean): Promise<number> {
   const p = r.provider;
   if (!hasChangeFeed(p)) return relist(ctx, r, undefined);
-  const cursor = ctx.store.cursor(r.id);
+  const cursor = await ctx.store.cursor(r.id);
   if (cursor === undefined || (first && r.relistOnStart)) return relist(ctx, r, await p.latestCursor());
   const changes: SyntheticChange[] = [];
   let c = cursor;
@@ -84,7 +84,7 @@ export async function relist(
         'verification: not on the replica, out of the books',
       );
     for (const g of gone) {
-      ctx.store.setKnown(r.id, g, undefined);
+      await ctx.store.setKnown(r.id, g, undefined);
       seen.delete(g);
     }
     gone.length = 0;
@@ -188,9 +188,9 @@ async function ingestBatch(
     });
   }
   const now = ctx.now();
-  ctx.store.transaction(() => {
-    for (const a of appends) ctx.store.append(r.id, a.op, a.data, now);
-    if (cursor !== undefined) ctx.store.setCursor(r.id, cursor);
+  await ctx.store.transaction(async (tx) => {
+    for (const a of appends) await tx.append(r.id, a.op, a.data, now);
+    if (cursor !== undefined) await tx.setCursor(r.id, cursor);
   });
   stats.ingested += appends.length;
   for (const a of appends) ctx.log.trace({ replica: r.id, op: a.op }, 'ingested');

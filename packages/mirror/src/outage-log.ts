@@ -79,9 +79,9 @@ export class OutageLog {
   constructor(private readonly o: OutageLogOptions) {}
 
   /** Take in the outages a previous engine left. */
-  load(replicas: readonly Replica[]): void {
+  async load(replicas: readonly Replica[]): Promise<void> {
     for (const r of replicas) {
-      const o = this.o.store.outage(r.id);
+      const o = await this.o.store.outage(r.id);
       if (o) this.outages.set(r.id, o);
     }
   }
@@ -95,8 +95,8 @@ export class OutageLog {
   }
 
   /** A round ended: the probes that did not fail end their outages. */
-  endRound(): void {
-    for (const id of this.probing) if (!this.failedThisRound.has(id)) this.recovered(id);
+  async endRound(): Promise<void> {
+    for (const id of this.probing) if (!this.failedThisRound.has(id)) await this.recovered(id);
   }
 
   /** Unavailable (its probe may be under way in this round). */
@@ -128,7 +128,7 @@ export class OutageLog {
    * A call on `r` failed: it is unavailable (or stays so), tried again after a backoff; what
    * is pending for it waits, in order, in its outage log, and the others go on.
    */
-  failed(r: Replica, e: unknown, doing: string): void {
+  async failed(r: Replica, e: unknown, doing: string): Promise<void> {
     this.failedThisRound.add(r.id);
     this.o.stats.failures += 1;
     const t = this.o.now();
@@ -143,40 +143,43 @@ export class OutageLog {
       error: e instanceof Error ? e.message : String(e),
     };
     this.outages.set(r.id, o);
-    this.o.store.setOutage(r.id, o);
+    await this.o.store.setOutage(r.id, o);
     const fields = { replica: r.id, member: r.member, cause: o.cause, doing, retryInMs: delay, err: e };
     if (!prev) this.o.log.warn(fields, 'replica unavailable: what is pending for it waits in its outage log');
     else this.o.log.debug(fields, 'replica still unavailable');
   }
 
   /** A probe of an unavailable replica went through: its outage log replays (in order). */
-  private recovered(id: string): void {
+  private async recovered(id: string): Promise<void> {
     const o = this.outages.get(id);
     if (!o) return;
     this.outages.delete(id);
-    this.o.store.setOutage(id, undefined);
+    await this.o.store.setOutage(id, undefined);
+    const waiting = await this.o.store.pendingFor(id);
     this.o.log.info(
-      { replica: id, cause: o.cause, downMs: this.o.now() - o.sinceMs, waiting: this.o.store.pendingFor(id) },
+      { replica: id, cause: o.cause, downMs: this.o.now() - o.sinceMs, waiting },
       'replica available again: its outage log is replayed in order',
     );
   }
 
   /** Every replica's state; `loaded`: from memory, else from the store (before the first round). */
-  status(replicas: readonly Replica[], loaded: boolean): ReplicaStatus[] {
-    return replicas.map((r) => {
-      const o = loaded ? this.outages.get(r.id) : this.o.store.outage(r.id);
-      const waiting = this.o.store.pendingFor(r.id);
-      if (!o) return { id: r.id, member: r.member, state: 'available', waiting };
-      return {
-        id: r.id,
-        member: r.member,
-        state: 'unavailable',
-        cause: o.cause,
-        sinceMs: o.sinceMs,
-        nextProbeMs: o.nextProbeMs,
-        error: o.error,
-        waiting,
-      };
-    });
+  status(replicas: readonly Replica[], loaded: boolean): Promise<ReplicaStatus[]> {
+    return Promise.all(
+      replicas.map(async (r): Promise<ReplicaStatus> => {
+        const o = loaded ? this.outages.get(r.id) : await this.o.store.outage(r.id);
+        const waiting = await this.o.store.pendingFor(r.id);
+        if (!o) return { id: r.id, member: r.member, state: 'available', waiting };
+        return {
+          id: r.id,
+          member: r.member,
+          state: 'unavailable',
+          cause: o.cause,
+          sinceMs: o.sinceMs,
+          nextProbeMs: o.nextProbeMs,
+          error: o.error,
+          waiting,
+        };
+      }),
+    );
   }
 }

@@ -92,8 +92,8 @@ export class Parking {
    */
   async removeEmptyFolder(t: Replica, rel: string): Promise<boolean> {
     const full = fullPath(t, rel);
-    const done = (): true => {
-      this.o.store.touch(t.id, rel);
+    const done = async (): Promise<true> => {
+      await this.o.store.touch(t.id, rel);
       this.o.stats.applied += 1;
       return true;
     };
@@ -102,13 +102,13 @@ export class Parking {
       const p = t.provider;
       if (!hasServerSideMove(p) || p.features.move !== 'files-and-folders') {
         await p.remove(full);
-        return done();
+        return await done();
       }
       const slash = full.lastIndexOf('/');
       const parked = `${full.slice(0, slash + 1)}${parkedName(full.slice(slash + 1))}`;
       await p.move(full, parked);
       this.parked.push({ replica: t, rel, full, parked, at: this.o.now() });
-      return done();
+      return await done();
     } catch (e) {
       if (isNotFound(e)) return true;
       throw e;

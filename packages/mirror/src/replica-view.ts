@@ -37,10 +37,10 @@ export function relativePath(r: Replica, path: string): string | undefined {
  * order. Without them, a re-listing would not know those paths, and a move or delete of
  * them made meanwhile would go unreported (the old path came back everywhere).
  */
-export function seenFromBooks(store: ShareStore, r: Replica): Map<string, Seen> {
-  const seen = new Map<string, Seen>(store.knownUnder(r.id, '').map((k) => [k.path, k]));
+export async function seenFromBooks(store: ShareStore, r: Replica): Promise<Map<string, Seen>> {
+  const seen = new Map<string, Seen>((await store.knownUnder(r.id, '')).map((k) => [k.path, k]));
   const dir: Seen = { kind: 'dir', revision: '', sha256: '' };
-  for (const e of store.pending(0, false)) {
+  for (const e of await store.pending(0, false)) {
     if (e.origin !== r.id || e.doneTargets.includes(r.id)) continue;
     const op = e.op;
     if (op.type === 'file') seen.set(op.path, { kind: 'file', revision: op.revision, sha256: op.sha256 });

@@ -17,23 +17,24 @@ import { snapshot } from './replica-view.ts';
  */
 export async function seedJoiners(ctx: EngineContext): Promise<number> {
   const { store, replicas } = ctx;
-  if (!replicas.some((r) => store.cursor(r.id) !== undefined)) return 0;
-  const joiners = replicas.filter(
-    (r) => store.cursor(r.id) === undefined && store.knownUnder(r.id, '').length === 0,
-  );
+  const fresh = new Set<Replica>();
+  for (const r of replicas) if ((await store.cursor(r.id)) === undefined) fresh.add(r);
+  if (fresh.size === replicas.length) return 0;
+  const joiners: Replica[] = [];
+  for (const r of fresh) if ((await store.knownUnder(r.id, '')).length === 0) joiners.push(r);
   if (joiners.length === 0) return 0;
-  const head = store.headUnder('');
+  const head = await store.headUnder('');
   const content = new Map<string, { origin: Replica; revision: string; data: Uint8Array }>();
   for (const h of head) {
     if (h.kind !== 'file') continue;
     for (const r of replicas) {
-      if (joiners.includes(r) || store.known(r.id, h.path)?.sha256 !== h.sha256) continue;
+      if (joiners.includes(r) || (await store.known(r.id, h.path))?.sha256 !== h.sha256) continue;
       if (ctx.outages.isDown(r.id)) continue;
       let snap: Snapshot | undefined;
       try {
         snap = await snapshot(r, h.path, true);
       } catch (e) {
-        ctx.outages.failed(r, e, 'reading');
+        await ctx.outages.failed(r, e, 'reading');
         continue;
       }
       // Changed there since: that change is in its feed and reaches the joiner anyway.
@@ -46,12 +47,13 @@ export async function seedJoiners(ctx: EngineContext): Promise<number> {
   if (!someone) return 0;
   const now = ctx.now();
   let seeded = 0;
-  store.transaction(() => {
+  await store.transaction(async (tx) => {
+    seeded = 0;
     for (const j of joiners) {
       const others = replicas.filter((r) => r !== j).map((r) => r.id);
       for (const h of head) {
         if (h.kind === 'dir') {
-          store.append(someone.id, { type: 'dir', path: h.path }, undefined, now, others);
+          await tx.append(someone.id, { type: 'dir', path: h.path }, undefined, now, others);
           seeded += 1;
           continue;
         }
@@ -64,7 +66,7 @@ export async function seedJoiners(ctx: EngineContext): Promise<number> {
           sha256: h.sha256,
           size: c.data.byteLength,
         };
-        store.append(c.origin.id, op, c.data, now, others);
+        await tx.append(c.origin.id, op, c.data, now, others);
         seeded += 1;
       }
     }

@@ -54,13 +54,13 @@ describe('the engine reads time from its injected clock only', () => {
     await s.ann.write('a.txt', text('a1'));
     s.fault.down = true;
     await s.engine.step(); // ingest, the write to ben fails: unavailable, tried again next round
-    expect(s.engine.replicaStatus()[1]).toMatchObject({
+    expect((await s.engine.replicaStatus())[1]).toMatchObject({
       state: 'unavailable',
       sinceMs: START,
       nextProbeMs: START,
     });
     await s.engine.step(); // the probe fails: next try a minute later by the clock
-    expect(s.engine.replicaStatus()[1]).toMatchObject({
+    expect((await s.engine.replicaStatus())[1]).toMatchObject({
       state: 'unavailable',
       sinceMs: START,
       nextProbeMs: START + 60_000,
@@ -68,15 +68,15 @@ describe('the engine reads time from its injected clock only', () => {
 
     s.fault.down = false;
     for (let i = 0; i < 3; i++) await s.engine.step(); // the clock has not moved: no probe
-    expect(s.engine.replicaStatus()[1]).toMatchObject({ state: 'unavailable', waiting: 1 });
+    expect((await s.engine.replicaStatus())[1]).toMatchObject({ state: 'unavailable', waiting: 1 });
     await expect(readText(s.ben, 'a.txt')).rejects.toThrow();
 
     s.clock.t += 59_999;
     await s.engine.step();
-    expect(s.engine.replicaStatus()[1]).toMatchObject({ state: 'unavailable' });
+    expect((await s.engine.replicaStatus())[1]).toMatchObject({ state: 'unavailable' });
     s.clock.t += 1;
     await s.engine.step(); // due: probed, through, its outage log replays
-    expect(s.engine.replicaStatus()[1]).toMatchObject({ state: 'available', waiting: 0 });
+    expect((await s.engine.replicaStatus())[1]).toMatchObject({ state: 'available', waiting: 0 });
     expect(await readText(s.ben, 'a.txt')).toBe('a1');
   });
 
@@ -107,7 +107,7 @@ describe('the engine reads time from its injected clock only', () => {
     for (const n of ['a', 'b', 'c', 'd']) await s.ann.write(`${n}.txt`, text(n));
     // The clock stands still: the whole backlog goes in one round, however long it takes.
     await s.engine.step();
-    expect(s.engine.pendingCount()).toBe(0);
+    expect(await s.engine.pendingCount()).toBe(0);
 
     // Each write to ben moves the clock by a second: one entry per round.
     s.fault.onWrite = () => {
@@ -115,9 +115,9 @@ describe('the engine reads time from its injected clock only', () => {
     };
     for (const n of ['e', 'f', 'g']) await s.ann.write(`${n}.txt`, text(n));
     await s.engine.step();
-    expect(s.engine.pendingCount()).toBe(2);
+    expect(await s.engine.pendingCount()).toBe(2);
     await s.engine.step();
-    expect(s.engine.pendingCount()).toBe(1);
+    expect(await s.engine.pendingCount()).toBe(1);
     await s.engine.quiesce();
     expect(await readText(s.ben, 'g.txt')).toBe('g');
   });
@@ -131,7 +131,7 @@ describe("an unavailable replica is probed on Weft's one retry policy", () => {
     const out: number[] = [];
     for (let i = 0; i < probes; i++) {
       await s.engine.step();
-      const next = s.engine.replicaStatus()[1]?.nextProbeMs ?? Number.NaN;
+      const next = (await s.engine.replicaStatus())[1]?.nextProbeMs ?? Number.NaN;
       out.push(next - s.clock.t);
       s.clock.t = next; // the probe is due: the next step tries ben again
     }
@@ -145,7 +145,7 @@ describe("an unavailable replica is probed on Weft's one retry policy", () => {
     expect(await waits(s, 7)).toEqual([0, 45_000, 90_000, 180_000, 360_000, 450_000, 450_000]);
     s.fault.down = false;
     await s.engine.step();
-    expect(s.engine.replicaStatus()[1]).toMatchObject({ state: 'available', waiting: 0 });
+    expect((await s.engine.replicaStatus())[1]).toMatchObject({ state: 'available', waiting: 0 });
   });
 
   it('a Retry-After from the cloud (TransientError.retryAfterMs) sets the next probe, capped at max', async () => {
@@ -155,6 +155,6 @@ describe("an unavailable replica is probed on Weft's one retry policy", () => {
     expect(await waits(s, 3)).toEqual([90_000, 90_000, 90_000]);
     s.fault.retryAfterMs = 3_600_000;
     await s.engine.step();
-    expect(s.engine.replicaStatus()[1]?.nextProbeMs).toBe(s.clock.t + 600_000);
+    expect((await s.engine.replicaStatus())[1]?.nextProbeMs).toBe(s.clock.t + 600_000);
   });
 });

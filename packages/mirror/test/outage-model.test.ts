@@ -237,7 +237,9 @@ async function run(cmds: Cmd[]): Promise<void> {
     for (const line of content.split('\n')) if (line) present.add(line);
   }
   expect([...written].filter((t) => !retired.has(t) && !present.has(t))).toEqual([]);
-  expect(engine.replicaStatus().map((s) => [s.state, s.waiting])).toEqual(ROOTS.map(() => ['available', 0]));
+  expect((await engine.replicaStatus()).map((s) => [s.state, s.waiting])).toEqual(
+    ROOTS.map(() => ['available', 0]),
+  );
   await engine.stop();
   db.close();
 }

@@ -70,7 +70,7 @@ describe('a member whose cloud refuses writes for a while', () => {
       await s.alice.write('notes.txt', text('v2'));
       for (let i = 0; i < 12; i++) await engine.step();
       expect(await readText(s.bob, 'notes.txt')).toBe('v1');
-      expect(engine.pendingCount()).toBeGreaterThan(0);
+      expect(await engine.pendingCount()).toBeGreaterThan(0);
 
       s.fault.refuse = undefined;
       await engine.quiesce();
@@ -85,30 +85,30 @@ describe('a member whose cloud refuses writes for a while', () => {
     await s.alice.write('a.txt', text('a1'));
     const engine = s.make();
     await engine.quiesce();
-    expect(engine.replicaStatus().map((r) => r.state)).toEqual(['available', 'available']);
+    expect((await engine.replicaStatus()).map((r) => r.state)).toEqual(['available', 'available']);
 
     s.fault.refuse = refusals['the account is full'];
     const before = s.time(); // the engine's clock (injected)
     await s.alice.write('a.txt', text('a2'));
     await s.alice.write('b.txt', text('b1'));
     for (let i = 0; i < 3; i++) await engine.step();
-    const bob = engine.replicaStatus()[1];
+    const bob = (await engine.replicaStatus())[1];
     expect(bob).toMatchObject({ id: 'r1', member: 'bob', state: 'unavailable', cause: 'full', waiting: 2 });
     expect(bob?.sinceMs).toBeGreaterThanOrEqual(before);
     expect(bob?.error).toContain('insufficient storage');
-    expect(engine.replicaStatus()[0]).toMatchObject({ state: 'available', waiting: 0 });
+    expect((await engine.replicaStatus())[0]).toMatchObject({ state: 'available', waiting: 0 });
 
     // A restart during the outage: the state and the outage log are kept, nothing is dropped.
     await engine.stop();
     const second = s.make();
-    expect(second.replicaStatus()[1]).toMatchObject({
+    expect((await second.replicaStatus())[1]).toMatchObject({
       state: 'unavailable',
       cause: 'full',
       sinceMs: bob?.sinceMs,
     });
     s.fault.refuse = refusals['the token was revoked'];
     for (let i = 0; i < 3; i++) await second.step();
-    expect(second.replicaStatus()[1]).toMatchObject({
+    expect((await second.replicaStatus())[1]).toMatchObject({
       state: 'unavailable',
       cause: 'unauthorised',
       sinceMs: bob?.sinceMs,
@@ -117,7 +117,7 @@ describe('a member whose cloud refuses writes for a while', () => {
 
     s.fault.refuse = undefined;
     await second.quiesce();
-    expect(second.replicaStatus()).toEqual([
+    expect(await second.replicaStatus()).toEqual([
       { id: 'r0', member: 'alice', state: 'available', waiting: 0 },
       { id: 'r1', member: 'bob', state: 'available', waiting: 0 },
     ]);
@@ -134,7 +134,7 @@ describe('a member whose cloud refuses writes for a while', () => {
     s.fault.readsToo = true;
     await s.alice.write('a.txt', text('a2'));
     for (let i = 0; i < 12; i++) await engine.step();
-    expect(engine.replicaStatus()[1]).toMatchObject({ state: 'unavailable', cause: 'failing' });
+    expect((await engine.replicaStatus())[1]).toMatchObject({ state: 'unavailable', cause: 'failing' });
     s.fault.refuse = undefined;
     s.fault.readsToo = false;
     await engine.quiesce();

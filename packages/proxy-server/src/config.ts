@@ -53,7 +53,10 @@ const OAuthClient = z.object({
 /** Cross-cloud shared folders served by this proxy (docs/sharing.md, docs/formats/api.md). */
 export const SharesConfig = z.object({
   enabled: z.boolean().default(true),
-  /** The mirror's SQLite file (shares, log, encrypted credentials). Default: <dataDir>/mirror.sqlite. */
+  /**
+   * The mirror's SQLite file (shares, log, encrypted credentials). Default: <dataDir>/mirror.sqlite.
+   * Unused with `databaseUrl`: the registry and the engines' books are then on PostgreSQL.
+   */
   mirrorFile: z.string().optional(),
   /**
    * The key that encrypts connected accounts' tokens at rest (32 bytes: 64 hex digits or

@@ -49,6 +49,7 @@ import { opLogger } from './op-log.ts';
 import { OpScheduler } from './scheduler.ts';
 import type { VaultKeys } from '@weft/mirror';
 import { PostgresShareBook } from './shares/book-postgres.ts';
+import { PostgresMirrorBooks, termFence } from './shares/mirror-books-postgres.ts';
 import { MIRROR_DEVICE_PREFIX, ShareService, type ShareServiceOptions } from './shares/service.ts';
 import { HybridStore } from './store/hybrid.ts';
 import { RelayCache } from './store/relay-cache.ts';
@@ -421,9 +422,13 @@ export async function startProxyServer(
         scheduler,
         log,
         ...(options.shares?.wrap ? { wrap: options.shares.wrap } : {}),
-        // With PostgreSQL every instance serves the same shares (the registry there).
+        // With PostgreSQL every instance serves the same shares (the registry there), and the
+        // engines' books are there too, their writes fenced by the controller lease.
         ...(config.databaseUrl
-          ? { openBook: (keys: VaultKeys) => PostgresShareBook.open(config.databaseUrl!, keys) }
+          ? {
+              openBook: (keys: VaultKeys) => PostgresShareBook.open(config.databaseUrl!, keys),
+              books: PostgresMirrorBooks.open(config.databaseUrl, { fenceFor: termFence(role) }),
+            }
           : {}),
         // The mirror engines are the controller's (below): one instance writes their books.
         engines: false,

@@ -1,7 +1,7 @@
 /**
  * Shared folders with proxy instances on one PostgreSQL (issue #18): two servers sharing the
- * database, the filesystem and object tiers, the vault key and the mirror engines' books
- * (shares.mirrorFile on the shared directory). The registry is on PostgreSQL, so whichever
+ * database, the filesystem and object tiers and the vault key. The registry and the mirror
+ * engines' books are on PostgreSQL (no mirror.sqlite anywhere), so whichever
  * server is asked answers alike; the engines run on one server only (the controller role's
  * job) and follow membership changes made
  * through the other; when the controller stops, the other takes the role and its engine
@@ -41,7 +41,6 @@ describe.skipIf('missing' in bins)(
           pollIntervalMs: 100,
           notifyBatchMs: 50,
           key: randomBytes(32).toString('hex'),
-          mirrorFile: nodePath.join(shared, 'mirror.sqlite'),
         },
       };
       // The first to start holds the controller role, and so runs the engines.
@@ -104,6 +103,9 @@ describe.skipIf('missing' in bins)(
       // Only the controller's engine did that.
       expect(one.shares!.stats(created.id).applied).toBeGreaterThan(0);
       expect(two.shares!.stats(created.id).applied).toBe(0);
+      // The books are in PostgreSQL: no SQLite file was made for them.
+      for (const dir of [one.dir, two.dir, shared])
+        expect(await fsp.readdir(dir)).not.toContain('mirror.sqlite');
       // The controller stops: two takes the role over and runs the engines on the same books.
       await one.stop();
       await annTwo.putSmall({ 'Team/after.txt': 'after the move' });

@@ -23,7 +23,7 @@ export async function removeKnownFile(
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       await t.provider.remove(fullPath(t, path), { ifRevision: revision });
-      ctx.store.touch(t.id, path);
+      await ctx.store.touch(t.id, path);
       ctx.stats.applied += 1;
       return true;
     } catch (e) {
@@ -42,7 +42,7 @@ export async function removeKnownFile(
 export async function removeDuplicates(ctx: EngineContext, origin: Replica, seq: number): Promise<void> {
   for (const d of ctx.facts.movedDuplicates.get(seq) ?? []) {
     if (!(await removeKnownFile(ctx, origin, d.path, d))) continue; // changed since: it stays
-    ctx.store.setKnown(origin.id, d.path, undefined);
+    await ctx.store.setKnown(origin.id, d.path, undefined);
     ctx.view.setSeen(origin, d.path, undefined);
   }
   ctx.facts.movedDuplicates.delete(seq);
@@ -54,7 +54,7 @@ export async function applyDelete(
   path: string,
   files?: Readonly<Record<string, string>>,
 ): Promise<void> {
-  const known = ctx.store.knownUnder(t.id, path);
+  const known = await ctx.store.knownUnder(t.id, path);
   const root = known.find((k) => k.path === path);
   if (known.length === 0) return;
   const deletable = (k: KnownEntry & { path: string }): boolean =>
@@ -108,7 +108,7 @@ export async function applyDelete(
   }
   for (const k of known) {
     if (!removed.has(k.path)) continue;
-    ctx.store.setKnown(t.id, k.path, undefined);
+    await ctx.store.setKnown(t.id, k.path, undefined);
     ctx.view.setSeen(t, k.path, undefined);
   }
 }

@@ -13,7 +13,7 @@ export async function applyDir(ctx: EngineContext, t: Replica, path: string): Pr
     return;
   }
   const k: KnownEntry = { kind: 'dir', revision: '', sha256: '' };
-  ctx.store.setKnown(t.id, path, k);
+  await ctx.store.setKnown(t.id, path, k);
   ctx.view.setSeen(t, path, k);
   ctx.stats.applied += 1;
 }

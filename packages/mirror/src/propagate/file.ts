@@ -14,10 +14,18 @@ import { fullPath, snapshot } from '../replica-view.ts';
 import type { KnownEntry } from '../store.ts';
 
 /** A write of ours on `t`: into its books, its view, and the revisions whose echo is dropped. */
-export function recordWrite(ctx: EngineContext, t: Replica, path: string, e: Entry, sha256: string): void {
+export async function recordWrite(
+  ctx: EngineContext,
+  t: Replica,
+  path: string,
+  e: Entry,
+  sha256: string,
+): Promise<void> {
   const k: KnownEntry = { kind: 'file', revision: e.revision, sha256 };
-  ctx.store.setKnown(t.id, path, k);
-  ctx.store.touch(t.id, path);
+  await ctx.store.transaction(async (tx) => {
+    await tx.setKnown(t.id, path, k);
+    await tx.touch(t.id, path);
+  });
   ctx.view.setSeen(t, path, { ...k, hash: e.hash?.value });
   ctx.view.addOurs(t, path, e.revision);
   ctx.stats.applied += 1;
@@ -31,7 +39,7 @@ export async function applyFile(
   data: Uint8Array,
   logged: LoggedOp,
 ): Promise<void> {
-  let base = ctx.store.known(t.id, path);
+  let base = await ctx.store.known(t.id, path);
   const full = fullPath(t, path);
   for (let attempt = 0; attempt < 5; attempt++) {
     try {
@@ -43,7 +51,7 @@ export async function applyFile(
           ? { ifRevision: base.revision, sha256, size: data.byteLength }
           : { ifNotExists: true, sha256, size: data.byteLength },
       );
-      recordWrite(ctx, t, path, e, sha256);
+      await recordWrite(ctx, t, path, e, sha256);
       return;
     } catch (e) {
       if (!isPreconditionFailed(e) && !isNotFound(e) && !isAlreadyExists(e)) throw e;
@@ -56,7 +64,7 @@ export async function applyFile(
     if (cur.kind === 'dir') break;
     if (cur.sha256 === sha256) {
       // Already there (a write whose answer was lost, or the same edit made twice).
-      ctx.store.setKnown(t.id, path, { kind: 'file', revision: cur.revision, sha256 });
+      await ctx.store.setKnown(t.id, path, { kind: 'file', revision: cur.revision, sha256 });
       ctx.view.setSeen(t, path, { kind: 'file', revision: cur.revision, sha256, hash: cur.hash });
       return;
     }
@@ -76,20 +84,27 @@ export async function applyFile(
 }
 
 /** The copy's name for this entry: the same on every target, never another entry's. */
-function copyName(ctx: EngineContext, path: string, logged: LoggedOp, skip: ReadonlySet<string>): string {
-  const { store } = ctx;
-  const mine = store.copiesOf(logged.seq).filter((c) => !skip.has(c));
+async function copyName(
+  ctx: EngineContext,
+  path: string,
+  logged: LoggedOp,
+  skip: ReadonlySet<string>,
+): Promise<string> {
+  const mine = (await ctx.store.copiesOf(logged.seq)).filter((c) => !skip.has(c));
   const dir = path.includes('/') ? path.slice(0, path.lastIndexOf('/') + 1) : '';
   const existing = mine.find((c) => c.startsWith(dir) && !c.slice(dir.length).includes('/'));
   if (existing) return existing;
-  return store.transaction(() =>
-    conflictedCopyPath(
-      path,
-      new Date(logged.createdMs),
-      memberOf(ctx, logged.origin),
-      (c) => skip.has(c) || store.head(c) !== undefined || !store.reserveCopy(logged.seq, c),
-    ),
-  );
+  return ctx.store.transaction(async (tx) => {
+    // The candidates in order (conflictedCopyPath), each checked against the books.
+    const taken = new Set(skip);
+    for (;;) {
+      const c = conflictedCopyPath(path, new Date(logged.createdMs), memberOf(ctx, logged.origin), (x) =>
+        taken.has(x),
+      );
+      if ((await tx.head(c)) === undefined && (await tx.reserveCopy(logged.seq, c))) return c;
+      taken.add(c);
+    }
+  });
 }
 
 async function writeConflictCopy(
@@ -102,7 +117,7 @@ async function writeConflictCopy(
 ): Promise<void> {
   const skip = new Set<string>();
   for (;;) {
-    const copy = copyName(ctx, path, logged, skip);
+    const copy = await copyName(ctx, path, logged, skip);
     try {
       const e = await t.provider.write(fullPath(t, copy), data, {
         ifNotExists: true,
@@ -116,7 +131,7 @@ async function writeConflictCopy(
       ctx.stats.applied += 1;
       ctx.stats.conflicts += 1;
       // The copy is a new file of the share: it goes to every replica through the log.
-      ctx.store.append(
+      await ctx.store.append(
         t.id,
         { type: 'file', path: copy, revision: e.revision, sha256, size: data.byteLength },
         data,

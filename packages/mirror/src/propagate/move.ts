@@ -22,7 +22,7 @@ export async function applyMove(
   logged: LoggedOp,
 ): Promise<void> {
   const { store, view, stats } = ctx;
-  const known = store.known(t.id, op.from);
+  const known = await store.known(t.id, op.from);
   const canMove =
     hasServerSideMove(t.provider) && (op.kind === 'file' || t.provider.features.move === 'files-and-folders');
   if (
@@ -35,15 +35,15 @@ export async function applyMove(
     const ok = await matchesKnown(ctx, t, op.from, op.kind, op.files);
     if (ok) {
       try {
-        const under = store.knownUnder(t.id, op.from);
+        const under = await store.knownUnder(t.id, op.from);
         const e = await t.provider.move(fullPath(t, op.from), fullPath(t, op.to));
         stats.applied += 1;
         stats.nativeMoves += 1;
-        store.transaction(() => {
-          store.dropKnownUnder(t.id, op.from);
-          for (const k of under) store.setKnown(t.id, rebase(k.path, op.from, op.to), k);
+        await store.transaction(async (tx) => {
+          await tx.dropKnownUnder(t.id, op.from);
+          for (const k of under) await tx.setKnown(t.id, rebase(k.path, op.from, op.to), k);
           if (op.kind === 'file') {
-            store.setKnown(t.id, op.to, { kind: 'file', revision: e.revision, sha256: known.sha256 });
+            await tx.setKnown(t.id, op.to, { kind: 'file', revision: e.revision, sha256: known.sha256 });
           }
         });
         view.dropSeenUnder(t, op.from);
@@ -80,7 +80,7 @@ async function matchesKnown(
   kind: 'file' | 'dir',
   files: Readonly<Record<string, string>> | undefined,
 ): Promise<boolean> {
-  const known = new Map(ctx.store.knownUnder(t.id, path).map((k) => [k.path, k]));
+  const known = new Map((await ctx.store.knownUnder(t.id, path)).map((k) => [k.path, k]));
   const expect = (rel: string, entryKind: 'file' | 'dir', revision: string): boolean => {
     const k = known.get(rel);
     if (!k || k.kind !== entryKind) return false;

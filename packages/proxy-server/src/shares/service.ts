@@ -13,12 +13,13 @@ import * as nodePath from 'node:path';
 import type Database from 'better-sqlite3';
 import type { Logger } from 'pino';
 import {
+  type MirrorBooks,
   MirrorEngine,
   type MirrorStats,
   type ReplicaConfig,
   ShareError,
   type ShareMember,
-  ShareStore,
+  SqliteMirrorBooks,
   VaultError,
   type VaultKeys,
   openDatabase,
@@ -67,6 +68,12 @@ export interface ShareServiceOptions {
    * database. With a shared one (PostgreSQL) the engines follow changes other instances make.
    */
   readonly openBook?: (keys: VaultKeys) => ShareBook;
+  /**
+   * The mirror engines' books. Default: SQLite, on the mirror's database (mirror.sqlite).
+   * With shared ones (PostgreSQL, writes fenced by the controller lease) any instance can
+   * take the engines over; `close` is called when the service closes.
+   */
+  readonly books?: MirrorBooks & { close?(): Promise<void> };
   /** How often engines are matched to a shared registry's shares and members. Default 2 s. */
   readonly resyncMs?: number;
   /** Whether `start()` runs the engines here (default true); `setEngines` switches it later. */
@@ -121,8 +128,10 @@ function membersKey(members: readonly ShareMember[]): string {
 }
 
 export class ShareService {
-  /** The mirror engines' books (SQLite; see docs/deployment.md for a cluster). */
-  private readonly db: Database.Database;
+  /** The mirror's SQLite database, when the books or the registry are there (the default). */
+  private readonly db: Database.Database | undefined;
+  /** The mirror engines' books (SQLite by default; PostgreSQL in a cluster). */
+  private readonly books: MirrorBooks & { close?(): Promise<void> };
   private readonly registry: ShareBook;
   private readonly accountBook: ProviderAccounts;
   /** Whether this instance runs the engines (in a cluster, the controller only). */
@@ -142,12 +151,16 @@ export class ShareService {
   private closed = false;
 
   constructor(private readonly o: ShareServiceOptions) {
-    const mirrorFile = o.config.mirrorFile ?? nodePath.join(o.dataDir, 'mirror.sqlite');
-    privateDatabaseFile(mirrorFile);
-    this.db = openDatabase(mirrorFile);
-    this.db.pragma('foreign_keys = ON');
     const keys = keysFrom(o.config, o.dataDir);
-    this.registry = o.openBook?.(keys) ?? new SqliteShareBook(this.db, keys);
+    if (!o.openBook || !o.books) {
+      const mirrorFile = o.config.mirrorFile ?? nodePath.join(o.dataDir, 'mirror.sqlite');
+      privateDatabaseFile(mirrorFile);
+      this.db = openDatabase(mirrorFile);
+      this.db.pragma('foreign_keys = ON');
+    }
+    const db = this.db;
+    this.registry = o.openBook?.(keys) ?? new SqliteShareBook(db!, keys);
+    this.books = o.books ?? new SqliteMirrorBooks(db!);
     this.accountBook = new ProviderAccounts(this.registry, o.config);
     this.engines = o.engines ?? true;
   }
@@ -206,7 +219,8 @@ export class ShareService {
     await Promise.allSettled([...this.running.values()].map((r) => r.engine.stop()));
     this.running.clear();
     await this.registry.close();
-    this.db.close();
+    await this.books.close?.();
+    this.db?.close();
   }
 
   // ---------------------------------------------------------------- accounts (accounts.ts)
@@ -426,7 +440,7 @@ export class ShareService {
       if (members.length < 2) return;
       const engine = new MirrorEngine({
         shareId,
-        db: this.db,
+        books: this.books,
         logger: this.o.log,
         replicas: await Promise.all(members.map((m) => this.replicaOf(shareId, m))),
       });
@@ -451,10 +465,8 @@ export class ShareService {
   }
 
   /** The share's log entries whose op mentions one of `paths` (diagnosis of a divergence). */
-  logEntries(shareId: string, paths: readonly string[]): unknown[] {
-    const rows = this.db
-      .prepare('SELECT seq, origin, op, done_targets, done FROM log WHERE share_id = ? ORDER BY seq')
-      .all(shareId) as { op: string }[];
+  async logEntries(shareId: string, paths: readonly string[]): Promise<unknown[]> {
+    const rows = await this.books.share(shareId).logRecords();
     return rows.filter((r) => paths.some((p) => r.op.includes(JSON.stringify(p).slice(1, -1))));
   }
 
@@ -495,7 +507,7 @@ export class ShareService {
       };
       const engine = new MirrorEngine({
         shareId,
-        db: this.db,
+        books: this.books,
         logger: this.o.log,
         pollIntervalMs: this.o.config.pollIntervalMs,
         replicas: await Promise.all(members.map((m) => this.replicaOf(shareId, m))),
@@ -525,13 +537,13 @@ export class ShareService {
     return settled;
   }
 
-  private status(shareId: string): {
+  private async status(shareId: string): Promise<{
     status: ShareSyncStatus;
     seeding?: { member: string; applied: number; total: number; done: boolean };
-  } {
+  }> {
     const r = this.running.get(shareId);
     if (!r) return { status: { state: 'idle', pending: 0, applied: 0, conflicts: 0 } };
-    const pending = r.engine.ready ? r.engine.pendingCount() : r.pending;
+    const pending = r.engine.ready ? await r.engine.pendingCount() : r.pending;
     const j = this.joining.get(shareId);
     let seeding: { member: string; applied: number; total: number; done: boolean } | undefined;
     if (j) {
@@ -571,13 +583,13 @@ export class ShareService {
    * Whether the mirror can write to member `m`'s replica (persisted by the engine, so the
    * same whether it runs or not). The cloud's error text only to the member themself.
    */
-  private availability(shareId: string, m: ShareMember, own: boolean): ReplicaAvailability {
+  private async availability(shareId: string, m: ShareMember, own: boolean): Promise<ReplicaAvailability> {
     const id = `${m.member}@${m.accountId}`;
     const r = this.running.get(shareId);
-    const s = r?.engine.ready ? r.engine.replicaStatus().find((x) => x.id === id) : undefined;
-    const store = new ShareStore(this.db, shareId);
-    const o = s ? undefined : store.outage(id);
-    const waiting = s ? s.waiting : store.pendingFor(id);
+    const s = r?.engine.ready ? (await r.engine.replicaStatus()).find((x) => x.id === id) : undefined;
+    const store = this.books.share(shareId);
+    const o = s ? undefined : await store.outage(id);
+    const waiting = s ? s.waiting : await store.pendingFor(id);
     const state = s ? s.state : o ? 'unavailable' : 'available';
     const cause = s?.cause ?? o?.cause;
     const sinceMs = s?.sinceMs ?? o?.sinceMs;
@@ -597,17 +609,18 @@ export class ShareService {
   private async info(user: string, shareId: string): Promise<ShareInfo> {
     const share = await this.guard(() => this.registry.get(shareId));
     const members = await this.registry.members(shareId);
-    const { status, seeding } = this.status(shareId);
+    const { status, seeding } = await this.status(shareId);
     const labels = new Map<string, string>();
     for (const m of members)
       if (m.member === user && m.provider !== 'weft') {
         const row = await this.registry.account(m.accountId);
         if (row) labels.set(m.accountId, row.label);
       }
-    const out: ShareMemberInfo[] = members.map((m) => {
+    const out: ShareMemberInfo[] = [];
+    for (const m of members) {
       const own = m.member === user;
       const label = own ? labels.get(m.accountId) : undefined;
-      return {
+      out.push({
         member: m.member,
         role: m.role,
         cloud: this.cloud(m),
@@ -617,9 +630,9 @@ export class ShareService {
         ...(seeding && seeding.member === m.member
           ? { seeding: { applied: seeding.applied, total: seeding.total, done: seeding.done } }
           : {}),
-        replica: this.availability(shareId, m, own),
-      };
-    });
+        replica: await this.availability(shareId, m, own),
+      });
+    }
     return {
       id: share.id,
       name: share.name,
