@@ -282,13 +282,26 @@ export class Journal {
     // instead of trusting size + mtime + inode.
     if (row.kind === 'file' && row.mtimeNs > BigInt(Date.now() - RACY_MS) * 1_000_000n)
       row = { ...row, mtimeNs: SMUDGED_MTIME };
+    // Positional parameters: binding a row by name cost 1.7x as much (4.5 vs 2.7 µs a row,
+    // twice per file of a drop; issue #16).
     this.sql(
       `INSERT INTO files(path, kind, size, mtime_ns, inode, hash, synced_rev, synced_hash, signature, signature_block)
-         VALUES (@path, @kind, @size, @mtimeNs, @inode, @hash, @syncedRev, @syncedHash, @signature, @signatureBlock)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT(path) DO UPDATE SET kind = excluded.kind, size = excluded.size, mtime_ns = excluded.mtime_ns,
            inode = excluded.inode, hash = excluded.hash, synced_rev = excluded.synced_rev,
            synced_hash = excluded.synced_hash, signature = excluded.signature, signature_block = excluded.signature_block`,
-    ).run(row);
+    ).run(
+      row.path,
+      row.kind,
+      row.size,
+      row.mtimeNs,
+      row.inode,
+      row.hash,
+      row.syncedRev,
+      row.syncedHash,
+      row.signature,
+      row.signatureBlock,
+    );
   }
 
   deleteFile(path: string): void {
