@@ -13,6 +13,10 @@ import { fileURLToPath } from 'node:url';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const WEFT = join(ROOT, 'packages/core/bin/weft.js');
+/** The node flags `weft` runs with: those on its #! line (`#!/usr/bin/env -S node …`). */
+const WEFT_NODE_FLAGS = (/\bnode\s+(.*)$/.exec(readFileSync(WEFT, 'utf8').split('\n')[0] ?? '')?.[1] ?? '')
+  .split(/\s+/)
+  .filter(Boolean);
 const PROXY = join(ROOT, 'packages/proxy-server/bin/weft-proxy.mjs');
 
 export function has(tool: string): boolean {
@@ -227,7 +231,9 @@ export async function runAgent(o: {
   const child = spawn(
     process.execPath,
     [
-      // Node flags for the agent alone, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof' or '--heap-prof'.
+      // As `weft agent` runs (its #! line's flags), and node flags for the agent alone, e.g.
+      // '--cpu-prof --cpu-prof-dir=/tmp/prof' or '--heap-prof'.
+      ...WEFT_NODE_FLAGS,
       ...(process.env.WEFT_BENCH_AGENT_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
       WEFT,
       'agent',
