@@ -3,14 +3,20 @@
  * admin routes POST /v1/admin/cluster/instances/{id}/drain and …/activate, sent to any
  * instance, change any live instance's state; a drained instance is no longer steered new
  * transfers (its own answer steers them to another), its heartbeat keeps the state the row
- * says, and `weft-proxy cluster drain|activate` does the same from the command line. Bad
+ * says, and `weft-proxy cluster drain|activate` does the same from the command line; the
+ * supervisor keeps an instance it was draining when the operator activates it again. Bad
  * input (no admin token, a device token, an unknown or malformed id) changes nothing.
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClusterInstanceChange, ClusterInstancesResponse, TransferState } from '@weft/wire';
+import pino from 'pino';
 import { clusterAdminCommand } from '../src/cluster/admin-cli.ts';
+import { liveInstances, setInstanceState } from '../src/cluster/registry.ts';
+import { ClusterSupervisor } from '../src/cluster/supervisor.ts';
+import { parseConfig } from '../src/config.ts';
+import { connect, migratePostgres } from '../src/store/postgres-db.ts';
 import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
 import { sha, startTestServer, tempDir, TestClient } from './helpers.ts';
 import { adminSql } from './pg-admin.ts';
@@ -173,6 +179,47 @@ describe.skipIf('missing' in bins)(
         /is now draining/,
       );
       await until('one to learn it is draining', () => one.instances.state === 'draining');
+    });
+
+    it('theSupervisorKeepsAnInstanceTheOperatorActivatedWhileItDrained', async () => {
+      // `weft-proxy cluster --external` on a database of its own: two idle instances, one
+      // drained (Eq. 8), then activated again by the operator before its transfers ended.
+      const databaseUrl = await cluster.createDatabase();
+      const sql = connect(databaseUrl, 2);
+      await migratePostgres(sql);
+      for (const id of ['x', 'y'])
+        await sql`
+          INSERT INTO proxy_instances (id, url, started_ms, heartbeat_ms, available_bps, measured_bps, active_transfers)
+          VALUES (${id}, ${`http://${id}.invalid`}, 1, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint,
+                  1000000, 1000000, 1)`;
+      const said: string[] = [];
+      const supervisor = new ClusterSupervisor({
+        config: parseConfig({
+          databaseUrl,
+          cluster: { aliveMs: 600_000, sustainMs: 0, cooldownMs: 600_000, drainTimeoutMs: 0 },
+        }),
+        instances: 1,
+        max: 3,
+        external: true,
+        log: pino({ level: 'silent' }),
+        say: (line) => said.push(line),
+      });
+      try {
+        await supervisor.tick();
+        const drained = (await liveInstances(sql, 600_000)).find((r) => r.state === 'draining');
+        expect(drained).toBeDefined();
+        const id = drained!.id;
+        expect(said).toEqual([expect.stringContaining(`draining ${id}`)]);
+        expect(await setInstanceState(sql, id, 'active')).toMatchObject({ changed: true });
+        // Its transfers end and its drain time is up (0): it is not stopped, being active again.
+        await sql`UPDATE proxy_instances SET active_transfers = 0`;
+        await supervisor.tick();
+        await supervisor.tick();
+        expect(said.slice(1)).toEqual([`cluster: ${id} was activated again: kept`]);
+      } finally {
+        await supervisor.stop();
+        await sql.end();
+      }
     });
   },
 );

@@ -161,13 +161,26 @@ export class ClusterSupervisor {
       const r = rows.get(id);
       return !r || (r.state === 'draining' && r.activeTransfers === 0) || now - since >= limit;
     };
+    // An operator who activated an instance again (POST …/activate) keeps it.
+    const activated = (id: string): boolean => rows.get(id)?.state === 'active';
     for (const c of this.children.values()) {
+      if (c.state === 'draining' && activated(c.id)) {
+        c.state = 'running';
+        delete c.drainingSince;
+        this.say(`${c.id} was activated again: kept`);
+        continue;
+      }
       if (c.state !== 'draining' || !done(c.id, c.drainingSince ?? now)) continue;
       this.say(`stopping ${c.id}: drained`);
       await this.stopChild(c);
       this.hook('down', c, this.activeCount());
     }
     for (const [id, since] of this.draining) {
+      if (activated(id)) {
+        this.draining.delete(id);
+        this.say(`${id} was activated again: kept`);
+        continue;
+      }
       if (!done(id, since)) continue;
       this.draining.delete(id);
       this.say(`${id} drained: the operator hook stops it`);
