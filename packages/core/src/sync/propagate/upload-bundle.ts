@@ -33,23 +33,44 @@ const READ_AHEAD = 16;
 export const OUTCOMES_PER_TRANSACTION = 64;
 
 /**
+ * Bundles on their way at once. Two: while the server writes and fsyncs one bundle's files,
+ * the next crosses the link (on a 40 ms RTT link the server's work and the transfer took
+ * turns; issue #16). Each holds distinct paths (a path on its way holds back the next use
+ * of it), so their order on the server does not matter; outcomes are recorded as each returns.
+ */
+export const BUNDLES_IN_FLIGHT = 2;
+
+/**
  * Send the puts of `run` in bundles. The files are read ahead (several reads in flight), and
- * one bundle is on its way while the next is filled: the reads, the encoding and the
- * server's work overlap instead of taking turns (issue #16). Bundles still go one at a time
- * and in order, and a path already in the bundle on its way waits for that one's outcome.
+ * up to BUNDLES_IN_FLIGHT bundles are on their way while the next is filled: the reads, the
+ * encoding, the transfer and the server's work overlap instead of taking turns (issue #16).
+ * A path already in a bundle on its way waits for the outcomes of those on their way.
  */
 export async function uploadBundles(ctx: SyncContext, run: readonly { id: number; op: Op }[]): Promise<void> {
   let batch: { id: number; entry: BundleEntry }[] = [];
   let inBatch = new Set<string>();
   let bytes = BUNDLE_OVERHEAD;
-  /** The bundle on its way (its outcome recorded when it resolves), and its paths. */
-  let sending: Promise<void> | undefined;
-  let sendingPaths = new Set<string>();
+  /** The bundles on their way, oldest first (each one's outcome recorded when it resolves). */
+  let sending: { done: Promise<void>; paths: Set<string> }[] = [];
+  const isSending = (path: string): boolean => sending.some((s) => s.paths.has(path));
+  /** Wait for every bundle on its way; the first failure is thrown once all have settled. */
   const settle = async (): Promise<void> => {
-    const s = sending;
-    sending = undefined;
-    sendingPaths = new Set();
-    await s;
+    const all = sending;
+    sending = [];
+    const failed = (await Promise.allSettled(all.map((s) => s.done))).find((r) => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  };
+  /** Wait for the oldest bundle on its way (its failure thrown after the others settle). */
+  const settleOldest = async (): Promise<void> => {
+    const oldest = sending[0];
+    if (!oldest) return;
+    try {
+      await oldest.done;
+    } catch (e) {
+      await settle().catch(() => undefined);
+      throw e;
+    }
+    sending = sending.filter((s) => s !== oldest);
   };
   const flush = async (): Promise<void> => {
     if (batch.length === 0) return;
@@ -57,7 +78,7 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
     batch = [];
     inBatch = new Set();
     bytes = BUNDLE_OVERHEAD;
-    await settle(); // one bundle on its way at a time, in order
+    while (sending.length >= BUNDLES_IN_FLIGHT) await settleOldest();
     ctx.journal.markSent(current.map((b) => ({ path: b.entry.path, sha256: b.entry.sha256 })));
     const compress =
       shouldCompress(current.map((b) => b.entry.path)) &&
@@ -70,9 +91,9 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
       current.map((b) => b.entry),
       { compress },
     );
-    sendingPaths = new Set(current.map((b) => b.entry.path));
-    sending = send(current, encoded, compress);
-    sending.catch(() => undefined); // observed here; thrown by the next settle()
+    const done = send(current, encoded, compress);
+    done.catch(() => undefined); // observed here; thrown by settle() or settleOldest()
+    sending.push({ done, paths: new Set(current.map((b) => b.entry.path)) });
   };
   const send = async (
     current: readonly { id: number; entry: BundleEntry }[],
@@ -80,6 +101,8 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
     compress: boolean,
   ): Promise<void> => {
     const started = performance.now();
+    // Bundles on their way together share the link: each is timed as its share of it.
+    const sharing = sending.length + 1;
     const results = await ctx.client.uploadBundle(encoded);
     ctx.status.bundleSent(compress);
     ctx.trace(
@@ -91,7 +114,7 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
         result: results[i]?.result,
       })),
     );
-    ctx.uploadRate.add(encoded.byteLength, (performance.now() - started) / 1000);
+    ctx.uploadRate.add(encoded.byteLength, (performance.now() - started) / 1000 / sharing);
     if (current.length > 1) ctx.status.save('requestsSavedByBundling', current.length - 1);
     // Every file's outcome leaves the queue with its effect, in bounded transactions.
     for (let start = 0; start < current.length; start += OUTCOMES_PER_TRANSACTION) {
@@ -128,7 +151,7 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
       // A bundle holds a path once. The queue puts a path twice in one window no more (R10),
       // but a journal written before may still: the first goes, then the second on its base.
       if (inBatch.has(q.op.path)) await flush();
-      if (sendingPaths.has(q.op.path)) await settle();
+      if (isSending(q.op.path)) await settle();
       if (content === undefined) {
         ctx.commit(new JournalChanges().completeOp(q.id)); // gone since: the scanner queues its delete
         continue;
