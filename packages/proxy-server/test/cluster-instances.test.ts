@@ -13,9 +13,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClusterInstancesResponse, TransferState } from '@weft/wire';
 import { markDraining } from '../src/cluster/registry.ts';
 import { migratePostgres } from '../src/store/postgres-db.ts';
-import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
+import { postgresBinaries } from '../src/testing/postgres.ts';
 import { pseudoRandom, sha, startTestServer, tempDir, TestClient, uploadLarge } from './helpers.ts';
-import { adminSql } from './pg-admin.ts';
+import { type SharedStorage, startSharedStorage } from './pg-shared.ts';
 
 const bins = postgresBinaries();
 const MiB = 1024 * 1024;
@@ -63,29 +63,17 @@ describe('instance registry on SQLite', () => {
 describe.skipIf('missing' in bins)(
   `instance registry on PostgreSQL${'missing' in bins ? ` (skipped: ${bins.missing})` : ''}`,
   () => {
-    let cluster: RunningPostgres;
-    let shared: string;
-    let databaseUrl: string;
-    let tiers: Record<string, unknown>;
+    let storage: SharedStorage;
 
     beforeAll(async () => {
-      cluster = await startPostgres(adminSql);
-      databaseUrl = await cluster.createDatabase();
-      shared = await tempDir('weft-cluster-');
-      tiers = {
-        databaseUrl,
-        fsTierDir: nodePath.join(shared, 'fs'),
-        objectTier: { type: 'fs' as const, dir: nodePath.join(shared, 'objects') },
-        adminToken: 'wfa_shared-admin-token',
-      };
+      storage = await startSharedStorage('weft-cluster-');
     });
     afterAll(async () => {
-      await cluster?.stop();
-      await fsp.rm(shared, { recursive: true, force: true });
+      await storage?.stop();
     });
 
     const cfg = (id: string, cluster: Record<string, unknown>) => ({
-      ...tiers,
+      ...storage.tiers,
       instanceId: id,
       cluster: { heartbeatMs: 100, aliveMs: 2000, windowMs: 1000, ...cluster },
     });
@@ -187,7 +175,7 @@ describe.skipIf('missing' in bins)(
         const onA = await TestClient.enrol(a, 'bea');
         const list = () => onA.json<ClusterInstancesResponse>('GET', '/v1/cluster/instances');
         await until('b preferred', async () => ((await list()).preferred === 'b' ? true : undefined));
-        const sql = postgres(databaseUrl, { max: 1, onnotice: () => undefined });
+        const sql = postgres(storage.tiers.databaseUrl, { max: 1, onnotice: () => undefined });
         try {
           expect(await markDraining(sql, 'b')).toBe(true);
           expect(await markDraining(sql, 'nobody')).toBe(false);
@@ -221,7 +209,7 @@ describe.skipIf('missing' in bins)(
     });
 
     it('migrationsLandingOutOfOrderEachRunOnce', async () => {
-      const url = await cluster.createDatabase();
+      const url = await storage.cluster.createDatabase();
       const dir = await tempDir('weft-pgmig-');
       const sql = postgres(url, { max: 1, onnotice: () => undefined });
       try {

@@ -13,9 +13,9 @@ import * as nodePath from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { CostResponse } from '@weft/wire';
 import type { PackLocation } from '../src/store/packs.ts';
-import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
-import { pseudoRandom, sha, startTestServer, tempDir, TestClient } from './helpers.ts';
-import { adminSql } from './pg-admin.ts';
+import { postgresBinaries } from '../src/testing/postgres.ts';
+import { pseudoRandom, sha, startTestServer, TestClient } from './helpers.ts';
+import { type SharedStorage, startSharedStorage } from './pg-shared.ts';
 
 const bins = postgresBinaries();
 type Server = Awaited<ReturnType<typeof startTestServer>>;
@@ -23,8 +23,7 @@ type Server = Awaited<ReturnType<typeof startTestServer>>;
 describe.skipIf('missing' in bins)(
   `packs with two proxy servers on one PostgreSQL${'missing' in bins ? ` (skipped: ${bins.missing})` : ''}`,
   () => {
-    let cluster: RunningPostgres;
-    let shared: string;
+    let storage: SharedStorage | undefined;
     let config: Parameters<typeof startTestServer>[0];
     const servers: Server[] = [];
     const start = async (): Promise<Server> => {
@@ -34,21 +33,16 @@ describe.skipIf('missing' in bins)(
     };
 
     beforeAll(async () => {
-      cluster = await startPostgres(adminSql);
-      shared = await tempDir('weft-pg-packs-');
+      storage = await startSharedStorage('weft-pg-packs-');
       config = {
-        databaseUrl: await cluster.createDatabase(),
-        fsTierDir: nodePath.join(shared, 'fs'),
-        objectTier: { type: 'fs' as const, dir: nodePath.join(shared, 'objects') },
-        adminToken: 'wfa_shared-admin-token',
+        ...storage.tiers,
         // No timer and no target reached: the test flushes, both servers at the same moment.
         packs: { targetBytes: 64 * 1024 * 1024, timeoutMs: 2_000_000_000, gcIntervalMs: 0, fsCopy: 'drop' },
       };
     });
     afterAll(async () => {
       for (const s of servers) await s.stop().catch(() => undefined);
-      await cluster?.stop();
-      await fsp.rm(shared, { recursive: true, force: true });
+      await storage?.stop();
     });
 
     it('packsEachContentOnceReadsItThroughTheOtherServerRepacksOnceAndRebuildsFromFooters', async () => {
@@ -77,7 +71,7 @@ describe.skipIf('missing' in bins)(
       // The copies were dropped for stubs; alice's files read through the other server come
       // from the packs (fs_dropped is on PostgreSQL), whole and by range.
       const onFs = (p: string): Promise<Buffer> =>
-        fsp.readFile(nodePath.join(shared, 'fs', 'ns', 'alice', p));
+        fsp.readFile(nodePath.join(storage!.dir, 'fs', 'ns', 'alice', p));
       expect((await onFs('d/f5.bin')).subarray(0, 12).toString()).toBe('WEFTPACKED1\n');
       const aliceOnTwo = new TestClient(two.url, alice.token);
       for (const [path, body] of Object.entries(files))

@@ -18,9 +18,9 @@ import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ChangesResponse, ShareInfo, ShareInviteResponse } from '@weft/wire';
-import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
-import { startTestServer, tempDir, TestClient } from './helpers.ts';
-import { adminSql } from './pg-admin.ts';
+import { postgresBinaries } from '../src/testing/postgres.ts';
+import { startTestServer, TestClient } from './helpers.ts';
+import { type SharedStorage, startSharedStorage } from './pg-shared.ts';
 
 const bins = postgresBinaries();
 const BIN = nodePath.resolve(import.meta.dirname, '../bin/weft-proxy.mjs');
@@ -56,20 +56,15 @@ async function feed(c: TestClient): Promise<ChangesResponse['changes']> {
 describe.skipIf('missing' in bins)(
   `a share mirror when its controller is killed${'missing' in bins ? ` (skipped: ${bins.missing})` : ''}`,
   () => {
-    let cluster: RunningPostgres;
-    let shared: string;
+    let storage: SharedStorage | undefined;
     let first: Awaited<ReturnType<typeof startChild>> | undefined;
     let two: Awaited<ReturnType<typeof startTestServer>>;
 
     beforeAll(async () => {
-      cluster = await startPostgres(adminSql);
-      const databaseUrl = await cluster.createDatabase();
-      shared = await tempDir('weft-pg-mirror-');
+      storage = await startSharedStorage('weft-pg-mirror-');
+      const shared = storage.dir;
       const config = {
-        databaseUrl,
-        fsTierDir: nodePath.join(shared, 'fs'),
-        objectTier: { type: 'fs' as const, dir: nodePath.join(shared, 'objects') },
-        adminToken: 'wfa_shared-admin-token',
+        ...storage.tiers,
         gcIntervalMs: 0,
         cluster: { leaseTtlMs: 2000, leaseRenewMs: 400 },
         shares: {
@@ -92,8 +87,7 @@ describe.skipIf('missing' in bins)(
       if (first && first.child.exitCode === null && first.child.signalCode === null)
         first.child.kill('SIGKILL');
       await two?.stop();
-      await cluster?.stop();
-      await fsp.rm(shared, { recursive: true, force: true });
+      await storage?.stop();
     });
 
     it('theNextControllerResumesTheMirrorFromThePostgresBooks_eachFileOnce', async () => {

@@ -10,32 +10,25 @@
  */
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
-import * as nodePath from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ShareInfo, ShareInviteResponse, SharesResponse } from '@weft/wire';
-import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
-import { startTestServer, tempDir, TestClient } from './helpers.ts';
-import { adminSql } from './pg-admin.ts';
+import { postgresBinaries } from '../src/testing/postgres.ts';
+import { startTestServer, TestClient } from './helpers.ts';
+import { type SharedStorage, startSharedStorage } from './pg-shared.ts';
 
 const bins = postgresBinaries();
 
 describe.skipIf('missing' in bins)(
   `shares on proxy servers sharing PostgreSQL${'missing' in bins ? ` (skipped: ${bins.missing})` : ''}`,
   () => {
-    let cluster: RunningPostgres;
-    let shared: string;
+    let storage: SharedStorage | undefined;
     let one: Awaited<ReturnType<typeof startTestServer>>;
     let two: Awaited<ReturnType<typeof startTestServer>>;
 
     beforeAll(async () => {
-      cluster = await startPostgres(adminSql);
-      const databaseUrl = await cluster.createDatabase();
-      shared = await tempDir('weft-pg-shares-');
+      storage = await startSharedStorage('weft-pg-shares-');
       const config = {
-        databaseUrl,
-        fsTierDir: nodePath.join(shared, 'fs'),
-        objectTier: { type: 'fs' as const, dir: nodePath.join(shared, 'objects') },
-        adminToken: 'wfa_shared-admin-token',
+        ...storage.tiers,
         shares: {
           enabled: true,
           pollIntervalMs: 100,
@@ -50,8 +43,7 @@ describe.skipIf('missing' in bins)(
     afterAll(async () => {
       await one?.stop();
       await two?.stop();
-      await cluster?.stop();
-      await fsp.rm(shared, { recursive: true, force: true });
+      await storage?.stop();
     });
 
     it('eitherServerServesTheSameSharesAndTheEnginesFollowAndMoveBetweenThem', async () => {
@@ -104,7 +96,7 @@ describe.skipIf('missing' in bins)(
       expect(one.shares!.stats(created.id).applied).toBeGreaterThan(0);
       expect(two.shares!.stats(created.id).applied).toBe(0);
       // The books are in PostgreSQL: no SQLite file was made for them.
-      for (const dir of [one.dir, two.dir, shared])
+      for (const dir of [one.dir, two.dir, storage!.dir])
         expect(await fsp.readdir(dir)).not.toContain('mirror.sqlite');
       // The controller stops: two takes the role over and runs the engines on the same books.
       await one.stop();

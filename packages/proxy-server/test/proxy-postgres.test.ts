@@ -7,13 +7,11 @@
  * staged in the relay cache (on the shared filesystem tier) the other serves from there. A real cluster
  * (src/testing/postgres.ts), skipped with the reason only where the machine has no server.
  */
-import * as fsp from 'node:fs/promises';
-import * as nodePath from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ChangeRecord, ChangesResponse } from '@weft/wire';
-import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
-import { pseudoRandom, readFeed, sha, startTestServer, tempDir, TestClient, uploadLarge } from './helpers.ts';
-import { adminSql } from './pg-admin.ts';
+import { postgresBinaries } from '../src/testing/postgres.ts';
+import { pseudoRandom, readFeed, sha, startTestServer, TestClient, uploadLarge } from './helpers.ts';
+import { type SharedStorage, startSharedStorage } from './pg-shared.ts';
 
 const bins = postgresBinaries();
 const MiB = 1024 * 1024;
@@ -21,29 +19,19 @@ const MiB = 1024 * 1024;
 describe.skipIf('missing' in bins)(
   `proxy servers sharing PostgreSQL${'missing' in bins ? ` (skipped: ${bins.missing})` : ''}`,
   () => {
-    let cluster: RunningPostgres;
-    let shared: string;
+    let storage: SharedStorage | undefined;
     let one: Awaited<ReturnType<typeof startTestServer>>;
     let two: Awaited<ReturnType<typeof startTestServer>>;
 
     beforeAll(async () => {
-      cluster = await startPostgres(adminSql);
-      const databaseUrl = await cluster.createDatabase();
-      shared = await tempDir('weft-pg-shared-');
-      const tiers = {
-        databaseUrl,
-        fsTierDir: nodePath.join(shared, 'fs'),
-        objectTier: { type: 'fs' as const, dir: nodePath.join(shared, 'objects') },
-        adminToken: 'wfa_shared-admin-token',
-      };
-      one = await startTestServer(tiers);
-      two = await startTestServer(tiers);
+      storage = await startSharedStorage('weft-pg-shared-');
+      one = await startTestServer(storage.tiers);
+      two = await startTestServer(storage.tiers);
     });
     afterAll(async () => {
       await one?.stop();
       await two?.stop();
-      await cluster?.stop();
-      await fsp.rm(shared, { recursive: true, force: true });
+      await storage?.stop();
     });
 
     it('aDeviceEnrolledOnOneServerIsServedByTheOther', async () => {
