@@ -4,12 +4,14 @@
  * event loop in slices with turns between them; the index rows it compares with are the
  * journal's; the ignore rules' remembered verdicts follow a change of the rules.
  */
+import { createHash } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { IgnoreRules } from '../src/ignore-rules.ts';
 import { Journal } from '../src/journal/journal.ts';
+import { LocalPaths } from '../src/local-path.ts';
 import { STAT_SLICE, scan } from '../src/scanner.ts';
 
 const later = (): number => Date.now() + 10_000; // every file counts as settled
@@ -79,6 +81,26 @@ describe('a no-change rescan', () => {
     scanning = false;
     expect(r.scannedFiles).toBe(3 * STAT_SLICE + 3);
     expect(turns).toBeGreaterThanOrEqual(3);
+    journal.close();
+  });
+
+  it('hashes small files on the event loop through one buffer, larger ones through the pool', async () => {
+    const { root, journal } = await folderWith(40);
+    const big = nodePath.join(root, 'big.bin'); // past the on-loop size: read through the pool
+    await fsp.writeFile(big, Buffer.alloc(300 * 1024, 7));
+    await fsp.utimes(big, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
+    const paths = new LocalPaths(root);
+    const r = await scan(root, journal, new IgnoreRules(), { now: later, paths });
+    expect(r.hashedFiles).toBe(41);
+    const puts = new Map(r.ops.flatMap((o) => (o.kind === 'put' ? [[o.path, o.hash]] : [])));
+    expect(puts.get('d1/f4.txt')).toBe(createHash('sha256').update('content 4').digest('hex'));
+    expect(puts.get('big.bin')).toBe(
+      createHash('sha256')
+        .update(Buffer.alloc(300 * 1024, 7))
+        .digest('hex'),
+    );
+    // 44 stats and 40 hashes on the loop, none sent to the pool (the big file is not asked).
+    expect(paths.gate.calls).toEqual({ onLoop: 44 + 40, inPool: 0 });
     journal.close();
   });
 
