@@ -1,27 +1,2 @@
-/**
- * For the tests that talk to the HTTPS OneDrive emulator: the shared throwaway CA and
- * localhost certificate (@weft/cloud-emulators/tls, made with openssl at setup time, never
- * committed), trusted by the test workers' fetch through NODE_EXTRA_CA_CERTS, which is set
- * before they start.
- */
-import { rmSync } from 'node:fs';
-import type { TestProject } from 'vitest/node';
-import { type LocalCertificate, sharedLocalCertificate } from '@weft/cloud-emulators/tls';
-
-declare module 'vitest' {
-  export interface ProvidedContext {
-    emulatorTls: { cert: string; key: string; caFile: string };
-  }
-}
-
-let made: (LocalCertificate & { created: boolean }) | undefined;
-
-export function setup(project: TestProject): void {
-  made = sharedLocalCertificate();
-  process.env.NODE_EXTRA_CA_CERTS = made.caFile;
-  project.provide('emulatorTls', { cert: made.cert, key: made.key, caFile: made.caFile });
-}
-
-export function teardown(): void {
-  if (made?.created) rmSync(made.dir, { recursive: true, force: true });
-}
+/** The HTTPS OneDrive emulator's certificate for this package's tests (its doc comment says how). */
+export { setup, teardown } from '@weft/cloud-emulators/vitest-tls-setup';
