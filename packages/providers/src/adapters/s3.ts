@@ -316,24 +316,26 @@ export class S3Provider implements Provider {
       checkSize(options.size, first.byteLength, p);
       const sha = hash.digest();
       checkSha(options.sha256, sha, p);
-      const out = await this.send(
-        p,
-        options.signal,
-        (o) =>
-          this.client.send(
-            new PutObjectCommand({
-              Bucket: this.bucket,
-              Key: key,
-              Body: first,
-              ContentLength: first.byteLength,
-              ChecksumSHA256: sha.toString('base64'),
-              Metadata: { [SHA_META]: sha.toString('hex') },
-              ...conditions,
-            }),
-            o,
-          ),
-        options.ifNotExists,
+      const put = new PutObjectCommand({
+        Bucket: this.bucket,
+        Key: key,
+        Body: first,
+        ContentLength: first.byteLength,
+        ChecksumSHA256: sha.toString('base64'),
+        Metadata: { [SHA_META]: sha.toString('hex') },
+        ...conditions,
+      });
+      // The signature's payload hash is this same SHA-256: given, so SigV4 does not hash the
+      // body a second time (issue #17).
+      put.middlewareStack.add(
+        (next) => async (args) => {
+          const request = args.request as { headers?: Record<string, string> };
+          if (request.headers) request.headers['x-amz-content-sha256'] = sha.toString('hex');
+          return next(args);
+        },
+        { step: 'build', name: 'weftKnownPayloadSha256' },
       );
+      const out = await this.send(p, options.signal, (o) => this.client.send(put, o), options.ifNotExists);
       return {
         path: p,
         kind: 'file',
