@@ -13,11 +13,18 @@ import { fileURLToPath } from 'node:url';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const WEFT = join(ROOT, 'packages/core/bin/weft.js');
-/** The node flags `weft` runs with: those on its #! line (`#!/usr/bin/env -S node …`). */
-const WEFT_NODE_FLAGS = (/\bnode\s+(.*)$/.exec(readFileSync(WEFT, 'utf8').split('\n')[0] ?? '')?.[1] ?? '')
+/**
+ * How `weft` runs: the environment and node flags on its #! line
+ * (`#!/usr/bin/env -S VAR=value … node --flag …`).
+ */
+const WEFT_SHEBANG = (/^#!\S*env -S (.*)$/.exec(readFileSync(WEFT, 'utf8').split('\n')[0] ?? '')?.[1] ?? '')
   .split(/\s+/)
   .filter(Boolean);
-const PROXY = join(ROOT, 'packages/proxy-server/bin/weft-proxy.mjs');
+const WEFT_NODE_AT = WEFT_SHEBANG.indexOf('node');
+const WEFT_ENV = Object.fromEntries(
+  WEFT_SHEBANG.slice(0, Math.max(0, WEFT_NODE_AT)).map((a) => a.split('=', 2) as [string, string]),
+);
+const WEFT_NODE_FLAGS = WEFT_SHEBANG.slice(WEFT_NODE_AT + 1);
 
 export function has(tool: string): boolean {
   return spawnSync('sh', ['-c', `command -v ${tool}`]).status === 0;
@@ -246,7 +253,7 @@ export async function runAgent(o: {
       '--token-file',
       o.tokenFile,
     ],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
+    { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ...WEFT_ENV } },
   );
   const run: AgentRun = {
     scannedMs: 0,

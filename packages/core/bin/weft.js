@@ -1,11 +1,16 @@
-#!/usr/bin/env -S node --max-semi-space-size=4
+#!/usr/bin/env -S MALLOC_MMAP_THRESHOLD_=131072 node --max-semi-space-size=4
 // Entry point of the `weft` command: runs the TypeScript sources through tsx.
 //
-// Young generation of 4 MiB semi-spaces instead of V8's 16 (issue #16): the agent's live set
-// is large and long-lived (the queue, the scan's entries), and with 16 MiB semi-spaces a
-// 100,000-file first sync held ~55 MiB more of V8 heap and spent ~17 % more CPU (more
-// survivors copied per scavenge); measured with bench/many-files.bench.ts. A flag, so it is
-// on the #! line: `node bin/weft.js` (tests) runs without it; the benches pass it.
+// How the agent runs (issue #16, measured with bench/many-files.bench.ts at 100,000 files):
+// - young generation of 4 MiB semi-spaces instead of V8's 16: the agent's live set is large
+//   and long-lived (the queue, the scan's entries); with 16 MiB semi-spaces a first sync held
+//   ~55 MiB more V8 heap and used ~17 % more CPU (more survivors copied per scavenge);
+// - glibc's mmap threshold fixed at its default 128 KiB: once a freed 4 MiB bundle buffer
+//   raised it (glibc's dynamic threshold), bundles came from the main heap, which only shrinks
+//   from its top — 122 MiB of it by the end of an upload, 55 MiB with the threshold fixed
+//   (other C libraries ignore the variable).
+// Both are on the #! line, so `node bin/weft.js` (the tests) runs without them; the benches
+// read them from here.
 import { register } from 'tsx/esm/api';
 
 register();
