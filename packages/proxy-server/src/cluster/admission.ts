@@ -75,8 +75,8 @@ export class PgAdmission {
   /** Bumped by every notification: a waiter that saw it change looks again at once. */
   private generation = 0;
   private readonly wakers = new Set<() => void>();
-  /** This instance's entries now in op_queue. */
-  private readonly mine = new Set<string>();
+  /** This instance's entries now in op_queue: id → FOP (database clock). */
+  private readonly mine = new Map<string, number>();
   private unlisten: (() => Promise<void>) | undefined;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
@@ -135,23 +135,27 @@ export class PgAdmission {
         VALUES (${this.o.instanceId}, ${fopDb}, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint) RETURNING id)
       SELECT id::text AS id, pg_notify(${CHANNEL}, 'enq') FROM ins`;
     const id = row!.id;
-    this.mine.add(id);
+    this.mine.set(id, fopDb);
     this.o.onQueue?.(fop, true);
     try {
       for (;;) {
         const seen = this.generation;
-        const [r] = await tx.unsafe<{ slot: string | null }[]>(HEAD_SQL, [
-          this.arrayParam(),
-          fopDb,
-          id,
-          this.o.aliveMs,
-        ]);
-        if (r?.slot) return;
+        // Only this instance's first entry asks: the others cannot be ahead of it (a herd of
+        // queries at every freed slot, else). When it leaves, the next one asks at once.
+        if (this.firstHere(id, fopDb)) {
+          const [r] = await tx.unsafe<{ slot: string | null }[]>(
+            HEAD_SQL,
+            [this.arrayParam(), fopDb, id, this.o.aliveMs],
+            { prepare: true },
+          );
+          if (r?.slot) return;
+        }
         if (this.closed) throw new Error('cluster admission closed');
         await this.nap(seen);
       }
     } finally {
       this.mine.delete(id);
+      this.wakeAll();
       this.o.onQueue?.(fop, false);
       await this.sql`
         WITH d AS (DELETE FROM op_queue WHERE id = ${id}::bigint RETURNING id)
@@ -179,8 +183,19 @@ export class PgAdmission {
   private heard(payload: string): void {
     if (payload === 'enq') this.known += 1;
     else if (payload === 'deq') this.known = Math.max(0, this.known - 1);
+    this.wakeAll();
+  }
+
+  private wakeAll(): void {
     this.generation += 1;
     for (const w of [...this.wakers]) w();
+  }
+
+  /** No other entry of this instance has a smaller (FOP, id). */
+  private firstHere(id: string, fop: number): boolean {
+    const n = BigInt(id);
+    for (const [other, f] of this.mine) if (f < fop || (f === fop && BigInt(other) < n)) return false;
+    return true;
   }
 
   /**
@@ -195,7 +210,7 @@ export class PgAdmission {
       const t1 = Date.now();
       this.offsetMs = c!.now - (t0 + t1) / 2;
     }
-    const mine = `{${[...this.mine].join(',')}}`;
+    const mine = `{${[...this.mine.keys()].join(',')}}`;
     await this.sql`
       DELETE FROM op_queue q
       WHERE (q.instance_id = ${this.o.instanceId} AND NOT (q.id = ANY(${mine}::bigint[])))
@@ -218,7 +233,7 @@ export class PgAdmission {
   async close(): Promise<void> {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
-    for (const w of [...this.wakers]) w();
+    this.wakeAll();
     await this.unlisten?.().catch(() => undefined);
     await this.sql.end({ timeout: 5 });
   }

@@ -117,7 +117,10 @@ export class PgOrdering implements ClusterOrdering {
     let outcome: { ok: true; value: T } | { ok: false; error: unknown } | undefined;
     try {
       await this.sql.begin(async (tx) => {
-        const [row] = await tx.unsafe<{ slot?: string | null }[]>(statement, [...lockParams, ...params]);
+        // Prepared: one text per count of names touched, planned once per connection.
+        const [row] = await tx.unsafe<{ slot?: string | null }[]>(statement, [...lockParams, ...params], {
+          prepare: true,
+        });
         if (admission && !row?.slot) await admission.wait(tx, fop!);
         applied = true;
         try {
