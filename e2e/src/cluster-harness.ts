@@ -8,21 +8,17 @@
  * Each instance appends one JSON line per applied file operation to its own op log (config
  * `opLogFile`), which the ordering checker (op-order.ts) reads merged.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
-import * as net from 'node:net';
 import * as nodePath from 'node:path';
 import { S3Provider } from '@weft/providers';
 import type { S3Endpoint } from '@weft/providers/testing';
 import { postgresBinaries, type RunningPostgres, startPostgres } from '@weft/proxy-server/testing/postgres';
 import postgres from 'postgres';
 import { tempDir } from './harness.ts';
+import { adminSql, freePort, startProxyProcess } from './proxy-process.ts';
 import { TcpForwarder } from './tcp-forwarder.ts';
-
-const PROXY = nodePath.resolve(
-  new URL('../../packages/proxy-server/bin/weft-proxy.mjs', import.meta.url).pathname,
-);
 
 /** Why the machine cannot run a cluster (no PostgreSQL server binaries), or undefined. */
 export function clusterUnavailable(): string | undefined {
@@ -79,23 +75,6 @@ export interface ClusterOptions {
   readonly s3: S3Endpoint;
   /** More proxy configuration for every instance. */
   readonly config?: Record<string, unknown>;
-}
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as net.AddressInfo;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
-async function adminSql(url: string, statement: string): Promise<void> {
-  const sql = postgres(url, { max: 1, onnotice: () => undefined });
-  try {
-    await sql.unsafe(statement);
-  } finally {
-    await sql.end();
-  }
 }
 
 export async function startCluster(o: ClusterOptions): Promise<Cluster> {
@@ -159,38 +138,20 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     const inst = instances[i];
     if (!inst) throw new Error(`no instance ${i}`);
     if (inst.child) throw new Error(`instance ${i} is running`);
-    const child = spawn(
-      process.execPath,
-      [PROXY, '--config', nodePath.join(sharedDir, `instance-${i}.json`)],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    inst.child = child;
-    const keep = (b: Buffer): void => void (inst.tail = (inst.tail + b.toString()).slice(-20_000));
-    child.stdout?.on('data', keep);
-    child.stderr?.on('data', keep);
-    child.once('exit', () => {
-      if (inst.child !== child) return;
-      inst.child = undefined;
-      inst.ready = false;
+    const keep = (text: string): void => void (inst.tail = (inst.tail + text).slice(-20_000));
+    await startProxyProcess(nodePath.join(sharedDir, `instance-${i}.json`), inst.url, {
+      name: `instance ${i}`,
+      onOutput: keep,
+      onSpawn: (child) => {
+        inst.child = child;
+        child.once('exit', () => {
+          if (inst.child !== child) return;
+          inst.child = undefined;
+          inst.ready = false;
+        });
+      },
     });
-    // Starting takes seconds (TypeScript through tsx), longer on a busy machine.
-    for (let k = 0; k < 2400; k++) {
-      if (child.exitCode !== null || child.signalCode !== null)
-        throw new Error(
-          `instance ${i} exited (${child.exitCode ?? child.signalCode}): ${inst.tail.slice(-2000)}`,
-        );
-      try {
-        if ((await fetch(new URL('/healthz', inst.url))).ok) {
-          inst.ready = true;
-          return;
-        }
-      } catch {
-        // not listening yet
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    child.kill('SIGKILL');
-    throw new Error(`instance ${i} did not start: ${inst.tail.slice(-2000)}`);
+    inst.ready = true;
   };
 
   const kill = async (i: number): Promise<void> => {

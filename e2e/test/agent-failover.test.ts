@@ -12,62 +12,23 @@
  * 120 small and 2 large (6 MiB) files before the kill and 20 small + 1 large after; ×3 with
  * WEFT_FULL=1. Skipped with the reason where the machine has no PostgreSQL server.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
-import * as net from 'node:net';
 import * as nodePath from 'node:path';
 import { ProxyClient, type RunningAgent, startAgent } from '@weft/core';
 import { postgresBinaries, type RunningPostgres, startPostgres } from '@weft/proxy-server/testing/postgres';
 import type { ChangeRecord } from '@weft/wire';
-import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
 import { localTree, remoteTree, sorted, tempDir } from '../src/harness.ts';
+import { adminSql, freePort, startProxyProcess } from '../src/proxy-process.ts';
 
-const PROXY = nodePath.resolve(
-  new URL('../../packages/proxy-server/bin/weft-proxy.mjs', import.meta.url).pathname,
-);
 const SCALE = process.env.WEFT_FULL ? 3 : 1;
 const SMALL_BEFORE = 120 * SCALE;
 const LARGE_BEFORE = 2 * SCALE;
 const SMALL_AFTER = 20 * SCALE;
 const MiB = 1024 * 1024;
 const bins = postgresBinaries();
-
-async function adminSql(url: string, statement: string): Promise<void> {
-  const sql = postgres(url, { max: 1, onnotice: () => undefined });
-  try {
-    await sql.unsafe(statement);
-  } finally {
-    await sql.end();
-  }
-}
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as net.AddressInfo;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
-/** A proxy process on `config`; resolves once /healthz answers. */
-async function startProxy(config: string, url: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [PROXY, '--config', config], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let tail = '';
-  child.stderr?.on('data', (b: Buffer) => (tail = (tail + b.toString()).slice(-5000)));
-  for (let i = 0; i < 2400; i++) {
-    if (child.exitCode !== null) throw new Error(`the proxy exited with ${child.exitCode}: ${tail}`);
-    try {
-      if ((await fetch(new URL('/healthz', url))).ok) return child;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  child.kill('SIGKILL');
-  throw new Error(`the proxy did not start: ${tail}`);
-}
 
 async function until(what: string, ok: () => Promise<boolean> | boolean, ms = 60_000): Promise<void> {
   const end = Date.now() + ms;
@@ -133,8 +94,8 @@ describe.skipIf('missing' in bins)(
       }
       const [one, two] = urls as [string, string];
       // One after the other: the first creates the schema.
-      proxies[0] = await startProxy(configs[0]!, one);
-      proxies[1] = await startProxy(configs[1]!, two);
+      proxies[0] = await startProxyProcess(configs[0]!, one);
+      proxies[1] = await startProxyProcess(configs[1]!, two);
 
       const { token } = await ProxyClient.enrol(one, { user: 'ann', deviceName: 'laptop', adminToken });
       const folder = nodePath.join(base, 'Weft');

@@ -7,48 +7,19 @@
  * 5 kills and 3 files of 10 MiB in the default run; 20 kills and 20 MiB files with
  * WEFT_FULL=1 (or WEFT_PROXY_KILLS=n).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
-import * as net from 'node:net';
 import * as nodePath from 'node:path';
 import { type FolderStatus, ProxyClient } from '@weft/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { agentStatus, localTree, prng, remoteTree, sorted, spawnAgent, tempDir } from '../src/harness.ts';
+import { freePort, startProxyProcess } from '../src/proxy-process.ts';
 
-const PROXY = nodePath.resolve(
-  new URL('../../packages/proxy-server/bin/weft-proxy.mjs', import.meta.url).pathname,
-);
 const KILLS = Number(process.env.WEFT_PROXY_KILLS ?? (process.env.WEFT_FULL ? 20 : 5));
 const MiB = 1024 * 1024;
 // Several 4 MiB blocks a file; larger at full size.
 const FILE_MIB = process.env.WEFT_FULL ? 20 : 10;
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as net.AddressInfo;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
-/** The proxy as its own process (so it can be killed), on a fixed port and data directory. */
-async function startProxyProcess(config: string, url: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [PROXY, '--config', config], { stdio: ['ignore', 'ignore', 'pipe'] });
-  child.stderr?.resume();
-  // Starting takes seconds (TypeScript loaded through tsx), much longer on a busy machine.
-  for (let i = 0; i < 2400; i++) {
-    if (child.exitCode !== null) throw new Error(`the proxy exited with ${child.exitCode}`);
-    try {
-      if ((await fetch(new URL('/healthz', url))).ok) return child;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  child.kill('SIGKILL');
-  throw new Error('the proxy did not start');
-}
 
 describe('proxy killed during large uploads', () => {
   let proxy: ChildProcess | undefined;
