@@ -9,19 +9,10 @@
  * The instances share one machine, hence one clock: their times compare.
  */
 import * as fsp from 'node:fs/promises';
+import type { OpLogLine } from '@weft/proxy-server';
 
-export interface LoggedOp {
-  /** Instance id. */
-  readonly i: string;
-  readonly ns: string;
-  readonly p: readonly string[];
-  /** Arrived, started, ended (epoch ms). */
-  readonly a: number;
-  readonly s: number;
-  readonly e: number;
-  /** Change seqs of its results (per path when as many as paths; 0 = changed nothing). */
-  readonly q: readonly number[];
-}
+/** One line of an instance's op log (its fields are documented there). */
+export type LoggedOp = OpLogLine;
 
 /** Every line of these files (a line cut short by a kill -9 mid-write is left out). */
 export async function readOpLogs(files: readonly string[]): Promise<LoggedOp[]> {

@@ -8,6 +8,7 @@ export {
   type ProxyConfigInput,
 } from './config.ts';
 export { OpScheduler, BandwidthEstimator, type ScheduledOp, type SchedulerOptions } from './scheduler.ts';
+export type { OpLogLine } from './op-log.ts';
 export { SqliteMetadataStore } from './store/sqlite.ts';
 export { PostgresMetadataStore } from './store/postgres.ts';
 export type { MetadataStore } from './store/metadata.ts';

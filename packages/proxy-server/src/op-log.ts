@@ -12,14 +12,19 @@
 import { appendFileSync } from 'node:fs';
 import type { SchedulerOptions } from './scheduler.ts';
 
+/** One line of the op log (exported for the checker that reads the logs back). */
 export interface OpLogLine {
   /** Instance id. */
   readonly i: string;
+  /** Namespace. */
   readonly ns: string;
+  /** The paths it took (both ends of a move). */
   readonly p: readonly string[];
+  /** Arrived, started, ended (epoch ms). */
   readonly a: number;
   readonly s: number;
   readonly e: number;
+  /** Change seqs of its results (per path when as many as paths; 0 = changed nothing). */
   readonly q: readonly number[];
 }
 
