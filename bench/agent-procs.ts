@@ -25,6 +25,7 @@ const WEFT_ENV = Object.fromEntries(
   WEFT_SHEBANG.slice(0, Math.max(0, WEFT_NODE_AT)).map((a) => a.split('=', 2) as [string, string]),
 );
 const WEFT_NODE_FLAGS = WEFT_SHEBANG.slice(WEFT_NODE_AT + 1);
+const PROXY = join(ROOT, 'packages/proxy-server/bin/weft-proxy.mjs');
 
 export function has(tool: string): boolean {
   return spawnSync('sh', ['-c', `command -v ${tool}`]).status === 0;
