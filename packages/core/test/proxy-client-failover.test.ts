@@ -5,11 +5,10 @@
  * servers on loopback stand for two instances (the agent against real proxies on one
  * PostgreSQL is e2e/test/agent-failover.test.ts).
  */
-import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OfflineError, ProxyClient } from '../src/remote/proxy-client.ts';
 import { ServerPool } from '../src/remote/server-pool.ts';
+import { listenLoopback } from './support/loopback-server.ts';
 
 interface Instance {
   url: string;
@@ -32,7 +31,7 @@ async function instance(name: string): Promise<Instance> {
     answer: () => undefined,
     close: async () => undefined,
   };
-  const server = http.createServer((_req, res) => {
+  const server = await listenLoopback((_req, res) => {
     inst.seen += 1;
     const a = inst.answer();
     if (a === 'hang') return;
@@ -44,17 +43,8 @@ async function instance(name: string): Promise<Instance> {
     res.setHeader('content-type', 'application/json');
     res.end(JSON.stringify({ user: name, deviceId: 'd_1', deviceName: 'laptop', seq: inst.seen }));
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  inst.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  let closed = false;
-  inst.close = () =>
-    closed
-      ? Promise.resolve()
-      : new Promise<void>((r) => {
-          closed = true;
-          server.close(() => r());
-          server.closeAllConnections();
-        });
+  inst.url = server.url;
+  inst.close = server.close;
   running.push(inst);
   return inst;
 }

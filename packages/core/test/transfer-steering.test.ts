@@ -8,13 +8,12 @@
  * real proxies: e2e/test/agent-failover.test.ts).
  */
 import { createHash } from 'node:crypto';
-import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { decodeTransferBlock, encodeTransferBlock, type ByteRange } from '@weft/wire';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ProxyClient } from '../src/remote/proxy-client.ts';
 import { ServerPool } from '../src/remote/server-pool.ts';
 import { SteeredBlocks } from '../src/remote/steered-blocks.ts';
+import { listenLoopback } from './support/loopback-server.ts';
 
 const TRANSFER_ID = '0123456789abcdef0123456789abcdef';
 const BLOCK = 1024;
@@ -68,7 +67,7 @@ function state(shared: Shared, answering: string) {
 async function instance(shared: Shared): Promise<Instance> {
   const inst: Instance = { url: '', blocks: 0, tokens: new Set(), close: async () => undefined };
   let puts = 0;
-  const server = http.createServer((req, res) => {
+  const server = await listenLoopback((req, res) => {
     inst.tokens.add(req.headers.authorization ?? '');
     const parts: Buffer[] = [];
     req.on('data', (c: Buffer) => parts.push(c));
@@ -103,17 +102,8 @@ async function instance(shared: Shared): Promise<Instance> {
       json(404, { error: { code: 'NOT_FOUND', message: 'no route' } });
     });
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  inst.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  let closed = false;
-  inst.close = () =>
-    closed
-      ? Promise.resolve()
-      : new Promise<void>((r) => {
-          closed = true;
-          server.close(() => r());
-          server.closeAllConnections();
-        });
+  inst.url = server.url;
+  inst.close = server.close;
   running.push(inst);
   return inst;
 }
