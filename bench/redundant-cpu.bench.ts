@@ -32,6 +32,8 @@ const KINDS = (process.env.BENCH_BACKENDS ?? 'dir,s3').split(',');
 
 interface Cost {
   cpu: number;
+  /** Of which in the kernel (system time: file and socket copies). */
+  sys: number;
   wall: number;
   load: number;
 }
@@ -41,14 +43,19 @@ async function cost(fn: () => Promise<unknown>): Promise<Cost> {
   const t0 = performance.now();
   await fn();
   const c = process.cpuUsage(c0);
-  return { cpu: (c.user + c.system) / 1e6, wall: (performance.now() - t0) / 1000, load: os.loadavg()[0]! };
+  return {
+    cpu: (c.user + c.system) / 1e6,
+    sys: c.system / 1e6,
+    wall: (performance.now() - t0) / 1000,
+    load: os.loadavg()[0]!,
+  };
 }
 
 function row(name: string, bytes: number, c: Cost): void {
   const mb = bytes / MB;
   const mbPerCpu = mb / c.cpu;
   console.log(
-    `  ${name.padEnd(52)} ${mbPerCpu.toFixed(0).padStart(6)} MB/CPU-s (${((mbPerCpu * 8) / 1000).toFixed(2)} Gbit/s on one core)  ${(mb / c.wall).toFixed(0).padStart(5)} MB/s wall  load ${c.load.toFixed(1)}`,
+    `  ${name.padEnd(52)} ${mbPerCpu.toFixed(0).padStart(6)} MB/CPU-s (${((mbPerCpu * 8) / 1000).toFixed(2)} Gbit/s on one core, ${((100 * c.sys) / c.cpu).toFixed(0).padStart(2)} % sys)  ${(mb / c.wall).toFixed(0).padStart(5)} MB/s wall  load ${c.load.toFixed(1)}`,
   );
 }
 
