@@ -186,6 +186,7 @@ export async function startProxyServer(
             aliveMs: config.cluster.aliveMs,
             pollMs: config.cluster.queuePollMs,
             log,
+            registry: metrics.registry,
           },
         )
       : undefined;

@@ -17,6 +17,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import * as nodePath from 'node:path';
 import { createInterface } from 'node:readline';
+import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, migratePostgres, type Sql } from '../src/store/postgres-db.ts';
 import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
@@ -51,13 +52,20 @@ describe.skipIf('missing' in bins)(
     });
 
     /** A fresh database, instances on it, and a way to submit operations at a given time. */
-    async function setup(ids: string[], slots: number, aliveMs = 5000) {
+    async function setup(ids: string[], slots: number, aliveMs = 5000, registry?: Registry) {
       const url = await cluster.createDatabase();
       const sql: Sql = connect(url, 2);
       await migratePostgres(sql);
       let clock = 0;
       const inst: Record<string, FopInstance> = {};
-      for (const id of ids) inst[id] = await fopInstance(url, id, { slots, now: () => clock, aliveMs });
+      for (const id of ids)
+        inst[id] = await fopInstance(url, id, {
+          slots,
+          now: () => clock,
+          aliveMs,
+          // The first instance's metrics.
+          ...(registry && id === ids[0] ? { registry } : {}),
+        });
       const started: string[] = [];
       const done: Promise<unknown>[] = [];
       let release!: () => void;
@@ -110,7 +118,10 @@ describe.skipIf('missing' in bins)(
     });
 
     it('waitingOperationsOfTwoInstancesStartInGlobalFopOrder', async () => {
-      const t = await setup(['one', 'two'], 1);
+      const registry = new Registry();
+      const metric = async (name: string): Promise<number | undefined> =>
+        (await registry.getSingleMetric(name)?.get())?.values[0]?.value;
+      const t = await setup(['one', 'two'], 1, 5000, registry);
       try {
         t.submit('one', 'B', 'blocker', 0, 0, true);
         await until(() => t.started.includes('B'), 'the blocker');
@@ -122,9 +133,12 @@ describe.skipIf('missing' in bins)(
         t.submit('one', 'S2', 'f2', 10_000, 2500); //      2511: after the large one's FOP
         t.submit('two', 'D4', 'd4', 0, 2600); //           2601
         await t.queued(7);
+        expect(await metric('weft_cluster_apply_waiting')).toBe(3); // one's S1, D2, S2
         t.release();
         await Promise.all(t.done);
         expect(t.started).toEqual(['B', 'S1', 'D1', 'D2', 'D3', 'L', 'S2', 'D4']);
+        expect(await metric('weft_cluster_apply_waiting')).toBe(0);
+        expect(await metric('weft_cluster_apply_queued_total')).toBe(3);
         const [left] = await t.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM op_queue`;
         expect(left?.n).toBe(0);
       } finally {

@@ -6,6 +6,7 @@
  * shared budget) and a heartbeat row in proxy_instances, as the registry keeps one.
  */
 import pino from 'pino';
+import type { Registry } from 'prom-client';
 import { PgAdmission } from '../src/cluster/admission.ts';
 import { PgOrdering } from '../src/cluster/ordering.ts';
 import { BandwidthEstimator, OpScheduler } from '../src/scheduler.ts';
@@ -20,7 +21,7 @@ export interface FopInstance {
 export async function fopInstance(
   url: string,
   id: string,
-  o: { slots: number; now: () => number; aliveMs: number; concurrency?: number },
+  o: { slots: number; now: () => number; aliveMs: number; concurrency?: number; registry?: Registry },
 ): Promise<FopInstance> {
   const name = `weft-proxy/${id}`;
   const sql = connect(url, 2, { connection: { application_name: name } });
@@ -41,6 +42,7 @@ export async function fopInstance(
           pollMs: 50,
           alignClock: false,
           log: pino({ level: 'silent' }),
+          ...(o.registry ? { registry: o.registry } : {}),
         })
       : undefined;
   await admission?.start();

@@ -28,6 +28,7 @@
  * offset to PostgreSQL's clock (refreshed every 30 s) to its own arrival times.
  */
 import type { Logger } from 'pino';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Sql, Tx } from '../store/postgres-db.ts';
 import { lockKey } from './ordering.ts';
 
@@ -62,6 +63,8 @@ export interface AdmissionOptions {
   /** Convert FOPs to the database's clock (default true; tests on a fake clock turn it off). */
   alignClock?: boolean;
   log?: Logger;
+  /** Where `weft_cluster_apply_waiting` and `weft_cluster_apply_queued_total` are registered. */
+  registry?: Registry;
   /** Observer for tests: an operation of this instance entered (true) or left (false) the queue. */
   onQueue?: (fop: number, queued: boolean) => void;
 }
@@ -91,7 +94,25 @@ export class PgAdmission {
   ) {
     if (!(o.slots >= 1)) throw new Error('cluster.applySlots must be at least 1 for a shared budget');
     this.keys = Array.from({ length: o.slots }, (_, i) => lockKey('apply-slot', String(i)));
+    if (o.registry) {
+      const mine = this.mine;
+      new Gauge({
+        name: 'weft_cluster_apply_waiting',
+        help: "This instance's operations waiting for one of the cluster's apply slots (cluster.applySlots)",
+        registers: [o.registry],
+        collect() {
+          this.set(mine.size);
+        },
+      });
+      this.queuedTotal = new Counter({
+        name: 'weft_cluster_apply_queued_total',
+        help: "This instance's operations that found no apply slot free (or one with a smaller FOP waiting) and queued",
+        registers: [o.registry],
+      });
+    }
   }
+
+  private readonly queuedTotal: Counter | undefined;
 
   async start(): Promise<void> {
     const listening = await this.sql.listen(CHANNEL, (payload) => this.heard(payload));
@@ -136,6 +157,7 @@ export class PgAdmission {
       SELECT id::text AS id, pg_notify(${CHANNEL}, 'enq') FROM ins`;
     const id = row!.id;
     this.mine.set(id, fopDb);
+    this.queuedTotal?.inc();
     this.o.onQueue?.(fop, true);
     try {
       for (;;) {
