@@ -168,8 +168,7 @@ async function run(base: string, backends: Backend[]): Promise<void> {
     await tier.write('big.bin', data, { size: SIZE });
     return SIZE;
   });
-  const holders = tier.store
-    .locations(tier.store.objectOf('big.bin')!)
+  const holders = (await tier.store.locations((await tier.store.objectOf('big.bin'))!))
     .sort((a, b) => a.slot - b.slot)
     .map((l) => `f${l.slot}→${l.backend}`);
   console.log(`  placement: RS(3,2), ${holders.join(' ')}`);
@@ -199,7 +198,9 @@ async function run(base: string, backends: Backend[]): Promise<void> {
 
   const rep = tierOver(backends, base, 'replicated', SIZE + 1);
   await rep.tier.write('big.bin', data, { size: SIZE });
-  const repHolders = rep.tier.store.locations(rep.tier.store.objectOf('big.bin')!).map((l) => l.backend);
+  const repHolders = (await rep.tier.store.locations((await rep.tier.store.objectOf('big.bin'))!)).map(
+    (l) => l.backend,
+  );
   rows.push(
     await timed(`plain replication r = 2 (on ${repHolders.join(', ')})`, rep.counters, read(rep.tier)),
   );

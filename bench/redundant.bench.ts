@@ -185,8 +185,7 @@ async function candidates(base: string): Promise<void> {
     const w = await timed(() => r.tier.write('big', data, { size }));
     const upRead = await timed(async () => collect(await r.tier.read('big')));
     // The m fastest holders down: the ones a read would have chosen.
-    const holders = r.tier.store
-      .locations(r.tier.store.objectOf('big')!)
+    const holders = (await r.tier.store.locations((await r.tier.store.objectOf('big'))!))
       .map((l) => Number(l.backend.slice(1)))
       .sort((a, b) => a - b);
     for (const i of holders.slice(0, rs.m)) r.outage[i]!.goDown();

@@ -209,12 +209,12 @@ describe('redundant object tier on five backends through the proxy', () => {
           expect(part.equals(big[1].subarray(300_000, 500_000)), `range ${when}`).toBe(true);
         }
       };
-      const stateOf = (id: string) => tier.health().find((h) => h.id === id)?.state;
+      const stateOf = async (id: string) => (await tier.health()).find((h) => h.id === id)?.state;
 
       // All up.
       await writeRound('up');
       await readAll('all up');
-      expect(tier.store.objectIds().length).toBeGreaterThan(0);
+      expect((await tier.store.objectIds()).length).toBeGreaterThan(0);
 
       // One down for a sustained time: the own s3proxy stopped (connections refused).
       await own.stop();
@@ -223,8 +223,8 @@ describe('redundant object tier on five backends through the proxy', () => {
         await writeRound(`one${r}`);
         await readAll(`s3-own down, round ${r}`);
       }
-      expect(stateOf('s3-own')).toBe('down');
-      expect(tier.store.logCount('s3-own')).toBeGreaterThan(0);
+      expect(await stateOf('s3-own')).toBe('down');
+      expect(await tier.store.logCount('s3-own')).toBeGreaterThan(0);
 
       // Two down: the Dropbox emulator in outage mode too (503 on every request, as Dropbox
       // answers when it is unavailable).
@@ -233,8 +233,8 @@ describe('redundant object tier on five backends through the proxy', () => {
         await writeRound(`two${r}`);
         await readAll(`s3-own and dropbox down, round ${r}`);
       }
-      expect(stateOf('dropbox')).toBe('down');
-      expect(tier.store.logCount('dropbox')).toBeGreaterThan(0);
+      expect(await stateOf('dropbox')).toBe('down');
+      expect(await tier.store.logCount('dropbox')).toBeGreaterThan(0);
       expect(tier.metrics.degradedReads).toBeGreaterThan(0);
 
       // Both back: the probes find them, their logs replay, the scrub finds everything.
@@ -246,7 +246,9 @@ describe('redundant object tier on five backends through the proxy', () => {
       });
       dropbox.faults.clear();
       await expect
-        .poll(() => tier.health().every((h) => h.state === 'available' && h.owed === 0), { timeout: 120_000 })
+        .poll(async () => (await tier.health()).every((h) => h.state === 'available' && h.owed === 0), {
+          timeout: 120_000,
+        })
         .toBe(true);
       expect(tier.metrics.replayed).toBeGreaterThan(0);
       const clean = await scrub(tier, { repair: false });
@@ -260,10 +262,12 @@ describe('redundant object tier on five backends through the proxy', () => {
 
       // Bytes flipped in a fragment on the directory backend: read around, found, repaired.
       const [bigPath, bigData] = [...expected].find(([p]) => p.includes('big'))!;
-      const objs = tier.store.objectIds('disk').map((id) => tier.store.object(id)!);
+      const objs = await Promise.all(
+        (await tier.store.objectIds('disk')).map(async (id) => (await tier.store.object(id))!),
+      );
       const striped = objs.find((o) => o.layout === 'striped' && o.sha256 === sha(bigData));
       expect(striped, 'the large file has a fragment on the directory backend').toBeDefined();
-      const slot = tier.store.locations(striped!.id).find((l) => l.backend === 'disk')!.slot;
+      const slot = (await tier.store.locations(striped!.id)).find((l) => l.backend === 'disk')!.slot;
       const file = nodePath.join(disk, ...blobKey(striped!, slot).split('/'));
       const good = await fsp.readFile(file);
       const bad = Buffer.from(good);
@@ -279,7 +283,7 @@ describe('redundant object tier on five backends through the proxy', () => {
       const spareDir = nodePath.join(base, 'spare');
       await fsp.mkdir(spareDir);
       const spare = await FsProvider.open({ root: spareDir, portable: false });
-      const held = tier.store.objectIds('dropbox').length;
+      const held = (await tier.store.objectIds('dropbox')).length;
       expect(held).toBeGreaterThan(0);
       const progress: ReplaceProgress[] = [];
       expect(
@@ -287,12 +291,12 @@ describe('redundant object tier on five backends through the proxy', () => {
       ).toBe(held);
       expect(progress.at(-1)).toMatchObject({ done: held, total: held });
       expect(tier.backendIds()).not.toContain('dropbox');
-      expect(tier.store.objectIds('spare')).toHaveLength(held);
+      expect(await tier.store.objectIds('spare')).toHaveLength(held);
       await dropbox.close();
       await own.stop();
       own = undefined;
       await tier.probe('s3-own');
-      expect(stateOf('s3-own')).toBe('down');
+      expect(await stateOf('s3-own')).toBe('down');
       await readAll('dropbox replaced, s3-own down');
       expect(await scrub(tier, { repair: false })).toMatchObject({ missing: 0, corrupt: 0, unrepairable: 0 });
     },

@@ -91,7 +91,7 @@ describe('redundant tier and kill -9', () => {
       });
       try {
         await tier.probe();
-        expect(tier.store.logCount()).toBe(0);
+        expect(await tier.store.logCount()).toBe(0);
         for (const [path, sha] of acked) {
           const allowed = new Set([sha, ...(pending.get(path) ?? [])]);
           let now = '-';
@@ -110,9 +110,9 @@ describe('redundant tier and kill -9', () => {
         expect(swept).toMatchObject({ backends: 5, skipped: [], young: 0 });
         for (let b = 0; b < 5; b++) {
           const want: string[] = [];
-          for (const id of tier.store.objectIds(`b${b}`)) {
-            const o = tier.store.object(id)!;
-            for (const l of tier.store.locations(id))
+          for (const id of await tier.store.objectIds(`b${b}`)) {
+            const o = (await tier.store.object(id))!;
+            for (const l of await tier.store.locations(id))
               if (l.backend === `b${b}`) want.push(blobKey(o, l.slot));
           }
           const have: string[] = [];

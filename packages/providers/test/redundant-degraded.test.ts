@@ -154,29 +154,29 @@ describe('redundant tier, degraded', () => {
     await r.tier.write('keep.bin', over);
     files.set('keep.bin', over);
     await r.tier.remove('gone-later.bin');
-    expect(r.tier.health().find((h) => h.id === 'b0')).toMatchObject({ state: 'down' });
-    const owed = r.tier.store.logCount('b0');
+    expect((await r.tier.health()).find((h) => h.id === 'b0')).toMatchObject({ state: 'down' });
+    const owed = await r.tier.store.logCount('b0');
     expect(owed).toBeGreaterThan(0);
     expect(r.outage[0]!.refused).toBeGreaterThan(0);
     // A restart during the outage keeps the log and the down state.
     await r.tier.close();
     const tier = await r.reopen();
-    expect(tier.store.logCount('b0')).toBe(owed);
-    expect(tier.health().find((h) => h.id === 'b0')?.state).toBe('down');
+    expect(await tier.store.logCount('b0')).toBe(owed);
+    expect((await tier.health()).find((h) => h.id === 'b0')?.state).toBe('down');
     for (const [p, d] of files) expect((await readAll(tier, p)).equals(d)).toBe(true);
     // Still down: a probe leaves everything logged.
     await tier.probe();
-    expect(tier.store.logCount('b0')).toBe(owed);
+    expect(await tier.store.logCount('b0')).toBe(owed);
     r.outage[0]!.restore();
     await tier.probe();
-    expect(tier.store.logCount('b0')).toBe(0);
+    expect(await tier.store.logCount('b0')).toBe(0);
     expect(tier.metrics.replayed).toBe(owed);
-    expect(tier.health().find((h) => h.id === 'b0')).toMatchObject({ state: 'available', owed: 0 });
+    expect((await tier.health()).find((h) => h.id === 'b0')).toMatchObject({ state: 'available', owed: 0 });
     // Everything placed on b0 is now on it; the deleted object's blobs are gone from it.
     let onB0 = 0;
-    for (const id of tier.store.objectIds('b0')) {
-      const obj = tier.store.object(id)!;
-      for (const l of tier.store.locations(id).filter((x) => x.backend === 'b0')) {
+    for (const id of await tier.store.objectIds('b0')) {
+      const obj = (await tier.store.object(id))!;
+      for (const l of (await tier.store.locations(id)).filter((x) => x.backend === 'b0')) {
         expect(l.state).toBe('ok');
         expect(await blobExists(r.inner[0]!, blobKey(obj, l.slot))).toBe(true);
         onB0 += 1;
@@ -193,7 +193,7 @@ describe('redundant tier, degraded', () => {
     r.outage[1]!.goDown();
     r.outage[2]!.goDown();
     for (const [p, d] of files) {
-      const holders = tier.store.locations(tier.store.objectOf(p)!).map((l) => l.backend);
+      const holders = (await tier.store.locations((await tier.store.objectOf(p))!)).map((l) => l.backend);
       if (holders.length === 2 && holders.includes('b1') && holders.includes('b2')) continue;
       expect((await readAll(tier, p)).equals(d), p).toBe(true);
     }
@@ -205,7 +205,7 @@ describe('redundant tier, degraded', () => {
     const data = randomBytes(250 * KiB);
     await tier.write('late.bin', data);
     await tier.write('next.txt', Buffer.from('after'));
-    expect(tier.store.logCount('b0')).toBeGreaterThan(0);
+    expect(await tier.store.logCount('b0')).toBeGreaterThan(0);
     // b0 comes back while two others are down: too few fragments to rebuild its own from.
     outage[1]!.goDown();
     outage[2]!.goDown();
@@ -213,8 +213,8 @@ describe('redundant tier, degraded', () => {
     await tier.probe('b2');
     outage[0]!.restore();
     await tier.probe('b0');
-    expect(tier.store.logCount('b0')).toBe(0);
-    expect(tier.health().find((h) => h.id === 'b0')?.state).toBe('available');
+    expect(await tier.store.logCount('b0')).toBe(0);
+    expect((await tier.health()).find((h) => h.id === 'b0')?.state).toBe('available');
     outage[1]!.restore();
     outage[2]!.restore();
     await tier.probe();
@@ -234,7 +234,7 @@ describe('redundant tier, degraded', () => {
       for await (const e of p.list('', { recursive: true })) if (e.kind === 'file') left.push(e.path);
       expect(left).toEqual([]);
     }
-    expect(tier.store.logCount()).toBe(0);
+    expect(await tier.store.logCount()).toBe(0);
     for (const i of [3, 4]) outage[i]!.goDown();
     await expect(tier.write('y.txt', Buffer.from('small'))).rejects.toBeInstanceOf(TransientError);
     await expect(tier.stat('y.txt')).rejects.toBeInstanceOf(NotFoundError);
@@ -244,8 +244,8 @@ describe('redundant tier, degraded', () => {
     const { tier, outage } = await rig();
     const data = randomBytes(400 * KiB);
     await tier.write('h.bin', data);
-    const obj = tier.store.object(tier.store.objectOf('h.bin')!)!;
-    const first = fragmentSources(tier, obj, tier.store.locations(obj.id), 64 * KiB)[0]!;
+    const obj = (await tier.store.object((await tier.store.objectOf('h.bin'))!))!;
+    const first = fragmentSources(tier, obj, await tier.store.locations(obj.id), 64 * KiB)[0]!;
     outage[Number(first.backend.slice(1))]!.stall();
     expect((await readAll(tier, 'h.bin')).equals(data)).toBe(true);
     expect(tier.metrics.hedgedReads).toBeGreaterThan(0);
@@ -307,9 +307,9 @@ describe('redundant tier, degraded', () => {
     expect([tier.thresholdBytes, tier.replicas, tier.k, tier.m]).toEqual([512 * KiB, 2, 3, 2]);
     await tier.write('below', randomBytes(512 * KiB - 1));
     await tier.write('at', randomBytes(512 * KiB));
-    const layout = (p: string) => tier.store.object(tier.store.objectOf(p)!)!;
-    expect(layout('below')).toMatchObject({ layout: 'replicated' });
-    expect(layout('at')).toMatchObject({ layout: 'striped', k: 3, m: 2 });
+    const layout = async (p: string) => (await tier.store.object((await tier.store.objectOf(p))!))!;
+    expect(await layout('below')).toMatchObject({ layout: 'replicated' });
+    expect(await layout('at')).toMatchObject({ layout: 'striped', k: 3, m: 2 });
   });
 
   it('refuses bad configuration and bad writes without changing anything', async () => {

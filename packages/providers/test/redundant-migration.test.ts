@@ -104,7 +104,7 @@ describe('redundant tier, migration from a single store', () => {
     for (const [p, d] of old) {
       expect((await collect(await tier.read(p))).equals(d), p).toBe(true);
       // In placement now: the tier's own namespace has it.
-      expect(tier.store.objectOf(p), p).toBeDefined();
+      expect(await tier.store.objectOf(p), p).toBeDefined();
     }
     expect(await scrub(tier, { repair: false })).toMatchObject({ missing: 0, corrupt: 0, objects: old.size });
     // A second pass finds nothing to do.

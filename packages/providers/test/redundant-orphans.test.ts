@@ -84,11 +84,11 @@ async function blobs(p: Provider): Promise<string[]> {
 }
 
 /** Blob keys the placement store refers to on each backend. */
-function referenced(tier: RedundantProvider): string[][] {
+async function referenced(tier: RedundantProvider): Promise<string[][]> {
   const per: string[][] = [[], [], [], [], []];
-  for (const id of tier.store.objectIds()) {
-    const o = tier.store.object(id)!;
-    for (const l of tier.store.locations(id)) per[Number(l.backend.slice(1))]!.push(blobKey(o, l.slot));
+  for (const id of await tier.store.objectIds()) {
+    const o = (await tier.store.object(id))!;
+    for (const l of await tier.store.locations(id)) per[Number(l.backend.slice(1))]!.push(blobKey(o, l.slot));
   }
   return per.map((l) => l.sort());
 }
@@ -101,7 +101,7 @@ describe('redundant tier, orphan sweep', () => {
       ['small', randomBytes(3000)],
     ]);
     for (const [p, d] of files) await tier.write(p, d);
-    const before = referenced(tier);
+    const before = await referenced(tier);
     // What a write killed between its uploads and its commit leaves: a replicated object's
     // two replicas and a striped object's five fragments, under ids nothing records.
     const lostR = randomBytes(16).toString('hex');
@@ -111,8 +111,8 @@ describe('redundant tier, orphan sweep', () => {
     for (let slot = 0; slot < 5; slot++)
       await raw[slot]!.write(blobKey({ id: lostF, layout: 'striped' }, slot), randomBytes(4000));
     // A recorded object's fragment 0 on a backend that holds another slot of it.
-    const big = tier.store.object(tier.store.objectOf('big')!)!;
-    const holder0 = tier.store.locations(big.id).find((l) => l.slot === 0)!.backend;
+    const big = (await tier.store.object((await tier.store.objectOf('big'))!))!;
+    const holder0 = (await tier.store.locations(big.id)).find((l) => l.slot === 0)!.backend;
     const elsewhere = [0, 1, 2, 3, 4].find((i) => `b${i}` !== holder0)!;
     await raw[elsewhere]!.write(blobKey(big, 0), randomBytes(100));
 

@@ -35,8 +35,8 @@ async function rig(): Promise<{ tier: RedundantProvider; roots: string[] }> {
   return { tier, roots };
 }
 
-const stateOf = (tier: RedundantProvider, id: string): string | undefined =>
-  tier.health().find((h) => h.id === id)?.state;
+const stateOf = async (tier: RedundantProvider, id: string): Promise<string | undefined> =>
+  (await tier.health()).find((h) => h.id === id)?.state;
 
 describe('redundant tier probe, directory backends', () => {
   it('counts a deleted backend folder as down, and replays to it when it is back', async () => {
@@ -45,18 +45,18 @@ describe('redundant tier probe, directory backends', () => {
     await tier.write('a.bin', data);
     await fsp.rm(roots[1]!, { recursive: true });
     await tier.probe();
-    expect(stateOf(tier, 'b1')).toBe('down');
-    expect(stateOf(tier, 'b0')).toBe('available');
+    expect(await stateOf(tier, 'b1')).toBe('down');
+    expect(await stateOf(tier, 'b0')).toBe('available');
     // Reads go around it; a write meanwhile is logged for it.
     expect((await collect(await tier.read('a.bin'))).equals(data)).toBe(true);
     await tier.write('b.bin', randomBytes(10 * KiB));
     await tier.write('c.bin', randomBytes(100 * KiB));
-    const owed = tier.health().find((h) => h.id === 'b1')!.owed;
+    const owed = (await tier.health()).find((h) => h.id === 'b1')!.owed;
     expect(owed).toBeGreaterThan(0);
     await FsProvider.open({ root: roots[1]! }); // the folder is back (empty)
     await tier.probe();
-    expect(stateOf(tier, 'b1')).toBe('available');
-    expect(tier.health().find((h) => h.id === 'b1')!.owed).toBe(0);
+    expect(await stateOf(tier, 'b1')).toBe('available');
+    expect((await tier.health()).find((h) => h.id === 'b1')!.owed).toBe(0);
   });
 
   it('counts an empty mount point (the folder there, its contents not) as down', async () => {
@@ -66,7 +66,7 @@ describe('redundant tier probe, directory backends', () => {
     await fsp.rm(roots[2]!, { recursive: true });
     await fsp.mkdir(roots[2]!);
     await tier.probe();
-    expect(stateOf(tier, 'b2')).toBe('down');
+    expect(await stateOf(tier, 'b2')).toBe('down');
   });
 });
 

@@ -77,14 +77,17 @@ describe('redundant tier over s3proxy and directories', () => {
     await tier.remove('before/0');
     files.delete('before/0');
     await check();
-    expect(tier.health().find((h) => h.id === 's3-own')?.state).toBe('down');
-    expect(tier.store.logCount('s3-own')).toBeGreaterThan(0);
+    expect((await tier.health()).find((h) => h.id === 's3-own')?.state).toBe('down');
+    expect(await tier.store.logCount('s3-own')).toBeGreaterThan(0);
     await tier.probe();
-    expect(tier.store.logCount('s3-own')).toBeGreaterThan(0);
+    expect(await tier.store.logCount('s3-own')).toBeGreaterThan(0);
 
     own = await startS3Proxy({ dataDir: s3data, bucket: 'own', port, secretAccessKey: secret });
     await tier.probe();
-    expect(tier.health().find((h) => h.id === 's3-own')).toMatchObject({ state: 'available', owed: 0 });
+    expect((await tier.health()).find((h) => h.id === 's3-own')).toMatchObject({
+      state: 'available',
+      owed: 0,
+    });
     expect(await scrub(tier)).toMatchObject({ missing: 0, corrupt: 0, unrepairable: 0, skipped: 0 });
 
     // Striped files now need the fragments replayed onto S3: two directories go down.

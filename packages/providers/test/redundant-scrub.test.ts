@@ -54,14 +54,14 @@ async function readAll(p: Provider, path: string, offset?: number, length?: numb
 }
 
 /** The file on disk holding slot `slot` of the object at `path`, and its backend index. */
-function blobFile(
+async function blobFile(
   tier: RedundantProvider,
   roots: string[],
   path: string,
   slot: number,
-): { file: string; b: number } {
-  const obj = tier.store.object(tier.store.objectOf(path)!)!;
-  const loc = tier.store.locations(obj.id).find((l) => l.slot === slot)!;
+): Promise<{ file: string; b: number }> {
+  const obj = (await tier.store.object((await tier.store.objectOf(path))!))!;
+  const loc = (await tier.store.locations(obj.id)).find((l) => l.slot === slot)!;
   const b = Number(loc.backend.slice(1));
   return { file: nodePath.join(roots[b]!, ...blobKey(obj, slot).split('/')), b };
 }
@@ -84,15 +84,15 @@ describe('redundant tier, scrub and replace', () => {
     const clean = await scrub(tier);
     expect(clean).toMatchObject({ objects: 3, blobsChecked: 12, missing: 0, corrupt: 0, repaired: 0 });
 
-    const f0 = blobFile(tier, roots, 'big.bin', 0);
+    const f0 = await blobFile(tier, roots, 'big.bin', 0);
     const before0 = await fsp.readFile(f0.file);
     await flip(f0.file, 64 + 40 * KiB); // payload, second stripe
-    const f3 = blobFile(tier, roots, 'big.bin', 3);
+    const f3 = await blobFile(tier, roots, 'big.bin', 3);
     const before3 = await fsp.readFile(f3.file);
     await flip(f3.file, 10); // header
-    const gone = blobFile(tier, roots, 'other.bin', 1);
+    const gone = await blobFile(tier, roots, 'other.bin', 1);
     await fsp.rm(gone.file);
-    const rep = blobFile(tier, roots, 'small.txt', 0);
+    const rep = await blobFile(tier, roots, 'small.txt', 0);
     await flip(rep.file, 100);
 
     // Reads are right despite the damage: bad shards fail their checksums, spares fill in.
@@ -109,8 +109,8 @@ describe('redundant tier, scrub and replace', () => {
     expect((await fsp.readFile(f3.file)).equals(before3)).toBe(true);
     await fsp.stat(gone.file);
     expect(await scrub(tier)).toMatchObject({ missing: 0, corrupt: 0, repaired: 0 });
-    for (const id of tier.store.objectIds())
-      for (const l of tier.store.locations(id)) expect(l.state, `${id} slot ${l.slot}`).toBe('ok');
+    for (const id of await tier.store.objectIds())
+      for (const l of await tier.store.locations(id)) expect(l.state, `${id} slot ${l.slot}`).toBe('ok');
   });
 
   it('scrubs at a limited rate and skips the blobs of a down backend', async () => {
@@ -150,8 +150,8 @@ describe('redundant tier, scrub and replace', () => {
     outage[1]!.goDown();
     await tier.probe();
     await tier.write('during.bin', randomBytes(90 * KiB)); // b1 owes this one
-    expect(tier.store.logCount('b1')).toBeGreaterThan(0);
-    const onB1 = tier.store.objectIds('b1').length;
+    expect(await tier.store.logCount('b1')).toBeGreaterThan(0);
+    const onB1 = (await tier.store.objectIds('b1')).length;
     expect(onB1).toBeGreaterThan(0);
     const progress: ReplaceProgress[] = [];
     const fresh = new OutageProvider(new MemoryProvider());
@@ -160,15 +160,15 @@ describe('redundant tier, scrub and replace', () => {
     expect(progress.at(-1)).toMatchObject({ done: onB1, total: onB1 });
     expect(progress.at(-1)!.bytes).toBeGreaterThan(0);
     expect(tier.backendIds()).not.toContain('b1');
-    expect(tier.store.objectIds('b1')).toEqual([]);
-    expect(tier.store.objectIds('b5').length).toBe(onB1);
-    expect(tier.store.logCount('b1')).toBe(0);
+    expect(await tier.store.objectIds('b1')).toEqual([]);
+    expect((await tier.store.objectIds('b5')).length).toBe(onB1);
+    expect(await tier.store.logCount('b1')).toBe(0);
     // The new backend's blobs carry the data: with two others down every file still reads.
     outage[0]!.goDown();
     outage[3]!.goDown();
     await tier.probe();
     for (const [p, d] of files) {
-      const holders = tier.store.locations(tier.store.objectOf(p)!).map((l) => l.backend);
+      const holders = (await tier.store.locations((await tier.store.objectOf(p))!)).map((l) => l.backend);
       if (!holders.includes('b2') && !holders.includes('b4') && !holders.includes('b5')) continue;
       expect((await readAll(tier, p)).equals(d), p).toBe(true);
     }

@@ -119,7 +119,7 @@ describe('tierStatus', () => {
     const { tier, outage } = await rig();
     await tier.write('small-1', Buffer.from('one'));
     await tier.write('large-1', Buffer.alloc(200 * KiB, 7));
-    let s = tierStatus(tier);
+    let s = await tierStatus(tier);
     expect(s.backends.map((b) => b.state)).toEqual([
       'available',
       'available',
@@ -135,12 +135,12 @@ describe('tierStatus', () => {
     for (const id of IDS) expect(s.risk.ifFails[id]!.unreadable).toBe(0);
 
     // The small file's first replica holder goes down and a write fails on it.
-    const replicaHolder = tier.store.locations(tier.store.objectOf('small-1')!)[0]!.backend;
+    const replicaHolder = (await tier.store.locations((await tier.store.objectOf('small-1'))!))[0]!.backend;
     const down = IDS.indexOf(replicaHolder);
     outage[down]!.goDown();
     const before = Date.now();
     await tier.write('large-2', Buffer.alloc(200 * KiB, 9));
-    s = tierStatus(tier);
+    s = await tierStatus(tier);
     const d = s.backends.find((b) => b.id === replicaHolder)!;
     expect(d.state).toBe('down');
     expect(d.since).toBeGreaterThanOrEqual(before);
@@ -148,7 +148,7 @@ describe('tierStatus', () => {
     expect(s.outageLog).toBe(1);
     expect(s.risk.ifFails[replicaHolder]).toBeUndefined();
     // The small file is down to one replica: losing its other holder loses it.
-    const other = tier.store.locations(tier.store.objectOf('small-1')!)[1]!.backend;
+    const other = (await tier.store.locations((await tier.store.objectOf('small-1'))!))[1]!.backend;
     expect(s.risk.atMinimum).toBe(1);
     expect(s.risk.ifFails[other]!.unreadable).toBe(1);
     // The striped files keep a spare with one backend down: after one more, at minimum.
@@ -158,31 +158,31 @@ describe('tierStatus', () => {
     // Back up: degraded (since its first missed write) until its log is replayed.
     outage[down]!.restore();
     await tier.probe(replicaHolder); // this tier replays only in the scrub (no onBackendUp)
-    s = tierStatus(tier);
+    s = await tierStatus(tier);
     expect(s.backends.find((b) => b.id === replicaHolder)).toMatchObject({ state: 'degraded', outageLog: 1 });
     expect(s.backends.find((b) => b.id === replicaHolder)!.since).toBeGreaterThanOrEqual(before);
     const report = await scrub(tier);
     expect(report.unrepairable).toBe(0);
-    s = tierStatus(tier);
+    s = await tierStatus(tier);
     expect(s.backends.every((b) => b.state === 'available')).toBe(true);
     expect(s.risk).toMatchObject({ objects: 3, whole: 3, unreadable: 0 });
 
     // A blob found bad (by a read) makes its backend degraded until the scrub repairs it.
-    const loc = tier.store.locations(tier.store.objectOf('large-1')!)[0]!;
-    tier.store.setLocation(loc.object_id, loc.slot, { state: 'bad' });
-    s = tierStatus(tier);
+    const loc = (await tier.store.locations((await tier.store.objectOf('large-1'))!))[0]!;
+    await tier.store.setLocation(loc.object_id, loc.slot, { state: 'bad' });
+    s = await tierStatus(tier);
     expect(s.backends.find((b) => b.id === loc.backend)).toMatchObject({ state: 'degraded', bad: 1 });
     expect(s.backends.find((b) => b.id === loc.backend)!.since).toBeUndefined();
     expect(s.risk).toMatchObject({ whole: 2, reduced: 1 });
     await scrub(tier);
-    expect(tierStatus(tier).backends.find((b) => b.id === loc.backend)!.state).toBe('available');
+    expect((await tierStatus(tier)).backends.find((b) => b.id === loc.backend)!.state).toBe('available');
   });
 
   it('showsABackendThatHoldsPlacementButIsNotInTheSetAsDown', async () => {
     const { tier } = await rig();
     await tier.write('large', Buffer.alloc(200 * KiB, 3));
     await tier.dropBackend('b4'); // as after a restart with b4 left out of the configuration
-    const s = tierStatus(tier);
+    const s = await tierStatus(tier);
     expect(s.backends.map((b) => b.id)).toEqual(['b0', 'b1', 'b2', 'b3', 'b4']);
     expect(s.backends[4]).toMatchObject({
       state: 'down',
@@ -197,7 +197,7 @@ describe('tierStatus', () => {
     const { tier } = await rig();
     await tier.write('a', Buffer.from('a'));
     await tier.write('b', Buffer.alloc(100 * KiB, 1));
-    const s = tierStatus(tier, new Map([[tier.store.objectOf('b')!, 3]]));
+    const s = await tierStatus(tier, new Map([[(await tier.store.objectOf('b'))!, 3]]));
     expect(s.risk.objects).toBe(3);
     expect(s.risk.whole).toBe(3);
     // The backends' own figures still cover every blob.

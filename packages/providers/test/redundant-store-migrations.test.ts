@@ -12,7 +12,7 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { MemoryProvider } from '../src/adapters/memory.ts';
 import { openRedundantProvider } from '../src/redundant/index.ts';
-import { PlacementStore } from '../src/redundant/store.ts';
+import { SqlitePlacementStore } from '../src/redundant/store.ts';
 import { migrate } from '../src/sqlite-migrations.ts';
 
 const SQL_DIR = fileURLToPath(new URL('../src/redundant/sql/', import.meta.url));
@@ -26,9 +26,9 @@ function strictTables(db: Database.Database): Map<string, number> {
 }
 
 describe('redundant placement store schema', () => {
-  it('has every table STRICT on a new store', () => {
+  it('has every table STRICT on a new store', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'weft-placement-'));
-    PlacementStore.open(dir).close();
+    await SqlitePlacementStore.open(dir).close();
     const db = new Database(join(dir, 'placement.sqlite'));
     const tables = strictTables(db);
     expect([...tables.keys()].sort()).toEqual([
@@ -42,7 +42,7 @@ describe('redundant placement store schema', () => {
     db.close();
   });
 
-  it('upgrades a version-1 store to STRICT tables with every row and the log counter kept', () => {
+  it('upgrades a version-1 store to STRICT tables with every row and the log counter kept', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'weft-placement-up-'));
     const v1 = join(dir, 'sql-v1');
     mkdirSync(v1);
@@ -65,7 +65,7 @@ describe('redundant placement store schema', () => {
     `);
     db.close();
 
-    PlacementStore.open(dir).close();
+    await SqlitePlacementStore.open(dir).close();
     const up = new Database(file);
     expect(up.pragma('user_version', { simple: true })).toBe(2);
     for (const [name, strict] of strictTables(up)) expect({ name, strict }).toEqual({ name, strict: 1 });

@@ -2,7 +2,10 @@
  * The proxy's object tier as a redundant set of backends (issue #17, docs/redundancy.md):
  * config schema and opener. Backends are directories, S3 buckets or cloud accounts
  * (redundant-backends.ts); `migrateFrom` moves a former single store in. The tier itself
- * (placement, degraded reads, outage log, scrub) is `@weft/providers/redundant`.
+ * (placement, degraded reads, outage log, scrub) is `@weft/providers/redundant`. Its
+ * placement store is SQLite in the tier's folder, or — when the proxy's metadata is on
+ * PostgreSQL (`databaseUrl`) — the `redundant_*` tables there (store/placement-postgres.ts),
+ * so every instance sharing the database serves the same tier.
  */
 import * as nodePath from 'node:path';
 import { z } from 'zod/v4';
@@ -11,6 +14,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import {
   MigratingRedundantProvider,
   openRedundantProvider,
+  type PlacementStore,
   RedundantProvider,
 } from '@weft/providers/redundant';
 import { CloudBackendConfig, openCloudBackend } from './redundant-backends.ts';
@@ -121,8 +125,15 @@ export function redundantTierDir(c: RedundantTierConfig, dataDir: string): strin
   return c.dir ?? nodePath.join(dataDir, 'redundant');
 }
 
-/** Open the configured backends and the tier over them (outage log replayed when one comes back). */
-export async function openRedundantTier(c: RedundantTierConfig, dataDir: string): Promise<RedundantProvider> {
+/**
+ * Open the configured backends and the tier over them (outage log replayed when one comes
+ * back); `store`: the placement store when not the tier's own SQLite file (PostgreSQL).
+ */
+export async function openRedundantTier(
+  c: RedundantTierConfig,
+  dataDir: string,
+  store?: PlacementStore,
+): Promise<RedundantProvider> {
   const backends = await Promise.all(
     c.backends.map(async (b) => ({
       id: b.id,
@@ -141,6 +152,7 @@ export async function openRedundantTier(c: RedundantTierConfig, dataDir: string)
         );
   const tier = openRedundantProvider({
     ...(legacy ? { legacy } : {}),
+    ...(store ? { store } : {}),
     backends,
     dir: redundantTierDir(c, dataDir),
     name: 'objects:redundant',
@@ -152,6 +164,7 @@ export async function openRedundantTier(c: RedundantTierConfig, dataDir: string)
     ...(c.hedgeAfterMs === undefined ? {} : { hedgeAfterMs: c.hedgeAfterMs }),
     ...(c.probeIntervalMs === undefined ? {} : { probeIntervalMs: c.probeIntervalMs }),
   });
+  await tier.ready();
   if (tier instanceof MigratingRedundantProvider) tier.startMigration();
   return tier;
 }
@@ -169,8 +182,8 @@ export function registerRedundantMetrics(registry: Registry, objects: Provider):
     help: 'Redundant object tier: 1 when the backend is available, 0 while down',
     labelNames: ['backend'] as const,
     registers: [registry],
-    collect() {
-      for (const h of tier.health()) this.set({ backend: h.id }, h.state === 'available' ? 1 : 0);
+    async collect() {
+      for (const h of await tier.health()) this.set({ backend: h.id }, h.state === 'available' ? 1 : 0);
     },
   });
   new Gauge({
@@ -178,8 +191,8 @@ export function registerRedundantMetrics(registry: Registry, objects: Provider):
     help: 'Redundant object tier: outage-log entries waiting for each backend',
     labelNames: ['backend'] as const,
     registers: [registry],
-    collect() {
-      for (const h of tier.health()) this.set({ backend: h.id }, h.owed);
+    async collect() {
+      for (const h of await tier.health()) this.set({ backend: h.id }, h.owed);
     },
   });
   new Counter({

@@ -9,6 +9,7 @@ import * as nodePath from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { collect, FsProvider, S3Provider, type Provider, withCounting } from '@weft/providers';
+import { RedundantProvider } from '@weft/providers/redundant';
 import type { ChangeRecord, ErrorCode } from '@weft/wire';
 import { hashSecret } from './auth.ts';
 import { BundleService } from './bundles.ts';
@@ -54,6 +55,7 @@ import { MIRROR_DEVICE_PREFIX, ShareService, type ShareServiceOptions } from './
 import { HybridStore } from './store/hybrid.ts';
 import { RelayCache } from './store/relay-cache.ts';
 import { PostgresRelayBook } from './store/relay-book-postgres.ts';
+import { PostgresPlacementStore } from './store/placement-postgres.ts';
 import { PackCollector, type PackGcPass } from './store/pack-gc.ts';
 import { decodeStub, dropFsCopy, loadSharedStubKey, loadStubKey } from './store/pack-stub.ts';
 import { Packer } from './store/packs.ts';
@@ -109,16 +111,24 @@ export interface RunningProxyServer {
   close(): Promise<void>;
 }
 
-async function openProviders(
-  config: ProxyConfig,
-): Promise<{ fs: FsProvider; objects: Provider; fsRoot: string }> {
+async function openProviders(config: ProxyConfig): Promise<{
+  fs: FsProvider;
+  objects: Provider;
+  fsRoot: string;
+  placement: PostgresPlacementStore | undefined;
+}> {
   const fsRoot = config.fsTierDir ?? nodePath.join(config.dataDir, 'fs');
   // The proxy keeps its own change feed in SQLite; the fs provider's journal is only kept short.
   const fs = await FsProvider.open({ root: fsRoot, portable: false, maxJournal: 2000, private: true });
   const ot = config.objectTier;
+  // A redundant tier on several instances: its placement in the shared database (issue #18).
+  const placement =
+    ot.type === 'redundant' && config.databaseUrl
+      ? await PostgresPlacementStore.open(config.databaseUrl)
+      : undefined;
   const objects: Provider =
     ot.type === 'redundant'
-      ? await openRedundantTier(ot, config.dataDir)
+      ? await openRedundantTier(ot, config.dataDir, placement)
       : ot.type === 'fs'
         ? await FsProvider.open({
             root: ot.dir ?? nodePath.join(config.dataDir, 'objects'),
@@ -136,7 +146,7 @@ async function openProviders(
               ? { credentials: { accessKeyId: ot.accessKeyId, secretAccessKey: ot.secretAccessKey } }
               : {}),
           });
-  return { fs, objects, fsRoot };
+  return { fs, objects, fsRoot, placement };
 }
 
 /** Start a proxy server. Defaults: 127.0.0.1, a free port, everything under config.dataDir. */
@@ -386,6 +396,21 @@ export async function startProxyServer(
   held.role = role;
   if (pg) pg.fence = (tx) => role.fence(tx);
   const leaderJobs = new LeaderJobs(role, log);
+  // A redundant tier shared by several instances: its background work (outage-log replay,
+  // scrub, orphan sweep, replacement) is the controller's, its writes fenced by the lease.
+  if (tiers.placement) tiers.placement.fence = (tx) => role.fence(tx);
+  if (tiers.objects instanceof RedundantProvider && tiers.placement) {
+    const tier = tiers.objects;
+    tier.maintains = () => role.isController();
+    // A new controller takes over the outage log where the last one left it (the probe
+    // replays every backend with entries waiting), without waiting for the probe's timer.
+    leaderJobs.add('redundant-replay', {
+      start() {
+        tier.probe().catch((err: unknown) => log.error({ err }, 'redundant tier: replay failed'));
+      },
+      stop() {},
+    });
+  }
   const docs: RouteDoc[] = [];
   const ctx = routeContext(app, docs);
   // Registration order is the OpenAPI document's order.

@@ -74,7 +74,10 @@ export interface StorageMaintenanceOptions {
   readonly openBackend: (config: RedundantBackendConfig) => Promise<Provider>;
   readonly now?: () => number;
   readonly timers?: Timers;
-  /** Whether scheduled scrubs run here (several instances: only the controller's). Default: yes. */
+  /**
+   * Whether the tier's jobs run here (several instances: only on the controller — scheduled
+   * scrubs wait, an operator's scrub or replacement is refused elsewhere). Default: yes.
+   */
   readonly runScheduled?: () => boolean;
 }
 
@@ -291,7 +294,13 @@ export class StorageMaintenance {
     const provider = await this.o.openBackend(to).catch((e: unknown) => {
       throw new ApiError('BAD_REQUEST', `cannot open backend ${to.id}: ${(e as Error).message}`);
     });
-    const progress = { from, to: to.id, done: 0, total: this.o.tier.store.objectIds(from).length, bytes: 0 };
+    const progress = {
+      from,
+      to: to.id,
+      done: 0,
+      total: (await this.o.tier.store.objectIds(from)).length,
+      bytes: 0,
+    };
     try {
       return this.run('replace', 'admin', { replace: progress }, async (job, signal) => {
         await replaceBackend(
@@ -315,6 +324,12 @@ export class StorageMaintenance {
 
   private refuseIfBusy(): void {
     if (this.closed) throw new ApiError('SLOW_DOWN', 'the server is shutting down');
+    if (this.o.runScheduled && !this.o.runScheduled())
+      throw new ApiError(
+        'BAD_REQUEST',
+        'this instance is not the controller: the redundant tier’s jobs run on the controller (GET /v1/cluster/instances names it)',
+        { reason: 'not-controller' },
+      );
     if (this.job?.state === 'running')
       throw new ApiError(
         'ALREADY_EXISTS',
@@ -411,8 +426,8 @@ export class StorageMaintenance {
   }
 
   /** The operator's view. */
-  adminStatus(): AdminStatus {
-    const s = tierStatus(this.o.tier);
+  async adminStatus(): Promise<AdminStatus> {
+    const s = await tierStatus(this.o.tier);
     const job = this.currentJob();
     return {
       state: tierState(s, s.risk),
@@ -436,13 +451,13 @@ export class StorageMaintenance {
    * their own files by redundancy, with what one more failure would do to them.
    * `files`: object-tier key → how many of the user's files refer to it.
    */
-  userStatus(files: ReadonlyMap<string, number>): UserStatus {
+  async userStatus(files: ReadonlyMap<string, number>): Promise<UserStatus> {
     const weights = new Map<string, number>();
     for (const [key, n] of files) {
-      const id = this.o.tier.store.objectOf(key);
+      const id = await this.o.tier.store.objectOf(key);
       if (id !== undefined) weights.set(id, (weights.get(id) ?? 0) + n);
     }
-    const s = tierStatus(this.o.tier, weights);
+    const s = await tierStatus(this.o.tier, weights);
     return {
       state: tierState(s, s.risk),
       backends: s.backends.map((b) => ({

@@ -154,8 +154,8 @@ describe.each(['fs', 's3'] as const)('switching the object tier from %s to the r
     }
     // The deleted file's object goes at GC, from the tier.
     const key = `objects/${sha(deleted).slice(0, 2)}/${sha(deleted).slice(2, 4)}/${sha(deleted)}`;
-    expect(tier.store.objectOf(key)).toBeDefined();
+    expect(await tier.store.objectOf(key)).toBeDefined();
     await after.gc(0);
-    expect(tier.store.objectOf(key)).toBeUndefined();
+    expect(await tier.store.objectOf(key)).toBeUndefined();
   });
 });

@@ -87,7 +87,7 @@ describe('OneDrive account as a redundant-tier backend', () => {
     open.push(first);
     for (const [p, d] of files) await first.write(p, d);
     for (const p of files.keys()) {
-      const locs = first.store.locations(first.store.objectOf(p)!);
+      const locs = await first.store.locations((await first.store.objectOf(p))!);
       expect(locs.find((l) => l.backend === 'od')?.state, p).toBe('ok');
     }
     await first.close();
@@ -113,7 +113,7 @@ describe('OneDrive account as a redundant-tier backend', () => {
     await fsp.rm(dirs[0]!, { recursive: true });
     await fsp.rm(dirs[1]!, { recursive: true });
     await again.probe();
-    expect(again.health().map((h) => h.state)).toEqual([
+    expect((await again.health()).map((h) => h.state)).toEqual([
       'down',
       'down',
       'available',

@@ -114,7 +114,7 @@ describe('StorageMaintenance', () => {
     const t0 = r.clock.t;
     await r.m.start();
     // Never scrubbed: the first run is one interval after start, not at once.
-    expect(r.m.adminStatus().scrub.nextRunMs).toBe(t0 + 24 * HOUR);
+    expect((await r.m.adminStatus()).scrub.nextRunMs).toBe(t0 + 24 * HOUR);
     expect(r.m.currentJob()).toBeUndefined();
     expect(r.clock.fireNext()).toBe(true);
     expect(r.clock.t).toBe(t0 + 24 * HOUR);
@@ -133,7 +133,7 @@ describe('StorageMaintenance', () => {
       ),
     ).toBe(true);
     // The next one an interval after this one ended.
-    expect(r.m.adminStatus().scrub).toMatchObject({
+    expect((await r.m.adminStatus()).scrub).toMatchObject({
       nextRunMs: job.finishedMs! + 24 * HOUR,
       last: { id: job.id },
     });
@@ -156,15 +156,15 @@ describe('StorageMaintenance', () => {
     });
     closers.push(() => again.close());
     await again.start();
-    expect(again.adminStatus().scrub.nextRunMs).toBe(job.finishedMs! + 24 * HOUR);
-    expect(again.adminStatus().scrub.last?.id).toBe(job.id);
+    expect((await again.adminStatus()).scrub.nextRunMs).toBe(job.finishedMs! + 24 * HOUR);
+    expect((await again.adminStatus()).scrub.last?.id).toBe(job.id);
   });
 
   it('pacesTheScrubToTheConfiguredBytesPerSecond', async () => {
     const r = await rig({ intervalMs: 0, bytesPerSecond: 100 * KiB });
     await r.tier.write('large', pseudoRandom(600 * KiB, 4));
     await r.m.start();
-    expect(r.m.adminStatus().scrub.nextRunMs).toBeUndefined(); // interval 0: no schedule
+    expect((await r.m.adminStatus()).scrub.nextRunMs).toBeUndefined(); // interval 0: no schedule
     const started = r.clock.t;
     r.m.startScrub({}, 'admin');
     await runJob(r.m, r.clock);
@@ -182,7 +182,7 @@ describe('StorageMaintenance', () => {
     const data = pseudoRandom(300 * KiB, 5);
     await r.tier.write('large', data);
     await r.m.start();
-    const loc = r.tier.store.locations(r.tier.store.objectOf('large')!)[2]!;
+    const loc = (await r.tier.store.locations((await r.tier.store.objectOf('large'))!))[2]!;
     const dir = r.dirs[Number(loc.backend.slice(1))]!;
     const blobDir = nodePath.join(dir, '.weft-redundant');
     const [sub] = await fsp.readdir(blobDir);
@@ -201,7 +201,7 @@ describe('StorageMaintenance', () => {
     expect(await metric(r.registry, 'weft_redundant_scrub_repaired_total')).toBe(1);
     expect(await fsp.readdir(nodePath.join(blobDir, sub!))).toEqual([file]);
     // An operator's scrub also moves the schedule on.
-    expect(r.m.adminStatus().scrub.nextRunMs).toBe(r.m.currentJob()!.finishedMs! + 24 * HOUR);
+    expect((await r.m.adminStatus()).scrub.nextRunMs).toBe(r.m.currentJob()!.finishedMs! + 24 * HOUR);
   });
 
   it('closeAbortsARunningScrubAndLeavesNoTimer', async () => {
@@ -224,7 +224,7 @@ describe('StorageMaintenance', () => {
     await r.tier.write('large', data);
     await r.tier.write('small', Buffer.from('x'));
     await r.m.start();
-    const onB1 = r.tier.store.objectIds('b1').length;
+    const onB1 = (await r.tier.store.objectIds('b1')).length;
     await expect(
       r.m.startReplace('nope', { id: 'b9', type: 'fs', dir: nodePath.join(r.root, 'b9') }),
     ).rejects.toThrow(/no backend nope/);
@@ -244,7 +244,7 @@ describe('StorageMaintenance', () => {
       note: expect.stringContaining('in place of b1'),
     });
     expect(r.tier.backendIds()).toEqual(['b0', 'b2', 'b3', 'b4', 'b9']);
-    const status = r.m.adminStatus();
+    const status = await r.m.adminStatus();
     expect(status.backends.find((b) => b.id === 'b9')!.blobs).toBe(onB1);
     expect(status.objects).toMatchObject({ total: 2, whole: 2 });
     expect((await r.registry.metrics()).includes('weft_redundant_replace_objects{of="done"} ' + onB1)).toBe(

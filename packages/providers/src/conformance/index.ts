@@ -98,3 +98,4 @@ export function runProviderConformance(options: ConformanceOptions): void {
     checkFeedAndFaults(ctx);
   });
 }
+export { runPlacementStoreSuite } from './placement-store.ts';

@@ -7,7 +7,7 @@
 import { NotFoundError } from '../errors.ts';
 import type { Provider } from '../provider.ts';
 import type { BackendStats } from './planner.ts';
-import type { PlacementStore } from './store.ts';
+import type { PlacementStore } from './placement-store.ts';
 
 /** Recent samples kept per backend for its latency and its throughput. */
 const SAMPLES = 16;
@@ -48,15 +48,21 @@ export class BackendSet {
     private readonly probeKey: string,
   ) {}
 
-  add(b: BackendConfig): void {
+  /** Add a backend; the promise resolves once its recorded state (down since …) is read. */
+  add(b: BackendConfig): Promise<void> {
     if (this.live.has(b.id)) throw new RangeError(`redundant: backend ${b.id} is already in the set`);
-    this.live.set(b.id, {
+    const live: Live = {
       id: b.id,
       provider: b.provider,
       price: b.pricePerGbMonth ?? 0,
-      downSince: this.store.downSince(b.id),
+      downSince: undefined,
       latencyMs: [],
       throughputBps: [],
+    };
+    this.live.set(b.id, live);
+    return this.store.downSince(b.id).then((since) => {
+      // A failure seen meanwhile keeps its own time; the recorded one is older or the same.
+      if (since !== undefined && this.live.get(b.id) === live) live.downSince = since;
     });
   }
 
@@ -64,7 +70,7 @@ export class BackendSet {
   async drop(id: string): Promise<void> {
     const b = this.live.get(id);
     this.live.delete(id);
-    this.store.setUp(id);
+    await this.store.setUp(id);
     await b?.provider.close?.();
   }
 
@@ -82,14 +88,16 @@ export class BackendSet {
     return b !== undefined && b.downSince === undefined ? b : undefined;
   }
 
-  health(): BackendHealth[] {
-    return [...this.live.values()].map((b) => ({
-      id: b.id,
-      name: b.provider.name,
-      state: b.downSince === undefined ? 'available' : 'down',
-      ...(b.downSince === undefined ? {} : { downSince: b.downSince }),
-      owed: this.store.logCount(b.id),
-    }));
+  async health(): Promise<BackendHealth[]> {
+    return Promise.all(
+      [...this.live.values()].map(async (b) => ({
+        id: b.id,
+        name: b.provider.name,
+        state: b.downSince === undefined ? ('available' as const) : ('down' as const),
+        ...(b.downSince === undefined ? {} : { downSince: b.downSince }),
+        owed: await this.store.logCount(b.id),
+      })),
+    );
   }
 
   /** Note a backend failure: it counts as down until a probe finds it answering. */
@@ -97,7 +105,8 @@ export class BackendSet {
     const b = this.live.get(id);
     if (!b || b.downSince !== undefined) return;
     b.downSince = Date.now();
-    this.store.setDown(id, b.downSince);
+    // Recorded for the status (and a restart); the in-memory mark is what the tier acts on.
+    this.store.setDown(id, b.downSince).catch(() => undefined);
   }
 
   /**
@@ -119,8 +128,8 @@ export class BackendSet {
       sample(b.latencyMs, Date.now() - started);
       const wasDown = b.downSince !== undefined;
       b.downSince = undefined;
-      this.store.setUp(b.id);
-      if (wasDown || this.store.logCount(b.id) > 0) await replay(b.id);
+      await this.store.setUp(b.id);
+      if (wasDown || (await this.store.logCount(b.id)) > 0) await replay(b.id);
     }
   }
 

@@ -24,7 +24,21 @@ export {
 } from './maintenance.ts';
 export { MigratingRedundantProvider, type MigrationOptions, type MigrationStatus } from './migration.ts';
 export { parseBlobKey, sweepOrphans, type SweepOptions, type SweepReport } from './orphans.ts';
-export { PlacementStore, type HoldingRow } from './store.ts';
+export { SqlitePlacementStore } from './store.ts';
+export {
+  checkPutAgainst,
+  newRevision,
+  toEntry,
+  type HoldingRow,
+  type LocationRow,
+  type LogRow,
+  type NewObject,
+  type ObjectRow,
+  type OwedBlob,
+  type PlacementStore,
+  type PutConditions,
+  type WriteOptions as PlacementWriteOptions,
+} from './placement-store.ts';
 export * from './status.ts';
 export * from './planner.ts';
 export * from './fragment.ts';

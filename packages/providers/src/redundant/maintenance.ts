@@ -4,6 +4,13 @@
  * corrupt), and replacing a backend that is gone for good by rebuilding its replicas and
  * fragments onto a new one. Rebuilding reads the other replicas, or k other fragments
  * stripe by stripe (bounded memory), and writes the blob again under the same key.
+ *
+ * Their writes to the placement store are `fenced`: on a store several proxy instances
+ * share, they commit only while this instance holds the controller lease, so a controller
+ * that lost the role (paused, cut off) cannot record anything over its successor's work.
+ * All of it is resumable from the store: a replay killed midway leaves its entries in the
+ * log (the next controller writes those blobs again — the same bytes under the same key,
+ * or a delete of what is already gone), a replacement leaves the locations it re-pointed.
  */
 import { createHash } from 'node:crypto';
 import { collect, rechunk, sha256Hex } from '../body.ts';
@@ -11,7 +18,9 @@ import { NotFoundError } from '../errors.ts';
 import type { Body, Provider } from '../provider.ts';
 import { FRAGMENT_HEADER_BYTES } from './fragment.ts';
 import { type BackendConfig, blobKey, type RedundantProvider } from './redundant-provider.ts';
-import type { LocationRow, ObjectRow } from './store.ts';
+import type { LocationRow, ObjectRow } from './placement-store.ts';
+
+const FENCED = { fenced: true } as const;
 import { fragmentSources, stripeHooks } from './reading.ts';
 import { completeStripe, expectedHeader, readStripes, stripeCount } from './striping.ts';
 
@@ -31,7 +40,7 @@ export async function replayOutageLog(tier: RedundantProvider, backend: string):
   if (!p) return 0;
   let applied = 0;
   for (;;) {
-    const batch = tier.store.logPending(backend, 100);
+    const batch = await tier.store.logPending(backend, 100);
     if (batch.length === 0) return applied;
     for (const row of batch) {
       try {
@@ -40,8 +49,8 @@ export async function replayOutageLog(tier: RedundantProvider, backend: string):
             if (!(e instanceof NotFoundError)) throw e;
           });
         } else {
-          const obj = tier.store.object(row.object_id);
-          const loc = obj && tier.store.locations(obj.id).find((l) => l.slot === row.slot);
+          const obj = await tier.store.object(row.object_id);
+          const loc = obj && (await tier.store.locations(obj.id)).find((l) => l.slot === row.slot);
           // Skipped when the object was deleted since (its delete follows in the log) or moved on.
           if (obj && loc && loc.backend === backend) {
             let body: Body | undefined;
@@ -50,19 +59,21 @@ export async function replayOutageLog(tier: RedundantProvider, backend: string):
             } catch {
               // Too few good holders to rebuild from now: not this backend's fault. Left to
               // the scrub (which repairs 'bad' locations), so the rest of the log goes on.
-              tier.store.setLocation(obj.id, loc.slot, { state: 'bad' });
+              await tier.store.setLocation(obj.id, loc.slot, { state: 'bad' }, FENCED);
             }
             if (body !== undefined) {
               await p.write(row.blob_key, body, blobWriteOptions(obj, loc));
-              tier.store.setLocation(obj.id, loc.slot, { state: 'ok' });
+              await tier.store.setLocation(obj.id, loc.slot, { state: 'ok' }, FENCED);
             }
           }
         }
-      } catch {
+      } catch (e) {
+        // Not the controller any more: stop, the backend is not at fault.
+        if (isFenced(e)) throw e;
         tier.markDown(backend);
         return applied;
       }
-      tier.store.logDone(row.seq);
+      await tier.store.logDone(row.seq, FENCED);
       tier.metrics.replayed += 1;
       applied += 1;
     }
@@ -80,7 +91,7 @@ function blobWriteOptions(obj: ObjectRow, loc: LocationRow): { size: number; sha
  * reconstructed from k other fragments and checked against its recorded checksum).
  */
 export async function rebuildBody(tier: RedundantProvider, obj: ObjectRow, loc: LocationRow): Promise<Body> {
-  const locs = tier.store.locations(obj.id);
+  const locs = await tier.store.locations(obj.id);
   if (obj.layout === 'replicated') {
     for (const other of locs) {
       if (other.slot === loc.slot || other.state !== 'ok' || !tier.isUp(other.backend)) continue;
@@ -162,16 +173,16 @@ export async function scrub(tier: RedundantProvider, options: ScrubOptions = {})
   };
   if (!tier.onBackendUp) enableReplay(tier);
   for (const id of tier.backendIds()) if (tier.isUp(id)) await tier.replay(id);
-  await tier.release(tier.store.unreferenced());
+  await tier.release(await tier.store.unreferenced());
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const now = options.now ?? Date.now;
   const started = now();
-  for (const id of tier.store.objectIds()) {
-    const obj = tier.store.object(id);
+  for (const id of await tier.store.objectIds()) {
+    const obj = await tier.store.object(id);
     // Gone, or unreferenced and being released: its blobs are going away on purpose.
     if (!obj || obj.refs <= 0) continue;
     report.objects += 1;
-    for (const loc of tier.store.locations(id)) {
+    for (const loc of await tier.store.locations(id)) {
       options.signal?.throwIfAborted();
       const p = tier.backend(loc.backend);
       if (!p || !tier.isUp(loc.backend) || loc.state === 'owed') {
@@ -190,13 +201,13 @@ export async function scrub(tier: RedundantProvider, options: ScrubOptions = {})
       }
       // Deleted while the scrub read it (the tier is in use): not missing, nothing to rebuild —
       // a blob written back now would belong to nothing.
-      if (verdict !== 'ok' && !((tier.store.object(id)?.refs ?? 0) > 0)) break;
+      if (verdict !== 'ok' && !(((await tier.store.object(id))?.refs ?? 0) > 0)) break;
       report.blobsChecked += 1;
       if (verdict === 'missing') report.missing += 1;
       if (verdict === 'corrupt') report.corrupt += 1;
-      if (verdict !== 'ok') tier.store.setLocation(id, loc.slot, { state: 'bad' });
+      if (verdict !== 'ok') await tier.store.setLocation(id, loc.slot, { state: 'bad' }, FENCED);
       // Marked bad by a read that failed midway, but whole on the backend: good again.
-      else if (loc.state === 'bad') tier.store.setLocation(id, loc.slot, { state: 'ok' });
+      else if (loc.state === 'bad') await tier.store.setLocation(id, loc.slot, { state: 'ok' }, FENCED);
       if (verdict !== 'ok' && options.repair !== false) {
         try {
           await p.write(
@@ -204,9 +215,10 @@ export async function scrub(tier: RedundantProvider, options: ScrubOptions = {})
             await rebuildBody(tier, obj, loc),
             blobWriteOptions(obj, loc),
           );
-          tier.store.setLocation(id, loc.slot, { state: 'ok' });
+          await tier.store.setLocation(id, loc.slot, { state: 'ok' }, FENCED);
           report.repaired += 1;
-        } catch {
+        } catch (e) {
+          if (isFenced(e)) throw e;
           report.unrepairable += 1;
         }
       }
@@ -286,28 +298,31 @@ export async function replaceBackend(
   signal?: AbortSignal,
 ): Promise<number> {
   if (!tier.backendIds().includes(next.id)) tier.addBackend(next);
-  const ids = tier.store.objectIds(oldId);
+  const ids = await tier.store.objectIds(oldId);
   let done = 0;
   let bytes = 0;
   for (const id of ids) {
     signal?.throwIfAborted();
-    const obj = tier.store.object(id);
+    const obj = await tier.store.object(id);
     if (!obj) continue;
-    for (const loc of tier.store.locations(id)) {
+    for (const loc of await tier.store.locations(id)) {
       if (loc.backend !== oldId) continue;
       const opts = blobWriteOptions(obj, loc);
       // Mark it bad first: it must not serve as a source for its own rebuild.
-      tier.store.setLocation(id, loc.slot, { state: 'bad' });
+      await tier.store.setLocation(id, loc.slot, { state: 'bad' }, FENCED);
       await next.provider.write(blobKey(obj, loc.slot), await rebuildBody(tier, obj, loc), opts);
-      tier.store.setLocation(id, loc.slot, { state: 'ok', backend: next.id });
+      await tier.store.setLocation(id, loc.slot, { state: 'ok', backend: next.id }, FENCED);
       bytes += opts.size;
     }
     done += 1;
     onProgress?.({ done, total: ids.length, bytes });
   }
-  tier.store.atomically(() => {
-    for (const row of tier.store.logPending(oldId, Number.MAX_SAFE_INTEGER)) tier.store.logDone(row.seq);
-  });
+  await tier.store.logClear(oldId, FENCED);
   await tier.dropBackend(oldId);
   return done;
+}
+
+/** A fenced write refused because this instance is not (or no longer) the controller. */
+function isFenced(e: unknown): boolean {
+  return e instanceof Error && e.name === 'FencedError';
 }

@@ -5,7 +5,9 @@
  * backends that the placement store does not reference. The sweep lists each available
  * backend's blob folder and deletes every blob whose (object, slot, backend) has no
  * location row, once it is older than a grace period (a write in flight in another process
- * has not committed yet) and not part of a write in flight in this one.
+ * has not committed yet) and not part of a write in flight in this one. With a placement
+ * store several proxy instances share, the grace period is what protects the other
+ * instances' writes in flight, and only the controller sweeps.
  */
 import { NotFoundError, isProviderError } from '../errors.ts';
 import { BLOB_DIR, type RedundantProvider } from './redundant-provider.ts';
@@ -87,7 +89,7 @@ export async function sweepOrphans(
         const key = parseBlobKey(e.path);
         if (!key) continue;
         report.blobs += 1;
-        if (isReferenced(tier, backend, key)) continue;
+        if (await isReferenced(tier, backend, key)) continue;
         if (now() - e.modifiedMs < graceMs) {
           report.young += 1;
           continue;
@@ -112,7 +114,10 @@ export async function sweepOrphans(
       }
       // Looked at again just before deleting: a write may have committed since the listing.
       const key = parseBlobKey(c.path)!;
-      if (isReferenced(tier, backend, key)) continue;
+      if (await isReferenced(tier, backend, key)) continue;
+      // Several instances on one store: only the controller deletes (it may have just lost the role).
+      if (!tier.maintains())
+        throw new Error('orphan sweep stopped: this instance is no longer the controller');
       report.orphans += 1;
       report.bytes += c.size;
       if (options.dryRun) continue;
@@ -129,13 +134,13 @@ export async function sweepOrphans(
   return report;
 }
 
-function isReferenced(
+async function isReferenced(
   tier: RedundantProvider,
   backend: string,
   key: { id: string; layout: 'replicated' | 'striped'; slot: number },
-): boolean {
+): Promise<boolean> {
   if (tier.isWriting(key.id)) return true;
-  const obj = tier.store.object(key.id);
+  const obj = await tier.store.object(key.id);
   if (!obj || obj.layout !== key.layout) return false;
-  return tier.store.locations(key.id).some((l) => l.slot === key.slot && l.backend === backend);
+  return (await tier.store.locations(key.id)).some((l) => l.slot === key.slot && l.backend === backend);
 }

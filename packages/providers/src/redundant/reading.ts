@@ -8,7 +8,7 @@ import { collect, sha256Hex, throwIfAborted } from '../body.ts';
 import { NotFoundError, TransientError } from '../errors.ts';
 import { planRead } from './planner.ts';
 import { blobKey, type RedundantProvider } from './redundant-provider.ts';
-import type { LocationRow, ObjectRow } from './store.ts';
+import type { LocationRow, ObjectRow } from './placement-store.ts';
 import { dataOf, type FragmentSource, readStripes, type StripeReadHooks } from './striping.ts';
 
 export async function readReplica(
@@ -25,7 +25,7 @@ export async function readReplica(
   } catch {
     /* none available: fall through to the error below */
   }
-  if (holders.length < tier.store.locations(obj.id).length) tier.metrics.degradedReads += 1;
+  if (holders.length < (await tier.store.locations(obj.id)).length) tier.metrics.degradedReads += 1;
   for (const i of order) {
     const l = holders[i]!;
     const started = Date.now();
@@ -38,10 +38,10 @@ export async function readReplica(
         tier.recordTransfer(l.backend, data.byteLength, Date.now() - started);
         return data;
       }
-      tier.store.setLocation(obj.id, l.slot, { state: 'bad' });
+      await tier.store.setLocation(obj.id, l.slot, { state: 'bad' });
     } catch (e) {
       throwIfAborted(signal);
-      if (e instanceof NotFoundError) tier.store.setLocation(obj.id, l.slot, { state: 'bad' });
+      if (e instanceof NotFoundError) await tier.store.setLocation(obj.id, l.slot, { state: 'bad' });
       else tier.markDown(l.backend);
     }
   }
@@ -121,7 +121,7 @@ export function stripeHooks(tier: RedundantProvider, obj: ObjectRow): StripeRead
       tier.metrics.failedFragmentReads += 1;
       if (corrupt || error instanceof NotFoundError) {
         if (corrupt) tier.metrics.corruptFragmentReads += 1;
-        tier.store.setLocation(obj.id, src.index, { state: 'bad' });
+        tier.store.setLocation(obj.id, src.index, { state: 'bad' }).catch(() => undefined);
       } else tier.markDown(src.backend);
     },
     onSample: (src, bytes, ms) => tier.recordTransfer(src.backend, bytes, ms),

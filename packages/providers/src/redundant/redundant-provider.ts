@@ -2,8 +2,9 @@
  * The redundant object tier (issue #17, HyRD): one Provider over a set of backend Providers.
  * Objects below `thresholdBytes` are replicated r ways on performance-class backends; larger
  * ones are striped RS(k, m) with @weft/reed-solomon-wasm, one fragment object per backend
- * (docs/formats/fragment.md). The namespace and the placement live in a SQLite placement
- * store (store.ts); backends hold only immutable blobs under `.weft-redundant/`.
+ * (docs/formats/fragment.md). The namespace and the placement live in a placement store
+ * (placement-store.ts: SQLite by default, store.ts; or one given, e.g. PostgreSQL shared by
+ * several proxy instances); backends hold only immutable blobs under `.weft-redundant/`.
  *
  * Reads take a replica from the fastest available backend, or the k fastest fragments in
  * parallel, hedged (reading.ts). A backend that fails is marked down; writes go on, and
@@ -33,7 +34,8 @@ import type {
 } from '../provider.ts';
 import { type BackendConfig, type BackendHealth, BackendSet } from './backends.ts';
 import { type BackendStats, place } from './planner.ts';
-import { type LocationRow, type ObjectRow, PlacementStore } from './store.ts';
+import type { LocationRow, ObjectRow, PlacementStore } from './placement-store.ts';
+import { SqlitePlacementStore } from './store.ts';
 import { encodeToSpool, fragmentBody, shardBytesFor, stripeCount } from './striping.ts';
 import { readReplica, readStriped } from './reading.ts';
 
@@ -43,8 +45,13 @@ export const BLOB_DIR = '.weft-redundant';
 
 export interface RedundantOptions {
   readonly backends: readonly BackendConfig[];
-  /** Folder of the placement store (placement.sqlite) and the write spool. */
+  /** Folder of the write spool, and of the placement store (placement.sqlite) unless `store` is given. */
   readonly dir: string;
+  /**
+   * The placement store (default: SQLite in `dir`). A shared one (PostgreSQL) lets several
+   * processes serve one tier; then background work runs where `maintains()` says (the controller).
+   */
+  readonly store?: PlacementStore;
   /**
    * Objects smaller than this are replicated; the rest striped. Default 512 KiB, measured
    * (docs/redundancy.md "How the defaults were chosen", bench/redundant.bench.ts).
@@ -112,6 +119,13 @@ export class RedundantProvider implements Provider {
   private readonly writing = new Set<string>();
   /** Set by maintenance.ts: replays a backend's outage log after it came back. */
   onBackendUp: ((id: string) => Promise<void>) | undefined;
+  /**
+   * Whether this process runs the tier's background work (outage-log replay). Always on one
+   * process; with a shared store the proxy points it at its controller role, so a log is
+   * replayed by one instance (whose writes the store fences by the lease).
+   */
+  maintains: () => boolean = () => true;
+  private readonly loading: Promise<void>[] = [];
 
   constructor(options: RedundantOptions) {
     const n = options.backends.length;
@@ -136,7 +150,7 @@ export class RedundantProvider implements Provider {
     if (!Number.isInteger(this.maxShardBytes) || this.maxShardBytes < 1 || this.maxShardBytes > 0xffffffff)
       throw new RangeError('redundant: maxShardBytes must be 1..2^32−1');
     this.name = options.name ?? `redundant:${options.backends.map((b) => b.id).join('+')}`;
-    this.store = PlacementStore.open(options.dir);
+    this.store = options.store ?? SqlitePlacementStore.open(options.dir);
     this.backends = new BackendSet(this.store, `${BLOB_DIR}/probe`);
     this.spoolDir = nodePath.join(options.dir, 'spool');
     // Spool files of writes a crash interrupted: never committed, so nothing refers to them.
@@ -152,7 +166,12 @@ export class RedundantProvider implements Provider {
   // ---- backends ----------------------------------------------------------------------
 
   addBackend(b: BackendConfig): void {
-    this.backends.add(b);
+    this.loading.push(this.backends.add(b));
+  }
+
+  /** Resolves once the backends' recorded states (down since …) are read from the store. */
+  async ready(): Promise<void> {
+    await Promise.all(this.loading.splice(0));
   }
 
   /** Take a backend out of the set (after its fragments were rebuilt elsewhere). */
@@ -172,7 +191,7 @@ export class RedundantProvider implements Provider {
     return this.backends.up(id) !== undefined;
   }
 
-  health(): BackendHealth[] {
+  health(): Promise<BackendHealth[]> {
     return this.backends.health();
   }
 
@@ -189,7 +208,7 @@ export class RedundantProvider implements Provider {
   /** Replay a backend's outage log (one replay per backend at a time; a second caller waits for it). */
   replay(id: string): Promise<void> {
     const hook = this.onBackendUp;
-    if (!hook) return Promise.resolve();
+    if (!hook || !this.maintains()) return Promise.resolve();
     let running = this.replaying.get(id);
     if (!running) {
       running = hook(id).finally(() => this.replaying.delete(id));
@@ -226,13 +245,13 @@ export class RedundantProvider implements Provider {
   async *list(dir: string, options?: ListOptions): AsyncIterable<Entry> {
     const d = normalizePath(dir);
     throwIfAborted(options?.signal);
-    for (const e of this.store.list(d, options?.recursive ?? false)) yield e;
+    for (const e of await this.store.list(d, options?.recursive ?? false)) yield e;
   }
 
   async stat(path: string, options?: { signal?: AbortSignal }): Promise<Entry> {
     const p = normalizeEntryPath(path);
     throwIfAborted(options?.signal);
-    const e = this.store.entry(p);
+    const e = await this.store.entry(p);
     if (!e) throw new NotFoundError(`${this.name}: nothing at ${p}`);
     return e;
   }
@@ -240,13 +259,13 @@ export class RedundantProvider implements Provider {
   async mkdir(path: string, options?: { signal?: AbortSignal }): Promise<void> {
     const p = normalizeEntryPath(path);
     throwIfAborted(options?.signal);
-    this.store.mkdirs(p, Date.now());
+    await this.store.mkdirs(p, Date.now());
   }
 
   async remove(path: string, options?: RemoveOptions): Promise<void> {
     const p = normalizeEntryPath(path);
     throwIfAborted(options?.signal);
-    await this.release(this.store.remove(p, options?.ifRevision));
+    await this.release(await this.store.remove(p, options?.ifRevision));
   }
 
   async move(from: string, to: string, options?: TransferOptions): Promise<Entry> {
@@ -266,7 +285,7 @@ export class RedundantProvider implements Provider {
     const f = normalizeEntryPath(from);
     const t = normalizeEntryPath(to);
     throwIfAborted(options?.signal);
-    const { entry, released } = this.store.transfer(f, t, options?.overwrite ?? false, mode);
+    const { entry, released } = await this.store.transfer(f, t, options?.overwrite ?? false, mode);
     await this.release(released);
     return entry;
   }
@@ -274,7 +293,7 @@ export class RedundantProvider implements Provider {
   /** Delete the blobs of objects no entry references; a down backend gets a logged delete. */
   async release(objects: readonly ObjectRow[]): Promise<void> {
     for (const o of objects) {
-      for (const loc of this.store.locations(o.id)) {
+      for (const loc of await this.store.locations(o.id)) {
         const key = blobKey(o, loc.slot);
         const b = this.backends.up(loc.backend);
         if (b && loc.state !== 'owed') {
@@ -286,9 +305,9 @@ export class RedundantProvider implements Provider {
             this.markDown(loc.backend);
           }
         }
-        this.store.logAppend(loc.backend, 'delete', o.id, loc.slot, key);
+        await this.store.logAppend(loc.backend, 'delete', o.id, loc.slot, key);
       }
-      this.store.forgetObject(o.id);
+      await this.store.forgetObject(o.id);
     }
   }
 
@@ -314,7 +333,7 @@ export class RedundantProvider implements Provider {
     const p = normalizeEntryPath(path);
     throwIfAborted(options.signal);
     const cond = { ifNotExists: options.ifNotExists, ifRevision: options.ifRevision };
-    this.store.checkPut(p, cond);
+    await this.store.checkPut(p, cond);
     const it = openBody(body)[Symbol.asyncIterator]();
     const head: Buffer[] = [];
     let headBytes = 0;
@@ -380,15 +399,13 @@ export class RedundantProvider implements Provider {
     cond: { ifNotExists?: boolean; ifRevision?: string },
     modifiedMs: number,
   ): Promise<Entry> {
-    let result: ReturnType<PlacementStore['commitFile']>;
+    let result: Awaited<ReturnType<PlacementStore['commitFile']>>;
+    // What a down backend missed is logged in the commit's own transaction.
+    const owed = stored.locations
+      .filter((l) => l.state === 'owed')
+      .map((l) => ({ backend: l.backend, slot: l.slot, blobKey: blobKey(stored.row, l.slot) }));
     try {
-      result = this.store.atomically(() => {
-        const r = this.store.commitFile(path, stored, cond, modifiedMs);
-        for (const l of stored.locations)
-          if (l.state === 'owed')
-            this.store.logAppend(l.backend, 'put', stored.row.id, l.slot, blobKey(stored.row, l.slot));
-        return r;
-      });
+      result = await this.store.commitFile(path, stored, cond, modifiedMs, owed);
     } catch (e) {
       await this.discard(stored);
       throw e;
@@ -522,11 +539,11 @@ export class RedundantProvider implements Provider {
   async read(path: string, options: ReadOptions = {}): Promise<AsyncIterable<Uint8Array>> {
     const p = normalizeEntryPath(path);
     throwIfAborted(options.signal);
-    const id = this.store.objectOf(p);
-    const obj = id === undefined ? undefined : this.store.object(id);
+    const id = await this.store.objectOf(p);
+    const obj = id === undefined ? undefined : await this.store.object(id);
     if (!obj) throw new NotFoundError(`${this.name}: no file at ${p}`);
     const { start, end } = clampRange(obj.size, options.offset, options.length);
-    const locs = this.store.locations(obj.id).filter((l) => l.state === 'ok');
+    const locs = (await this.store.locations(obj.id)).filter((l) => l.state === 'ok');
     if (obj.layout === 'replicated') {
       const data = await readReplica(this, obj, locs, options.signal);
       return once(data.subarray(start, end));
@@ -537,8 +554,9 @@ export class RedundantProvider implements Provider {
 
   async close(): Promise<void> {
     clearInterval(this.timer);
+    await this.ready().catch(() => undefined);
     await this.backends.close();
-    this.store.close();
+    await this.store.close();
   }
 }
 

@@ -5,7 +5,7 @@
  * unreadable and how many would be left with no spare holder if it failed too.
  *
  * `assessRisk` is a pure function over the holdings (property-tested on its own);
- * `tierStatus` reads them from the placement store in one pass.
+ * `tierStatus` reads them from the placement store in one pass, a page of objects at a time.
  */
 import { type BackendClass, classify, harmonicMean } from './planner.ts';
 import type { RedundantProvider } from './redundant-provider.ts';
@@ -81,6 +81,19 @@ export function assessRisk(
   return report;
 }
 
+/** Objects read per page by the status pass. */
+const STATUS_PAGE = 1000;
+
+/** Add the counts of `part` (the same backends) into `into`. */
+function addRisk(into: RiskReport, part: RiskReport): void {
+  for (const k of ['objects', 'whole', 'reduced', 'atMinimum', 'unreadable'] as const) into[k] += part[k];
+  for (const [b, r] of Object.entries(part.ifFails)) {
+    const t = into.ifFails[b]!;
+    t.unreadable += r.unreadable;
+    t.atMinimum += r.atMinimum;
+  }
+}
+
 export type BackendState = 'available' | 'degraded' | 'down';
 
 export interface BackendStatus {
@@ -120,46 +133,64 @@ export interface TierStatus {
  * every object (weighted by `weights`, object id → weight, when given: objects not in it are
  * left out — e.g. one user's files).
  */
-export function tierStatus(tier: RedundantProvider, weights?: ReadonlyMap<string, number>): TierStatus {
+export async function tierStatus(
+  tier: RedundantProvider,
+  weights?: ReadonlyMap<string, number>,
+): Promise<TierStatus> {
   const ids = tier.backendIds();
   const stats = tier.stats(ids);
   const classes = classify(stats);
-  const health = new Map(tier.health().map((h) => [h.id, h]));
-  const counts = tier.store.backendCounts();
+  const health = new Map((await tier.health()).map((h) => [h.id, h]));
+  const counts = await tier.store.backendCounts();
   // With weights, only the weighted objects are read (a user's view: a few queries per file
-  // of theirs); without, one pass over every location, grouped by object.
-  function* weighted(w: ReadonlyMap<string, number>): Generator<ObjectHolding> {
+  // of theirs); without, one pass over every location, grouped by object, a page at a time.
+  async function weighted(w: ReadonlyMap<string, number>): Promise<ObjectHolding[]> {
+    const out: ObjectHolding[] = [];
     for (const [id, weight] of w) {
-      const o = weight > 0 ? tier.store.object(id) : undefined;
+      const o = weight > 0 ? await tier.store.object(id) : undefined;
       if (!o) continue;
-      const holders = tier.store.locations(id).map((l) => ({ backend: l.backend, ok: l.state === 'ok' }));
-      yield { need: o.layout === 'replicated' ? 1 : o.k, holders, weight };
+      const holders = (await tier.store.locations(id)).map((l) => ({
+        backend: l.backend,
+        ok: l.state === 'ok',
+      }));
+      out.push({ need: o.layout === 'replicated' ? 1 : o.k, holders, weight });
     }
-  }
-  // Nothing else may use the store while this iterates.
-  function* everything(): Generator<ObjectHolding> {
-    let current: { id: string; need: number; holders: { backend: string; ok: boolean }[] } | undefined;
-    for (const row of tier.store.holdings()) {
-      if (current?.id !== row.object_id) {
-        if (current) yield { need: current.need, holders: current.holders };
-        current = { id: row.object_id, need: row.layout === 'replicated' ? 1 : row.k, holders: [] };
-      }
-      current.holders.push({ backend: row.backend, ok: row.state === 'ok' });
-    }
-    if (current) yield { need: current.need, holders: current.holders };
+    return out;
   }
   const up = new Set(ids.filter((id) => tier.isUp(id)));
-  const risk = assessRisk(weights ? weighted(weights) : everything(), up, ids);
-  const backends = stats.map((s): BackendStatus => {
+  let risk: RiskReport;
+  if (weights) risk = assessRisk(await weighted(weights), up, ids);
+  else {
+    risk = assessRisk([], up, ids);
+    let after = '';
+    for (;;) {
+      const rows = await tier.store.holdings(after, STATUS_PAGE);
+      if (rows.length === 0) break;
+      const page: ObjectHolding[] = [];
+      let current: { id: string; need: number; holders: { backend: string; ok: boolean }[] } | undefined;
+      for (const row of rows) {
+        if (current?.id !== row.object_id) {
+          if (current) page.push({ need: current.need, holders: current.holders });
+          current = { id: row.object_id, need: row.layout === 'replicated' ? 1 : row.k, holders: [] };
+        }
+        current.holders.push({ backend: row.backend, ok: row.state === 'ok' });
+      }
+      if (current) page.push({ need: current.need, holders: current.holders });
+      addRisk(risk, assessRisk(page, up, ids));
+      after = rows.at(-1)!.object_id;
+    }
+  }
+  const backends: BackendStatus[] = [];
+  for (const s of stats) {
     const h = health.get(s.id);
     const owed = h?.owed ?? 0;
     const badHere = counts.get(s.id)?.bad ?? 0;
     const measuredBps = tier.measured(s.id).throughputBps;
-    const oldest = owed > 0 ? tier.store.logPending(s.id, 1)[0]?.at_ms : undefined;
+    const oldest = owed > 0 ? (await tier.store.logPending(s.id, 1))[0]?.at_ms : undefined;
     const state: BackendState =
       h?.state === 'down' ? 'down' : owed > 0 || badHere > 0 ? 'degraded' : 'available';
     const since = state === 'down' ? h?.downSince : state === 'degraded' ? oldest : undefined;
-    return {
+    backends.push({
       id: s.id,
       name: h?.name ?? s.id,
       class: classes.get(s.id) ?? 'cost',
@@ -173,8 +204,8 @@ export function tierStatus(tier: RedundantProvider, weights?: ReadonlyMap<string
       outageLog: owed,
       blobs: counts.get(s.id)?.blobs ?? 0,
       bad: badHere,
-    };
-  });
+    });
+  }
   // Placement on a backend that is not in the set (dropped from the configuration, or
   // replaced without the configuration following): shown down, since nothing can read it.
   for (const [id, c] of counts) {
@@ -185,7 +216,7 @@ export function tierStatus(tier: RedundantProvider, weights?: ReadonlyMap<string
       class: 'cost',
       state: 'down',
       pricePerGbMonth: 0,
-      outageLog: tier.store.logCount(id),
+      outageLog: await tier.store.logCount(id),
       blobs: c.blobs,
       bad: c.bad,
     });

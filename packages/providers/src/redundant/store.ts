@@ -1,12 +1,13 @@
 /**
- * The placement store of the redundant tier (issue #17): a SQLite file of its own (schema in
- * ./sql, run by the shared migration helper) holding the namespace the tier presents, each
- * object's layout and where its replicas or fragments are, and the outage log. Every
- * namespace change is one transaction, so a write becomes visible (and the object it
- * replaces is released) atomically; blobs on the backends are written before and deleted
- * after, so a crash leaves at worst unreferenced blobs, never a reference to a missing one.
+ * The SQLite placement store of the redundant tier (issue #17; the PlacementStore interface
+ * and its rules: placement-store.ts): a SQLite file of its own (schema in ./sql, run by the
+ * shared migration helper) — the embedded default, for one process. Every namespace change
+ * is one transaction, so a write becomes visible (and the object it replaces is released)
+ * atomically; blobs on the backends are written before and deleted after, so a crash leaves
+ * at worst unreferenced blobs, never a reference to a missing one. better-sqlite3 is
+ * synchronous: each method runs to its end before it returns its promise, so no two
+ * interleave (the fence of background writes is moot in one process).
  */
-import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import * as nodePath from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,47 +16,21 @@ import { AlreadyExistsError, InvalidPathError, NotFoundError, PreconditionFailed
 import { ancestors, parentPath } from '../paths.ts';
 import type { Entry } from '../provider.ts';
 import { migrate } from '../sqlite-migrations.ts';
+import {
+  checkPutAgainst,
+  type HoldingRow,
+  type LocationRow,
+  type LogRow,
+  type NewObject,
+  newRevision,
+  type ObjectRow,
+  type OwedBlob,
+  type PlacementStore,
+  type PutConditions,
+  toEntry,
+} from './placement-store.ts';
 
 const SQL_DIR = fileURLToPath(new URL('./sql/', import.meta.url));
-
-export interface ObjectRow {
-  readonly id: string;
-  readonly size: number;
-  readonly sha256: string;
-  readonly layout: 'replicated' | 'striped';
-  readonly k: number;
-  readonly m: number;
-  readonly shard_bytes: number;
-  readonly shard_sha: Buffer | null;
-  readonly refs: number;
-}
-
-export interface LocationRow {
-  readonly object_id: string;
-  readonly slot: number;
-  readonly backend: string;
-  readonly blob_sha256: string;
-  readonly state: 'ok' | 'owed' | 'bad';
-}
-
-/** One location with its object's layout (PlacementStore.holdings). */
-export interface HoldingRow {
-  readonly object_id: string;
-  readonly layout: ObjectRow['layout'];
-  readonly k: number;
-  readonly backend: string;
-  readonly state: LocationRow['state'];
-}
-
-export interface LogRow {
-  readonly seq: number;
-  readonly backend: string;
-  readonly op: 'put' | 'delete';
-  readonly object_id: string;
-  readonly slot: number;
-  readonly blob_key: string;
-  readonly at_ms: number;
-}
 
 interface EntryRow {
   path: string;
@@ -67,59 +42,58 @@ interface EntryRow {
   sha256: string | null;
 }
 
-export interface NewObject {
-  readonly row: Omit<ObjectRow, 'refs'>;
-  readonly locations: readonly Omit<LocationRow, 'object_id'>[];
-}
-
-export interface PutConditions {
-  readonly ifNotExists?: boolean;
-  readonly ifRevision?: string;
-}
-
 const ENTRY_SELECT =
   'SELECT e.path, e.kind, e.size, e.modified_ms, e.revision, e.object_id, o.sha256 ' +
   'FROM entries e LEFT JOIN objects o ON o.id = e.object_id';
 
-export function newRevision(): string {
-  return randomBytes(12).toString('hex');
-}
+export class SqlitePlacementStore implements PlacementStore {
+  readonly shared = false;
 
-export class PlacementStore {
   private constructor(private readonly db: Database.Database) {}
 
   /** Open (creating and migrating) `dir`/placement.sqlite. */
-  static open(dir: string): PlacementStore {
+  static open(dir: string): SqlitePlacementStore {
     mkdirSync(dir, { recursive: true });
     const db = new Database(nodePath.join(dir, 'placement.sqlite'));
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = FULL');
     db.pragma('foreign_keys = ON');
     migrate(db, SQL_DIR, 'redundant placement store');
-    return new PlacementStore(db);
+    return new SqlitePlacementStore(db);
   }
 
-  close(): void {
+  async close(): Promise<void> {
     this.db.close();
   }
 
   // ---- namespace -------------------------------------------------------------------
 
-  entry(path: string): Entry | undefined {
+  async entry(path: string): Promise<Entry | undefined> {
+    return this.entryNow(path);
+  }
+
+  private entryNow(path: string): Entry | undefined {
     const row = this.db.prepare(`${ENTRY_SELECT} WHERE e.path = ?`).get(path) as EntryRow | undefined;
     return row && toEntry(row);
   }
 
-  objectOf(path: string): string | undefined {
+  async objectOf(path: string): Promise<string | undefined> {
+    return this.objectOfNow(path);
+  }
+
+  private objectOfNow(path: string): string | undefined {
     const row = this.db.prepare('SELECT object_id FROM entries WHERE path = ?').get(path) as
       { object_id: string | null } | undefined;
     return row?.object_id ?? undefined;
   }
 
-  /** Children of `dir` (or everything below with `recursive`), by path. NotFound when `dir` is no folder. */
-  list(dir: string, recursive: boolean): Entry[] {
+  async list(dir: string, recursive: boolean): Promise<Entry[]> {
+    return this.listNow(dir, recursive);
+  }
+
+  private listNow(dir: string, recursive: boolean): Entry[] {
     if (dir !== '') {
-      const e = this.entry(dir);
+      const e = this.entryNow(dir);
       if (!e || e.kind !== 'dir') throw new NotFoundError(`redundant: no folder ${dir}`);
     }
     const rows = recursive
@@ -132,8 +106,7 @@ export class PlacementStore {
     return rows.map(toEntry);
   }
 
-  /** Create `path` and its missing parents as folders. AlreadyExists where a file is in the way. */
-  mkdirs(path: string, modifiedMs: number): void {
+  async mkdirs(path: string, modifiedMs: number): Promise<void> {
     this.db.transaction(() => this.ensureFolders([...ancestors(path), path], modifiedMs))();
   }
 
@@ -149,20 +122,16 @@ export class PlacementStore {
     }
   }
 
-  /**
-   * Point `path` at a newly stored object (inserting it with refs 1), checking the write's
-   * conditions against the current state in the same transaction. Returns the new entry and
-   * the objects no entry references any more (to delete from the backends).
-   */
-  commitFile(
+  async commitFile(
     path: string,
     obj: NewObject,
     cond: PutConditions,
     modifiedMs: number,
-  ): { entry: Entry; released: ObjectRow[] } {
+    owed: readonly OwedBlob[] = [],
+  ): Promise<{ entry: Entry; released: ObjectRow[] }> {
     return this.db.transaction(() => {
-      const current = this.entry(path);
-      checkPut(path, current, cond);
+      const current = this.entryNow(path);
+      checkPutAgainst(path, current, cond);
       this.ensureFolders(ancestors(path), modifiedMs);
       const o = obj.row;
       this.db
@@ -181,45 +150,43 @@ export class PlacementStore {
         )
         // Whole milliseconds: the STRICT column refuses a fraction (an fs stat's mtimeMs has one).
         .run(path, parentPath(path), o.size, Math.round(modifiedMs), newRevision(), o.id);
-      return { entry: this.entry(path)!, released };
+      for (const b of owed) this.logAppendNow(b.backend, 'put', o.id, b.slot, b.blobKey);
+      return { entry: this.entryNow(path)!, released };
     })();
   }
 
-  /** Check a put's conditions without changing anything (before uploading). */
-  checkPut(path: string, cond: PutConditions): void {
+  async checkPut(path: string, cond: PutConditions): Promise<void> {
     this.db.transaction(() => {
-      checkPut(path, this.entry(path), cond);
+      checkPutAgainst(path, this.entryNow(path), cond);
       for (const a of ancestors(path)) {
-        if (this.entry(a)?.kind === 'file') throw new AlreadyExistsError(`redundant: a file is at ${a}`);
+        if (this.entryNow(a)?.kind === 'file') throw new AlreadyExistsError(`redundant: a file is at ${a}`);
       }
     })();
   }
 
-  /** Remove a file or a folder with its content. */
-  remove(path: string, ifRevision?: string): ObjectRow[] {
+  async remove(path: string, ifRevision?: string): Promise<ObjectRow[]> {
     return this.db.transaction(() => {
-      const e = this.entry(path);
+      const e = this.entryNow(path);
       if (!e) throw new NotFoundError(`redundant: nothing at ${path}`);
       if (ifRevision !== undefined && e.revision !== ifRevision)
         throw new PreconditionFailedError(`redundant: ${path} is at another revision`, e.revision);
-      const below = e.kind === 'dir' ? this.list(path, true).map((x) => x.path) : [];
+      const below = e.kind === 'dir' ? this.listNow(path, true).map((x) => x.path) : [];
       return this.dropEntries([path, ...below]);
     })();
   }
 
-  /** Move (or copy) `from` — a file or a folder with its content — to `to`. */
-  transfer(
+  async transfer(
     from: string,
     to: string,
     overwrite: boolean,
     mode: 'move' | 'copy',
-  ): { entry: Entry; released: ObjectRow[] } {
+  ): Promise<{ entry: Entry; released: ObjectRow[] }> {
     return this.db.transaction(() => {
-      const src = this.entry(from);
+      const src = this.entryNow(from);
       if (!src) throw new NotFoundError(`redundant: nothing at ${from}`);
       if (to === from || to.startsWith(`${from}/`))
         throw new InvalidPathError(`redundant: cannot ${mode} ${from} into itself`, to);
-      const dst = this.entry(to);
+      const dst = this.entryNow(to);
       let released: ObjectRow[] = [];
       if (dst) {
         if (!overwrite || dst.kind === 'dir' || src.kind === 'dir')
@@ -228,7 +195,7 @@ export class PlacementStore {
       }
       const now = Date.now();
       this.ensureFolders(ancestors(to), now);
-      const moved = [src, ...(src.kind === 'dir' ? this.list(from, true) : [])];
+      const moved = [src, ...(src.kind === 'dir' ? this.listNow(from, true) : [])];
       const insert = this.db.prepare(
         'INSERT INTO entries (path, parent, kind, size, modified_ms, revision, object_id) SELECT ?, ?, kind, size, modified_ms, revision, object_id FROM entries WHERE path = ?',
       );
@@ -250,7 +217,7 @@ export class PlacementStore {
         const del = this.db.prepare('DELETE FROM entries WHERE path = ?');
         for (const e of moved) del.run(e.path);
       }
-      return { entry: this.entry(to)!, released };
+      return { entry: this.entryNow(to)!, released };
     })();
   }
 
@@ -258,11 +225,11 @@ export class PlacementStore {
   private dropEntries(paths: readonly string[]): ObjectRow[] {
     const released: ObjectRow[] = [];
     for (const p of paths) {
-      const id = this.objectOf(p);
+      const id = this.objectOfNow(p);
       this.db.prepare('DELETE FROM entries WHERE path = ?').run(p);
       if (id === undefined) continue;
       this.db.prepare('UPDATE objects SET refs = refs - 1 WHERE id = ?').run(id);
-      const o = this.object(id);
+      const o = this.objectNow(id);
       if (o && o.refs <= 0) released.push(o);
     }
     return released;
@@ -270,18 +237,21 @@ export class PlacementStore {
 
   // ---- objects and locations ------------------------------------------------------
 
-  object(id: string): ObjectRow | undefined {
+  async object(id: string): Promise<ObjectRow | undefined> {
+    return this.objectNow(id);
+  }
+
+  private objectNow(id: string): ObjectRow | undefined {
     return this.db.prepare('SELECT * FROM objects WHERE id = ?').get(id) as ObjectRow | undefined;
   }
 
-  locations(id: string): LocationRow[] {
+  async locations(id: string): Promise<LocationRow[]> {
     return this.db
       .prepare('SELECT * FROM locations WHERE object_id = ? ORDER BY slot')
       .all(id) as LocationRow[];
   }
 
-  /** Ids of objects with any location on `backend`, or every object when omitted. */
-  objectIds(backend?: string): string[] {
+  async objectIds(backend?: string): Promise<string[]> {
     const rows = (
       backend === undefined
         ? this.db.prepare('SELECT id FROM objects ORDER BY id').all()
@@ -292,27 +262,27 @@ export class PlacementStore {
     return rows.map((r) => r.id);
   }
 
-  /**
-   * Every location with its object's layout and k, grouped by object (slot order): one pass
-   * for the tier's status and risk report (status.ts).
-   */
-  holdings(): IterableIterator<HoldingRow> {
+  async holdings(afterId: string, objects: number): Promise<HoldingRow[]> {
     return this.db
       .prepare(
-        'SELECT l.object_id, o.layout, o.k, l.backend, l.state FROM locations l JOIN objects o ON o.id = l.object_id ORDER BY l.object_id, l.slot',
+        'SELECT l.object_id, o.layout, o.k, l.backend, l.state FROM locations l JOIN objects o ON o.id = l.object_id ' +
+          'WHERE l.object_id IN (SELECT id FROM objects WHERE id > ? ORDER BY id LIMIT ?) ORDER BY l.object_id, l.slot',
       )
-      .iterate() as IterableIterator<HoldingRow>;
+      .all(afterId, objects) as HoldingRow[];
   }
 
-  /** Per backend: the replicas and fragments placed on it, and how many of them are `bad`. */
-  backendCounts(): Map<string, { blobs: number; bad: number }> {
+  async backendCounts(): Promise<Map<string, { blobs: number; bad: number }>> {
     const rows = this.db
       .prepare("SELECT backend, count(*) AS blobs, sum(state = 'bad') AS bad FROM locations GROUP BY backend")
       .all() as { backend: string; blobs: number; bad: number }[];
     return new Map(rows.map((r) => [r.backend, { blobs: r.blobs, bad: r.bad }]));
   }
 
-  setLocation(id: string, slot: number, change: { state?: LocationRow['state']; backend?: string }): void {
+  async setLocation(
+    id: string,
+    slot: number,
+    change: { state?: LocationRow['state']; backend?: string },
+  ): Promise<void> {
     const cur = this.db.prepare('SELECT * FROM locations WHERE object_id = ? AND slot = ?').get(id, slot) as
       LocationRow | undefined;
     if (!cur) return;
@@ -321,19 +291,27 @@ export class PlacementStore {
       .run(change.state ?? cur.state, change.backend ?? cur.backend, id, slot);
   }
 
-  /** Forget an object whose entries are all gone (its blobs already deleted or logged). */
-  forgetObject(id: string): void {
+  async forgetObject(id: string): Promise<void> {
     this.db.prepare('DELETE FROM objects WHERE id = ? AND refs <= 0').run(id);
   }
 
-  /** Objects with refs 0 still recorded (a crash between commit and blob deletion). */
-  unreferenced(): ObjectRow[] {
+  async unreferenced(): Promise<ObjectRow[]> {
     return this.db.prepare('SELECT * FROM objects WHERE refs <= 0').all() as ObjectRow[];
   }
 
   // ---- outage log and backend state ------------------------------------------------
 
-  logAppend(backend: string, op: LogRow['op'], objectId: string, slot: number, blobKey: string): void {
+  async logAppend(
+    backend: string,
+    op: LogRow['op'],
+    objectId: string,
+    slot: number,
+    blobKey: string,
+  ): Promise<void> {
+    this.logAppendNow(backend, op, objectId, slot, blobKey);
+  }
+
+  private logAppendNow(backend: string, op: LogRow['op'], objectId: string, slot: number, blobKey: string) {
     this.db
       .prepare(
         'INSERT INTO outage_log (backend, op, object_id, slot, blob_key, at_ms) VALUES (?, ?, ?, ?, ?, ?)',
@@ -341,13 +319,13 @@ export class PlacementStore {
       .run(backend, op, objectId, slot, blobKey, Date.now());
   }
 
-  logPending(backend: string, limit = 1000): LogRow[] {
+  async logPending(backend: string, limit = 1000): Promise<LogRow[]> {
     return this.db
       .prepare('SELECT * FROM outage_log WHERE backend = ? ORDER BY seq LIMIT ?')
       .all(backend, limit) as LogRow[];
   }
 
-  logCount(backend?: string): number {
+  async logCount(backend?: string): Promise<number> {
     const row = (
       backend === undefined
         ? this.db.prepare('SELECT count(*) AS n FROM outage_log').get()
@@ -356,48 +334,31 @@ export class PlacementStore {
     return row.n;
   }
 
-  logDone(seq: number): void {
+  async logDone(seq: number): Promise<void> {
     this.db.prepare('DELETE FROM outage_log WHERE seq = ?').run(seq);
   }
 
-  /** Move every pending log entry of one backend to another (replacement). */
-  logRename(from: string, to: string): void {
+  async logClear(backend: string): Promise<void> {
+    this.db.prepare('DELETE FROM outage_log WHERE backend = ?').run(backend);
+  }
+
+  async logRename(from: string, to: string): Promise<void> {
     this.db.prepare('UPDATE outage_log SET backend = ? WHERE backend = ?').run(to, from);
   }
 
-  downSince(backend: string): number | undefined {
+  async downSince(backend: string): Promise<number | undefined> {
     const row = this.db.prepare('SELECT down_since FROM backend_state WHERE backend = ?').get(backend) as
       { down_since: number } | undefined;
     return row?.down_since;
   }
 
-  setDown(backend: string, since: number): void {
+  async setDown(backend: string, since: number): Promise<void> {
     this.db
       .prepare('INSERT OR IGNORE INTO backend_state (backend, down_since) VALUES (?, ?)')
-      .run(backend, since);
+      .run(backend, Math.round(since));
   }
 
-  setUp(backend: string): void {
+  async setUp(backend: string): Promise<void> {
     this.db.prepare('DELETE FROM backend_state WHERE backend = ?').run(backend);
   }
-
-  /** Run `fn` as one transaction. */
-  atomically<T>(fn: () => T): T {
-    return this.db.transaction(fn)();
-  }
-}
-
-function checkPut(path: string, current: Entry | undefined, cond: PutConditions): void {
-  if (current?.kind === 'dir') throw new AlreadyExistsError(`redundant: a folder is at ${path}`);
-  if (cond.ifNotExists && current) throw new AlreadyExistsError(`redundant: ${path} exists`);
-  if (cond.ifRevision !== undefined) {
-    if (!current) throw new NotFoundError(`redundant: nothing at ${path}`);
-    if (current.revision !== cond.ifRevision)
-      throw new PreconditionFailedError(`redundant: ${path} is at another revision`, current.revision);
-  }
-}
-
-function toEntry(r: EntryRow): Entry {
-  const base = { path: r.path, kind: r.kind, size: r.size, modifiedMs: r.modified_ms, revision: r.revision };
-  return r.kind === 'file' && r.sha256 ? { ...base, hash: { algorithm: 'sha256', value: r.sha256 } } : base;
 }

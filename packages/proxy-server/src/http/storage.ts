@@ -72,7 +72,7 @@ export function registerStorageRoutes(
       if (!maintenance) return { redundant: false };
       return {
         redundant: true,
-        ...maintenance.userStatus(await deps.userObjects(a.userId)),
+        ...(await maintenance.userStatus(await deps.userObjects(a.userId))),
         checkedAtMs: now(),
       };
     },
@@ -91,7 +91,7 @@ export function registerStorageRoutes(
       requireAdmin(bearer(req.headers.authorization));
       return {
         objectTier: deps.objectTier,
-        ...(maintenance ? { redundant: maintenance.adminStatus() } : {}),
+        ...(maintenance ? { redundant: await maintenance.adminStatus() } : {}),
       };
     },
   );
