@@ -109,8 +109,7 @@ async function tierRows(kind: string, providers: Provider[], base: string, data:
     if (n !== SIZE) throw new Error(`read ${n} bytes, wrote ${SIZE}`);
   };
   row(`${kind}: striped read, all up`, SIZE, await cost(read));
-  const holders = s.t.store
-    .locations(s.t.store.objectOf('big.bin')!)
+  const holders = (await s.t.store.locations((await s.t.store.objectOf('big.bin'))!))
     .filter((l) => l.slot < 2)
     .map((l) => Number(l.backend.slice(1)));
   for (const i of holders) s.outage[i]!.goDown();
