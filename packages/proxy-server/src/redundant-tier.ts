@@ -165,6 +165,8 @@ export async function openRedundantTier(
     ...(c.probeIntervalMs === undefined ? {} : { probeIntervalMs: c.probeIntervalMs }),
   });
   await tier.ready();
+  // Shared placement: no background work until the server hands the tier its controller role.
+  if (store?.shared) tier.maintains = () => false;
   if (tier instanceof MigratingRedundantProvider) tier.startMigration();
   return tier;
 }

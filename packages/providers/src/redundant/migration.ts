@@ -174,12 +174,16 @@ export class MigratingRedundantProvider extends RedundantProvider {
     return this.running;
   }
 
-  /** Run passes in the background until the old store is empty, `everyMs` apart after a failure. */
+  /**
+   * Run passes in the background until the old store is empty, `everyMs` apart after a
+   * failure. With a shared placement store only the instance that `maintains()` the tier
+   * (the controller) runs passes; the others look again every `everyMs`.
+   */
   startMigration(everyMs = 60_000): void {
     const loop = async (): Promise<void> => {
       while (!this.stop.signal.aborted) {
-        const s = await this.migrate({ signal: this.stop.signal });
-        if (s.state === 'done' || this.stop.signal.aborted) return;
+        const s = this.maintains() ? await this.migrate({ signal: this.stop.signal }) : undefined;
+        if (s?.state === 'done' || this.stop.signal.aborted) return;
         await new Promise<void>((r) => {
           const t = setTimeout(r, everyMs);
           t.unref();
