@@ -5,9 +5,11 @@
  * lost to a sync decision.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
 import { createReadStream } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
+import type { LoopGate } from './loop-gate.ts';
 import {
   DAY_MS,
   DEFAULT_TRASH_KEEP_DAYS,
@@ -19,6 +21,43 @@ import {
 
 /** Prefix of the engine's temp files inside the synced folder (ignored by the scanner). */
 export const PARTIAL_PREFIX = '.weft-partial-';
+
+/**
+ * A small file's bytes and mtime, read on the event loop while the gate says reads are quick
+ * (open, fstat, read, close: ~10 µs for a cached small file), else through the thread pool
+ * (readFile and lstat: four and one round trips — 4.6 s of a 30,000-file drop's 28 s of agent
+ * CPU, issue #16). A file that grew since its stat is read to its end either way.
+ */
+export async function readSmallFile(
+  abs: string,
+  gate: LoopGate,
+): Promise<{ readonly content: Buffer; readonly mtimeMs: number }> {
+  if (!gate.onLoop()) {
+    const [content, st] = await Promise.all([fsp.readFile(abs), fsp.lstat(abs, { bigint: true })]);
+    return { content, mtimeMs: Number(st.mtimeMs) };
+  }
+  const t = performance.now();
+  try {
+    const fd = fs.openSync(abs, 'r');
+    try {
+      const st = fs.fstatSync(fd, { bigint: true });
+      const content = Buffer.allocUnsafe(Number(st.size));
+      let n = 0;
+      while (n < content.length) {
+        const got = fs.readSync(fd, content, n, content.length - n, null);
+        if (got === 0) break;
+        n += got;
+      }
+      const rest = n === content.length ? fs.readFileSync(fd) : undefined; // grown since the stat
+      const whole = rest && rest.length > 0 ? Buffer.concat([content, rest]) : content.subarray(0, n);
+      return { content: whole, mtimeMs: Number(st.mtimeMs) };
+    } finally {
+      fs.closeSync(fd);
+    }
+  } finally {
+    gate.took(performance.now() - t);
+  }
+}
 
 export async function sha256File(file: string): Promise<string> {
   const h = createHash('sha256');

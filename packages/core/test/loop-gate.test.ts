@@ -2,7 +2,11 @@
  * Quick filesystem calls on the event loop or through the thread pool (loop-gate.ts, issue
  * #16): durations are fed in, so the decisions are counted, never timed.
  */
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as nodePath from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { readSmallFile } from '../src/local-fs.ts';
 import { LoopGate, SLOW_RUN } from '../src/loop-gate.ts';
 
 /** Ask the gate `n` times, each call on the loop taking `ms`; returns how many went on the loop. */
@@ -61,5 +65,37 @@ describe('loop gate', () => {
         async () => 'async',
       ),
     ).resolves.toBe('async');
+  });
+});
+
+describe('reading a small file for a bundle', () => {
+  it('gives the same bytes and mtime on the loop as through the pool', async () => {
+    const dir = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-read-small-'));
+    try {
+      const files: [string, Buffer][] = [
+        ['empty', Buffer.alloc(0)],
+        ['small', Buffer.from('hello')],
+        ['pooled', Buffer.alloc(3000, 1)], // below Buffer's pool size: a slice of a shared slab
+        ['larger', Buffer.alloc(300 * 1024, 2)],
+      ];
+      const gate = new LoopGate(20, 100);
+      for (const [name, bytes] of files) {
+        const abs = nodePath.join(dir, name);
+        await fsp.writeFile(abs, bytes);
+        const st = await fsp.lstat(abs, { bigint: true });
+        const onLoop = await readSmallFile(abs, gate);
+        expect([Buffer.compare(onLoop.content, bytes), onLoop.mtimeMs]).toEqual([0, Number(st.mtimeMs)]);
+      }
+      expect(gate.calls).toEqual({ onLoop: 4, inPool: 0 });
+      for (let i = 0; i < SLOW_RUN; i++) gate.took(100); // a slow disk: through the pool now
+      const pooled = await readSmallFile(nodePath.join(dir, 'small'), gate);
+      expect(pooled.content.toString()).toBe('hello');
+      expect(gate.calls.inPool).toBe(1);
+      await expect(readSmallFile(nodePath.join(dir, 'missing'), new LoopGate())).rejects.toMatchObject({
+        code: 'ENOENT',
+      });
+    } finally {
+      await fsp.rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -4,7 +4,6 @@
  * and the outcome of each file's write recorded with its queue entry in one transaction.
  */
 import { createHash } from 'node:crypto';
-import * as fsp from 'node:fs/promises';
 import {
   type BundleEntry,
   BUNDLE_OVERHEAD,
@@ -16,6 +15,7 @@ import {
 } from '@weft/wire';
 import { stated } from '../../decisions.ts';
 import { JournalChanges } from '../../journal/changes.ts';
+import { readSmallFile } from '../../local-fs.ts';
 import type { Op } from '../../ops.ts';
 import type { SyncContext } from '../context.ts';
 import { noteServerConflict } from './conflict.ts';
@@ -136,8 +136,9 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
   const read = async (q: Put) => {
     try {
       const abs = await ctx.at(ctx.journal.whereNow(q.id, q.op.path));
-      const [content, st] = await Promise.all([fsp.readFile(abs), fsp.lstat(abs, { bigint: true })]);
-      return { q, content, mtimeMs: Number(st.mtimeMs) };
+      // On the event loop while reads are quick (local-fs.ts readSmallFile, issue #16).
+      const { content, mtimeMs } = await readSmallFile(abs, ctx.paths.gate);
+      return { q, content, mtimeMs };
     } catch {
       return { q, content: undefined, mtimeMs: 0 };
     }
