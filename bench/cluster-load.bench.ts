@@ -8,7 +8,7 @@
  * CPU-seconds per file, and the scaling efficiency of N instances against one.
  *
  *   npx tsx bench/cluster-load.bench.ts [--devices 50] [--small 100] [--large 1]
- *       [--large-bytes 2200000] [--runs sqlite,pg1,pg2,pg3]
+ *       [--large-bytes 2200000] [--runs sqlite,pg1,pg2,pg3] [--apply-slots N]
  *
  * Everything runs on this machine: the devices (one process), every instance, PostgreSQL
  * and s3proxy share its cores, so the figures show what the CPU allows; CPU-seconds per
@@ -32,6 +32,9 @@ const { values } = parseArgs({
     large: { type: 'string', default: '1' },
     'large-bytes': { type: 'string', default: String(2_200_000) },
     runs: { type: 'string', default: 'sqlite,pg1,pg2,pg3' },
+    // cluster.applySlots for the PostgreSQL runs (the shared FOP budget; 0 = off), to see what
+    // admission costs; unset: the proxy's default.
+    'apply-slots': { type: 'string' },
   },
 });
 const DEVICES = Number(values.devices);
@@ -230,7 +233,13 @@ async function main(): Promise<void> {
         const cluster = await startCluster({
           instances: n,
           s3: endpoint,
-          config: { ...same, opLogFile: undefined },
+          config: {
+            ...same,
+            opLogFile: undefined,
+            ...(values['apply-slots'] === undefined
+              ? {}
+              : { cluster: { applySlots: Number(values['apply-slots']) } }),
+          },
         });
         try {
           results.push(

@@ -141,9 +141,9 @@ export const ProxyConfig = z.object({
   metadataFile: z.string().optional(),
   /**
    * PostgreSQL for the metadata store instead of the SQLite file (docs/deployment.md):
-   * `postgres://user:password@host:5432/db`. Several proxy processes may share one database.
-   * The SQLite file then keeps only what is still per process (the cost ledger); packing
-   * is off, its index not being on PostgreSQL yet.
+   * `postgres://user:password@host:5432/db`. Several proxy processes may share one database:
+   * the pack index, cost ledger, relay-cache books, shares and mirror books, and a redundant
+   * tier's placement are all on it then.
    */
   databaseUrl: z
     .string()
