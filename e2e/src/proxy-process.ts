@@ -12,6 +12,12 @@ const PROXY = nodePath.resolve(
   new URL('../../packages/proxy-server/bin/weft-proxy.mjs', import.meta.url).pathname,
 );
 
+/**
+ * What `node` runs: the bundle the e2e global setup built (proxy-bundle.ts), else the bin
+ * (TypeScript through tsx).
+ */
+const proxyScript = (): string => process.env.WEFT_PROXY_BUNDLE ?? PROXY;
+
 /** A loopback port free a moment ago (the process started next binds it). */
 export async function freePort(): Promise<number> {
   const s = net.createServer();
@@ -42,8 +48,8 @@ export interface ProxyProcessOptions {
 
 /**
  * `weft-proxy --config <configFile>`; resolves once `<url>/healthz` answers. Starting takes
- * seconds (TypeScript loaded through tsx), much longer on a busy machine: it waits up to
- * two minutes. When it exits first or never answers, the error carries its last output.
+ * seconds, much longer on a busy machine: it waits up to two minutes. When it exits first or
+ * never answers, the error carries its last output.
  */
 export async function startProxyProcess(
   configFile: string,
@@ -51,7 +57,7 @@ export async function startProxyProcess(
   o: ProxyProcessOptions = {},
 ): Promise<ChildProcess> {
   const name = o.name ?? 'the proxy';
-  const child = spawn(process.execPath, [PROXY, '--config', configFile], {
+  const child = spawn(process.execPath, [proxyScript(), '--config', configFile], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   o.onSpawn?.(child);

@@ -9,9 +9,11 @@
  * once the controller's GC has run, none is leaked (the object tier holds exactly the
  * objects the live tree references).
  *
- * Scaled down in CI (2 controller kills, 6 storm rounds, the 'reset' partition): most of its
- * time is instances starting (TypeScript through tsx, seconds each — 2.5 min in all on two
- * cores at load average 25, less on a quiet CI machine; restarts overlap the storm).
+ * Scaled down in CI (2 controller kills, 6 storm rounds, the 'reset' partition): much of its
+ * time is instances starting (seconds each on a loaded machine, restarts overlapping the
+ * storm; from the e2e run's proxy bundle, src/proxy-bundle.ts, about 1 CPU-second a start
+ * against about 2 through tsx): 2–2.5 min in all on two cores at load average 11–35, less
+ * on a quiet CI machine.
  * WEFT_FULL=1 runs the issue's 5 kills, 12 rounds and the 'blackhole' partition too.
  */
 import * as fsp from 'node:fs/promises';
