@@ -471,7 +471,7 @@ export async function startProxyServer(
     objectTier: config.objectTier.type,
     maintenance,
     requireAdmin: (token) => enrolment.requireAdmin(token),
-    userObjects: (user) => userObjectKeys(meta, sqlite.database, user),
+    userObjects: (user) => userObjectKeys(meta, tables.packs, user),
   });
 
   let gcTimer: NodeJS.Timeout | undefined;

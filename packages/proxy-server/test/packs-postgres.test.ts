@@ -4,7 +4,8 @@
  * must come from the pack). Both flush at once: every content lands in exactly one pack; a
  * file uploaded through one server is read, packed, through the other; both repack the same
  * pack at once: one does it; a stub one server wrote is recovered by the next controller;
- * the index emptied is rebuilt from the footers; /v1/cost answers per user from the shared ledger.
+ * the index emptied is rebuilt from the footers; a user's objects (the storage health view)
+ * are read from the shared pack index; /v1/cost answers per user from the shared ledger.
  * A real cluster (src/testing/postgres.ts), skipped with the reason only where the machine
  * has no PostgreSQL server.
  */
@@ -12,7 +13,9 @@ import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { CostResponse } from '@weft/wire';
-import type { PackLocation } from '../src/store/packs.ts';
+import { PostgresPackIndex } from '../src/store/pack-index-postgres.ts';
+import { type PackLocation, packKey } from '../src/store/packs.ts';
+import { userObjectKeys } from '../src/store/user-objects.ts';
 import { postgresBinaries } from '../src/testing/postgres.ts';
 import { pseudoRandom, sha, startTestServer, TestClient } from './helpers.ts';
 import { type SharedStorage, startSharedStorage } from './pg-shared.ts';
@@ -79,6 +82,24 @@ describe.skipIf('missing' in bins)(
       const ranged = await aliceOnTwo.get('d/f7.bin', 'bytes=10-19');
       expect(ranged.status).toBe(206);
       expect(Buffer.from(await ranged.arrayBuffer()).equals(files['d/f7.bin']!.subarray(10, 20))).toBe(true);
+
+      // The storage health view's objects of a user (its small files' packs) come from the
+      // pack index on PostgreSQL: the server's own SQLite file has no packs (it was read there).
+      const indexSql = (await import('postgres')).default(config!.databaseUrl!, {
+        max: 1,
+        onnotice: () => undefined,
+      });
+      try {
+        const objects = await userObjectKeys(two.store.meta, new PostgresPackIndex(indexSql), 'alice');
+        const expected = new Map<string, number>();
+        for (const b of Object.values(files)) {
+          const key = packKey(before.get(sha(b))!.packId);
+          expected.set(key, (expected.get(key) ?? 0) + 1);
+        }
+        expect(objects).toEqual(expected);
+      } finally {
+        await indexSql.end();
+      }
 
       // Per-user cost from the shared ledger: sampled by one, answered by the other.
       await one.cost.sample();
@@ -154,6 +175,6 @@ describe.skipIf('missing' in bins)(
       expect((await new TestClient(four.url, alice.token).bytes('d/f9.bin')).equals(files['d/f9.bin']!)).toBe(
         true,
       );
-    });
+    }, 180_000); // four servers started in turn: minutes on a loaded 2-core machine
   },
 );
