@@ -129,10 +129,14 @@ export class OutageLog {
    * is pending for it waits, in order, in its outage log, and the others go on.
    */
   async failed(r: Replica, e: unknown, doing: string): Promise<void> {
+    const again = this.failedThisRound.has(r.id);
     this.failedThisRound.add(r.id);
     this.o.stats.failures += 1;
     const t = this.o.now();
     const prev = this.outages.get(r.id);
+    // One failed attempt per round: the calls already in flight when the first failed (up to
+    // `concurrency` entries at once) fail with it, and must not grow the backoff each.
+    if (again && prev) return;
     const failures = (prev?.failures ?? 0) + 1;
     const delay = probeDelay(this.o.probe, failures, e, this.o.random);
     const o: Outage = {
