@@ -2,7 +2,7 @@
  * Cross-cloud shared folders served by the proxy (DESIGN §5): connected provider accounts
  * (tokens encrypted at rest in the mirror's CredentialVault), shares, invitations and
  * members (the mirror's ShareRegistry), and one running MirrorEngine per share with at
- * least two members. A member who keeps the share in Weft storage has the user's own
+ * least two members (engines.ts). A member who keeps the share in Weft storage has the user's own
  * namespace in this proxy's store as replica (NamespaceProvider), so the mirror's writes
  * appear in that namespace's change feed and the member's Weft clients hear about them.
  *
@@ -14,31 +14,26 @@ import type Database from 'better-sqlite3';
 import type { Logger } from 'pino';
 import {
   type MirrorBooks,
-  MirrorEngine,
   type MirrorStats,
-  type ReplicaConfig,
   ShareError,
   type ShareMember,
   SqliteMirrorBooks,
   VaultError,
   type VaultKeys,
   openDatabase,
-  zeroMirrorStats,
 } from '@weft/mirror';
-import { WRAP_DEFAULTS, type WrapConfig, isProviderError } from '@weft/providers';
+import { type WrapConfig, isProviderError } from '@weft/providers';
 import {
   type CloudKind,
   type ConnectAccountRequest,
   type ProviderAccount,
   type ProviderKind,
-  type ReplicaAvailability,
   type ReplicaChoice,
   SHARE_LINK_PREFIX,
   type ShareInfo,
   type ShareInvitePreview,
   type ShareInviteResponse,
   type ShareMemberInfo,
-  type ShareSyncStatus,
 } from '@weft/wire';
 import type { SharesConfig } from '../config.ts';
 import { ApiError } from '../errors.ts';
@@ -48,6 +43,7 @@ import type { ProviderRoute } from '../peer-routing.ts';
 import { privateDatabaseFile } from '../private-files.ts';
 import { keysFrom, ProviderAccounts } from './accounts.ts';
 import { ReplicaOverlapError, type ShareBook, SqliteShareBook } from './book.ts';
+import { ShareEngines } from './engines.ts';
 import { NamespaceProvider } from './namespace-provider.ts';
 
 /** Device ids of the mirror's writes into namespaces start with this. */
@@ -80,23 +76,6 @@ export interface ShareServiceOptions {
   readonly engines?: boolean;
 }
 
-interface Running {
-  readonly engine: MirrorEngine;
-  applied: number;
-  lastApplied: number;
-  pending: number;
-  lastRoundMs?: number;
-  lastError?: string;
-}
-
-interface Joining {
-  readonly member: string;
-  applied: number;
-  /** Entries to apply, known after the joined engine's first round. */
-  total?: number;
-  done: boolean;
-}
-
 const WEFT_ACCOUNT = 'weft:';
 
 /** ShareError / VaultError → the API's errors. */
@@ -122,11 +101,6 @@ function apiError(e: unknown): unknown {
   return e;
 }
 
-/** What an engine was started for: its members' replicas (a change restarts it). */
-function membersKey(members: readonly ShareMember[]): string {
-  return JSON.stringify(members.map((m) => [m.member, m.provider, m.accountId, m.root]));
-}
-
 export class ShareService {
   /** The mirror's SQLite database, when the books or the registry are there (the default). */
   private readonly db: Database.Database | undefined;
@@ -134,21 +108,8 @@ export class ShareService {
   private readonly books: MirrorBooks & { close?(): Promise<void> };
   private readonly registry: ShareBook;
   private readonly accountBook: ProviderAccounts;
-  /** Whether this instance runs the engines (in a cluster, the controller only). */
-  private engines: boolean;
-  /** setEngines calls, one after another. */
-  private switching: Promise<void> = Promise.resolve();
-  /** Per share: the members its engine was last started for. */
-  private readonly started = new Map<string, string>();
-  private resyncTimer: NodeJS.Timeout | undefined;
-  private resyncing: Promise<void> | undefined;
-  private readonly running = new Map<string, Running>();
-  private readonly joining = new Map<string, Joining>();
-  /** Per share: engine restarts run one after another. */
-  private readonly chains = new Map<string, Promise<void>>();
-  /** Per share: statistics of the engines stopped so far (restarts, membership changes). */
-  private readonly totals = new Map<string, MirrorStats>();
-  private closed = false;
+  /** The mirror engines (engines.ts). */
+  private readonly engineSet: ShareEngines;
 
   constructor(private readonly o: ShareServiceOptions) {
     const keys = keysFrom(o.config, o.dataDir);
@@ -162,62 +123,63 @@ export class ShareService {
     this.registry = o.openBook?.(keys) ?? new SqliteShareBook(db!, keys);
     this.books = o.books ?? new SqliteMirrorBooks(db!);
     this.accountBook = new ProviderAccounts(this.registry, o.config);
-    this.engines = o.engines ?? true;
+    this.engineSet = new ShareEngines({
+      config: o.config,
+      log: o.log,
+      registry: this.registry,
+      accountBook: this.accountBook,
+      books: this.books,
+      weftProvider: (user, shareId) => this.weftProvider(user, shareId),
+      ...(o.wrap ? { wrap: o.wrap } : {}),
+      ...(o.resyncMs !== undefined ? { resyncMs: o.resyncMs } : {}),
+      ...(o.engines !== undefined ? { engines: o.engines } : {}),
+    });
   }
 
   /** Start the engines of the shares already stored (when this instance runs them). */
-  async start(): Promise<void> {
-    if (!this.engines) return;
-    for (const s of await this.registry.all()) await this.restart(s.id);
-    if (this.registry.shared && !this.resyncTimer) {
-      // Shares made, joined or left through another instance: matched here on a period.
-      this.resyncTimer = setInterval(() => {
-        this.resyncing ??= this.resync()
-          .catch((err: unknown) => this.o.log.warn({ err }, 'share engines: resync failed'))
-          .finally(() => (this.resyncing = undefined));
-      }, this.o.resyncMs ?? 2000);
-      this.resyncTimer.unref();
-    }
+  start(): Promise<void> {
+    return this.engineSet.start();
   }
 
-  /**
-   * Run the mirror engines here or not (in a cluster only the controller runs them: helper
-   * C's lease calls this when the role changes). Off: every engine stops, its books kept.
-   */
+  /** Run the mirror engines here or not (in a cluster only the controller runs them). */
   setEngines(on: boolean): Promise<void> {
-    const next = this.switching.then(async () => {
-      if (this.engines === on) return;
-      this.engines = on;
-      if (on) return this.start();
-      if (this.resyncTimer) clearInterval(this.resyncTimer);
-      this.resyncTimer = undefined;
-      await this.resyncing;
-      await Promise.all(
-        [...new Set([...this.running.keys(), ...this.started.keys()])].map((id) => this.restart(id)),
-      );
-    });
-    this.switching = next.catch(() => undefined);
-    return next;
+    return this.engineSet.setEngines(on);
   }
 
   /** Start, restart or stop engines whose share's members changed (through any instance). */
-  async resync(): Promise<void> {
-    if (!this.engines || this.closed) return;
-    const seen = new Set<string>();
-    for (const s of await this.registry.all()) {
-      seen.add(s.id);
-      if (this.started.get(s.id) !== membersKey(await this.registry.members(s.id))) await this.restart(s.id);
-    }
-    for (const id of this.started.keys()) if (!seen.has(id)) await this.restart(id);
+  resync(): Promise<void> {
+    return this.engineSet.resync();
+  }
+
+  /** Everything the share's engines did since this proxy started (tests, reports). */
+  stats(shareId: string): MirrorStats {
+    return this.engineSet.stats(shareId);
+  }
+
+  /** Run the share's mirror until quiescent, then keep it running (ShareEngines.quiesce). */
+  quiesce(shareId: string, maxRounds?: number): Promise<void> {
+    return this.engineSet.quiesce(shareId, maxRounds);
+  }
+
+  /** The share's log entries whose op mentions one of `paths` (diagnosis of a divergence). */
+  logEntries(shareId: string, paths: readonly string[]): Promise<unknown[]> {
+    return this.engineSet.logEntries(shareId, paths);
+  }
+
+  /** Set by the server when a peer link routes writes (peer-routing.ts); read when an engine starts. */
+  get providerRoute(): ProviderRoute | undefined {
+    return this.engineSet.providerRoute;
+  }
+  set providerRoute(route: ProviderRoute | undefined) {
+    this.engineSet.providerRoute = route;
+  }
+
+  private restart(shareId: string): Promise<void> {
+    return this.engineSet.restart(shareId);
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    if (this.resyncTimer) clearInterval(this.resyncTimer);
-    await this.resyncing;
-    await Promise.allSettled([...this.chains.values()]);
-    await Promise.allSettled([...this.running.values()].map((r) => r.engine.stop()));
-    this.running.clear();
+    await this.engineSet.close();
     await this.registry.close();
     await this.books.close?.();
     this.db?.close();
@@ -349,7 +311,7 @@ export class ShareService {
       throw new ApiError('ALREADY_EXISTS', `${user} is already a member`);
     const spec = await this.replicaSpec(user, choice, true);
     const m = await this.guard(() => this.registry.accept(token, user, spec));
-    this.joining.set(m.shareId, { member: user, applied: 0, done: false });
+    this.engineSet.joined(m.shareId, user);
     await this.restart(m.shareId);
     return this.info(user, m.shareId);
   }
@@ -366,250 +328,16 @@ export class ShareService {
     await this.restart(shareId);
   }
 
-  // ---------------------------------------------------------------- engines
-
-  /** Set by the server when a peer link routes writes (peer-routing.ts); read when an engine starts. */
-  providerRoute: ProviderRoute | undefined;
+  // ---------------------------------------------------------------- status
 
   private cloud(m: ShareMember): CloudKind {
     return m.provider as CloudKind;
   }
 
-  private async replicaOf(shareId: string, m: ShareMember): Promise<ReplicaConfig> {
-    const id = `${m.member}@${m.accountId}`;
-    if (m.provider === 'weft') {
-      const p = this.weftProvider(m.member, shareId);
-      return {
-        id,
-        member: m.member,
-        provider: p,
-        root: m.root,
-        wrap: this.o.wrap?.('weft') ?? { retry: { maxAttempts: 3 } },
-        waitForChanges: (cursor, signal) => p.waitForChanges(cursor, signal),
-      };
-    }
-    const made = await this.accountBook.provider(m.accountId);
-    // Inter-proxy routing (peer-routing.ts): file writes to a cloud a peer serves go through it.
-    const provider =
-      this.providerRoute?.({
-        shareId,
-        replicaId: id,
-        kind: made.kind,
-        accountId: m.accountId,
-        provider: made.provider,
-        tokens: () => this.accountBook.tokens(m.accountId),
-      }) ?? made.provider;
-    return {
-      id,
-      member: m.member,
-      provider,
-      root: m.root,
-      wrap: this.o.wrap?.(made.kind) ?? WRAP_DEFAULTS[made.kind] ?? {},
-      ...(made.waiter ? { waitForChanges: made.waiter } : {}),
-      // Drive changes and Graph delta name removed items by id; a new client's id index is
-      // empty, so a new engine re-lists these replicas once instead of resuming blind.
-      ...(made.kind === 'gdrive' || made.kind === 'onedrive' ? { relistOnStart: true } : {}),
-    };
-  }
-
-  private addTotals(shareId: string, e: MirrorEngine): void {
-    const t = this.totals.get(shareId) ?? { ...e.stats };
-    if (this.totals.has(shareId)) {
-      for (const k of Object.keys(t) as (keyof MirrorStats)[]) t[k] += e.stats[k];
-    }
-    this.totals.set(shareId, t);
-  }
-
-  /** Everything the share's engines did since this proxy started (tests, reports). */
-  stats(shareId: string): MirrorStats {
-    const t = { ...(this.totals.get(shareId) ?? zeroMirrorStats()) };
-    const r = this.running.get(shareId);
-    if (r) for (const k of Object.keys(t) as (keyof MirrorStats)[]) t[k] += r.engine.stats[k];
-    return t;
-  }
-
-  /**
-   * Run the share's mirror until a round finds nothing new and nothing pending (every
-   * replica holds the same tree as far as their feeds tell), then keep it running.
-   */
-  quiesce(shareId: string, maxRounds = 200): Promise<void> {
-    const prev = this.chains.get(shareId) ?? Promise.resolve();
-    const next = prev.then(async () => {
-      await this.stopRunning(shareId);
-      const members = await this.registry.members(shareId);
-      if (members.length < 2) return;
-      const engine = new MirrorEngine({
-        shareId,
-        books: this.books,
-        logger: this.o.log,
-        replicas: await Promise.all(members.map((m) => this.replicaOf(shareId, m))),
-      });
-      try {
-        await engine.quiesce(maxRounds);
-        this.o.log.debug({ share: shareId }, 'share quiescent');
-        const j = this.joining.get(shareId);
-        if (j) {
-          j.total ??= engine.initialBacklog ?? 0;
-          j.applied = j.total;
-          j.done = true;
-        }
-      } finally {
-        this.addTotals(shareId, engine);
-      }
-    });
-    this.chains.set(
-      shareId,
-      next.catch(() => undefined),
-    );
-    return next.then(() => this.restart(shareId));
-  }
-
-  /** The share's log entries whose op mentions one of `paths` (diagnosis of a divergence). */
-  async logEntries(shareId: string, paths: readonly string[]): Promise<unknown[]> {
-    const rows = await this.books.share(shareId).logRecords();
-    return rows.filter((r) => paths.some((p) => r.op.includes(JSON.stringify(p).slice(1, -1))));
-  }
-
-  /** Stop the share's running engine, if any, keeping its totals. */
-  private async stopRunning(shareId: string): Promise<void> {
-    const old = this.running.get(shareId);
-    this.running.delete(shareId);
-    if (old) {
-      await old.engine.stop();
-      this.addTotals(shareId, old.engine);
-    }
-  }
-
-  /** Stop the share's engine (if any) and start one for its current members (two or more). */
-  restart(shareId: string): Promise<void> {
-    const prev = this.chains.get(shareId) ?? Promise.resolve();
-    const next = prev.then(async () => {
-      await this.stopRunning(shareId);
-      if (this.closed || !this.engines) {
-        this.started.delete(shareId);
-        return;
-      }
-      let members: ShareMember[];
-      try {
-        await this.registry.get(shareId);
-        members = await this.registry.members(shareId);
-      } catch (e) {
-        if (!(e instanceof ShareError)) throw e;
-        this.started.delete(shareId);
-        return; // the share is gone (its last member left)
-      }
-      this.started.set(shareId, membersKey(members));
-      if (members.length < 2) return;
-      const state: Partial<Running> & { applied: number; lastApplied: number; pending: number } = {
-        applied: 0,
-        lastApplied: 0,
-        pending: 0,
-      };
-      const engine = new MirrorEngine({
-        shareId,
-        books: this.books,
-        logger: this.o.log,
-        pollIntervalMs: this.o.config.pollIntervalMs,
-        replicas: await Promise.all(members.map((m) => this.replicaOf(shareId, m))),
-        onProgress: ({ applied }) => {
-          const delta = applied >= state.lastApplied ? applied - state.lastApplied : applied;
-          state.lastApplied = applied;
-          state.applied += delta;
-          const j = this.joining.get(shareId);
-          if (j) j.applied += delta;
-        },
-        onRound: ({ pending, error }) => {
-          state.pending = pending;
-          state.lastRoundMs = Date.now();
-          state.lastApplied = 0;
-          if (error) state.lastError = error instanceof Error ? error.message : String(error);
-          else delete state.lastError;
-        },
-      });
-      const running: Running = Object.assign(state, { engine });
-      this.running.set(shareId, running);
-      engine.start();
-    });
-    const settled = next.catch((e: unknown) =>
-      this.o.log.error({ err: e, share: shareId }, 'mirror start failed'),
-    );
-    this.chains.set(shareId, settled);
-    return settled;
-  }
-
-  private async status(shareId: string): Promise<{
-    status: ShareSyncStatus;
-    seeding?: { member: string; applied: number; total: number; done: boolean };
-  }> {
-    const r = this.running.get(shareId);
-    if (!r) return { status: { state: 'idle', pending: 0, applied: 0, conflicts: 0 } };
-    const pending = r.engine.ready ? await r.engine.pendingCount() : r.pending;
-    const j = this.joining.get(shareId);
-    let seeding: { member: string; applied: number; total: number; done: boolean } | undefined;
-    if (j) {
-      if (!j.done && r.engine.initialBacklog !== undefined) {
-        j.total ??= r.engine.initialBacklog;
-        if (j.applied >= j.total || pending === 0) j.done = true;
-      }
-      const total = j.total ?? 0;
-      seeding = {
-        member: j.member,
-        applied: j.done ? total : Math.min(j.applied, total),
-        total,
-        done: j.done,
-      };
-    }
-    const state: ShareSyncStatus['state'] = r.lastError
-      ? 'error'
-      : seeding && !seeding.done
-        ? 'seeding'
-        : pending > 0 || !r.engine.ready
-          ? 'syncing'
-          : 'idle';
-    return {
-      status: {
-        state,
-        pending,
-        applied: r.applied,
-        conflicts: r.engine.stats.conflicts,
-        ...(r.lastRoundMs !== undefined ? { lastRoundMs: r.lastRoundMs } : {}),
-        ...(r.lastError !== undefined ? { lastError: r.lastError } : {}),
-      },
-      ...(seeding ? { seeding } : {}),
-    };
-  }
-
-  /**
-   * Whether the mirror can write to member `m`'s replica (persisted by the engine, so the
-   * same whether it runs or not). The cloud's error text only to the member themself.
-   */
-  private async availability(shareId: string, m: ShareMember, own: boolean): Promise<ReplicaAvailability> {
-    const id = `${m.member}@${m.accountId}`;
-    const r = this.running.get(shareId);
-    const s = r?.engine.ready ? (await r.engine.replicaStatus()).find((x) => x.id === id) : undefined;
-    const store = this.books.share(shareId);
-    const o = s ? undefined : await store.outage(id);
-    const waiting = s ? s.waiting : await store.pendingFor(id);
-    const state = s ? s.state : o ? 'unavailable' : 'available';
-    const cause = s?.cause ?? o?.cause;
-    const sinceMs = s?.sinceMs ?? o?.sinceMs;
-    const nextTryMs = s?.nextProbeMs ?? o?.nextProbeMs;
-    const error = s?.error ?? o?.error;
-    if (state === 'available') return { state, waiting };
-    return {
-      state,
-      waiting,
-      ...(cause !== undefined ? { cause } : {}),
-      ...(sinceMs !== undefined ? { sinceMs } : {}),
-      ...(nextTryMs !== undefined ? { nextTryMs } : {}),
-      ...(own && error !== undefined ? { error } : {}),
-    };
-  }
-
   private async info(user: string, shareId: string): Promise<ShareInfo> {
     const share = await this.guard(() => this.registry.get(shareId));
     const members = await this.registry.members(shareId);
-    const { status, seeding } = await this.status(shareId);
+    const { status, seeding } = await this.engineSet.status(shareId);
     const labels = new Map<string, string>();
     for (const m of members)
       if (m.member === user && m.provider !== 'weft') {
@@ -630,7 +358,7 @@ export class ShareService {
         ...(seeding && seeding.member === m.member
           ? { seeding: { applied: seeding.applied, total: seeding.total, done: seeding.done } }
           : {}),
-        replica: await this.availability(shareId, m, own),
+        replica: await this.engineSet.availability(shareId, m, own),
       });
     }
     return {
