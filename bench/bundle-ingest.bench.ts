@@ -1,0 +1,91 @@
+// The proxy alone ingesting a small-file drop (issue #16): the 10,029-file corpus (or any
+// folder) encoded into bundles of up to 4 MiB beforehand, uploaded one after another (CONC
+// at a time) to an in-process proxy with the embedded object tier, then the packer flushed.
+// Prints the proxy's CPU-seconds (process.cpuUsage: every thread of this process, the
+// client's share small) for the ingest and with the flush — the figure that survives the
+// machine's load, unlike wall time — beside the load average. Printed, never asserted.
+//
+//   npx tsx bench/bundle-ingest.bench.ts [folder]          (default .cache/small)
+//   node --cpu-prof --import tsx bench/bundle-ingest.bench.ts
+import { createHash, randomBytes } from 'node:crypto';
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ProxyClient } from '@weft/core';
+import { startProxyServer } from '@weft/proxy-server';
+import {
+  BUNDLE_OVERHEAD,
+  type BundleEntry,
+  bundleEntrySize,
+  encodeBundle,
+  MAX_BUNDLE_BYTES,
+} from '@weft/wire';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+const corpus = process.argv[2] ?? join(ROOT, '.cache', 'small');
+const conc = Number(process.env.CONC ?? 1);
+const files: string[] = [];
+for (const e of await fsp.readdir(corpus, { withFileTypes: true, recursive: true }))
+  if (e.isFile()) files.push(join(e.parentPath, e.name));
+const bundles: Uint8Array[] = [];
+let batch: BundleEntry[] = [];
+let bytes = BUNDLE_OVERHEAD;
+for (const f of files) {
+  const content = await fsp.readFile(f);
+  const entry: BundleEntry = {
+    path: `c/${f.slice(corpus.length + 1)}`,
+    mtimeMs: 1_700_000_000_000,
+    sha256: createHash('sha256').update(content).digest('hex'),
+    content,
+  };
+  const size = bundleEntrySize(entry.path, undefined, content.byteLength);
+  if (bytes + size > MAX_BUNDLE_BYTES) {
+    bundles.push(encodeBundle(batch));
+    batch = [];
+    bytes = BUNDLE_OVERHEAD;
+  }
+  batch.push(entry);
+  bytes += size;
+}
+if (batch.length > 0) bundles.push(encodeBundle(batch));
+
+const work = await fsp.mkdtemp(join(os.tmpdir(), 'weft-bundle-ingest-'));
+try {
+  const adminToken = randomBytes(24).toString('hex');
+  const server = await startProxyServer({
+    dataDir: join(work, 'proxy'),
+    adminToken,
+    logLevel: 'warn',
+    objectTier: { type: 'fs' },
+  });
+  const { token } = await ProxyClient.enrol(server.url, { user: 'bench', deviceName: 'bench', adminToken });
+  const client = new ProxyClient({ baseUrl: server.url, token });
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  let next = 0;
+  let refused = 0;
+  await Promise.all(
+    Array.from({ length: conc }, async () => {
+      while (next < bundles.length) {
+        const results = await client.uploadBundle(bundles[next++]!);
+        refused += results.filter((r) => r.result.status !== 'applied').length;
+      }
+    }),
+  );
+  const t1 = performance.now();
+  const cpu1 = process.cpuUsage(cpu0);
+  await server.packer?.flush();
+  const t2 = performance.now();
+  const cpu2 = process.cpuUsage(cpu0);
+  const s = (c: NodeJS.CpuUsage): string => ((c.user + c.system) / 1e6).toFixed(2);
+  console.log(
+    `${files.length} files in ${bundles.length} bundles (${conc} at a time), ${refused} not applied: ` +
+      `ingest ${((t1 - t0) / 1000).toFixed(2)} s, ${s(cpu1)} CPU-s; with the packer's flush ` +
+      `${((t2 - t0) / 1000).toFixed(2)} s, ${s(cpu2)} CPU-s; load ${(os.loadavg()[0] ?? 0).toFixed(2)}`,
+  );
+  await server.close();
+} finally {
+  await fsp.rm(work, { recursive: true, force: true });
+}
