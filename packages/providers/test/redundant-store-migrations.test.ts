@@ -34,6 +34,7 @@ describe('redundant placement store schema', () => {
     expect([...tables.keys()].sort()).toEqual([
       'backend_state',
       'entries',
+      'job_records',
       'locations',
       'objects',
       'outage_log',
@@ -67,7 +68,8 @@ describe('redundant placement store schema', () => {
 
     await SqlitePlacementStore.open(dir).close();
     const up = new Database(file);
-    expect(up.pragma('user_version', { simple: true })).toBe(2);
+    // Version 3 (job_records) follows on the same open.
+    expect(up.pragma('user_version', { simple: true })).toBe(3);
     for (const [name, strict] of strictTables(up)) expect({ name, strict }).toEqual({ name, strict: 1 });
     expect(up.prepare('SELECT * FROM objects').all()).toEqual([
       {

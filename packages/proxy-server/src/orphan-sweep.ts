@@ -3,10 +3,10 @@
  * docs/redundancy.md "Orphan sweep"): after each scrub (so on the scrub's schedule, and
  * after an operator's scrub), blobs on the backends that the placement store does not
  * refer to and that are older than a grace period are deleted, paced to a number of
- * deletes a second. The last sweep is kept in `<tier dir>/last-sweep.json`; its figures
- * are Prometheus metrics.
+ * deletes a second. The last sweep is kept in the placement store's job records (read from
+ * `<tier dir>/last-sweep.json` when an older version left it there), so with several
+ * instances the next controller reports it; its figures are Prometheus metrics.
  */
-import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import type { Logger } from 'pino';
@@ -21,6 +21,9 @@ export interface OrphanSweepSettings {
   /** Deletes a second at most; 0: unlimited. */
   readonly orphanDeletesPerSecond?: number;
 }
+
+/** The placement store's job record of the last sweep. */
+const LAST_SWEEP = 'last-sweep';
 
 export const ORPHAN_SWEEP_DEFAULTS = { graceMs: 3_600_000, deletesPerSecond: 10 };
 
@@ -84,11 +87,17 @@ export class OrphanSweeper {
   }
 
   async load(): Promise<void> {
+    const text =
+      (await this.o.tier.store.jobRecord(LAST_SWEEP).catch((err: unknown) => {
+        this.o.log.warn({ err }, 'redundant tier: could not read the last orphan sweep');
+        return undefined;
+      })) ?? (await fsp.readFile(this.file(), 'utf8').catch(() => undefined));
+    if (text === undefined) return; // never swept
     try {
-      const raw = JSON.parse(await fsp.readFile(this.file(), 'utf8')) as LastSweep;
+      const raw = JSON.parse(text) as LastSweep;
       if (typeof raw.finishedMs === 'number' && typeof raw.report === 'object') this.last = raw;
     } catch {
-      /* never swept */
+      /* an unreadable record */
     }
   }
 
@@ -106,13 +115,10 @@ export class OrphanSweeper {
     FIGURES.forEach(([key], i) => this.counters[i]!.inc(report[key]));
     this.last = { startedMs, finishedMs: this.o.now(), report };
     this.o.log.info({ sweep: report }, 'redundant tier: orphan sweep done');
-    const tmp = `${this.file()}.${randomBytes(4).toString('hex')}.tmp`;
     try {
-      await fsp.writeFile(tmp, JSON.stringify(this.last), { mode: 0o600 });
-      await fsp.rename(tmp, this.file());
+      await this.o.tier.store.setJobRecord(LAST_SWEEP, JSON.stringify(this.last), { fenced: true });
     } catch (err) {
       this.o.log.warn({ err }, 'redundant tier: could not record the last orphan sweep');
-      await fsp.rm(tmp, { force: true });
     }
     return report;
   }

@@ -5,9 +5,12 @@
  * progress; the figures as Prometheus metrics; and the tier's status for the operator and,
  * restricted to their own files, for a user.
  *
- * The last scrub is remembered in `<tier dir>/last-scrub.json`, so a restart neither
- * scrubs at once nor puts the next scrub off by a whole interval. Clock and timers are
- * injectable (tests run the schedule without waiting).
+ * The last scrub is remembered in the placement store (its job records: SQLite's file or,
+ * with several instances, PostgreSQL — read from `<tier dir>/last-scrub.json` when an older
+ * version left it there), so a restart neither scrubs at once nor puts the next scrub off by
+ * a whole interval, and on a shared store the next controller continues the schedule: when
+ * its timer fires it reads the record again and scrubs only if no other instance has done so
+ * within the interval. Clock and timers are injectable (tests run the schedule without waiting).
  */
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
@@ -64,7 +67,7 @@ export interface ScrubSchedule extends OrphanSweepSettings {
 
 export interface StorageMaintenanceOptions {
   readonly tier: RedundantProvider;
-  /** Where last-scrub.json is kept (the tier's own folder). */
+  /** The tier's own folder (where an older version kept last-scrub.json). */
   readonly dir: string;
   readonly schedule: ScrubSchedule;
   readonly layout: AdminStatus['layout'];
@@ -92,6 +95,9 @@ const SCRUB_FIGURES = [
 ] as const;
 
 type Job = StorageJob & { done?: Promise<void> };
+
+/** The placement store's job record of the last scrub. */
+const LAST_SCRUB = 'last-scrub';
 
 export class StorageMaintenance {
   private readonly now: () => number;
@@ -190,14 +196,25 @@ export class StorageMaintenance {
 
   /** Read when the last scrub ran and schedule the next one. */
   async start(): Promise<void> {
-    try {
-      const raw = JSON.parse(await fsp.readFile(this.stateFile(), 'utf8')) as StorageJob;
-      if (typeof raw.finishedMs === 'number' && typeof raw.startedMs === 'number') this.lastScrub = raw;
-    } catch {
-      /* never scrubbed (or an unreadable record: scrub as if never) */
-    }
+    await this.loadLastScrub();
     await this.sweeper.load();
     this.schedule();
+  }
+
+  /** The last scrub from the placement store's record (else an older version's file). */
+  private async loadLastScrub(): Promise<void> {
+    const raw =
+      (await this.o.tier.store.jobRecord(LAST_SCRUB).catch((err: unknown) => {
+        this.o.log.warn({ err }, 'redundant tier: could not read the last scrub');
+        return undefined;
+      })) ?? (await fsp.readFile(this.stateFile(), 'utf8').catch(() => undefined));
+    if (raw === undefined) return; // never scrubbed
+    try {
+      const j = JSON.parse(raw) as StorageJob;
+      if (typeof j.finishedMs === 'number' && typeof j.startedMs === 'number') this.lastScrub = j;
+    } catch {
+      /* an unreadable record: scrub as if never */
+    }
   }
 
   private stateFile(): string {
@@ -226,8 +243,31 @@ export class StorageMaintenance {
         this.schedule();
         return;
       }
-      this.startScrub({}, 'schedule');
+      if (!this.o.tier.store.shared) {
+        this.startScrub({}, 'schedule');
+        return;
+      }
+      // A shared store: another controller may have scrubbed since this one read the record.
+      void this.dueOnSharedStore(every);
     }, at - this.now());
+  }
+
+  private async dueOnSharedStore(every: number): Promise<void> {
+    await this.loadLastScrub();
+    await this.sweeper.load();
+    const last = this.lastScrub?.finishedMs;
+    if (this.closed || this.timer !== undefined || this.job?.state === 'running') return;
+    if (last !== undefined && last + every > this.now()) {
+      this.schedule(); // continue the schedule the last controller kept
+      return;
+    }
+    try {
+      this.startScrub({}, 'schedule');
+    } catch (err) {
+      // Lost the role (or shut down) meanwhile: look again later.
+      this.o.log.info({ err }, 'redundant tier: scheduled scrub not started');
+      this.timer = this.timers.set(() => this.schedule(), Math.min(every, 60_000));
+    }
   }
 
   /** The running job, or the last one; with `id`, that job if it is the current, last scrub or last replacement. */
@@ -390,13 +430,11 @@ export class StorageMaintenance {
   }
 
   private async saveLastScrub(j: StorageJob): Promise<void> {
-    const tmp = `${this.stateFile()}.${randomBytes(4).toString('hex')}.tmp`;
     try {
-      await fsp.writeFile(tmp, JSON.stringify(j), { mode: 0o600 });
-      await fsp.rename(tmp, this.stateFile());
+      // Fenced: a controller that lost the role meanwhile does not move the schedule.
+      await this.o.tier.store.setJobRecord(LAST_SCRUB, JSON.stringify(j), { fenced: true });
     } catch (err) {
       this.o.log.warn({ err }, 'redundant tier: could not record the last scrub');
-      await fsp.rm(tmp, { force: true });
     }
   }
 

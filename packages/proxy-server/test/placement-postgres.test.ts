@@ -51,7 +51,7 @@ describe.skipIf('missing' in bins)(
     });
 
     runPlacementStoreSuite('PostgreSQL', async () => {
-      await admin`TRUNCATE redundant_entries, redundant_locations, redundant_objects, redundant_outage_log, redundant_backend_state RESTART IDENTITY`;
+      await admin`TRUNCATE redundant_entries, redundant_locations, redundant_objects, redundant_outage_log, redundant_backend_state, redundant_job_records RESTART IDENTITY`;
       return PostgresPlacementStore.open(suiteUrl, 2);
     });
 

@@ -215,5 +215,19 @@ export function runPlacementStoreSuite(name: string, open: () => Promise<Placeme
       await s.setUp('b0');
       expect(await s.downSince('b0')).toBeUndefined();
     });
+
+    it('keepsTheBackgroundJobsRecordsByName', async () => {
+      const s = await fresh();
+      expect(await s.jobRecord('last-scrub')).toBeUndefined();
+      await s.setJobRecord('last-scrub', '{"finishedMs":1}');
+      await s.setJobRecord('last-sweep', '{"finishedMs":2}', { fenced: true });
+      await s.setJobRecord('last-scrub', '{"finishedMs":3}');
+      expect(await s.jobRecord('last-scrub')).toBe('{"finishedMs":3}');
+      expect(await s.jobRecord('last-sweep')).toBe('{"finishedMs":2}');
+      await s.clearJobRecord('last-sweep');
+      await s.clearJobRecord('nothing');
+      expect(await s.jobRecord('last-sweep')).toBeUndefined();
+      expect(await s.whileFenced(async () => 7)).toBe(7);
+    });
   });
 }

@@ -41,6 +41,9 @@ export interface SweepReport {
   young: number;
 }
 
+/** Deletes under one fence (one transaction holding the lease on a shared store). */
+const SWEEP_BATCH = 32;
+
 const BLOB_NAME = /^\.weft-redundant\/([0-9a-f]{2})\/([0-9a-f]{32})\.([rf])(\d+)$/;
 
 /** Parse a blob key (`blobKey`); undefined for anything else under the blob folder (the probe key). */
@@ -107,28 +110,41 @@ export async function sweepOrphans(
       continue;
     }
     report.backends += 1;
-    for (const c of candidates) {
+    // In batches, each under the controller's fence (PlacementStore.whileFenced): on a shared
+    // store a controller paused past its lease, or deposed, deletes nothing — the in-memory
+    // role flag alone could be stale. A batch lasts about a second at most when paced.
+    const batch = rate > 0 ? Math.max(1, Math.min(SWEEP_BATCH, Math.floor(rate))) : SWEEP_BATCH;
+    for (let i = 0; i < candidates.length; i += batch) {
       if (!options.dryRun && rate > 0 && lastDelete !== undefined) {
         const wait = lastDelete + 1000 / rate - now();
         if (wait > 0) await sleep(wait);
       }
-      // Looked at again just before deleting: a write may have committed since the listing.
-      const key = parseBlobKey(c.path)!;
-      if (await isReferenced(tier, backend, key)) continue;
-      // Several instances on one store: only the controller deletes (it may have just lost the role).
-      if (!tier.maintains())
-        throw new Error('orphan sweep stopped: this instance is no longer the controller');
-      report.orphans += 1;
-      report.bytes += c.size;
-      if (options.dryRun) continue;
-      lastDelete = now();
-      try {
-        await p.remove(c.path, { signal: options.signal });
-        report.removed += 1;
-      } catch (e) {
-        if (e instanceof NotFoundError) continue;
-        throw e;
-      }
+      const deleteBatch = async (): Promise<void> => {
+        for (const [j, c] of candidates.slice(i, i + batch).entries()) {
+          if (j > 0 && !options.dryRun && rate > 0 && lastDelete !== undefined) {
+            const wait = lastDelete + 1000 / rate - now();
+            if (wait > 0) await sleep(wait);
+          }
+          // Looked at again just before deleting: a write may have committed since the listing.
+          const key = parseBlobKey(c.path)!;
+          if (await isReferenced(tier, backend, key)) continue;
+          // Several instances on one store: only the controller deletes (it may have just lost the role).
+          if (!tier.maintains())
+            throw new Error('orphan sweep stopped: this instance is no longer the controller');
+          report.orphans += 1;
+          report.bytes += c.size;
+          if (options.dryRun) continue;
+          lastDelete = now();
+          try {
+            await p.remove(c.path, { signal: options.signal });
+            report.removed += 1;
+          } catch (e) {
+            if (e instanceof NotFoundError) continue;
+            throw e;
+          }
+        }
+      };
+      await (options.dryRun ? deleteBatch() : tier.store.whileFenced(deleteBatch));
     }
   }
   return report;

@@ -158,6 +158,25 @@ export interface PlacementStore {
   /** Record a backend down since `since` (an earlier record is kept). */
   setDown(backend: string, since: number): Promise<void>;
   setUp(backend: string): Promise<void>;
+
+  // ---- the background jobs' records ----
+  /**
+   * A background job's record by name (JSON text: the last scrub, the last orphan sweep, a
+   * backend replacement's progress), kept beside the placement so that the next controller
+   * continues from it; undefined when there is none.
+   */
+  jobRecord(name: string): Promise<string | undefined>;
+  /** Keep (replace) a job's record; with `fenced`, refused unless this process is the controller. */
+  setJobRecord(name: string, value: string, options?: WriteOptions): Promise<void>;
+  /** Drop a job's record (nothing when there is none). */
+  clearJobRecord(name: string, options?: WriteOptions): Promise<void>;
+  /**
+   * Run `work` under the controller's fence: on a shared store inside a transaction whose
+   * lease check (FencedError when this process is not the controller) keeps the lease locked
+   * against a takeover until `work` ends — for a background job's deletes on the backends,
+   * which no database transaction covers. On the embedded store it just runs `work`.
+   */
+  whileFenced<T>(work: () => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 

@@ -361,4 +361,29 @@ export class SqlitePlacementStore implements PlacementStore {
   async setUp(backend: string): Promise<void> {
     this.db.prepare('DELETE FROM backend_state WHERE backend = ?').run(backend);
   }
+
+  // ---- the background jobs' records -----------------------------------------------
+
+  async jobRecord(name: string): Promise<string | undefined> {
+    const row = this.db.prepare('SELECT value FROM job_records WHERE name = ?').get(name) as
+      { value: string } | undefined;
+    return row?.value;
+  }
+
+  async setJobRecord(name: string, value: string): Promise<void> {
+    this.db
+      .prepare(
+        'INSERT INTO job_records (name, value, updated_ms) VALUES (?, ?, ?) ' +
+          'ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_ms = excluded.updated_ms',
+      )
+      .run(name, value, Date.now());
+  }
+
+  async clearJobRecord(name: string): Promise<void> {
+    this.db.prepare('DELETE FROM job_records WHERE name = ?').run(name);
+  }
+
+  whileFenced<T>(work: () => Promise<T>): Promise<T> {
+    return work();
+  }
 }

@@ -325,6 +325,43 @@ export class PostgresPlacementStore implements PlacementStore {
   async setUp(backend: string): Promise<void> {
     await this.sql`DELETE FROM redundant_backend_state WHERE backend = ${backend}`;
   }
+
+  // ---- the background jobs' records (pg-migrations/010) --------------------------------
+
+  async jobRecord(name: string): Promise<string | undefined> {
+    const [r] = await this.sql<{ value: string }[]>`
+      SELECT value FROM redundant_job_records WHERE name = ${name}`;
+    return r?.value;
+  }
+
+  async setJobRecord(name: string, value: string, options?: PlacementWriteOptions): Promise<void> {
+    await this.write(
+      options,
+      (tx) => tx`
+        INSERT INTO redundant_job_records (name, value, updated_ms)
+        VALUES (${name}, ${value}, ${Date.now()})
+        ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_ms = EXCLUDED.updated_ms`,
+    );
+  }
+
+  async clearJobRecord(name: string, options?: PlacementWriteOptions): Promise<void> {
+    await this.write(options, (tx) => tx`DELETE FROM redundant_job_records WHERE name = ${name}`);
+  }
+
+  /**
+   * `work` inside a transaction that checked the lease first: the lease row stays locked
+   * (FOR SHARE) until `work` ends, so no other instance takes the role meanwhile. Not
+   * retried (work's effects are outside the database). Keep `work` short: the holder's
+   * own renewal waits for it too.
+   */
+  async whileFenced<T>(work: () => Promise<T>): Promise<T> {
+    const fence = this.fence;
+    if (!fence) return work();
+    return (await this.sql.begin(async (tx) => {
+      await fence(tx);
+      return work();
+    })) as T;
+  }
 }
 
 const ENTRY_COLUMNS = 'e.path, e.kind, e.size, e.modified_ms, e.revision, e.object_id, o.sha256';

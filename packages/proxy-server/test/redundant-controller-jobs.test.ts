@@ -1,0 +1,210 @@
+/**
+ * The redundant tier's controller-only jobs handed from one controller to the next (issues
+ * #17, #18), on one real PostgreSQL placement store (store/placement-postgres.ts) and five
+ * directory backends, each "instance" with its own pool, tier folder and controller flag:
+ * - the scrub schedule's record is the store's: a controller taking over after another
+ *   scrubbed neither scrubs again at once nor restarts the interval, and reports the last
+ *   scrub and orphan sweep the other one ran;
+ * - the orphan sweep deletes only under the lease's fence: a controller whose in-memory flag
+ *   still says "controller" (paused past its lease) deletes nothing.
+ * Skipped with the reason only where the machine has no PostgreSQL server.
+ */
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
+import pino from 'pino';
+import { Registry } from 'prom-client';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { FsProvider } from '@weft/providers';
+import { openRedundantProvider, type RedundantProvider, sweepOrphans } from '@weft/providers/redundant';
+import { FencedError } from '../src/cluster/lease.ts';
+import { openBackend } from '../src/redundant-tier.ts';
+import { StorageMaintenance, type Timers } from '../src/storage-maintenance.ts';
+import { PostgresPlacementStore } from '../src/store/placement-postgres.ts';
+import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
+import { pseudoRandom, tempDir } from './helpers.ts';
+import { adminSql } from './pg-admin.ts';
+
+const bins = postgresBinaries();
+const KiB = 1024;
+const HOUR = 3600_000;
+
+/** Timers on a clock that moves only when the test says. */
+class FakeClock implements Timers {
+  t = 1_800_000_000_000;
+  private seq = 0;
+  private readonly due = new Map<number, { at: number; fn: () => void }>();
+  now = (): number => this.t;
+  set(fn: () => void, ms: number): unknown {
+    const id = ++this.seq;
+    this.due.set(id, { at: this.t + Math.max(0, ms), fn });
+    return id;
+  }
+  clear(handle: unknown): void {
+    this.due.delete(handle as number);
+  }
+  /** Move to the earliest timer and fire it; false when none is set. */
+  fireNext(): boolean {
+    const next = [...this.due.entries()].sort((a, b) => a[1].at - b[1].at)[0];
+    if (!next) return false;
+    this.due.delete(next[0]);
+    this.t = Math.max(this.t, next[1].at);
+    next[1].fn();
+    return true;
+  }
+}
+
+describe.skipIf('missing' in bins)(
+  `redundant tier controller jobs across instances${'missing' in bins ? ` (skipped: ${bins.missing})` : ''}`,
+  () => {
+    let cluster: RunningPostgres;
+    const closers: (() => Promise<void>)[] = [];
+    beforeAll(async () => {
+      cluster = await startPostgres(adminSql);
+    });
+    afterEach(async () => {
+      for (const c of closers.splice(0).reverse()) await c();
+    });
+    afterAll(async () => {
+      await cluster?.stop();
+    });
+
+    /** One "instance" on the shared database and backends: its own pool, tier folder and role. */
+    const instance = async (url: string, roots: readonly string[], clock: FakeClock) => {
+      const store = await PostgresPlacementStore.open(url, 2);
+      const role = { holder: false };
+      store.fence = async (tx) => {
+        await tx`SELECT 1`;
+        if (!role.holder) throw new FencedError('not the controller');
+      };
+      const dir = await tempDir('weft-ctl-jobs-tier-');
+      const tier: RedundantProvider = openRedundantProvider({
+        backends: await Promise.all(
+          roots.map(async (root, i) => ({
+            id: `d${i}`,
+            provider: await FsProvider.open({ root, portable: false, maxJournal: 100 }),
+          })),
+        ),
+        dir,
+        store,
+        thresholdBytes: 64 * KiB,
+        maxShardBytes: 32 * KiB,
+        probeIntervalMs: 0,
+      });
+      await tier.ready();
+      tier.maintains = () => role.holder;
+      const m = new StorageMaintenance({
+        tier,
+        dir,
+        schedule: {
+          intervalMs: 24 * HOUR,
+          bytesPerSecond: 0,
+          orphanGraceMs: HOUR,
+          orphanDeletesPerSecond: 0,
+        },
+        layout: { replicas: tier.replicas, k: tier.k, m: tier.m, thresholdBytes: tier.thresholdBytes },
+        log: pino({ level: 'silent' }),
+        registry: new Registry(),
+        openBackend,
+        now: clock.now,
+        timers: clock,
+        runScheduled: () => role.holder,
+      });
+      closers.push(async () => {
+        await m.close();
+        await tier.close();
+        await store.close();
+      });
+      return { tier, m, role };
+    };
+
+    const backends = async (): Promise<string[]> => {
+      const base = await tempDir('weft-ctl-jobs-');
+      closers.push(() => fsp.rm(base, { recursive: true, force: true }));
+      return [0, 1, 2, 3, 4].map((i) => nodePath.join(base, `d${i}`));
+    };
+
+    /** An unreferenced blob on backend `root`, `ageMs` old on `clock`. */
+    const orphan = async (root: string, n: number, ageMs: number, clock: FakeClock): Promise<string> => {
+      const id = `${n}`.repeat(32).slice(0, 32);
+      const dir = nodePath.join(root, '.weft-redundant', id.slice(0, 2));
+      await fsp.mkdir(dir, { recursive: true });
+      const file = nodePath.join(dir, `${id}.f0`);
+      await fsp.writeFile(file, pseudoRandom(1000, n));
+      const at = new Date(clock.t - ageMs);
+      await fsp.utimes(file, at, at);
+      return file;
+    };
+
+    it('theNextControllerContinuesTheScrubScheduleInsteadOfScrubbingAgain', async () => {
+      const url = await cluster.createDatabase();
+      const roots = await backends();
+      const clockA = new FakeClock();
+      const clockB = new FakeClock();
+      const a = await instance(url, roots, clockA);
+      const b = await instance(url, roots, clockB);
+      a.role.holder = true;
+      await a.tier.write('large', pseudoRandom(100 * KiB, 1));
+      const gone = await orphan(roots[2]!, 7, 30 * HOUR, clockA);
+      await a.m.start();
+      await b.m.start();
+      expect((await b.m.adminStatus()).scrub.last).toBeUndefined();
+      // A scrubs on its schedule (and sweeps after it), one interval after start.
+      expect(clockA.fireNext()).toBe(true);
+      await vi.waitFor(() => expect(a.m.currentJob()?.state).toBe('done'), { timeout: 20_000 });
+      await a.m.settled();
+      const scrubbed = a.m.currentJob()!;
+      expect(scrubbed.note).toContain('1 unreferenced blobs deleted');
+      await expect(fsp.stat(gone)).rejects.toThrow(/ENOENT/);
+
+      // A is gone; B takes the role. Its timer (set when it started, from no record) fires at
+      // the same moment A scrubbed: it reads the record, does not scrub, continues A's schedule.
+      await a.m.close();
+      a.role.holder = false;
+      b.role.holder = true;
+      clockB.t = clockA.t;
+      expect(clockB.fireNext()).toBe(true);
+      await vi.waitFor(async () =>
+        expect((await b.m.adminStatus()).scrub.nextRunMs).toBe(scrubbed.finishedMs! + 24 * HOUR),
+      );
+      expect(b.m.currentJob()).toBeUndefined();
+      expect((await b.m.adminStatus()).scrub.last).toMatchObject({ id: scrubbed.id, state: 'done' });
+      expect(b.m.lastSweep()).toMatchObject({ report: { removed: 1 } });
+      // One interval after A's scrub, B scrubs.
+      expect(clockB.fireNext()).toBe(true);
+      expect(clockB.t).toBe(scrubbed.finishedMs! + 24 * HOUR);
+      await vi.waitFor(() => expect(b.m.currentJob()?.state).toBe('done'), { timeout: 20_000 });
+      await b.m.settled();
+      expect(b.m.currentJob()!.id).not.toBe(scrubbed.id);
+      expect(JSON.parse((await b.tier.store.jobRecord('last-scrub'))!)).toMatchObject({
+        id: b.m.currentJob()!.id,
+      });
+    });
+
+    it('aControllerWithoutTheLeaseDeletesNoOrphanWhateverItsFlagSays', async () => {
+      const url = await cluster.createDatabase();
+      const roots = await backends();
+      const clock = new FakeClock();
+      const a = await instance(url, roots, clock);
+      await a.tier.write('small', pseudoRandom(3 * KiB, 2));
+      const files = [
+        await orphan(roots[0]!, 1, 2 * HOUR, clock),
+        await orphan(roots[3]!, 2, 2 * HOUR, clock),
+      ];
+      // Paused past its lease: its in-memory flag still says controller, the database does not.
+      a.tier.maintains = () => true;
+      a.role.holder = false;
+      await expect(sweepOrphans(a.tier, { graceMs: HOUR, now: clock.now })).rejects.toBeInstanceOf(
+        FencedError,
+      );
+      for (const f of files) await fsp.stat(f);
+      // With the lease it sweeps them, the referenced blobs untouched.
+      a.role.holder = true;
+      const report = await sweepOrphans(a.tier, { graceMs: HOUR, now: clock.now });
+      expect(report).toMatchObject({ orphans: 2, removed: 2 });
+      for (const f of files) await expect(fsp.stat(f)).rejects.toThrow(/ENOENT/);
+      const chunks: Buffer[] = [];
+      for await (const c of await a.tier.read('small')) chunks.push(Buffer.from(c));
+      expect(Buffer.concat(chunks).equals(pseudoRandom(3 * KiB, 2))).toBe(true);
+    });
+  },
+);
