@@ -197,7 +197,8 @@ async function main(): Promise<void> {
     accessKeyId: s3.accessKeyId,
     secretAccessKey: s3.secretAccessKey,
   });
-  // The same work on both stores: no packing (off on PostgreSQL), no versions kept, no shares.
+  // The same work on both stores: no packing (its flush timer would land in some runs and not
+  // others), no versions kept, no shares.
   const same = { packs: { enabled: false }, versions: { retentionDays: 0 }, shares: { enabled: false } };
   try {
     for (const r of String(values.runs).split(',')) {
