@@ -24,31 +24,48 @@ export const PARTIAL_PREFIX = '.weft-partial-';
 
 /**
  * A small file's bytes and mtime, read on the event loop while the gate says reads are quick
- * (open, fstat, read, close: ~10 µs for a cached small file), else through the thread pool
- * (readFile and lstat: four and one round trips — 4.6 s of a 30,000-file drop's 28 s of agent
- * CPU, issue #16). A file that grew since its stat is read to its end either way.
+ * (open, fstat, read, close: ~10 µs for a cached small file), else the same calls through
+ * the thread pool (readFile and lstat took five round trips as well: 4.6 s of a 30,000-file
+ * drop's 28 s of agent CPU, issue #16). A file that grew since its stat is read to its end
+ * either way. The bytes go into `alloc(size)` (a bundle upload's reused read slabs,
+ * read-slabs.ts: a fresh buffer per file piled up as the agent's RSS spike, issue #16).
  */
 export async function readSmallFile(
   abs: string,
   gate: LoopGate,
+  alloc: (size: number) => Buffer = (size) => Buffer.allocUnsafe(size),
 ): Promise<{ readonly content: Buffer; readonly mtimeMs: number }> {
   if (!gate.onLoop()) {
-    const [content, st] = await Promise.all([fsp.readFile(abs), fsp.lstat(abs, { bigint: true })]);
-    return { content, mtimeMs: Number(st.mtimeMs) };
+    const fh = await fsp.open(abs, 'r');
+    try {
+      const st = await fh.stat({ bigint: true });
+      const content = alloc(Number(st.size));
+      let n = 0;
+      while (n < content.length) {
+        const { bytesRead } = await fh.read(content, n, content.length - n, null);
+        if (bytesRead === 0) break;
+        n += bytesRead;
+      }
+      const rest = n === content.length ? await grownTail(fh) : undefined;
+      const whole = rest && rest.length > 0 ? Buffer.concat([content, rest]) : content.subarray(0, n);
+      return { content: whole, mtimeMs: Number(st.mtimeMs) };
+    } finally {
+      await fh.close();
+    }
   }
   const t = performance.now();
   try {
     const fd = fs.openSync(abs, 'r');
     try {
       const st = fs.fstatSync(fd, { bigint: true });
-      const content = Buffer.allocUnsafe(Number(st.size));
+      const content = alloc(Number(st.size));
       let n = 0;
       while (n < content.length) {
         const got = fs.readSync(fd, content, n, content.length - n, null);
         if (got === 0) break;
         n += got;
       }
-      const rest = n === content.length ? fs.readFileSync(fd) : undefined; // grown since the stat
+      const rest = n === content.length ? grownTailSync(fd) : undefined;
       const whole = rest && rest.length > 0 ? Buffer.concat([content, rest]) : content.subarray(0, n);
       return { content: whole, mtimeMs: Number(st.mtimeMs) };
     } finally {
@@ -58,6 +75,25 @@ export async function readSmallFile(
     gate.took(performance.now() - t);
   }
 }
+
+/**
+ * What a file read to its stat size holds beyond it (grown since the stat), else undefined.
+ * Probed with one byte: readFile(fd) here allocated a buffer of the whole file's size to
+ * read nothing — a second dead buffer per file read (issue #16).
+ */
+function grownTailSync(fd: number): Buffer | undefined {
+  if (fs.readSync(fd, PROBE, 0, 1, null) === 0) return undefined;
+  return Buffer.concat([PROBE, fs.readFileSync(fd)]);
+}
+
+async function grownTail(fh: fsp.FileHandle): Promise<Buffer | undefined> {
+  const probe = Buffer.allocUnsafe(1); // not PROBE: other reads run meanwhile
+  if ((await fh.read(probe, 0, 1, null)).bytesRead === 0) return undefined;
+  return Buffer.concat([probe, await fh.readFile()]);
+}
+
+/** One byte read past a file's end on the event loop (never across an await). */
+const PROBE = Buffer.alloc(1);
 
 export async function sha256File(file: string): Promise<string> {
   const h = createHash('sha256');

@@ -11,6 +11,7 @@ import { readAhead } from '@weft/wire';
 import type { SyncContext } from './context.ts';
 import { sendOps } from './propagate/remote-ops.ts';
 import { uploadBundles } from './propagate/upload-bundle.ts';
+import { ReadSlabs } from './propagate/read-slabs.ts';
 import { uploadLarge } from './propagate/upload-large.ts';
 import { resolveServerConflicts } from './refusals.ts';
 
@@ -63,10 +64,12 @@ export async function push(ctx: SyncContext, control: PushControl): Promise<void
       if (st && st.isFile() && st.size >= ctx.small) large.push(q);
       else small.push(q);
     }
-    // In slices, so a stop lands between requests, not after 100,000 files.
+    // In slices, so a stop lands between requests, not after 100,000 files; the same read
+    // slabs for all of them (read-slabs.ts).
+    const slabs = new ReadSlabs();
     for (let i = 0; i < small.length; i += 2_000) {
       if (control.stopped()) return;
-      await uploadBundles(ctx, small.slice(i, i + 2_000));
+      await uploadBundles(ctx, small.slice(i, i + 2_000), slabs);
     }
     await resolveServerConflicts(ctx);
     for (const q of large) {

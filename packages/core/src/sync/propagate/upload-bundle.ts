@@ -19,6 +19,7 @@ import { readSmallFile } from '../../local-fs.ts';
 import type { Op } from '../../ops.ts';
 import type { SyncContext } from '../context.ts';
 import { noteServerConflict } from './conflict.ts';
+import { ReadSlabs } from './read-slabs.ts';
 
 /** Files read ahead of the bundle being filled (each < 2 MiB: at most 32 MiB held). */
 const READ_AHEAD = 16;
@@ -46,7 +47,11 @@ export const BUNDLES_IN_FLIGHT = 2;
  * encoding, the transfer and the server's work overlap instead of taking turns (issue #16).
  * A path already in a bundle on its way waits for the outcomes of those on their way.
  */
-export async function uploadBundles(ctx: SyncContext, run: readonly { id: number; op: Op }[]): Promise<void> {
+export async function uploadBundles(
+  ctx: SyncContext,
+  run: readonly { id: number; op: Op }[],
+  slabs = new ReadSlabs(),
+): Promise<void> {
   let batch: { id: number; entry: BundleEntry }[] = [];
   let inBatch = new Set<string>();
   let bytes = BUNDLE_OVERHEAD;
@@ -91,6 +96,8 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
       current.map((b) => b.entry),
       { compress },
     );
+    // The entries area holds a copy: the files' read buffers are used again (read-slabs.ts).
+    for (const b of current) slabs.release(b.entry.content);
     const done = send(current, encoded, compress);
     done.catch(() => undefined); // observed here; thrown by settle() or settleOldest()
     sending.push({ done, paths: new Set(current.map((b) => b.entry.path)) });
@@ -137,7 +144,7 @@ export async function uploadBundles(ctx: SyncContext, run: readonly { id: number
     try {
       const abs = await ctx.at(ctx.journal.whereNow(q.id, q.op.path));
       // On the event loop while reads are quick (local-fs.ts readSmallFile, issue #16).
-      const { content, mtimeMs } = await readSmallFile(abs, ctx.paths.gate);
+      const { content, mtimeMs } = await readSmallFile(abs, ctx.paths.gate, (size) => slabs.alloc(size));
       return { q, content, mtimeMs };
     } catch {
       return { q, content: undefined, mtimeMs: 0 };
