@@ -4,7 +4,13 @@
  * uploading started). A slab is used again only once every file read into it is released.
  */
 import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as nodePath from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { readSmallFile } from '../src/local-fs.ts';
+import { LoopGate, SLOW_RUN } from '../src/loop-gate.ts';
 import { READ_SLAB_BYTES, ReadSlabs } from '../src/sync/propagate/read-slabs.ts';
 import { FakeCloud } from './support/fake-cloud.ts';
 
@@ -47,6 +53,37 @@ describe('read slabs', () => {
     expect(slabs.alloc(READ_SLAB_BYTES / 2 + 1).byteLength).toBe(READ_SLAB_BYTES / 2 + 1);
     expect(slabs.alloc(0).byteLength).toBe(0);
     expect(slabs.bytesAllocated).toBe(2.5 * READ_SLAB_BYTES + 1);
+  });
+
+  it('reads a file into the buffer given, and to its end when it grew since its stat, both ways', async () => {
+    const dir = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-read-slabs-'));
+    try {
+      const abs = nodePath.join(dir, 'f');
+      for (const onLoop of [true, false]) {
+        const gate = new LoopGate();
+        if (!onLoop) for (let i = 0; i < SLOW_RUN; i++) gate.took(100); // through the pool
+        await fsp.writeFile(abs, 'hello');
+        const given: Buffer[] = [];
+        const plain = await readSmallFile(
+          abs,
+          gate,
+          (size) => given[given.push(Buffer.alloc(size)) - 1] as Buffer,
+        );
+        expect([plain.content.toString(), plain.content.buffer === given[0]?.buffer]).toEqual([
+          'hello',
+          true,
+        ]);
+        // The file grows between its stat and its read: the bytes after the stat's size too.
+        const grown = await readSmallFile(abs, gate, (size) => {
+          fs.appendFileSync(abs, ', world');
+          return Buffer.alloc(size);
+        });
+        expect(grown.content.toString()).toBe('hello, world');
+        expect(gate.calls[onLoop ? 'onLoop' : 'inPool']).toBe(2);
+      }
+    } finally {
+      await fsp.rm(dir, { recursive: true, force: true });
+    }
   });
 
   describe('a drop of many bundles', () => {
