@@ -75,6 +75,11 @@ export interface StorageMaintenanceOptions {
   readonly registry: Registry;
   /** Open a new backend for a replacement (from its config). */
   readonly openBackend: (config: RedundantBackendConfig) => Promise<Provider>;
+  /**
+   * The backends in this instance's config (`objectTier.backends`): a replacement another
+   * controller left unfinished is resumed here when its new backend is among them.
+   */
+  readonly configured?: readonly RedundantBackendConfig[];
   readonly now?: () => number;
   readonly timers?: Timers;
   /**
@@ -96,14 +101,28 @@ const SCRUB_FIGURES = [
 
 type Job = StorageJob & { done?: Promise<void> };
 
+/** How often an instance on a shared store looks at the job records (role gained, work left). */
+const SHARED_LOOK_MS = 60_000;
+
 /** The placement store's job record of the last scrub. */
 const LAST_SCRUB = 'last-scrub';
+/** The placement store's job record of an unfinished replacement (ReplaceRecord). */
+const REPLACE = 'replace';
+
+interface ReplaceRecord {
+  readonly id: string;
+  readonly from: string;
+  readonly to: string;
+  readonly startedMs: number;
+}
 
 export class StorageMaintenance {
   private readonly now: () => number;
   private readonly timers: Timers;
   private timer: unknown;
   private nextRunMs: number | undefined;
+  /** When the first scrub is due if none was ever recorded (one interval after start). */
+  private firstRunMs: number | undefined;
   private job: Job | undefined;
   private lastScrub: StorageJob | undefined;
   private lastReplace: StorageJob | undefined;
@@ -198,7 +217,44 @@ export class StorageMaintenance {
   async start(): Promise<void> {
     await this.loadLastScrub();
     await this.sweeper.load();
+    if (!this.o.runScheduled || this.o.runScheduled()) await this.resumeReplacement();
     this.schedule();
+  }
+
+  /**
+   * Resume the replacement recorded unfinished (by this or another controller): true when
+   * it was started again. When its new backend is not in this instance's config it cannot:
+   * logged, and shown as a failed job in the status until it is.
+   */
+  private async resumeReplacement(): Promise<boolean> {
+    if (this.job?.state === 'running') return false;
+    const raw = await this.o.tier.store.jobRecord(REPLACE).catch(() => undefined);
+    if (raw === undefined) return false;
+    const r = JSON.parse(raw) as ReplaceRecord;
+    const to = this.o.configured?.find((b) => b.id === r.to);
+    if (!to) {
+      if (this.job?.id === r.id) return false;
+      const error = `the replacement of backend ${r.from} by ${r.to} is unfinished and cannot resume here: ${r.to} is not in this instance's objectTier.backends (add it with the same settings, or start the replacement again)`;
+      this.o.log.warn({ replace: r }, `redundant tier: ${error}`);
+      this.job = {
+        id: r.id,
+        kind: 'replace',
+        trigger: 'admin',
+        state: 'failed',
+        startedMs: r.startedMs,
+        error,
+      };
+      this.job.replace = { from: r.from, to: r.to, done: 0, total: 0, bytes: 0 };
+      return false;
+    }
+    try {
+      await this.startReplace(r.from, to, r);
+      this.o.log.info({ replace: r }, 'redundant tier: resuming an unfinished backend replacement');
+      return true;
+    } catch (err) {
+      this.o.log.warn({ err, replace: r }, 'redundant tier: could not resume the backend replacement');
+      return false;
+    }
   }
 
   /** The last scrub from the placement store's record (else an older version's file). */
@@ -226,15 +282,29 @@ export class StorageMaintenance {
     this.timer = undefined;
     this.nextRunMs = undefined;
     const every = this.o.schedule.intervalMs;
-    if (this.closed || every <= 0) return;
+    const shared = this.o.tier.store.shared;
+    if (this.closed || (every <= 0 && !shared)) return;
     const last = this.lastScrub?.finishedMs;
-    const at = last === undefined ? this.now() + every : Math.max(this.now(), last + every);
-    this.nextRunMs = at;
+    let at: number | undefined;
+    if (every > 0) {
+      // Never scrubbed: one interval after the first start (kept while looking every minute).
+      at = last === undefined ? (this.firstRunMs ??= this.now() + every) : Math.max(this.now(), last + every);
+      this.nextRunMs = at;
+    }
+    // A shared store: look every minute too (the role gained, a replacement to resume).
+    const look = shared ? this.now() + SHARED_LOOK_MS : undefined;
+    const fireAt = Math.min(at ?? Infinity, look ?? Infinity);
     this.timer = this.timers.set(() => {
       this.timer = undefined;
+      if (shared) {
+        // Another controller may have scrubbed (or begun a replacement) since this one looked.
+        if (!this.o.runScheduled || this.o.runScheduled()) void this.dueOnSharedStore(every);
+        else this.schedule();
+        return;
+      }
       if (this.o.runScheduled && !this.o.runScheduled()) {
         // Another instance is the controller: look again in a while.
-        this.timer = this.timers.set(() => this.schedule(), Math.min(every, 60_000));
+        this.timer = this.timers.set(() => this.schedule(), every > 0 ? Math.min(every, 60_000) : 60_000);
         return;
       }
       if (this.job?.state === 'running') {
@@ -243,21 +313,21 @@ export class StorageMaintenance {
         this.schedule();
         return;
       }
-      if (!this.o.tier.store.shared) {
-        this.startScrub({}, 'schedule');
-        return;
-      }
-      // A shared store: another controller may have scrubbed since this one read the record.
-      void this.dueOnSharedStore(every);
-    }, at - this.now());
+      this.startScrub({}, 'schedule');
+    }, fireAt - this.now());
   }
 
   private async dueOnSharedStore(every: number): Promise<void> {
-    await this.loadLastScrub();
-    await this.sweeper.load();
+    // A replacement the last controller left unfinished comes first (the scrub waits for it).
+    if (await this.resumeReplacement()) return;
+    if (every > 0) {
+      await this.loadLastScrub();
+      await this.sweeper.load();
+    }
+    if (this.closed || this.timer !== undefined) return;
     const last = this.lastScrub?.finishedMs;
-    if (this.closed || this.timer !== undefined || this.job?.state === 'running') return;
-    if (last !== undefined && last + every > this.now()) {
+    const due = last === undefined ? (this.firstRunMs ?? this.now()) : last + every;
+    if (every <= 0 || this.job?.state === 'running' || due > this.now()) {
       this.schedule(); // continue the schedule the last controller kept
       return;
     }
@@ -323,11 +393,22 @@ export class StorageMaintenance {
    * fragments are rebuilt there from the others, with progress. BAD_REQUEST for an unknown
    * `from` or a `to` id already in the set; ALREADY_EXISTS while another job runs.
    */
-  async startReplace(from: string, to: RedundantBackendConfig): Promise<StorageJob> {
+  async startReplace(
+    from: string,
+    to: RedundantBackendConfig,
+    recorded?: ReplaceRecord,
+  ): Promise<StorageJob> {
     const ids = this.o.tier.backendIds();
-    if (!ids.includes(from)) throw new ApiError('BAD_REQUEST', `no backend ${from} in the redundant tier`);
+    recorded ??= await this.o.tier.store
+      .jobRecord(REPLACE)
+      .then((raw) => (raw === undefined ? undefined : (JSON.parse(raw) as ReplaceRecord)))
+      .catch(() => undefined);
+    const same = recorded?.from === from && recorded.to === to.id;
+    // A recorded replacement resumes even where the config already names the new backend only.
+    if (!ids.includes(from) && !same)
+      throw new ApiError('BAD_REQUEST', `no backend ${from} in the redundant tier`);
     const last = this.lastReplace?.replace;
-    const resuming = last?.from === from && last.to === to.id && this.lastReplace?.state !== 'done';
+    const resuming = same || (last?.from === from && last.to === to.id && this.lastReplace?.state !== 'done');
     if (ids.includes(to.id) && !resuming)
       throw new ApiError('BAD_REQUEST', `backend ${to.id} is already in the set: give the new one a new id`);
     this.refuseIfBusy();
@@ -343,6 +424,11 @@ export class StorageMaintenance {
     };
     try {
       return this.run('replace', 'admin', { replace: progress }, async (job, signal) => {
+        // Recorded (fenced) before the first object: the next controller resumes it from the placement.
+        const record: ReplaceRecord = same
+          ? recorded!
+          : { id: job.id, from, to: to.id, startedMs: job.startedMs };
+        await this.o.tier.store.setJobRecord(REPLACE, JSON.stringify(record), { fenced: true });
         await replaceBackend(
           this.o.tier,
           from,
@@ -354,6 +440,7 @@ export class StorageMaintenance {
           (p) => Object.assign(progress, p),
           signal,
         );
+        await this.o.tier.store.clearJobRecord(REPLACE, { fenced: true });
         job.note = `Backend ${from} is out of the set and ${to.id} holds its replicas and fragments. Put ${to.id} in place of ${from} in objectTier.backends before the next restart.`;
       });
     } catch (e) {
@@ -419,6 +506,7 @@ export class StorageMaintenance {
       );
       if (kind === 'replace') {
         this.lastReplace = view(job);
+        if (this.timer === undefined) this.schedule();
         return;
       }
       this.runs.inc({ result: job.state, trigger });
@@ -572,6 +660,7 @@ export async function openStorageMaintenance(
     log,
     registry,
     openBackend: (b) => openBackend(b, redundantTierDir(ot, config.dataDir)),
+    configured: ot.backends,
     ...options,
   });
   await m.start();

@@ -6,7 +6,10 @@
  *   scrubbed neither scrubs again at once nor restarts the interval, and reports the last
  *   scrub and orphan sweep the other one ran;
  * - the orphan sweep deletes only under the lease's fence: a controller whose in-memory flag
- *   still says "controller" (paused past its lease) deletes nothing.
+ *   still says "controller" (paused past its lease) deletes nothing;
+ * - a backend replacement stopped with its controller is resumed by the next one by itself,
+ *   from the placement, when the new backend is in that one's config; one without it says so
+ *   in its status.
  * Skipped with the reason only where the machine has no PostgreSQL server.
  */
 import * as fsp from 'node:fs/promises';
@@ -17,7 +20,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { FsProvider } from '@weft/providers';
 import { openRedundantProvider, type RedundantProvider, sweepOrphans } from '@weft/providers/redundant';
 import { FencedError } from '../src/cluster/lease.ts';
-import { openBackend } from '../src/redundant-tier.ts';
+import type { Provider } from '@weft/providers';
+import { openBackend, type RedundantBackendConfig } from '../src/redundant-tier.ts';
 import { StorageMaintenance, type Timers } from '../src/storage-maintenance.ts';
 import { PostgresPlacementStore } from '../src/store/placement-postgres.ts';
 import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
@@ -41,6 +45,9 @@ class FakeClock implements Timers {
   }
   clear(handle: unknown): void {
     this.due.delete(handle as number);
+  }
+  get pending(): number {
+    return this.due.size;
   }
   /** Move to the earliest timer and fire it; false when none is set. */
   fireNext(): boolean {
@@ -69,7 +76,15 @@ describe.skipIf('missing' in bins)(
     });
 
     /** One "instance" on the shared database and backends: its own pool, tier folder and role. */
-    const instance = async (url: string, roots: readonly string[], clock: FakeClock) => {
+    const instance = async (
+      url: string,
+      roots: readonly string[],
+      clock: FakeClock,
+      extra: {
+        configured?: RedundantBackendConfig[];
+        open?: (c: RedundantBackendConfig) => Promise<Provider>;
+      } = {},
+    ) => {
       const store = await PostgresPlacementStore.open(url, 2);
       const role = { holder: false };
       store.fence = async (tx) => {
@@ -104,7 +119,8 @@ describe.skipIf('missing' in bins)(
         layout: { replicas: tier.replicas, k: tier.k, m: tier.m, thresholdBytes: tier.thresholdBytes },
         log: pino({ level: 'silent' }),
         registry: new Registry(),
-        openBackend,
+        openBackend: extra.open ?? openBackend,
+        ...(extra.configured ? { configured: extra.configured } : {}),
         now: clock.now,
         timers: clock,
         runScheduled: () => role.holder,
@@ -145,10 +161,17 @@ describe.skipIf('missing' in bins)(
       a.role.holder = true;
       await a.tier.write('large', pseudoRandom(100 * KiB, 1));
       const gone = await orphan(roots[2]!, 7, 30 * HOUR, clockA);
+      const t0 = clockA.t;
       await a.m.start();
       await b.m.start();
       expect((await b.m.adminStatus()).scrub.last).toBeUndefined();
+      expect((await a.m.adminStatus()).scrub.nextRunMs).toBe(t0 + 24 * HOUR);
+      // A looks every minute; a look before the interval is up does not scrub.
+      expect(clockA.fireNext()).toBe(true);
+      await vi.waitFor(async () => expect(clockA.pending).toBe(1));
+      expect(a.m.currentJob()).toBeUndefined();
       // A scrubs on its schedule (and sweeps after it), one interval after start.
+      clockA.t = t0 + 24 * HOUR;
       expect(clockA.fireNext()).toBe(true);
       await vi.waitFor(() => expect(a.m.currentJob()?.state).toBe('done'), { timeout: 20_000 });
       await a.m.settled();
@@ -170,8 +193,8 @@ describe.skipIf('missing' in bins)(
       expect((await b.m.adminStatus()).scrub.last).toMatchObject({ id: scrubbed.id, state: 'done' });
       expect(b.m.lastSweep()).toMatchObject({ report: { removed: 1 } });
       // One interval after A's scrub, B scrubs.
+      clockB.t = scrubbed.finishedMs! + 24 * HOUR;
       expect(clockB.fireNext()).toBe(true);
-      expect(clockB.t).toBe(scrubbed.finishedMs! + 24 * HOUR);
       await vi.waitFor(() => expect(b.m.currentJob()?.state).toBe('done'), { timeout: 20_000 });
       await b.m.settled();
       expect(b.m.currentJob()!.id).not.toBe(scrubbed.id);
@@ -205,6 +228,93 @@ describe.skipIf('missing' in bins)(
       const chunks: Buffer[] = [];
       for await (const c of await a.tier.read('small')) chunks.push(Buffer.from(c));
       expect(Buffer.concat(chunks).equals(pseudoRandom(3 * KiB, 2))).toBe(true);
+    });
+
+    it('aReplacementStoppedWithItsControllerIsResumedByTheNextFromThePlacement', async () => {
+      const url = await cluster.createDatabase();
+      const roots = await backends();
+      const newDir = nodePath.join(nodePath.dirname(roots[0]!), 'd5');
+      const d5: RedundantBackendConfig = { id: 'd5', type: 'fs', dir: newDir };
+      // A's new backend hangs on its third write until released.
+      let entered!: () => void;
+      const hung = new Promise<void>((r) => (entered = r));
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let writes = 0;
+      const hanging = async (c: RedundantBackendConfig): Promise<Provider> => {
+        const p = await FsProvider.open({ root: newDir, portable: false, maxJournal: 100 });
+        expect(c.id).toBe('d5');
+        return new Proxy(p, {
+          get(target, key) {
+            if (key === 'write')
+              return async (...args: Parameters<Provider['write']>) => {
+                if (++writes === 3) {
+                  entered();
+                  await gate;
+                }
+                return target.write(...args);
+              };
+            const v = Reflect.get(target, key) as unknown;
+            return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+          },
+        });
+      };
+      const clockA = new FakeClock();
+      const a = await instance(url, roots, clockA, { open: hanging });
+      a.role.holder = true;
+      const files = new Map<string, Buffer>();
+      for (let i = 0; i < 6; i++) files.set(`f${i}`, pseudoRandom(3 * KiB + (i % 2) * 90 * KiB, 20 + i));
+      for (const [p, data] of files) await a.tier.write(p, data, { size: data.length });
+      const onD1 = (await a.tier.store.objectIds('d1')).length;
+      expect(onD1).toBeGreaterThanOrEqual(3);
+      await a.m.start();
+      await a.m.startReplace('d1', d5);
+      await hung;
+      // A is killed: it loses the role, stops; its late writes are refused by the fence.
+      a.role.holder = false;
+      const closing = a.m.close();
+      release();
+      await closing;
+      expect(a.m.currentJob()?.state).not.toBe('done');
+      expect(JSON.parse((await a.tier.store.jobRecord('replace'))!)).toMatchObject({ from: 'd1', to: 'd5' });
+      const left = (await a.tier.store.objectIds('d1')).length;
+      expect(left).toBeGreaterThan(0);
+      expect(left).toBeLessThan(onD1);
+
+      // C takes the role without d5 in its config: it cannot resume, and says so.
+      const clockC = new FakeClock();
+      const c = await instance(url, roots, clockC);
+      c.role.holder = true;
+      await c.m.start();
+      const shown = (await c.m.adminStatus()).job;
+      expect(shown).toMatchObject({ kind: 'replace', state: 'failed', error: expect.stringContaining('d5') });
+      c.role.holder = false;
+
+      // B takes the role with d5 in its config (in place of d1): it resumes by itself.
+      const clockB = new FakeClock();
+      const b = await instance(url, roots, clockB, {
+        configured: [...roots.map((dir, i) => ({ id: `d${i}`, type: 'fs' as const, dir })), d5],
+      });
+      await b.m.start();
+      expect(b.m.currentJob()).toBeUndefined();
+      b.role.holder = true;
+      // Its look a minute later, now as the controller, finds the record.
+      expect(clockB.fireNext()).toBe(true);
+      expect(clockB.t).toBe(clockC.t + 60_000);
+      await vi.waitFor(() => expect(b.m.currentJob()?.kind).toBe('replace'));
+      await vi.waitFor(() => expect(b.m.currentJob()?.state).toBe('done'), { timeout: 20_000 });
+      await b.m.settled();
+      expect(b.m.currentJob()!.replace).toMatchObject({ from: 'd1', to: 'd5', done: left, total: left });
+      expect(await b.tier.store.objectIds('d1')).toEqual([]);
+      expect(await b.tier.store.jobRecord('replace')).toBeUndefined();
+      for (const [p, data] of files) {
+        const chunks: Buffer[] = [];
+        for await (const ch of await b.tier.read(p)) chunks.push(Buffer.from(ch));
+        expect(Buffer.concat(chunks).equals(data)).toBe(true);
+      }
+      // Nothing on d1 is needed any more: every location is elsewhere, d5 holds what d1 did.
+      const ids = await b.tier.store.objectIds('d5');
+      expect(ids.length).toBe(onD1);
     });
   },
 );
