@@ -230,7 +230,13 @@ export class StorageMaintenance {
     if (this.job?.state === 'running') return false;
     const raw = await this.o.tier.store.jobRecord(REPLACE).catch(() => undefined);
     if (raw === undefined) return false;
-    const r = JSON.parse(raw) as ReplaceRecord;
+    let r: ReplaceRecord;
+    try {
+      r = JSON.parse(raw) as ReplaceRecord;
+    } catch (err) {
+      this.o.log.warn({ err }, 'redundant tier: unreadable replacement record, not resumed');
+      return false;
+    }
     const to = this.o.configured?.find((b) => b.id === r.to);
     if (!to) {
       if (this.job?.id === r.id) return false;
