@@ -120,7 +120,7 @@ export async function openBackend(b: RedundantBackendConfig, stateDir?: string):
   });
 }
 
-/** The tier's own folder: placement store, write spool, last-scrub record. */
+/** The tier's own folder: placement store (SQLite), write spool. */
 export function redundantTierDir(c: RedundantTierConfig, dataDir: string): string {
   return c.dir ?? nodePath.join(dataDir, 'redundant');
 }
