@@ -27,8 +27,10 @@ export { parseBlobKey, sweepOrphans, type SweepOptions, type SweepReport } from 
 export { SqlitePlacementStore } from './store.ts';
 export {
   checkPutAgainst,
+  entrySelect,
   newRevision,
   toEntry,
+  type EntryRow as PlacementEntryRow,
   type HoldingRow,
   type LocationRow,
   type LogRow,

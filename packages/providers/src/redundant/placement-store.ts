@@ -195,15 +195,30 @@ export function checkPutAgainst(path: string, current: Entry | undefined, cond: 
   }
 }
 
+/** An entry as both stores read it: its row joined to its object's sha256 (entrySelect). */
+export interface EntryRow {
+  readonly path: string;
+  readonly kind: 'file' | 'dir';
+  readonly size: number;
+  readonly modified_ms: number;
+  readonly revision: string;
+  readonly object_id: string | null;
+  readonly sha256: string | null;
+}
+
+/**
+ * The entry SELECT (an EntryRow a row, entries aliased `e`) over the store's tables: `entries`
+ * and `objects` in SQLite, `redundant_entries` and `redundant_objects` on PostgreSQL.
+ */
+export function entrySelect(entries: string, objects: string): string {
+  return (
+    'SELECT e.path, e.kind, e.size, e.modified_ms, e.revision, e.object_id, o.sha256 ' +
+    `FROM ${entries} e LEFT JOIN ${objects} o ON o.id = e.object_id`
+  );
+}
+
 /** An entry row as the Provider contract's Entry. */
-export function toEntry(r: {
-  path: string;
-  kind: 'file' | 'dir';
-  size: number;
-  modified_ms: number;
-  revision: string;
-  sha256: string | null;
-}): Entry {
+export function toEntry(r: Omit<EntryRow, 'object_id'>): Entry {
   const base = { path: r.path, kind: r.kind, size: r.size, modifiedMs: r.modified_ms, revision: r.revision };
   return r.kind === 'file' && r.sha256 ? { ...base, hash: { algorithm: 'sha256', value: r.sha256 } } : base;
 }

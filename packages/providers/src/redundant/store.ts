@@ -18,6 +18,8 @@ import type { Entry } from '../provider.ts';
 import { migrate } from '../sqlite-migrations.ts';
 import {
   checkPutAgainst,
+  type EntryRow,
+  entrySelect,
   type HoldingRow,
   type LocationRow,
   type LogRow,
@@ -32,19 +34,7 @@ import {
 
 const SQL_DIR = fileURLToPath(new URL('./sql/', import.meta.url));
 
-interface EntryRow {
-  path: string;
-  kind: 'file' | 'dir';
-  size: number;
-  modified_ms: number;
-  revision: string;
-  object_id: string | null;
-  sha256: string | null;
-}
-
-const ENTRY_SELECT =
-  'SELECT e.path, e.kind, e.size, e.modified_ms, e.revision, e.object_id, o.sha256 ' +
-  'FROM entries e LEFT JOIN objects o ON o.id = e.object_id';
+const ENTRY_SELECT = entrySelect('entries', 'objects');
 
 export class SqlitePlacementStore implements PlacementStore {
   readonly shared = false;

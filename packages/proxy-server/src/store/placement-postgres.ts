@@ -25,6 +25,7 @@ import { ancestors, parentPath } from '@weft/providers/paths';
 import type { Entry } from '@weft/providers';
 import {
   checkPutAgainst,
+  entrySelect,
   type HoldingRow,
   type LocationRow,
   type LogRow,
@@ -32,6 +33,7 @@ import {
   newRevision,
   type ObjectRow,
   type OwedBlob,
+  type PlacementEntryRow,
   type PlacementStore,
   type PlacementWriteOptions,
   type PutConditions,
@@ -41,16 +43,6 @@ import { connect, inTransaction, migratePostgres, type Sql, type Tx } from './po
 
 /** Advisory lock of the tier's namespace (any fixed 64-bit number, distinct from the others). */
 const NAMESPACE_LOCK = 0x77656674_0008n;
-
-interface EntrySql {
-  path: string;
-  kind: 'file' | 'dir';
-  size: number;
-  modified_ms: number;
-  revision: string;
-  object_id: string | null;
-  sha256: string | null;
-}
 
 type Run = Sql | Tx;
 
@@ -364,13 +356,10 @@ export class PostgresPlacementStore implements PlacementStore {
   }
 }
 
-const ENTRY_COLUMNS = 'e.path, e.kind, e.size, e.modified_ms, e.revision, e.object_id, o.sha256';
+const ENTRY_SELECT = entrySelect('redundant_entries', 'redundant_objects');
 
 async function entryIn(run: Run, path: string): Promise<Entry | undefined> {
-  const [r] = await run.unsafe<EntrySql[]>(
-    `SELECT ${ENTRY_COLUMNS} FROM redundant_entries e LEFT JOIN redundant_objects o ON o.id = e.object_id WHERE e.path = $1`,
-    [path],
-  );
+  const [r] = await run.unsafe<PlacementEntryRow[]>(`${ENTRY_SELECT} WHERE e.path = $1`, [path]);
   return r && toEntry(r);
 }
 
@@ -379,15 +368,14 @@ async function listIn(run: Run, dir: string, recursive: boolean): Promise<Entry[
     const e = await entryIn(run, dir);
     if (!e || e.kind !== 'dir') throw new NotFoundError(`redundant: no folder ${dir}`);
   }
-  const from = `SELECT ${ENTRY_COLUMNS} FROM redundant_entries e LEFT JOIN redundant_objects o ON o.id = e.object_id`;
   const rows = recursive
     ? dir === ''
-      ? await run.unsafe<EntrySql[]>(`${from} ORDER BY e.path`)
-      : await run.unsafe<EntrySql[]>(`${from} WHERE left(e.path, $1) = $2 ORDER BY e.path`, [
+      ? await run.unsafe<PlacementEntryRow[]>(`${ENTRY_SELECT} ORDER BY e.path`)
+      : await run.unsafe<PlacementEntryRow[]>(`${ENTRY_SELECT} WHERE left(e.path, $1) = $2 ORDER BY e.path`, [
           dir.length + 1,
           `${dir}/`,
         ])
-    : await run.unsafe<EntrySql[]>(`${from} WHERE e.parent = $1 ORDER BY e.path`, [dir]);
+    : await run.unsafe<PlacementEntryRow[]>(`${ENTRY_SELECT} WHERE e.parent = $1 ORDER BY e.path`, [dir]);
   return rows.map(toEntry);
 }
 
