@@ -55,24 +55,40 @@ export async function readSmallFile(
   }
   const t = performance.now();
   try {
-    const fd = fs.openSync(abs, 'r');
-    try {
-      const st = fs.fstatSync(fd, { bigint: true });
-      const content = alloc(Number(st.size));
-      let n = 0;
-      while (n < content.length) {
-        const got = fs.readSync(fd, content, n, content.length - n, null);
-        if (got === 0) break;
-        n += got;
-      }
-      const rest = n === content.length ? grownTailSync(fd) : undefined;
-      const whole = rest && rest.length > 0 ? Buffer.concat([content, rest]) : content.subarray(0, n);
-      return { content: whole, mtimeMs: Number(st.mtimeMs) };
-    } finally {
-      fs.closeSync(fd);
-    }
+    const { content, mtimeMs } = readWholeSync(abs, alloc);
+    return { content, mtimeMs: mtimeMs as number };
   } finally {
     gate.took(performance.now() - t);
+  }
+}
+
+/**
+ * A small file read whole on the calling thread (the event loop): open, fstat unless its
+ * `size` is given (then `mtimeMs` is undefined), read to that size into `alloc(size)`, and on
+ * to its end when it grew since, close. The one read of small files on the loop, for the
+ * scanner's hashing and the bundle upload alike (callers ask their LoopGate first and time it).
+ * Throws as the system calls do (ENOENT, EACCES, EISDIR…).
+ */
+export function readWholeSync(
+  abs: string,
+  alloc: (size: number) => Buffer,
+  size?: number,
+): { readonly content: Buffer; readonly mtimeMs: number | undefined } {
+  const fd = fs.openSync(abs, 'r');
+  try {
+    const st = size === undefined ? fs.fstatSync(fd, { bigint: true }) : undefined;
+    const content = alloc(st === undefined ? (size as number) : Number(st.size));
+    let n = 0;
+    while (n < content.length) {
+      const got = fs.readSync(fd, content, n, content.length - n, null);
+      if (got === 0) break;
+      n += got;
+    }
+    const rest = n === content.length ? grownTailSync(fd) : undefined;
+    const whole = rest && rest.length > 0 ? Buffer.concat([content, rest]) : content.subarray(0, n);
+    return { content: whole, mtimeMs: st === undefined ? undefined : Number(st.mtimeMs) };
+  } finally {
+    fs.closeSync(fd);
   }
 }
 

@@ -26,7 +26,7 @@ import type { IgnoreRules } from './ignore-rules.ts';
 import { IGNORE_FILE } from './ignore-rules.ts';
 import type { FileRow, IndexRow, Journal } from './journal/journal.ts';
 import { BoundedTasks } from './bounded-tasks.ts';
-import { PARTIAL_PREFIX, sha256File } from './local-fs.ts';
+import { PARTIAL_PREFIX, readWholeSync, sha256File } from './local-fs.ts';
 import { LocalPaths, UnsafeLocalPathError, encodeName } from './local-path.ts';
 import type { Op } from './ops.ts';
 
@@ -79,28 +79,20 @@ const SCRATCH_BYTES = 256 * 1024;
 const HASH_SLICE_BYTES = 4 * 1024 * 1024;
 
 /**
- * The hash of a small file read on the event loop through `scratch`, or 'unsettled' (it
- * changed while read: its size or mtime moved) or 'gone' (unreadable or vanished).
+ * The hash of a small file read on the event loop into `scratch` (local-fs.ts readWholeSync),
+ * or 'unsettled' (it changed while read: its size or mtime moved) or 'gone' (unreadable or vanished).
  */
 function hashOnLoop(abs: string, e: { size: number; mtimeNs: bigint }, scratch: Buffer): string {
-  let fd: number;
   try {
-    fd = fs.openSync(abs, 'r');
-  } catch {
-    return 'gone';
-  }
-  try {
-    const hash = createHash('sha256');
-    for (let n = fs.readSync(fd, scratch, 0, scratch.length, null); n > 0;) {
-      hash.update(scratch.subarray(0, n));
-      n = fs.readSync(fd, scratch, 0, scratch.length, null);
-    }
+    const into = (n: number): Buffer =>
+      n <= scratch.length ? scratch.subarray(0, n) : Buffer.allocUnsafe(n);
+    const hash = createHash('sha256')
+      .update(readWholeSync(abs, into, e.size).content)
+      .digest('hex');
     const again = fs.lstatSync(abs, { bigint: true }); // the path: a file renamed over it counts
-    return again.mtimeNs !== e.mtimeNs || Number(again.size) !== e.size ? 'unsettled' : hash.digest('hex');
+    return again.mtimeNs !== e.mtimeNs || Number(again.size) !== e.size ? 'unsettled' : hash;
   } catch {
     return 'gone';
-  } finally {
-    fs.closeSync(fd);
   }
 }
 
