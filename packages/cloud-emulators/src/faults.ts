@@ -19,6 +19,11 @@ export const FaultActionSchema = z.discriminatedUnion('kind', [
     kind: z.literal('status'),
     status: z.number().int().min(400).max(599),
     retryAfterSeconds: z.number().int().min(0).optional(),
+    /**
+     * How Retry-After is written: delay-seconds (default) or an HTTP-date that many seconds
+     * ahead (RFC 9110 §10.2.3 allows both; clients must read either).
+     */
+    retryAfterForm: z.enum(['seconds', 'http-date']).optional(),
     /** Provider-specific flavour, e.g. 'too_many_write_operations' (Dropbox), 'userRateLimitExceeded' (Drive). */
     reason: z.string().optional(),
   }),

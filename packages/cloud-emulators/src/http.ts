@@ -329,10 +329,15 @@ export abstract class EmulatorServer {
       if (fault.status) {
         record.status = 'fault';
         await x.body().catch(() => undefined);
-        const { status, reason, retryAfterSeconds } = fault.status;
+        const { status, reason, retryAfterSeconds, retryAfterForm } = fault.status;
         const out = this.faultResponse(status, reason, retryAfterSeconds);
         const headers: Record<string, string> = { ...out.headers };
-        if (retryAfterSeconds !== undefined) headers['retry-after'] = String(retryAfterSeconds);
+        if (retryAfterSeconds !== undefined) {
+          headers['retry-after'] =
+            retryAfterForm === 'http-date'
+              ? new Date(Date.now() + retryAfterSeconds * 1000).toUTCString()
+              : String(retryAfterSeconds);
+        }
         await x.sendJson(status, out.body, headers);
         return;
       }

@@ -56,7 +56,10 @@ export class OneDriveEmulator extends OneDriveUploads {
     this.epoch += 1;
   }
 
-  protected override faultResponse(status: number, reason: string | undefined): { body: unknown } {
+  protected override faultResponse(
+    status: number,
+    reason: string | undefined,
+  ): { body: unknown; headers?: Record<string, string> } {
     const code =
       reason ??
       (status === 429 ? 'activityLimitReached' : status === 503 ? 'serviceNotAvailable' : 'generalException');
@@ -66,7 +69,10 @@ export class OneDriveEmulator extends OneDriveUploads {
         : status === 503
           ? 'Service unavailable'
           : 'An unspecified error has occurred.';
-    return { body: graphError(status, code, message).body as object };
+    const body = graphError(status, code, message).body as object;
+    // Graph's 429 always carries a suggested wait (learn.microsoft.com/graph/throttling); a
+    // rule's retryAfterSeconds replaces this default.
+    return status === 429 ? { body, headers: { 'retry-after': '1' } } : { body };
   }
 
   protected override authError(expired: boolean): HttpError {

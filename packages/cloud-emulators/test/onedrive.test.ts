@@ -231,4 +231,22 @@ describe('onedrive emulator (wire, https)', () => {
     expect((await graph('GET', '/me/drive/root')).status).toBe(200);
     emu.faults.clear();
   });
+
+  it("a 429 always suggests a wait, as Graph's do; Retry-After may be an HTTP-date", async () => {
+    emu.faults.add({ endpoint: 'driveItem.get', nth: [0], action: { kind: 'status', status: 429 } });
+    emu.faults.add({
+      endpoint: 'driveItem.get',
+      nth: [1],
+      action: { kind: 'status', status: 503, retryAfterSeconds: 30, retryAfterForm: 'http-date' },
+    });
+    const a = await graph('GET', '/me/drive/root');
+    expect(a.status).toBe(429);
+    expect(a.headers.get('retry-after')).toBe('1');
+    const b = await graph('GET', '/me/drive/root');
+    expect(b.status).toBe(503);
+    const at = Date.parse(b.headers.get('retry-after') ?? '');
+    expect(at - Date.now()).toBeGreaterThan(25_000);
+    expect(at - Date.now()).toBeLessThanOrEqual(30_000);
+    emu.faults.clear();
+  });
 });

@@ -69,6 +69,7 @@ import {
 } from './onedrive/api.ts';
 import { OneDriveChangeFeed } from './onedrive/changes.ts';
 import { classifyGraph } from './onedrive/errors.ts';
+import { ChunkRetry } from './chunk-retry.ts';
 import { sessionUpload, simpleUpload } from './onedrive/upload.ts';
 
 export { classifyGraph } from './onedrive/errors.ts';
@@ -82,6 +83,7 @@ export class OneDriveProvider implements Provider {
   private readonly root: string;
   private readonly fragment: number;
   private readonly fetchImpl: typeof fetch;
+  private readonly chunkRetry: ChunkRetry;
   private readonly locks = new KeyedMutex();
   private readonly index = new IdPathIndex();
   private rootItem: Promise<Item> | undefined;
@@ -96,6 +98,7 @@ export class OneDriveProvider implements Provider {
     this.fragment = options.fragmentSize ?? 32 * 320 * KiB;
     if (this.fragment % (320 * KiB) !== 0) throw new RangeError('fragmentSize must be a multiple of 320 KiB');
     this.fetchImpl = options.fetch ?? fetch;
+    this.chunkRetry = new ChunkRetry(options);
     const origin = (options.graphOrigin ?? 'https://graph.microsoft.com').replace(/\/$/, '');
     const tokens = this.tokens;
     const authProvider: AuthenticationProvider = { getAccessToken: () => tokens.getAccessToken() };
@@ -418,6 +421,7 @@ export class OneDriveProvider implements Provider {
         item = await sessionUpload(
           this.graph,
           this.fetchImpl,
+          this.chunkRetry,
           this.itemPath(p),
           p,
           size,

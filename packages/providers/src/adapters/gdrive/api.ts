@@ -10,9 +10,11 @@ import { throwIfAborted } from '../../body.ts';
 import { normalizePath } from '../../paths.ts';
 import type { Entry } from '../../provider.ts';
 import { type AccessTokenSource, toTokenSource } from '../../oauth/token-source.ts';
+import { ChunkRetry, type ChunkRetryOptions } from '../chunk-retry.ts';
 import { classifyGDrive, type GaxiosLike } from './errors.ts';
 
-export interface GDriveProviderOptions {
+/** `maxRetryAfterMs` caps the wait a resumable upload's refused chunk honours (default 60 s). */
+export interface GDriveProviderOptions extends ChunkRetryOptions {
   readonly token: string | AccessTokenSource;
   /** Folder id the provider's root lives under. Default 'root' (My Drive). */
   readonly rootFolderId?: string;
@@ -130,6 +132,8 @@ export class DriveApi {
   /** Drive v2, for what only it has: etags and If-Match (conditional writes). */
   readonly driveV2: drive_v2.Drive;
   readonly rootUrl: string;
+  /** Waits between a resumable upload's chunk attempts. */
+  readonly chunkRetry: ChunkRetry;
   private readonly auth: InstanceType<typeof Google.auth.OAuth2>;
   private readonly tokens: AccessTokenSource;
 
@@ -140,6 +144,7 @@ export class DriveApi {
   ) {
     this.tokens = toTokenSource(options.token);
     this.rootUrl = (options.rootUrl ?? 'https://www.googleapis.com/').replace(/\/?$/, '/');
+    this.chunkRetry = new ChunkRetry(options);
     const g = google();
     this.auth = new g.auth.OAuth2();
     this.drive = g.drive({

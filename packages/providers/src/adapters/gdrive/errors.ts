@@ -1,5 +1,6 @@
 /** Drive's failures mapped to the contract's errors (rclone: backend/drive shouldRetry). */
 import type { Readable } from 'node:stream';
+import { parseRetryAfter } from '../../backoff.ts';
 import {
   AuthError,
   InvalidArgumentError,
@@ -32,8 +33,7 @@ export function classifyGDrive(e: unknown, where: string): Error {
   const data = err.response?.data;
   const reason = driveReason(data);
   const msg = `${where}: Drive ${status ?? err.code ?? ''} ${reason || err.message || ''}`.trim();
-  const ra = err.response?.headers?.get?.('retry-after');
-  const retryAfter = ra && Number.isFinite(Number(ra)) ? Number(ra) * 1000 : undefined;
+  const retryAfter = parseRetryAfter(err.response?.headers?.get?.('retry-after'));
   if (status === undefined) return new TransientError(msg, undefined, { cause: e });
   if (status === 404) return new NotFoundError(msg, { cause: e });
   if (status === 401) return new AuthError(msg, { cause: e });

@@ -232,7 +232,10 @@ export async function resumable(
   }
 }
 
-/** PUT one chunk; on a dropped connection or 5xx ask the session where it stands and resume. */
+/**
+ * PUT one chunk; on a dropped connection, 429 or 5xx wait (Retry-After when the answer has
+ * one), ask the session where it stands and resume.
+ */
 async function sendChunk(
   api: DriveApi,
   session: string,
@@ -271,7 +274,7 @@ async function sendChunk(
     }
     if (have === undefined) {
       // Dropped or refused: ask where the session stands (status query `bytes */N`).
-      await new Promise((r) => setTimeout(r, Math.min(2000, 50 * 2 ** attempt)));
+      await api.chunkRetry.wait(attempt, res, signal);
       const status = await api
         .request(session, 'PUT', Buffer.alloc(0), { 'content-range': `bytes */${total}` }, signal)
         .catch(() => undefined);

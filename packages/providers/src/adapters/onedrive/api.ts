@@ -9,8 +9,10 @@ import { TransientError } from '../../errors.ts';
 import { normalizePath } from '../../paths.ts';
 import type { Entry } from '../../provider.ts';
 import type { AccessTokenSource } from '../../oauth/token-source.ts';
+import type { ChunkRetryOptions } from '../chunk-retry.ts';
 
-export interface OneDriveProviderOptions {
+/** `maxRetryAfterMs` caps the wait an upload session's refused fragment honours (default 60 s). */
+export interface OneDriveProviderOptions extends ChunkRetryOptions {
   readonly token: string | AccessTokenSource;
   /** Folder below the drive root that is this provider's root ('' = the whole drive). */
   readonly root?: string;

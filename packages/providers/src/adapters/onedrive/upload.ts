@@ -12,6 +12,7 @@ import { z } from 'zod';
 import { checkBody, throwIfAborted } from '../../body.ts';
 import { InvalidArgumentError, TransientError } from '../../errors.ts';
 import type { WriteOptions } from '../../provider.ts';
+import type { ChunkRetry } from '../chunk-retry.ts';
 import { type GraphCalls, type Item, parseItem } from './api.ts';
 import { classifyGraph } from './errors.ts';
 
@@ -35,10 +36,14 @@ export async function simpleUpload(
   );
 }
 
-/** Upload session: fragments PUT to uploadUrl (no Authorization), resuming from nextExpectedRanges. */
+/**
+ * Upload session: fragments PUT to uploadUrl (no Authorization), resuming from
+ * nextExpectedRanges; a refused fragment waits as `retry` says (Retry-After first).
+ */
 export async function sessionUpload(
   g: GraphCalls,
   fetchImpl: typeof fetch,
+  retry: ChunkRetry,
   at: string,
   p: string,
   size: number,
@@ -84,7 +89,7 @@ export async function sessionUpload(
           `${g.name}: expected ${size} bytes for ${p}, received ${offset + chunk.byteLength}`,
         );
       }
-      const done = await sendFragment(g, fetchImpl, uploadUrl, chunk, offset, size, options.signal);
+      const done = await sendFragment(g, fetchImpl, retry, uploadUrl, chunk, offset, size, options.signal);
       if (done) return done;
       offset += chunk.byteLength;
       cur = next;
@@ -102,6 +107,7 @@ export async function sessionUpload(
 async function sendFragment(
   g: GraphCalls,
   fetchImpl: typeof fetch,
+  retry: ChunkRetry,
   uploadUrl: string,
   chunk: Buffer,
   offset: number,
@@ -140,7 +146,7 @@ async function sendFragment(
       throw new TransientError(
         `${g.name}: upload fragment failed ${attempt} times (last: ${res?.status ?? 'network error'})`,
       );
-    await new Promise((r) => setTimeout(r, Math.min(2000, 50 * 2 ** attempt)));
+    await retry.wait(attempt, res, signal);
     // Where does the session stand?
     const status = await fetchImpl(uploadUrl, { method: 'GET', signal }).catch(() => undefined);
     if (!status?.ok) {
