@@ -87,6 +87,12 @@ export interface EncodeBundleOptions {
   readonly deferred?: readonly BundleDeferred[];
   /** Refuse to produce more than this many bytes (default MAX_BUNDLE_BYTES). */
   readonly maxBytes?: number;
+  /**
+   * A buffer to encode into (issue #16: the agent sends every bundle from a few reused ones
+   * instead of a fresh 4 MiB buffer each): the bundle returned is a view of it when it fits,
+   * else a buffer of its own. Its bytes are overwritten; the entries' contents must not lie in it.
+   */
+  readonly into?: Uint8Array;
 }
 
 export interface DecodeBundleOptions {
@@ -226,9 +232,9 @@ function entriesArea(
   for (const e of entries)
     estimate +=
       2 + e.path.length + 1 + (typeof e.rev === 'string' ? 1 + e.rev.length : 0) + 44 + e.content.byteLength;
-  const body = new ByteWriter(
-    BUNDLE_HEADER_SIZE + Math.max(256, Math.min(estimate, MAX_BUNDLE_RAW_BYTES + 1)) + BUNDLE_TRAILER_SIZE,
-  );
+  const capacity =
+    BUNDLE_HEADER_SIZE + Math.max(256, Math.min(estimate, MAX_BUNDLE_RAW_BYTES + 1)) + BUNDLE_TRAILER_SIZE;
+  const body = new ByteWriter(options.into && options.into.byteLength >= capacity ? options.into : capacity);
   body.offset = BUNDLE_HEADER_SIZE;
   for (const e of entries) {
     const path = checkPath(e.path);
@@ -317,7 +323,9 @@ function frameBundle(
   options: EncodeBundleOptions,
 ): Uint8Array {
   checkTotal(stored.byteLength, options);
-  const out = new ByteWriter(BUNDLE_HEADER_SIZE + stored.byteLength + BUNDLE_TRAILER_SIZE);
+  const size = BUNDLE_HEADER_SIZE + stored.byteLength + BUNDLE_TRAILER_SIZE;
+  // `into` held the entries area (`raw`), read by now: the deflated bytes go over it.
+  const out = new ByteWriter(options.into && options.into.byteLength >= size ? options.into : size);
   header(out, raw.byteLength, stored.byteLength, count, true, options);
   out.bytes(stored);
   out.u32(crc32(out.written()));

@@ -76,9 +76,10 @@ export class ByteWriter {
   private view: DataView;
   offset = 0;
 
-  constructor(initial = 256) {
-    this.buf = new Uint8Array(initial);
-    this.view = new DataView(this.buf.buffer);
+  /** `initial`: a capacity, or a buffer to write into (left for a larger one if it overflows). */
+  constructor(initial: number | Uint8Array = 256) {
+    this.buf = typeof initial === 'number' ? new Uint8Array(initial) : initial;
+    this.view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.byteLength);
   }
 
   private ensure(n: number): void {

@@ -235,4 +235,33 @@ describe('bundle', () => {
     expect(turned).toBe(true);
     expect(decodeBundle(bytes).compressed).toBe(true);
   });
+
+  it('encodesIntoTheBufferGivenWhenItFits', async () => {
+    // Issue #16: the agent encodes every bundle into one of a few reused buffers. A buffer
+    // already full of other bytes, used again and again: the same bytes as a fresh encoding,
+    // written in it (a view of it) when they fit, in a buffer of their own when not.
+    const into = new Uint8Array(64 * 1024).fill(0xa5);
+    await fc.assert(
+      fc.asyncProperty(bundleEntries, fc.boolean(), async (entries, compress) => {
+        const fresh = encodeBundle(entries, { compress });
+        for (const bytes of [
+          encodeBundle(entries, { compress, into }),
+          await encodeBundleAsync(entries, { compress, into }),
+        ]) {
+          expect(Buffer.from(bytes).equals(Buffer.from(fresh))).toBe(true);
+          if (bytes.byteLength + 512 <= into.byteLength) expect(bytes.buffer).toBe(into.buffer);
+        }
+      }),
+      { numRuns: Math.min(RUNS, 50) },
+    );
+    const content = new Uint8Array(100_000).map((_, i) => (i * 31) % 251);
+    const big = [{ path: 'big.txt', mtimeMs: 0, sha256: sha256Hex(content), content }];
+    const raw = encodeBundle(big, { into });
+    expect(raw.buffer).not.toBe(into.buffer);
+    expect(decodeBundle(raw).entries[0]?.content).toEqual(content);
+    const deflated = encodeBundle(big, { compress: true, into });
+    expect(deflated.byteLength).toBeLessThan(into.byteLength);
+    expect(deflated.buffer).toBe(into.buffer);
+    expect(decodeBundle(deflated).entries[0]?.content).toEqual(content);
+  });
 });
