@@ -5,57 +5,35 @@
  * progress; the figures as Prometheus metrics; and the tier's status for the operator and,
  * restricted to their own files, for a user.
  *
- * The last scrub is remembered in the placement store (its job records: SQLite's file or,
- * with several instances, PostgreSQL — read from `<tier dir>/last-scrub.json` when an older
- * version left it there), so a restart neither scrubs at once nor puts the next scrub off by
- * a whole interval, and on a shared store the next controller continues the schedule: when
- * its timer fires it reads the record again and scrubs only if no other instance has done so
- * within the interval. Clock and timers are injectable (tests run the schedule without waiting).
+ * Its parts: the schedule and the last scrub's job record (scrub-schedule.ts), a replacement's
+ * job record and its resumption (storage-replace.ts), the metrics (storage-metrics.ts), the
+ * status helpers (storage-status.ts). Clock and timers are injectable (tests run the schedule
+ * without waiting).
  */
 import { randomBytes } from 'node:crypto';
-import * as fsp from 'node:fs/promises';
-import * as nodePath from 'node:path';
 import type { Logger } from 'pino';
-import { Counter, Gauge, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import type { Provider } from '@weft/providers';
-import {
-  RedundantProvider,
-  replaceBackend,
-  type ScrubReport,
-  scrub,
-  type TierStatus,
-  tierStatus,
-} from '@weft/providers/redundant';
-import type {
-  AdminStorageResponse,
-  IfFails,
-  RiskCounts,
-  StorageHealthResponse,
-  StorageJob,
-} from '@weft/wire';
+import { RedundantProvider, type ScrubReport, scrub, tierStatus } from '@weft/providers/redundant';
+import type { AdminStorageResponse, StorageHealthResponse, StorageJob } from '@weft/wire';
 import type { ProxyConfig } from './config.ts';
 import { ApiError } from './errors.ts';
 import { OrphanSweeper, type OrphanSweepSettings } from './orphan-sweep.ts';
 import { openBackend, type RedundantBackendConfig, redundantTierDir } from './redundant-tier.ts';
+import { realTimers, ScrubScheduler, type Timers } from './scrub-schedule.ts';
+import { type MaintenanceMetrics, maintenanceMetrics, SCRUB_FIGURES } from './storage-metrics.ts';
+import {
+  readReplaceRecord,
+  type ReplaceRecord,
+  replaceRecorded,
+  resumeReplacement,
+} from './storage-replace.ts';
+import { counts, ifFails, type Job, tierState, view } from './storage-status.ts';
+
+export type { Timers } from './scrub-schedule.ts';
 
 type AdminStatus = NonNullable<AdminStorageResponse['redundant']>;
 type UserStatus = Omit<Extract<StorageHealthResponse, { redundant: true }>, 'redundant' | 'checkedAtMs'>;
-
-export interface Timers {
-  set(fn: () => void, ms: number): unknown;
-  clear(handle: unknown): void;
-}
-
-const realTimers: Timers = {
-  set(fn, ms) {
-    const t = setTimeout(fn, ms);
-    t.unref();
-    return t;
-  },
-  clear(handle) {
-    clearTimeout(handle as NodeJS.Timeout);
-  },
-};
 
 /** The scrub's schedule, and the orphan sweep run after each scrub (orphan-sweep.ts). */
 export interface ScrubSchedule extends OrphanSweepSettings {
@@ -89,47 +67,15 @@ export interface StorageMaintenanceOptions {
   readonly runScheduled?: () => boolean;
 }
 
-const SCRUB_FIGURES = [
-  'blobsChecked',
-  'bytesRead',
-  'missing',
-  'corrupt',
-  'repaired',
-  'unrepairable',
-  'skipped',
-] as const;
-
-type Job = StorageJob & { done?: Promise<void> };
-
-/** How often an instance on a shared store looks at the job records (role gained, work left). */
-const SHARED_LOOK_MS = 60_000;
-
-/** The placement store's job record of the last scrub. */
-const LAST_SCRUB = 'last-scrub';
-/** The placement store's job record of an unfinished replacement (ReplaceRecord). */
-const REPLACE = 'replace';
-
-interface ReplaceRecord {
-  readonly id: string;
-  readonly from: string;
-  readonly to: string;
-  readonly startedMs: number;
-}
-
 export class StorageMaintenance {
   private readonly now: () => number;
   private readonly timers: Timers;
-  private timer: unknown;
-  private nextRunMs: number | undefined;
-  /** When the first scrub is due if none was ever recorded (one interval after start). */
-  private firstRunMs: number | undefined;
+  private readonly scheduler: ScrubScheduler;
   private job: Job | undefined;
-  private lastScrub: StorageJob | undefined;
   private lastReplace: StorageJob | undefined;
   private abort: AbortController | undefined;
   private closed = false;
-  private readonly counters: Record<(typeof SCRUB_FIGURES)[number], Counter>;
-  private readonly runs: Counter<'result' | 'trigger'>;
+  private readonly metrics: MaintenanceMetrics;
   private readonly sweeper: OrphanSweeper;
 
   constructor(private readonly o: StorageMaintenanceOptions) {
@@ -143,213 +89,57 @@ export class StorageMaintenance {
       log: o.log,
       now: this.now,
     });
-    const reg = [o.registry];
-    const names: Record<(typeof SCRUB_FIGURES)[number], [string, string]> = {
-      blobsChecked: ['weft_redundant_scrub_blobs_checked_total', 'replicas and fragments checked'],
-      bytesRead: ['weft_redundant_scrub_bytes_read_total', 'bytes read'],
-      missing: ['weft_redundant_scrub_missing_total', 'replicas and fragments found missing'],
-      corrupt: ['weft_redundant_scrub_corrupt_total', 'replicas and fragments found corrupt'],
-      repaired: ['weft_redundant_scrub_repaired_total', 'replicas and fragments rebuilt'],
-      unrepairable: [
-        'weft_redundant_scrub_unrepairable_total',
-        'bad replicas and fragments that could not be rebuilt (too few good holders)',
-      ],
-      skipped: [
-        'weft_redundant_scrub_skipped_total',
-        'replicas and fragments skipped (backend down or owed)',
-      ],
-    };
-    this.counters = Object.fromEntries(
-      SCRUB_FIGURES.map((k) => [
-        k,
-        new Counter({ name: names[k][0], help: `Redundant tier scrub: ${names[k][1]}`, registers: reg }),
-      ]),
-    ) as Record<(typeof SCRUB_FIGURES)[number], Counter>;
-    this.runs = new Counter({
-      name: 'weft_redundant_scrub_runs_total',
-      help: 'Redundant tier scrubs finished, by result (done, failed, aborted) and trigger (schedule, admin)',
-      labelNames: ['result', 'trigger'] as const,
-      registers: reg,
+    this.scheduler = new ScrubScheduler({
+      store: o.tier.store,
+      dir: o.dir,
+      intervalMs: o.schedule.intervalMs,
+      now: this.now,
+      timers: this.timers,
+      log: o.log,
+      mayRun: () => this.mayRun(),
+      busy: () => this.job?.state === 'running',
+      startScrub: () => this.startScrub({}, 'schedule'),
+      resume: () => this.resumeReplacement(),
+      reload: () => this.sweeper.load(),
     });
-    const lastScrub = (): StorageJob | undefined => this.lastScrub;
-    const running = (): Job | undefined => this.job;
-    const lastReplace = (): StorageJob | undefined => this.lastReplace;
-    new Gauge({
-      name: 'weft_redundant_scrub_last_run_timestamp_seconds',
-      help: 'Redundant tier: when the last scrub finished (0: never)',
-      registers: reg,
-      collect() {
-        this.set((lastScrub()?.finishedMs ?? 0) / 1000);
-      },
-    });
-    new Gauge({
-      name: 'weft_redundant_scrub_last_duration_seconds',
-      help: 'Redundant tier: how long the last scrub took',
-      registers: reg,
-      collect() {
-        const l = lastScrub();
-        this.set(l?.finishedMs !== undefined ? (l.finishedMs - l.startedMs) / 1000 : 0);
-      },
-    });
-    new Gauge({
-      name: 'weft_redundant_scrub_running',
-      help: 'Redundant tier: 1 while a scrub runs',
-      registers: reg,
-      collect() {
-        const j = running();
-        this.set(j?.kind === 'scrub' && j.state === 'running' ? 1 : 0);
-      },
-    });
-    new Gauge({
-      name: 'weft_redundant_replace_objects',
-      help: 'Redundant tier: objects of the running (or last) backend replacement, done and total',
-      labelNames: ['of'] as const,
-      registers: reg,
-      collect() {
-        const r = running()?.replace ?? lastReplace()?.replace;
-        this.set({ of: 'done' }, r?.done ?? 0);
-        this.set({ of: 'total' }, r?.total ?? 0);
-      },
+    this.metrics = maintenanceMetrics(o.registry, {
+      lastScrub: () => this.scheduler.last,
+      running: () => this.job,
+      lastReplace: () => this.lastReplace,
     });
   }
 
   /** Read when the last scrub ran and schedule the next one. */
   async start(): Promise<void> {
-    await this.loadLastScrub();
+    await this.scheduler.load();
     await this.sweeper.load();
-    if (!this.o.runScheduled || this.o.runScheduled()) await this.resumeReplacement();
-    this.schedule();
+    if (this.mayRun()) await this.resumeReplacement();
+    this.scheduler.schedule();
   }
 
-  /**
-   * Resume the replacement recorded unfinished (by this or another controller): true when
-   * it was started again. When its new backend is not in this instance's config it cannot:
-   * logged, and shown as a failed job in the status until it is.
-   */
-  private async resumeReplacement(): Promise<boolean> {
-    if (this.job?.state === 'running') return false;
-    const raw = await this.o.tier.store.jobRecord(REPLACE).catch(() => undefined);
-    if (raw === undefined) return false;
-    let r: ReplaceRecord;
-    try {
-      r = JSON.parse(raw) as ReplaceRecord;
-    } catch (err) {
-      this.o.log.warn({ err }, 'redundant tier: unreadable replacement record, not resumed');
-      return false;
-    }
-    const to = this.o.configured?.find((b) => b.id === r.to);
-    if (!to) {
-      if (this.job?.id === r.id) return false;
-      const error = `the replacement of backend ${r.from} by ${r.to} is unfinished and cannot resume here: ${r.to} is not in this instance's objectTier.backends (add it with the same settings, or start the replacement again)`;
-      this.o.log.warn({ replace: r }, `redundant tier: ${error}`);
-      this.job = {
-        id: r.id,
-        kind: 'replace',
-        trigger: 'admin',
-        state: 'failed',
-        startedMs: r.startedMs,
-        error,
-      };
-      this.job.replace = { from: r.from, to: r.to, done: 0, total: 0, bytes: 0 };
-      return false;
-    }
-    try {
-      await this.startReplace(r.from, to, r);
-      this.o.log.info({ replace: r }, 'redundant tier: resuming an unfinished backend replacement');
-      return true;
-    } catch (err) {
-      this.o.log.warn({ err, replace: r }, 'redundant tier: could not resume the backend replacement');
-      return false;
-    }
+  /** Whether the tier's jobs run here now (options.runScheduled). */
+  private mayRun(): boolean {
+    return !this.o.runScheduled || this.o.runScheduled();
   }
 
-  /** The last scrub from the placement store's record (else an older version's file). */
-  private async loadLastScrub(): Promise<void> {
-    const raw =
-      (await this.o.tier.store.jobRecord(LAST_SCRUB).catch((err: unknown) => {
-        this.o.log.warn({ err }, 'redundant tier: could not read the last scrub');
-        return undefined;
-      })) ?? (await fsp.readFile(this.stateFile(), 'utf8').catch(() => undefined));
-    if (raw === undefined) return; // never scrubbed
-    try {
-      const j = JSON.parse(raw) as StorageJob;
-      if (typeof j.finishedMs === 'number' && typeof j.startedMs === 'number') this.lastScrub = j;
-    } catch {
-      /* an unreadable record: scrub as if never */
-    }
-  }
-
-  private stateFile(): string {
-    return nodePath.join(this.o.dir, 'last-scrub.json');
-  }
-
-  private schedule(): void {
-    if (this.timer !== undefined) this.timers.clear(this.timer);
-    this.timer = undefined;
-    this.nextRunMs = undefined;
-    const every = this.o.schedule.intervalMs;
-    const shared = this.o.tier.store.shared;
-    if (this.closed || (every <= 0 && !shared)) return;
-    const last = this.lastScrub?.finishedMs;
-    let at: number | undefined;
-    if (every > 0) {
-      // Never scrubbed: one interval after the first start (kept while looking every minute).
-      at = last === undefined ? (this.firstRunMs ??= this.now() + every) : Math.max(this.now(), last + every);
-      this.nextRunMs = at;
-    }
-    // A shared store: look every minute too (the role gained, a replacement to resume).
-    const look = shared ? this.now() + SHARED_LOOK_MS : undefined;
-    const fireAt = Math.min(at ?? Infinity, look ?? Infinity);
-    this.timer = this.timers.set(() => {
-      this.timer = undefined;
-      if (shared) {
-        // Another controller may have scrubbed (or begun a replacement) since this one looked.
-        if (!this.o.runScheduled || this.o.runScheduled()) void this.dueOnSharedStore(every);
-        else this.schedule();
-        return;
-      }
-      if (this.o.runScheduled && !this.o.runScheduled()) {
-        // Another instance is the controller: look again in a while.
-        this.timer = this.timers.set(() => this.schedule(), every > 0 ? Math.min(every, 60_000) : 60_000);
-        return;
-      }
-      if (this.job?.state === 'running') {
-        // Another job (an operator's scrub or a replacement) is running: try again later.
-        this.nextRunMs = undefined;
-        this.schedule();
-        return;
-      }
-      this.startScrub({}, 'schedule');
-    }, fireAt - this.now());
-  }
-
-  private async dueOnSharedStore(every: number): Promise<void> {
-    // A replacement the last controller left unfinished comes first (the scrub waits for it).
-    if (await this.resumeReplacement()) return;
-    if (every > 0) {
-      await this.loadLastScrub();
-      await this.sweeper.load();
-    }
-    if (this.closed || this.timer !== undefined) return;
-    const last = this.lastScrub?.finishedMs;
-    const due = last === undefined ? (this.firstRunMs ?? this.now()) : last + every;
-    if (every <= 0 || this.job?.state === 'running' || due > this.now()) {
-      this.schedule(); // continue the schedule the last controller kept
-      return;
-    }
-    try {
-      this.startScrub({}, 'schedule');
-    } catch (err) {
-      // Lost the role (or shut down) meanwhile: look again later.
-      this.o.log.info({ err }, 'redundant tier: scheduled scrub not started');
-      this.timer = this.timers.set(() => this.schedule(), Math.min(every, 60_000));
-    }
+  /** Resume the replacement recorded unfinished (storage-replace.ts): true when it was started again. */
+  private resumeReplacement(): Promise<boolean> {
+    return resumeReplacement({
+      tier: this.o.tier,
+      log: this.o.log,
+      configured: this.o.configured,
+      job: () => this.job,
+      show: (job) => {
+        this.job = job;
+      },
+      start: (from, to, recorded) => this.startReplace(from, to, recorded),
+    });
   }
 
   /** The running job, or the last one; with `id`, that job if it is the current, last scrub or last replacement. */
   currentJob(id?: string): StorageJob | undefined {
     if (id === undefined || this.job?.id === id) return this.job && view(this.job);
-    return [this.lastScrub, this.lastReplace].find((j) => j?.id === id);
+    return [this.scheduler.last, this.lastReplace].find((j) => j?.id === id);
   }
 
   /** Start a scrub now; ALREADY_EXISTS while another job runs. */
@@ -373,7 +163,7 @@ export class StorageMaintenance {
       Object.assign(figures, r);
       for (const k of SCRUB_FIGURES) {
         const d = r[k] - counted[k];
-        if (d > 0) this.counters[k].inc(d);
+        if (d > 0) this.metrics.counters[k].inc(d);
         counted[k] = r[k];
       }
     };
@@ -405,10 +195,7 @@ export class StorageMaintenance {
     recorded?: ReplaceRecord,
   ): Promise<StorageJob> {
     const ids = this.o.tier.backendIds();
-    recorded ??= await this.o.tier.store
-      .jobRecord(REPLACE)
-      .then((raw) => (raw === undefined ? undefined : (JSON.parse(raw) as ReplaceRecord)))
-      .catch(() => undefined);
+    recorded ??= await readReplaceRecord(this.o.tier.store);
     const same = recorded?.from === from && recorded.to === to.id;
     // A recorded replacement resumes even where the config already names the new backend only.
     if (!ids.includes(from) && !same)
@@ -430,24 +217,10 @@ export class StorageMaintenance {
     };
     try {
       return this.run('replace', 'admin', { replace: progress }, async (job, signal) => {
-        // Recorded (fenced) before the first object: the next controller resumes it from the placement.
         const record: ReplaceRecord = same
           ? recorded!
           : { id: job.id, from, to: to.id, startedMs: job.startedMs };
-        await this.o.tier.store.setJobRecord(REPLACE, JSON.stringify(record), { fenced: true });
-        await replaceBackend(
-          this.o.tier,
-          from,
-          {
-            id: to.id,
-            provider,
-            ...(to.pricePerGbMonth === undefined ? {} : { pricePerGbMonth: to.pricePerGbMonth }),
-          },
-          (p) => Object.assign(progress, p),
-          signal,
-        );
-        await this.o.tier.store.clearJobRecord(REPLACE, { fenced: true });
-        job.note = `Backend ${from} is out of the set and ${to.id} holds its replicas and fragments. Put ${to.id} in place of ${from} in objectTier.backends before the next restart.`;
+        job.note = await replaceRecorded(this.o.tier, record, to, provider, progress, signal);
       });
     } catch (e) {
       await provider.close?.();
@@ -457,7 +230,7 @@ export class StorageMaintenance {
 
   private refuseIfBusy(): void {
     if (this.closed) throw new ApiError('SLOW_DOWN', 'the server is shutting down');
-    if (this.o.runScheduled && !this.o.runScheduled())
+    if (!this.mayRun())
       throw new ApiError(
         'BAD_REQUEST',
         'this instance is not the controller: the redundant tier’s jobs run on the controller (GET /v1/cluster/instances names it)',
@@ -491,11 +264,7 @@ export class StorageMaintenance {
     const abort = new AbortController();
     this.abort = abort;
     this.job = job;
-    if (kind === 'scrub' && this.timer !== undefined) {
-      this.timers.clear(this.timer);
-      this.timer = undefined;
-      this.nextRunMs = undefined;
-    }
+    if (kind === 'scrub') this.scheduler.scrubStarted();
     this.o.log.info({ job: job.id, kind, trigger }, 'redundant tier: maintenance job started');
     job.done = (async () => {
       try {
@@ -512,24 +281,13 @@ export class StorageMaintenance {
       );
       if (kind === 'replace') {
         this.lastReplace = view(job);
-        if (this.timer === undefined) this.schedule();
+        this.scheduler.replaceEnded();
         return;
       }
-      this.runs.inc({ result: job.state, trigger });
-      if (job.state === 'done') this.lastScrub = view(job);
-      this.schedule();
-      if (job.state === 'done') await this.saveLastScrub(this.lastScrub!);
+      this.metrics.runs.inc({ result: job.state, trigger });
+      await this.scheduler.scrubEnded(job.state === 'done' ? view(job) : undefined);
     })();
     return view(job);
-  }
-
-  private async saveLastScrub(j: StorageJob): Promise<void> {
-    try {
-      // Fenced: a controller that lost the role meanwhile does not move the schedule.
-      await this.o.tier.store.setJobRecord(LAST_SCRUB, JSON.stringify(j), { fenced: true });
-    } catch (err) {
-      this.o.log.warn({ err }, 'redundant tier: could not record the last scrub');
-    }
   }
 
   private sleep(ms: number, signal: AbortSignal): Promise<void> {
@@ -571,8 +329,8 @@ export class StorageMaintenance {
       scrub: {
         intervalMs: this.o.schedule.intervalMs,
         bytesPerSecond: this.o.schedule.bytesPerSecond,
-        ...(this.nextRunMs === undefined ? {} : { nextRunMs: this.nextRunMs }),
-        ...(this.lastScrub ? { last: this.lastScrub } : {}),
+        ...(this.scheduler.nextRunMs === undefined ? {} : { nextRunMs: this.scheduler.nextRunMs }),
+        ...(this.scheduler.last ? { last: this.scheduler.last } : {}),
       },
       ...(job ? { job } : {}),
     };
@@ -600,47 +358,19 @@ export class StorageMaintenance {
       })),
       files: counts(s.risk),
       ifFails: ifFails(s),
-      ...(this.lastScrub?.finishedMs === undefined ? {} : { lastScrubMs: this.lastScrub.finishedMs }),
+      ...(this.scheduler.last?.finishedMs === undefined
+        ? {}
+        : { lastScrubMs: this.scheduler.last.finishedMs }),
     };
   }
 
   /** Stop the schedule and abort a running job (a replacement resumes when started again). */
   async close(): Promise<void> {
     this.closed = true;
-    if (this.timer !== undefined) this.timers.clear(this.timer);
-    this.timer = undefined;
+    this.scheduler.stop();
     this.abort?.abort(new Error('the server is shutting down'));
     await this.settled();
   }
-}
-
-function view(j: Job): StorageJob {
-  const { done: _done, ...rest } = j;
-  return {
-    ...rest,
-    ...(j.scrub ? { scrub: { ...j.scrub } } : {}),
-    ...(j.replace ? { replace: { ...j.replace } } : {}),
-  };
-}
-
-function counts(r: TierStatus['risk']): RiskCounts {
-  return {
-    total: r.objects,
-    whole: r.whole,
-    reduced: r.reduced,
-    atMinimum: r.atMinimum,
-    unreadable: r.unreadable,
-  };
-}
-
-function ifFails(s: TierStatus): IfFails[] {
-  return Object.entries(s.risk.ifFails).map(([backend, r]) => ({ backend, ...r }));
-}
-
-function tierState(s: TierStatus, r: TierStatus['risk']): 'available' | 'degraded' | 'down' {
-  if (r.unreadable > 0) return 'down';
-  if (r.reduced > 0 || r.atMinimum > 0 || s.backends.some((b) => b.state !== 'available')) return 'degraded';
-  return 'available';
 }
 
 /** The maintenance of the object tier when the config makes it redundant (started), else undefined. */
