@@ -16,6 +16,7 @@ import * as nodePath from 'node:path';
 import { parseArgs } from 'node:util';
 import { startAgent } from './agent.ts';
 import { loadCloudClients } from './cloud-clients.ts';
+import { traceLoopFromEnv } from './loop-trace.ts';
 import { installProcessGuard } from './process-guard.ts';
 import { usageLine } from './storage-usage.ts';
 import { readSecretFile } from './token-file.ts';
@@ -37,6 +38,8 @@ const defaultState = nodePath.join(process.env.WEFT_HOME ?? nodePath.join(os.hom
 if (command === 'agent') {
   // No error may end the agent unheard (issue #14): logged, kept up; exits only when broken.
   installProcessGuard({ log: (line) => void process.stderr.write(line + '\n') });
+  // WEFT_LOOP_TRACE_MS=50: what held the event loop, on stderr (loop-trace.ts).
+  traceLoopFromEnv();
   const { values } = parseArgs({
     args: rest,
     options: {
