@@ -11,7 +11,8 @@ import * as nodePath from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { readSmallFile } from '../src/local-fs.ts';
 import { LoopGate, SLOW_RUN } from '../src/loop-gate.ts';
-import { READ_SLAB_BYTES, ReadSlabs } from '../src/sync/propagate/read-slabs.ts';
+import { BUNDLE_BUFFER_BYTES, READ_SLAB_BYTES, ReadSlabs } from '../src/sync/propagate/read-slabs.ts';
+import { BUNDLES_IN_FLIGHT } from '../src/sync/propagate/upload-bundle.ts';
 import { FakeCloud } from './support/fake-cloud.ts';
 
 /** Bytes that do not deflate, the same for a seed every run. */
@@ -123,6 +124,35 @@ describe('read slabs', () => {
       // the one being filled and the files read ahead of it.
       expect(readBuffers).toBeGreaterThan(0);
       expect(readBytes, `${readBuffers} read buffers`).toBeLessThanOrEqual(4 * READ_SLAB_BYTES);
+    });
+
+    it('encodes its bundles into a few reused buffers, across the runs of one upload', async () => {
+      cloud = new FakeCloud();
+      const d = await cloud.addDevice('laptop');
+      // 2,100 files of 8 KiB: 16.4 MiB, five bundles, in two runs (push.ts sends 2,000 a run).
+      const files = 2_100;
+      const size = 8 * 1024;
+      for (let i = 0; i < files; i++) await d.write(`drop/d${i % 7}/f${i}.bin`, noise(size, i));
+      // The memory each bundle was sent from: a fresh buffer per bundle was one each.
+      const buffers = new Set<ArrayBufferLike>();
+      let bundles = 0;
+      const upload = d.remote.uploadBundle.bind(d.remote);
+      d.remote.uploadBundle = async (bytes) => {
+        bundles += 1;
+        buffers.add(bytes.buffer);
+        return upload(bytes);
+      };
+      await d.sync();
+      expect(d.engine.journal.pendingCount()).toBe(0);
+      const server = cloud.serverTree();
+      for (let i = 0; i < files; i++)
+        expect(server.get(`drop/d${i % 7}/f${i}.bin`)).toBe(
+          createHash('sha256').update(noise(size, i)).digest('hex'),
+        );
+      expect(bundles).toBeGreaterThan(BUNDLES_IN_FLIGHT + 1);
+      // One per bundle on its way and the one being encoded.
+      expect(buffers.size).toBeLessThanOrEqual(BUNDLES_IN_FLIGHT + 1);
+      for (const b of buffers) expect(b.byteLength).toBe(BUNDLE_BUFFER_BYTES);
     });
   });
 });

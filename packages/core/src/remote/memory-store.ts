@@ -310,7 +310,9 @@ export class MemoryRemoteStore implements RemoteStore {
     const n = await this.enter('uploadBundle', bundle.byteLength);
     let decoded: DecodedBundle;
     try {
-      decoded = decodeBundle(bundle);
+      // A copy: the entries keep views of it, and the caller's buffer is used again (the
+      // agent encodes its bundles into reused buffers; RemoteStore.uploadBundle).
+      decoded = decodeBundle(bundle.slice());
     } catch (e) {
       if (isWireFormatError(e)) fail('INVALID_FORMAT', (e as Error).message);
       throw e;

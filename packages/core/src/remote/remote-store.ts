@@ -39,7 +39,11 @@ export interface RemoteStore {
   ): Promise<{ body: AsyncIterable<Uint8Array>; revision: string; sha256: string; size: number }>;
   /** Namespace operations (mkdir, delete, move, put…), each answered in order. */
   ops(ops: readonly FileOp[]): Promise<OpResult[]>;
-  /** Upload an encoded bundle of small files (docs/formats/bundle.md); one result per entry. */
+  /**
+   * Upload an encoded bundle of small files (docs/formats/bundle.md); one result per entry.
+   * The bytes are the caller's again once the call settles (the agent reuses its buffers):
+   * nothing of them may be kept.
+   */
   uploadBundle(bundle: Uint8Array): Promise<BundleUploadResponse['results']>;
   /** Download small files in one bundle; each path comes back either as an entry or deferred. */
   downloadBundle(

@@ -5,6 +5,7 @@
  * these piled up between collections: the agent's RSS spike when uploading starts. A slab is
  * used again once every file read into it has been released (its bundle encoded).
  */
+import { MAX_BUNDLE_BYTES } from '@weft/wire';
 
 /** Bytes of one slab: a bundle's worth. */
 export const READ_SLAB_BYTES = 4 * 1024 * 1024;
@@ -22,6 +23,8 @@ interface Slab {
 export class ReadSlabs {
   /** Slab memory allocated (slabs and files too large for one), for tests and benches. */
   bytesAllocated = 0;
+  /** The buffers the bundles of the same upload are encoded into (kept with the slabs across runs). */
+  readonly bundles = new BundleBuffers();
   private current: Slab | undefined;
   private readonly free: Slab[] = [];
   private readonly byBuffer = new Map<ArrayBufferLike, Slab>();
@@ -70,5 +73,38 @@ export class ReadSlabs {
     this.bytesAllocated += READ_SLAB_BYTES;
     this.byBuffer.set(slab.buf.buffer, slab);
     return slab;
+  }
+}
+
+/** Bytes of one bundle buffer: a whole bundle (docs/formats/bundle.md). */
+export const BUNDLE_BUFFER_BYTES = MAX_BUNDLE_BYTES;
+
+/**
+ * The buffers bundles are encoded into (encodeBundle's `into`), reused from one bundle to the
+ * next (issue #16): a fresh 4 MiB buffer per bundle — and fetch's copy of it — were dead
+ * native memory that piled up for ~64 MiB (V8's external-memory step) before a full
+ * collection freed it, the agent's RSS saw-tooth during an upload. One is taken per bundle
+ * and given back once nothing reads it any more (its request settled): at most one per
+ * bundle on its way and one being encoded are ever allocated.
+ */
+export class BundleBuffers {
+  /** Bytes allocated, for tests and benches. */
+  bytesAllocated = 0;
+  /** Buffers taken and not yet given back. */
+  taken = 0;
+  private readonly free: Buffer[] = [];
+
+  take(): Buffer {
+    this.taken += 1;
+    const reused = this.free.pop();
+    if (reused) return reused;
+    this.bytesAllocated += BUNDLE_BUFFER_BYTES;
+    return Buffer.allocUnsafeSlow(BUNDLE_BUFFER_BYTES);
+  }
+
+  /** `buf` (from take) is read by nothing any more: the next bundle may be written in it. */
+  give(buf: Buffer): void {
+    this.taken -= 1;
+    this.free.push(buf);
   }
 }

@@ -91,14 +91,24 @@ export async function uploadBundles(
         current.map((b) => b.entry.content),
         ctx.uploadRate.rate,
       );
-    // Deflated in zlib's thread pool, not on the event loop (issue #16).
-    const encoded = await encodeBundleAsync(
-      current.map((b) => b.entry),
-      { compress },
-    );
+    // Deflated in zlib's thread pool, not on the event loop (issue #16); into a reused buffer,
+    // given back once its request has settled (read-slabs.ts BundleBuffers).
+    const into = slabs.bundles.take();
+    let encoded: Uint8Array;
+    try {
+      encoded = await encodeBundleAsync(
+        current.map((b) => b.entry),
+        { compress, into },
+      );
+    } catch (e) {
+      slabs.bundles.give(into);
+      throw e;
+    }
     // The entries area holds a copy: the files' read buffers are used again (read-slabs.ts).
     for (const b of current) slabs.release(b.entry.content);
-    const done = send(current, encoded, compress);
+    // A request abandoned while its bytes were still being sent, then the buffer reused, can
+    // only send a bundle whose CRC-32 trailer fails: the server takes nothing from it.
+    const done = send(current, encoded, compress).finally(() => slabs.bundles.give(into));
     done.catch(() => undefined); // observed here; thrown by settle() or settleOldest()
     sending.push({ done, paths: new Set(current.map((b) => b.entry.path)) });
   };
