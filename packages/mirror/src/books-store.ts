@@ -68,8 +68,20 @@ export interface ShareStore {
   /** Head entries at or below `path` ('' = all), sorted by path. */
   headUnder(path: string): Promise<HeadEntry[]>;
   setHead(path: string, entry: { kind: 'file' | 'dir'; sha256: string } | undefined): Promise<void>;
-  /** Whether `sha256` has been the share's head at `path` (now or before). */
+  /**
+   * Whether `sha256` has been the share's head at `path` (now or before) — as far as the
+   * history kept: see pruneHeadHistory.
+   */
   wasHead(path: string, sha256: string): Promise<boolean>;
+  /**
+   * Forget the past head versions no replica's books hold at their path any more; returns
+   * how many. wasHead is asked only about a version a replica's books hold at a path
+   * (anti-entropy: is that replica behind, or does it hold a new version?), so those, and
+   * the heads, are all that is kept. A version forgotten and then seen again on a replica
+   * (say restored from its own history) counts as a new one: logged from it, a conflicted
+   * copy at worst — never written over. The engine prunes after each verification.
+   */
+  pruneHeadHistory(): Promise<number>;
   dropHeadUnder(path: string): Promise<void>;
   /** Append to the share's log; returns the entry's seq. */
   append(

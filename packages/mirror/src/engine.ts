@@ -399,7 +399,8 @@ export class MirrorEngine {
   /**
    * Re-list every replica against the books (the persisted `known` rows, which is what a
    * restarted engine starts from, not this engine's in-memory view), then apply what that
-   * found. Returns log entries appended plus applied (see anti-entropy.ts).
+   * found, and forget past head versions no replica holds any more. Returns log entries
+   * appended plus applied (see anti-entropy.ts).
    */
   async verify(): Promise<number> {
     await this.init();
@@ -407,7 +408,12 @@ export class MirrorEngine {
     const found = await relistAgainstBooks(this.ctx, this.reconciled);
     this.stats.verifyFound += found;
     if (found > 0) this.log.warn({ entries: found }, 'verification found changes the feeds had not reported');
-    return found + (await drain(this.ctx));
+    const applied = await drain(this.ctx);
+    // The books are true to the replicas now: past head versions none of them holds are
+    // never asked about again (books-store.ts pruneHeadHistory).
+    const pruned = await this.store.pruneHeadHistory();
+    if (pruned > 0) this.log.debug({ pruned }, 'past head versions no replica holds forgotten');
+    return found + applied;
   }
 
   /** Run steps until stop(); a step's error is logged and the next step retries. */

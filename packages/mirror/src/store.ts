@@ -214,6 +214,21 @@ export class SqliteShareStore implements ShareStore {
     });
   }
 
+  async pruneHeadHistory(): Promise<number> {
+    return this.run(() => {
+      // One pass: the kept (path, version) pairs are gathered once (an ephemeral index),
+      // not looked up per row — `known` is keyed by replica first.
+      const info = this.db
+        .prepare(
+          'DELETE FROM head_history WHERE share_id = @share AND (path, sha256) NOT IN (' +
+            'SELECT path, sha256 FROM head WHERE share_id = @share ' +
+            'UNION ALL SELECT path, sha256 FROM known WHERE share_id = @share)',
+        )
+        .run({ share: this.shareId });
+      return info.changes;
+    });
+  }
+
   async dropHeadUnder(path: string): Promise<void> {
     return this.run(() => {
       this.db

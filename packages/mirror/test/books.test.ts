@@ -160,3 +160,29 @@ describe('quiesce reconciles replicas whose books are true but differ from the s
     expect(engine.stats.verifyFound).toBe(2);
   });
 });
+
+describe('the head history after a verification', () => {
+  it('keeps only versions some replica still holds: past ones are forgotten', async () => {
+    const db = new Database(':memory:');
+    open.push(db);
+    migrate(db);
+    const mem = MEMBERS.slice(0, 2).map((m) => new MemoryProvider({ name: m }));
+    const engine = new MirrorEngine({
+      shareId: 's',
+      db,
+      replicas: mem.map((p, i) => ({ id: `r${i}`, member: MEMBERS[i] ?? '', provider: p, root: '' })),
+    });
+    const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
+    const [ann] = mem as [MemoryProvider, MemoryProvider];
+    for (const v of ['v1\n', 'v2\n', 'v3\n']) {
+      await ann.write('f.txt', text(v));
+      await engine.quiesce();
+    }
+    const store = new SqliteShareStore(db, 's');
+    expect((await store.head('f.txt'))?.sha256).toBe(sha('v3\n'));
+    expect(await store.wasHead('f.txt', sha('v3\n'))).toBe(true);
+    expect(await store.wasHead('f.txt', sha('v1\n'))).toBe(false);
+    expect(await store.wasHead('f.txt', sha('v2\n'))).toBe(false);
+    expect(db.prepare('SELECT COUNT(*) AS n FROM head_history').get()).toEqual({ n: 1 });
+  });
+});

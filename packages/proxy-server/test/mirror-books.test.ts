@@ -144,6 +144,42 @@ for (const { impl, skip } of impls) {
         expect(await s.wasHead('d/f', 'h2')).toBe(true);
       });
 
+      it('prunesHeadHistoryToTheVersionsSomeReplicasBooksStillHold', async () => {
+        fresh();
+        const other = books.share(`share-${++n}`);
+        for (const h of ['h1', 'h2', 'h3', 'h4']) await s.setHead('f', { kind: 'file', sha256: h });
+        await s.setHead('g', { kind: 'file', sha256: 'h1' });
+        await s.setHead('g', { kind: 'file', sha256: 'g2' });
+        await s.setHead('gone', { kind: 'file', sha256: 'x1' });
+        await s.setHead('gone', undefined);
+        await other.setHead('f', { kind: 'file', sha256: 'h1' });
+        await other.setHead('f', { kind: 'file', sha256: 'h2' });
+        // r1 is behind at f (h2), r2 has the head; at g r1 holds h1 — held at f, not at g.
+        await s.setKnown('r1', 'f', { kind: 'file', revision: 'a', sha256: 'h2' });
+        await s.setKnown('r2', 'f', { kind: 'file', revision: 'b', sha256: 'h4' });
+        await s.setKnown('r1', 'g', { kind: 'file', revision: 'c', sha256: 'g2' });
+        await s.setKnown('r2', 'g', { kind: 'dir', revision: '', sha256: '' });
+
+        // Forgotten: f's h1 and h3, g's h1, and everything of 'gone'.
+        expect(await s.pruneHeadHistory()).toBe(4);
+        expect(await s.wasHead('f', 'h1')).toBe(false);
+        expect(await s.wasHead('f', 'h2')).toBe(true); // r1's books hold it: r1 is behind
+        expect(await s.wasHead('f', 'h3')).toBe(false);
+        expect(await s.wasHead('f', 'h4')).toBe(true); // the head
+        expect(await s.wasHead('g', 'h1')).toBe(false);
+        expect(await s.wasHead('g', 'g2')).toBe(true);
+        expect(await s.wasHead('gone', 'x1')).toBe(false);
+        // Another share's history is its own.
+        expect(await other.wasHead('f', 'h1')).toBe(true);
+        expect(await s.pruneHeadHistory()).toBe(0);
+        // Inside a transaction, like every call.
+        await s.setHead('f', { kind: 'file', sha256: 'h5' });
+        await s.setKnown('r2', 'f', { kind: 'file', revision: 'd', sha256: 'h5' });
+        expect(await s.transaction((tx) => tx.pruneHeadHistory())).toBe(1);
+        expect(await s.wasHead('f', 'h4')).toBe(false);
+        expect(await s.wasHead('f', 'h2')).toBe(true);
+      });
+
       it('appendsInOrderAndTracksWhatIsDoneWhere', async () => {
         fresh();
         const other = books.share(`share-${++n}`);

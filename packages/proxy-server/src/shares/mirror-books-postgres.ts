@@ -193,6 +193,17 @@ export class PostgresShareStore implements ShareStore {
     return rows.length > 0;
   }
 
+  async pruneHeadHistory(): Promise<number> {
+    const rows = await this.write(
+      (q) => q`DELETE FROM mirror_head_history h WHERE h.share_id = ${this.shareId}
+        AND NOT EXISTS (SELECT 1 FROM mirror_head c WHERE c.share_id = h.share_id
+          AND c.path = h.path AND c.sha256 = h.sha256)
+        AND NOT EXISTS (SELECT 1 FROM mirror_known k WHERE k.share_id = h.share_id
+          AND k.path = h.path AND k.sha256 = h.sha256)`,
+    );
+    return rows.count;
+  }
+
   async dropHeadUnder(path: string): Promise<void> {
     await this.write(
       (q) => q`DELETE FROM mirror_head WHERE share_id = ${this.shareId}
