@@ -15,7 +15,6 @@
  * file per instance is what projects to machines of their own.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import { join } from 'node:path';
@@ -23,7 +22,7 @@ import { parseArgs } from 'node:util';
 import { Engine, ProxyClient } from '@weft/core';
 import { startS3Proxy } from '@weft/providers/testing';
 import { startCluster } from '../e2e/src/cluster-harness.ts';
-import { load, peakRssMiB, startProxy } from './agent-procs.ts';
+import { cpuSeconds, load, peakRssMiB, startProxy } from './agent-procs.ts';
 
 const { values } = parseArgs({
   options: {
@@ -57,18 +56,6 @@ globalThis.fetch = async (...args: Parameters<typeof fetch>): Promise<Response> 
 function percentile(xs: readonly number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? 0;
-}
-
-/** utime + stime of a live process, seconds. */
-function cpuSeconds(pid: number | undefined): number {
-  if (pid === undefined) return 0;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) / 100;
-  } catch {
-    return 0;
-  }
 }
 
 const sha = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex');

@@ -3,35 +3,19 @@
  * next crosses the link. A drop of several bundles has BUNDLES_IN_FLIGHT of them on their way
  * together, never more, and every file's outcome is recorded.
  */
-import { createHash } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { BUNDLES_IN_FLIGHT } from '../src/sync/propagate/upload-bundle.ts';
-import { FakeCloud } from './support/fake-cloud.ts';
-
-/** Bytes that do not deflate (so bundles are not compressed), the same for a seed every run. */
-function noise(size: number, seed: number): Buffer {
-  const out = Buffer.alloc(size);
-  let block = createHash('sha256').update(`seed ${seed}`).digest();
-  for (let at = 0; at < size; at += block.length) {
-    block.copy(out, at);
-    block = createHash('sha256').update(block).digest();
-  }
-  return out;
-}
+import { type Drop, expectDropOnServer, fakeCloudPerTest, writeDrop } from './drop-shared.ts';
 
 describe('bundles in flight', () => {
-  let cloud: FakeCloud | undefined;
-  afterEach(async () => {
-    await cloud?.close();
-    cloud = undefined;
-  });
+  const newCloud = fakeCloudPerTest();
 
   it('keeps BUNDLES_IN_FLIGHT bundles on their way, never more, and records every outcome', async () => {
-    cloud = new FakeCloud();
+    const cloud = newCloud();
     const d = await cloud.addDevice('laptop');
     // 32 files of 400 KiB: 12.5 MiB, four bundles of at most 4 MiB.
-    const files = 32;
-    for (let i = 0; i < files; i++) await d.write(`drop/f${i}.bin`, noise(400 * 1024, i));
+    const drop: Drop = { files: 32, size: 400 * 1024, pathOf: (i) => `drop/f${i}.bin` };
+    await writeDrop(d, drop);
     let onTheirWay = 0;
     let most = 0;
     let bundles = 0;
@@ -53,13 +37,7 @@ describe('bundles in flight', () => {
     expect(bundles).toBeGreaterThanOrEqual(BUNDLES_IN_FLIGHT + 1);
     expect(most).toBe(BUNDLES_IN_FLIGHT);
     expect(d.engine.journal.pendingCount()).toBe(0);
-    const server = cloud.serverTree();
-    for (let i = 0; i < files; i++)
-      expect(server.get(`drop/f${i}.bin`)).toBe(
-        createHash('sha256')
-          .update(noise(400 * 1024, i))
-          .digest('hex'),
-      );
+    expectDropOnServer(cloud, drop);
     // Every file's row says it is synced at the server's revision: a rescan sends nothing.
     const before = bundles;
     await d.sync();

@@ -14,51 +14,19 @@
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import pino from 'pino';
-import { Registry } from 'prom-client';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { FsProvider } from '@weft/providers';
-import { openRedundantProvider, type RedundantProvider, sweepOrphans } from '@weft/providers/redundant';
+import { sweepOrphans } from '@weft/providers/redundant';
 import { FencedError } from '../src/cluster/lease.ts';
 import type { Provider } from '@weft/providers';
-import { openBackend, type RedundantBackendConfig } from '../src/redundant-tier.ts';
-import { StorageMaintenance, type Timers } from '../src/storage-maintenance.ts';
+import type { RedundantBackendConfig } from '../src/redundant-tier.ts';
 import { PostgresPlacementStore } from '../src/store/placement-postgres.ts';
 import { postgresBinaries, type RunningPostgres, startPostgres } from '../src/testing/postgres.ts';
 import { pseudoRandom, tempDir } from './helpers.ts';
+import { FakeClock, fsTier, HOUR, KiB, maintenanceOf } from './maintenance-shared.ts';
 import { adminSql } from './pg-admin.ts';
 
 const bins = postgresBinaries();
-const KiB = 1024;
-const HOUR = 3600_000;
-
-/** Timers on a clock that moves only when the test says. */
-class FakeClock implements Timers {
-  t = 1_800_000_000_000;
-  private seq = 0;
-  private readonly due = new Map<number, { at: number; fn: () => void }>();
-  now = (): number => this.t;
-  set(fn: () => void, ms: number): unknown {
-    const id = ++this.seq;
-    this.due.set(id, { at: this.t + Math.max(0, ms), fn });
-    return id;
-  }
-  clear(handle: unknown): void {
-    this.due.delete(handle as number);
-  }
-  get pending(): number {
-    return this.due.size;
-  }
-  /** Move to the earliest timer and fire it; false when none is set. */
-  fireNext(): boolean {
-    const next = [...this.due.entries()].sort((a, b) => a[1].at - b[1].at)[0];
-    if (!next) return false;
-    this.due.delete(next[0]);
-    this.t = Math.max(this.t, next[1].at);
-    next[1].fn();
-    return true;
-  }
-}
 
 describe.skipIf('missing' in bins)(
   `redundant tier controller jobs across instances${'missing' in bins ? ` (skipped: ${bins.missing})` : ''}`,
@@ -92,23 +60,10 @@ describe.skipIf('missing' in bins)(
         if (!role.holder) throw new FencedError('not the controller');
       };
       const dir = await tempDir('weft-ctl-jobs-tier-');
-      const tier: RedundantProvider = openRedundantProvider({
-        backends: await Promise.all(
-          roots.map(async (root, i) => ({
-            id: `d${i}`,
-            provider: await FsProvider.open({ root, portable: false, maxJournal: 100 }),
-          })),
-        ),
-        dir,
-        store,
-        thresholdBytes: 64 * KiB,
-        maxShardBytes: 32 * KiB,
-        probeIntervalMs: 0,
-      });
+      const tier = await fsTier(roots, { idPrefix: 'd', dir, store, maxShardBytes: 32 * KiB });
       await tier.ready();
       tier.maintains = () => role.holder;
-      const m = new StorageMaintenance({
-        tier,
+      const m = maintenanceOf(tier, clock, {
         dir,
         schedule: {
           intervalMs: 24 * HOUR,
@@ -116,13 +71,8 @@ describe.skipIf('missing' in bins)(
           orphanGraceMs: HOUR,
           orphanDeletesPerSecond: 0,
         },
-        layout: { replicas: tier.replicas, k: tier.k, m: tier.m, thresholdBytes: tier.thresholdBytes },
-        log: pino({ level: 'silent' }),
-        registry: new Registry(),
-        openBackend: extra.open ?? openBackend,
+        ...(extra.open ? { openBackend: extra.open } : {}),
         ...(extra.configured ? { configured: extra.configured } : {}),
-        now: clock.now,
-        timers: clock,
         runScheduled: () => role.holder,
       });
       closers.push(async () => {

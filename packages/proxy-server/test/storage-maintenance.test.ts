@@ -9,46 +9,12 @@
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import pino from 'pino';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FsProvider } from '@weft/providers';
-import { openRedundantProvider, type RedundantProvider } from '@weft/providers/redundant';
 import { ApiError } from '../src/errors.ts';
-import { openBackend } from '../src/redundant-tier.ts';
-import { type ScrubSchedule, StorageMaintenance, type Timers } from '../src/storage-maintenance.ts';
+import type { ScrubSchedule, StorageMaintenance } from '../src/storage-maintenance.ts';
 import { pseudoRandom, tempDir } from './helpers.ts';
-
-const KiB = 1024;
-const HOUR = 3600_000;
-
-/** Timers on a clock that moves only when the test says. */
-class FakeClock implements Timers {
-  t = 1_800_000_000_000;
-  private seq = 0;
-  private readonly due = new Map<number, { at: number; fn: () => void }>();
-  now = (): number => this.t;
-  set(fn: () => void, ms: number): unknown {
-    const id = ++this.seq;
-    this.due.set(id, { at: this.t + Math.max(0, ms), fn });
-    return id;
-  }
-  clear(handle: unknown): void {
-    this.due.delete(handle as number);
-  }
-  get pending(): number {
-    return this.due.size;
-  }
-  /** Move to the earliest timer and fire it; false when none is set. */
-  fireNext(): boolean {
-    const next = [...this.due.entries()].sort((a, b) => a[1].at - b[1].at)[0];
-    if (!next) return false;
-    this.due.delete(next[0]);
-    this.t = Math.max(this.t, next[1].at);
-    next[1].fn();
-    return true;
-  }
-}
+import { FakeClock, fsTier, HOUR, KiB, maintenanceOf } from './maintenance-shared.ts';
 
 const closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -58,31 +24,11 @@ afterEach(async () => {
 async function rig(schedule: ScrubSchedule = { intervalMs: 24 * HOUR, bytesPerSecond: 0 }, base?: string) {
   const root = base ?? (await tempDir('weft-maint-'));
   const dirs = [0, 1, 2, 3, 4].map((i) => nodePath.join(root, `b${i}`));
-  const tier: RedundantProvider = openRedundantProvider({
-    backends: await Promise.all(
-      dirs.map(async (dir, i) => ({
-        id: `b${i}`,
-        provider: await FsProvider.open({ root: dir, portable: false, maxJournal: 100, private: true }),
-      })),
-    ),
-    dir: nodePath.join(root, 'tier'),
-    thresholdBytes: 64 * KiB,
-    maxShardBytes: 64 * KiB,
-    probeIntervalMs: 0,
-  });
+  const dir = nodePath.join(root, 'tier');
+  const tier = await fsTier(dirs, { idPrefix: 'b', dir, maxShardBytes: 64 * KiB, private: true });
   const clock = new FakeClock();
   const registry = new Registry();
-  const m = new StorageMaintenance({
-    tier,
-    dir: nodePath.join(root, 'tier'),
-    schedule,
-    layout: { replicas: tier.replicas, k: tier.k, m: tier.m, thresholdBytes: tier.thresholdBytes },
-    log: pino({ level: 'silent' }),
-    registry,
-    openBackend,
-    now: clock.now,
-    timers: clock,
-  });
+  const m = maintenanceOf(tier, clock, { dir, schedule, registry });
   closers.push(async () => {
     await m.close();
     await tier.close();
@@ -143,16 +89,9 @@ describe('StorageMaintenance', () => {
     expect(r.clock.pending).toBe(0);
     const clock2 = new FakeClock();
     clock2.t = job.finishedMs! + HOUR;
-    const again = new StorageMaintenance({
-      tier: r.tier,
+    const again = maintenanceOf(r.tier, clock2, {
       dir: nodePath.join(r.root, 'tier'),
       schedule: { intervalMs: 24 * HOUR, bytesPerSecond: 0 },
-      layout: { replicas: 2, k: 3, m: 2, thresholdBytes: 64 * KiB },
-      log: pino({ level: 'silent' }),
-      registry: new Registry(),
-      openBackend,
-      now: clock2.now,
-      timers: clock2,
     });
     closers.push(() => again.close());
     await again.start();
@@ -300,15 +239,9 @@ describe('StorageMaintenance', () => {
     expect(Buffer.concat(chunks).equals(data)).toBe(true);
     // The last sweep survives a restart.
     await r.m.close();
-    const again = new StorageMaintenance({
-      tier: r.tier,
+    const again = maintenanceOf(r.tier, r.clock, {
       dir: nodePath.join(r.root, 'tier'),
       schedule: { intervalMs: 24 * HOUR, bytesPerSecond: 0 },
-      layout: { replicas: 2, k: 3, m: 2, thresholdBytes: 64 * KiB },
-      log: pino({ level: 'silent' }),
-      registry: new Registry(),
-      openBackend,
-      now: r.clock.now,
       timers: new FakeClock(),
     });
     closers.push(() => again.close());
