@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { readAhead } from '../src/read-ahead.ts';
+import { TURN_EVERY, readAhead } from '../src/read-ahead.ts';
 
 /** A call that resolves when told to, counting how many run at once. */
 function gate() {
@@ -100,5 +100,28 @@ describe('readAhead', () => {
 
   it('refuses a depth that is not a positive integer', async () => {
     await expect(readAhead([1], 0, async (i) => i).next()).rejects.toThrow(RangeError);
+  });
+
+  it('gives the event loop a turn at least every TURN_EVERY results, even when every call is done at once', async () => {
+    // Calls that resolve at once (a small file read on the event loop): without the turns the
+    // consumer and the calls ran in microtasks alone and held the agent's UI for a whole
+    // bundle's files (issue #16). Counted: the results taken between two turns of the loop.
+    const items = Array.from({ length: 10 * TURN_EVERY }, (_, i) => i);
+    const perTurn: number[] = [0];
+    let watching = true;
+    const watch = (): void => {
+      perTurn.push(0);
+      if (watching) setImmediate(watch);
+    };
+    setImmediate(watch);
+    const out: number[] = [];
+    for await (const v of readAhead(items, 16, async (i) => i)) {
+      out.push(v);
+      perTurn[perTurn.length - 1] = (perTurn.at(-1) ?? 0) + 1;
+    }
+    watching = false;
+    expect(out).toEqual(items);
+    expect(Math.max(...perTurn)).toBeLessThanOrEqual(TURN_EVERY);
+    expect(perTurn.filter((n) => n > 0).length).toBeGreaterThanOrEqual(10);
   });
 });
