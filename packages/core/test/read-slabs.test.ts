@@ -3,7 +3,6 @@
  * (issue #16: at 100,000 files those dead buffers piled up as the agent's RSS spike when
  * uploading started). A slab is used again only once every file read into it is released.
  */
-import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
@@ -13,18 +12,7 @@ import { readSmallFile } from '../src/local-fs.ts';
 import { LoopGate, SLOW_RUN } from '../src/loop-gate.ts';
 import { BUNDLE_BUFFER_BYTES, READ_SLAB_BYTES, ReadSlabs } from '../src/sync/propagate/read-slabs.ts';
 import { BUNDLES_IN_FLIGHT } from '../src/sync/propagate/upload-bundle.ts';
-import { FakeCloud } from './support/fake-cloud.ts';
-
-/** Bytes that do not deflate, the same for a seed every run. */
-function noise(size: number, seed: number): Buffer {
-  const out = Buffer.alloc(size);
-  let block = createHash('sha256').update(`seed ${seed}`).digest();
-  for (let at = 0; at < size; at += block.length) {
-    block.copy(out, at);
-    block = createHash('sha256').update(block).digest();
-  }
-  return out;
-}
+import { type Drop, expectDropOnServer, fakeCloudPerTest, writeDrop } from './drop-shared.ts';
 
 describe('read slabs', () => {
   it('hands out slices of one slab, and reuses a slab only once all of its slices are released', () => {
@@ -88,20 +76,17 @@ describe('read slabs', () => {
   });
 
   describe('a drop of many bundles', () => {
-    let cloud: FakeCloud | undefined;
-    afterEach(async () => {
+    const newCloud = fakeCloudPerTest();
+    afterEach(() => {
       vi.restoreAllMocks();
-      await cloud?.close();
-      cloud = undefined;
     });
 
     it('reads its files into a few slabs, not a buffer per file, and uploads the right bytes', async () => {
-      cloud = new FakeCloud();
+      const cloud = newCloud();
       const d = await cloud.addDevice('laptop');
       // 512 files of 64 KiB: 32 MiB, eight bundles.
-      const files = 512;
-      const size = 64 * 1024;
-      for (let i = 0; i < files; i++) await d.write(`drop/f${i}.bin`, noise(size, i));
+      const drop: Drop = { files: 512, size: 64 * 1024, pathOf: (i) => `drop/f${i}.bin` };
+      await writeDrop(d, drop);
       // Bytes of the buffers the agent's small-file reads (local-fs.ts) allocate.
       let readBytes = 0;
       let readBuffers = 0;
@@ -117,9 +102,7 @@ describe('read slabs', () => {
       await d.sync();
       vi.restoreAllMocks();
       expect(d.engine.journal.pendingCount()).toBe(0);
-      const server = cloud.serverTree();
-      for (let i = 0; i < files; i++)
-        expect(server.get(`drop/f${i}.bin`)).toBe(createHash('sha256').update(noise(size, i)).digest('hex'));
+      expectDropOnServer(cloud, drop);
       // A fresh buffer per file was 512 buffers, 32 MiB. The slabs: the bundle being encoded,
       // the one being filled and the files read ahead of it.
       expect(readBuffers).toBeGreaterThan(0);
@@ -127,12 +110,11 @@ describe('read slabs', () => {
     });
 
     it('encodes its bundles into a few reused buffers, across the runs of one upload', async () => {
-      cloud = new FakeCloud();
+      const cloud = newCloud();
       const d = await cloud.addDevice('laptop');
       // 2,100 files of 8 KiB: 16.4 MiB, five bundles, in two runs (push.ts sends 2,000 a run).
-      const files = 2_100;
-      const size = 8 * 1024;
-      for (let i = 0; i < files; i++) await d.write(`drop/d${i % 7}/f${i}.bin`, noise(size, i));
+      const drop: Drop = { files: 2_100, size: 8 * 1024, pathOf: (i) => `drop/d${i % 7}/f${i}.bin` };
+      await writeDrop(d, drop);
       // The memory each bundle was sent from: a fresh buffer per bundle was one each.
       const buffers = new Set<ArrayBufferLike>();
       let bundles = 0;
@@ -144,11 +126,7 @@ describe('read slabs', () => {
       };
       await d.sync();
       expect(d.engine.journal.pendingCount()).toBe(0);
-      const server = cloud.serverTree();
-      for (let i = 0; i < files; i++)
-        expect(server.get(`drop/d${i % 7}/f${i}.bin`)).toBe(
-          createHash('sha256').update(noise(size, i)).digest('hex'),
-        );
+      expectDropOnServer(cloud, drop);
       expect(bundles).toBeGreaterThan(BUNDLES_IN_FLIGHT + 1);
       // One per bundle on its way and the one being encoded.
       expect(buffers.size).toBeLessThanOrEqual(BUNDLES_IN_FLIGHT + 1);
