@@ -83,10 +83,17 @@ export class PgOrdering implements ClusterOrdering {
     private readonly admission?: PgAdmission,
     applicationName = 'weft-proxy',
   ) {
-    this.sql = connect(url, connections, {
-      connection: { ...CLUSTER_KEEPALIVES, application_name: applicationName },
-      connect_timeout: 5,
-    });
+    // Its statements wait for locks and apply slots as long as the operations ahead take:
+    // no statement or response limit (a lost instance's session goes with CLUSTER_KEEPALIVES).
+    this.sql = connect(
+      url,
+      connections,
+      {
+        connection: { ...CLUSTER_KEEPALIVES, application_name: applicationName },
+        connect_timeout: 5,
+      },
+      { statementTimeoutMs: 0, responseTimeoutMs: 0 },
+    );
   }
 
   around<T>(namespace: string, paths: readonly string[], fn: () => Promise<T>, fop?: number): Promise<T> {

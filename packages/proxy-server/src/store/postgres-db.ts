@@ -11,6 +11,7 @@ import * as fs from 'node:fs';
 import * as nodePath from 'node:path';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
+import { watchedSocketFactory } from './pg-link-watch.ts';
 
 export const PG_MIGRATIONS_DIR = nodePath.resolve(fileURLToPath(import.meta.url), '../../pg-migrations');
 
@@ -31,10 +32,42 @@ export const CLUSTER_KEEPALIVES = {
   tcp_keepalives_count: 3,
 } as const;
 
+/**
+ * How long a pool waits on PostgreSQL. `statementTimeoutMs`: the server's statement_timeout
+ * (a statement running longer is cancelled with SQLSTATE 57014); `responseTimeoutMs`: a
+ * connection awaiting an answer that hears nothing for this long is dropped and its queries
+ * fail (pg-link-watch.ts: a link gone dark); 0 turns either off.
+ */
+export interface PgTimeouts {
+  readonly statementTimeoutMs?: number;
+  readonly responseTimeoutMs?: number;
+}
+
+/**
+ * Every pool's defaults: no proxy statement is meant to run near a minute, and the response
+ * limit leaves a statement_timeout's error time to arrive. Pools whose statements wait on
+ * purpose (the cluster's ordering locks) turn both off.
+ */
+export const DEFAULT_PG_TIMEOUTS = { statementTimeoutMs: 60_000, responseTimeoutMs: 75_000 } as const;
+
 /** Open a pool; BIGINT (int8) columns come back as numbers (they hold ms and byte counts). */
-export function connect(url: string, max = 8, extra: postgres.Options<never> = {}): Sql {
+export function connect(
+  url: string,
+  max = 8,
+  extra: postgres.Options<never> = {},
+  timeouts: PgTimeouts = {},
+): Sql {
+  const statementMs = timeouts.statementTimeoutMs ?? DEFAULT_PG_TIMEOUTS.statementTimeoutMs;
+  const responseMs = timeouts.responseTimeoutMs ?? DEFAULT_PG_TIMEOUTS.responseTimeoutMs;
+  // `socket` is a documented option the client's types leave out.
+  const socket = responseMs > 0 && !('socket' in extra) ? { socket: watchedSocketFactory(responseMs) } : {};
   return postgres(url, {
     ...extra,
+    ...(socket as object),
+    connection: {
+      ...(statementMs > 0 ? { statement_timeout: statementMs } : {}),
+      ...extra.connection,
+    },
     max,
     onnotice: () => undefined,
     types: {
@@ -54,10 +87,21 @@ const RETRY = new Set(['40001', '40P01']);
 /** Run `fn` in a transaction, again (up to 5 times) when PostgreSQL aborted it for a deadlock. */
 export async function inTransaction<T>(sql: Sql, fn: (tx: Tx) => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
+    let failed: { error: unknown } | undefined;
     try {
-      return (await sql.begin(fn)) as T;
+      return (await sql.begin(async (tx) => {
+        try {
+          return await fn(tx);
+        } catch (error) {
+          failed = { error };
+          throw error;
+        }
+      })) as T;
     } catch (e) {
       const code = (e as { code?: string }).code;
+      // A connection lost mid-transaction also fails the ROLLBACK after it: the statement's
+      // own error (say, the link's timeout) says what happened, not the rollback's.
+      if (failed && failed.error !== e && code?.startsWith('CONNECTION_')) throw failed.error;
       if (attempt >= 5 || code === undefined || !RETRY.has(code)) throw e;
       await new Promise((r) => setTimeout(r, attempt * 5 * Math.random()));
     }
