@@ -179,6 +179,13 @@ export const ProxyConfig = z.object({
     .int()
     .positive()
     .default(2 * MiB),
+  /**
+   * Bundle durability (issue #16): a bundle's small files are acknowledged once the bundle is
+   * in the fs tier's write-ahead log (one sync), and synced in place together this many ms
+   * later (the log's checkpoint; sooner before another change of a logged path). 0: an fsync
+   * per file instead, no log. Ignored with `databaseUrl` (processes sharing a tier fsync per file).
+   */
+  bundleSyncMs: z.number().int().min(0).default(1000),
   /** The packer (docs/formats/pack.md): target pack size and flush timeout; `enabled: false` keeps small files on the fs tier only. */
   packs: z
     .object({

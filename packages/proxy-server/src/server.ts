@@ -119,7 +119,17 @@ async function openProviders(config: ProxyConfig): Promise<{
 }> {
   const fsRoot = config.fsTierDir ?? nodePath.join(config.dataDir, 'fs');
   // The proxy keeps its own change feed in SQLite; the fs provider's journal is only kept short.
-  const fs = await FsProvider.open({ root: fsRoot, portable: false, maxJournal: 2000, private: true });
+  // One process owning its tier makes a bundle durable with one sync of a write-ahead log
+  // (FsProvider `batchLog`, replayed here at open, before reconcile()); processes sharing a
+  // tier on PostgreSQL keep an fsync per file (one process's log must not replay over
+  // another's later writes).
+  const fs = await FsProvider.open({
+    root: fsRoot,
+    portable: false,
+    maxJournal: 2000,
+    private: true,
+    batchLog: !config.databaseUrl && config.bundleSyncMs > 0 ? { checkpointMs: config.bundleSyncMs } : false,
+  });
   const ot = config.objectTier;
   // A redundant tier on several instances: its placement in the shared database (issue #18).
   const placement =

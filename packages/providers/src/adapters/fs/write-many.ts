@@ -7,6 +7,7 @@ import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { InvalidArgumentError, ProviderError } from '../../errors.ts';
 import type { KeyedMutex } from '../../keyed-mutex.ts';
+import type { BatchLog } from './batch-log.ts';
 import { parentPath } from '../../paths.ts';
 import type { Change, Entry } from '../../provider.ts';
 import { classify, forEachBounded, fsyncDir } from './util.ts';
@@ -37,15 +38,20 @@ export interface BatchTarget {
   prepareParents(p: string): Promise<void>;
   entryWithHash(p: string, st: import('node:fs').BigIntStats, sha256: string): Promise<Entry>;
   record(change: Change): void;
+  /** The write-ahead log (batch-log.ts): one sync per batch instead of one per file. */
+  readonly log?: BatchLog;
 }
 
 /**
  * Write many small files at once (the proxy's bundle ingest). Every file goes the way
  * `write` goes — temp file, fsync, rename — but the temp files are written and fsynced
  * in parallel (at most `concurrency` at a time), renamed into place one after another,
- * and each parent folder is fsynced once. Each file is still atomic on its own: a crash
- * leaves it at its old or its new content. Returns, per item in order, its entry or the
- * error that item met (one failure does not stop the others). Unconditional writes only.
+ * and each parent folder is fsynced once. With the write-ahead log (`t.log`) the batch is
+ * logged and synced first and the files and folders get no fsync of their own (the log's
+ * checkpoint syncs them together; a replay at open rewrites any lost). Each file is still
+ * atomic on its own: a crash leaves it at its old or its new content. Returns, per item in
+ * order, its entry or the error that item met (one failure does not stop the others).
+ * Unconditional writes only.
  */
 export async function writeMany(
   t: BatchTarget,
@@ -54,11 +60,11 @@ export async function writeMany(
 ): Promise<(Entry | Error)[]> {
   const out: (Entry | Error)[] = new Array<Entry | Error>(items.length);
   const staged: { i: number; p: string; tmp: string; sha256: string }[] = [];
-  // 1. Temp files, written and fsynced in parallel.
-  await forEachBounded(items.length, options.concurrency ?? 8, async (i) => {
-    const item = items[i]!;
+  // 0. Paths and hashes checked; with the write-ahead log, the whole batch logged and synced
+  //    at once (batch-log.ts), so the files below need no fsync of their own.
+  const valid: { i: number; p: string; sha256: string }[] = [];
+  for (const [i, item] of items.entries()) {
     let p = '';
-    const tmp = nodePath.join(t.tmpDir, randomBytes(12).toString('hex'));
     try {
       p = t.norm(item.path);
       t.resolve(p);
@@ -69,6 +75,50 @@ export async function writeMany(
       if (item.sha256 !== undefined && item.sha256.toLowerCase() !== sha256) {
         throw new InvalidArgumentError(`${t.name}: SHA-256 of the bytes for ${p} does not match`);
       }
+      valid.push({ i, p, sha256 });
+    } catch (e) {
+      out[i] = e instanceof ProviderError ? e : classify(e, t.name, p || item.path);
+    }
+  }
+  let applied = (): void => {};
+  if (t.log && valid.length > 0) {
+    try {
+      applied = await t.log.append(
+        valid.map((v) => ({
+          path: v.p,
+          bytes: items[v.i]!.bytes,
+          ...(items[v.i]!.modifiedMs !== undefined ? { modifiedMs: items[v.i]!.modifiedMs } : {}),
+          abs: t.resolve(v.p),
+          key: t.lockKey(v.p),
+        })),
+      );
+    } catch (e) {
+      for (const v of valid) out[v.i] = classify(e, t.name, v.p);
+      return out;
+    }
+  }
+  try {
+    return await writeAndPlace(t, items, valid, out, staged, options.concurrency ?? 8);
+  } finally {
+    applied();
+  }
+}
+
+async function writeAndPlace(
+  t: BatchTarget,
+  items: readonly WriteManyItem[],
+  valid: readonly { i: number; p: string; sha256: string }[],
+  out: (Entry | Error)[],
+  staged: { i: number; p: string; tmp: string; sha256: string }[],
+  concurrency: number,
+): Promise<(Entry | Error)[]> {
+  const logged = t.log !== undefined;
+  // 1. Temp files, written (and without the log, fsynced) in parallel.
+  await forEachBounded(valid.length, concurrency, async (k) => {
+    const { i, p, sha256 } = valid[k]!;
+    const item = items[i]!;
+    const tmp = nodePath.join(t.tmpDir, randomBytes(12).toString('hex'));
+    try {
       const fh = await fsp.open(tmp, 'wx', t.fileMode);
       try {
         if (item.bytes.byteLength > 0) await fh.writeFile(item.bytes);
@@ -76,14 +126,14 @@ export async function writeMany(
           const t = new Date(item.modifiedMs);
           await fh.utimes(t, t);
         }
-        await fh.sync();
+        if (!logged) await fh.sync();
       } finally {
         await fh.close();
       }
       staged.push({ i, p, tmp, sha256 });
     } catch (e) {
       await fsp.rm(tmp, { force: true });
-      out[i] = e instanceof ProviderError ? e : classify(e, t.name, p || item.path);
+      out[i] = e instanceof ProviderError ? e : classify(e, t.name, p);
     }
   });
   staged.sort((a, b) => a.i - b.i);
@@ -99,7 +149,7 @@ export async function writeMany(
     const firstOfParent = new Map<string, string>();
     for (const s of staged) if (!firstOfParent.has(parentPath(s.p))) firstOfParent.set(parentPath(s.p), s.p);
     const todo = [...firstOfParent];
-    await forEachBounded(todo.length, options.concurrency ?? 8, async (k) => {
+    await forEachBounded(todo.length, concurrency, async (k) => {
       const [parent, p] = todo[k]!;
       try {
         await t.prepareParents(p);
@@ -125,10 +175,11 @@ export async function writeMany(
         out[s.i] = e instanceof ProviderError ? e : classify(e, t.name, s.p);
       }
     };
-    await forEachBounded(staged.length, distinct ? (options.concurrency ?? 8) : 1, place);
-    // 3. Each parent folder fsynced once, then the new entries recorded in item order.
-    const dirList = [...dirs];
-    await forEachBounded(dirList.length, options.concurrency ?? 8, (k) => fsyncDir(dirList[k]!));
+    await forEachBounded(staged.length, distinct ? concurrency : 1, place);
+    // 3. Each parent folder fsynced once (with the log: at its checkpoint), then the new
+    //    entries recorded in item order.
+    const dirList = logged ? [] : [...dirs];
+    await forEachBounded(dirList.length, concurrency, (k) => fsyncDir(dirList[k]!));
     renamed.sort((a, b) => a.i - b.i);
     const stats = await Promise.all(
       renamed.map((r) => fsp.lstat(r.abs, { bigint: true }).catch((e: unknown) => classify(e, t.name, r.p))),
