@@ -53,6 +53,44 @@ export interface LogRecord {
   readonly done: boolean;
 }
 
+/** A log row as both stores read it (SQLite's `log`, PostgreSQL's `mirror_log`: the same columns). */
+export interface LogRow {
+  readonly seq: number;
+  readonly origin: string;
+  /** The op, JSON. */
+  readonly op: string;
+  /** The content; null when none, or left out of the query. */
+  readonly data: Buffer | null;
+  /** The replicas the op is done on, a JSON array. */
+  readonly done_targets: string;
+  readonly created_ms: number;
+}
+
+/** A log row as the engine takes it. */
+export function loggedOp(r: LogRow): LoggedOp {
+  return {
+    seq: r.seq,
+    origin: r.origin,
+    op: JSON.parse(r.op) as Op,
+    data: r.data ?? undefined,
+    doneTargets: JSON.parse(r.done_targets) as string[],
+    createdMs: r.created_ms,
+  };
+}
+
+/** A log row as the diagnosis lists it; `done` as SQLite (0 or 1) or PostgreSQL (a boolean) gives it. */
+export function logRecord(
+  r: Pick<LogRow, 'seq' | 'origin' | 'op' | 'done_targets'> & { readonly done: boolean | number },
+): LogRecord {
+  return {
+    seq: r.seq,
+    origin: r.origin,
+    op: r.op,
+    doneTargets: r.done_targets,
+    done: r.done !== 0 && r.done !== false,
+  };
+}
+
 /** The state of one share in books shared by many. */
 export interface ShareStore {
   readonly shareId: string;

@@ -20,7 +20,7 @@ export {
   type OutageCause,
   type ShareStore,
 } from './store.ts';
-export { atOrUnder } from './books-store.ts';
+export { atOrUnder, loggedOp, logRecord, type LogRow as MirrorLogRow } from './books-store.ts';
 export type { LoggedOp, Op } from './ops.ts';
 export { type Clock, systemClock } from './clock.ts';
 export {

@@ -16,7 +16,10 @@ import {
   atOrUnder,
   type HeadEntry,
   type KnownEntry,
+  loggedOp,
   type LogRecord,
+  logRecord,
+  type LogRow,
   type MirrorBooks,
   type Outage,
   type OutageCause,
@@ -40,15 +43,6 @@ interface KnownRow {
   kind: 'file' | 'dir';
   revision: string;
   sha256: string;
-}
-
-interface LogRow {
-  seq: number;
-  origin: string;
-  op: string;
-  data: Buffer | null;
-  done_targets: string;
-  created_ms: number;
 }
 
 /** Apply the numbered migrations not yet applied (see @weft/providers/sqlite-migrations). */
@@ -282,14 +276,7 @@ export class SqliteShareStore implements ShareStore {
             'WHERE share_id = ? AND done = 0 AND seq > ? ORDER BY seq',
         )
         .all(this.shareId, afterSeq) as LogRow[];
-      return rows.map((r) => ({
-        seq: r.seq,
-        origin: r.origin,
-        op: JSON.parse(r.op) as Op,
-        data: r.data ?? undefined,
-        doneTargets: JSON.parse(r.done_targets) as string[],
-        createdMs: r.created_ms,
-      }));
+      return rows.map(loggedOp);
     });
   }
 
@@ -469,13 +456,7 @@ export class SqliteShareStore implements ShareStore {
         done_targets: string;
         done: number;
       }[];
-      return rows.map((r) => ({
-        seq: r.seq,
-        origin: r.origin,
-        op: r.op,
-        doneTargets: r.done_targets,
-        done: r.done !== 0,
-      }));
+      return rows.map(logRecord);
     });
   }
 

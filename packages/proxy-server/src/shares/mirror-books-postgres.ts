@@ -19,8 +19,11 @@ import {
   type HeadEntry,
   type KnownEntry,
   type LoggedOp,
+  loggedOp,
   type LogRecord,
+  logRecord,
   type MirrorBooks,
+  type MirrorLogRow,
   type Op,
   type Outage,
   type OutageCause,
@@ -52,15 +55,6 @@ export function termFence(role: ClusterRole): () => BooksFence {
         ? Promise.reject(new FencedError(`instance ${role.instanceId} is not the controller`))
         : role.fence(tx, token);
   };
-}
-
-interface LogSql {
-  seq: number;
-  origin: string;
-  op: string;
-  data: Buffer | null;
-  done_targets: string;
-  created_ms: number;
 }
 
 /** `path` at or below `prefix` ('' = all), in SQL. */
@@ -236,17 +230,10 @@ export class PostgresShareStore implements ShareStore {
   }
 
   async pending(afterSeq = 0, withData = true): Promise<LoggedOp[]> {
-    const rows = await this.q<LogSql[]>`SELECT seq, origin, op,
+    const rows = await this.q<MirrorLogRow[]>`SELECT seq, origin, op,
         ${withData ? this.q`data` : this.q`NULL::bytea AS data`}, done_targets, created_ms
       FROM mirror_log WHERE share_id = ${this.shareId} AND NOT done AND seq > ${afterSeq} ORDER BY seq`;
-    return rows.map((r) => ({
-      seq: r.seq,
-      origin: r.origin,
-      op: JSON.parse(r.op) as Op,
-      data: r.data ?? undefined,
-      doneTargets: JSON.parse(r.done_targets) as string[],
-      createdMs: r.created_ms,
-    }));
+    return rows.map(loggedOp);
   }
 
   async pendingFor(replica: string): Promise<number> {
@@ -353,12 +340,6 @@ export class PostgresShareStore implements ShareStore {
       { seq: number; origin: string; op: string; done_targets: string; done: boolean }[]
     >`
       SELECT seq, origin, op, done_targets, done FROM mirror_log WHERE share_id = ${this.shareId} ORDER BY seq`;
-    return rows.map((r) => ({
-      seq: r.seq,
-      origin: r.origin,
-      op: r.op,
-      doneTargets: r.done_targets,
-      done: r.done,
-    }));
+    return rows.map(logRecord);
   }
 }
