@@ -68,6 +68,14 @@ export interface WriteOptions {
    * metadata, records it so stat() can report it without reading the content.
    */
   readonly sha256?: string;
+  /**
+   * The caller keeps its own checksums of this body and checks what it reads back (the
+   * redundant tier's fragments: every shard's SHA-256 is in its placement store). Without
+   * `sha256`, the provider may then skip hashing the body for its own sake: the returned
+   * entry may carry no hash, and S3 sends the payload unsigned (issue #17). With `sha256`,
+   * or where a provider has nothing to skip, it changes nothing.
+   */
+  readonly callerVerifies?: boolean;
   /** Modification time to record, where features.setModTime. */
   readonly modifiedMs?: number;
   readonly signal?: AbortSignal;

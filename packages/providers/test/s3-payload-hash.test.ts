@@ -13,6 +13,64 @@ const s3 = inject('s3');
 
 afterEach(() => vi.restoreAllMocks());
 
+/** Bytes given to SHA-256 while `fn` runs. */
+async function hashedDuring(fn: () => Promise<unknown>): Promise<number> {
+  let hashed = 0;
+  const proto = (crypto as unknown as { Hash: { prototype: { update: (d: unknown) => unknown } } }).Hash
+    .prototype;
+  const update = proto.update;
+  vi.spyOn(proto, 'update').mockImplementation(function (this: unknown, d: unknown, ...rest: unknown[]) {
+    hashed += typeof d === 'string' ? d.length : (d as Uint8Array).byteLength;
+    return (update as (...a: unknown[]) => unknown).call(this, d, ...rest);
+  });
+  try {
+    await fn();
+  } finally {
+    vi.restoreAllMocks();
+  }
+  return hashed;
+}
+
+describe('s3 write the caller verifies (callerVerifies)', () => {
+  const provider = () =>
+    new S3Provider({
+      ...s3,
+      credentials: s3,
+      prefix: `caller-verifies/${randomBytes(6).toString('hex')}`,
+      partSize: 5 * 1024 * 1024,
+    });
+
+  it('hashes none of the body, single put or multipart; s3proxy takes the unsigned payload', async () => {
+    const p = provider();
+    for (const size of [3 * 1024 * 1024, 12 * 1024 * 1024 + 5]) {
+      const data = randomBytes(size);
+      let e: Awaited<ReturnType<S3Provider['write']>> | undefined;
+      const hashed = await hashedDuring(async () => {
+        e = await p.write(`f${size}.bin`, data, { size, callerVerifies: true });
+      });
+      expect(hashed, `${size} bytes`).toBeLessThan(64 * 1024);
+      expect(e?.size).toBe(size);
+      expect(e?.hash).toBeUndefined();
+      expect((await collect(await p.read(`f${size}.bin`))).equals(data)).toBe(true);
+    }
+    await p.close();
+  });
+
+  it('with sha256 given it still checks the body: a wrong one fails and stores nothing', async () => {
+    const p = provider();
+    const data = randomBytes(1024);
+    const wrong = crypto.createHash('sha256').update('other').digest('hex');
+    await expect(p.write('w.bin', data, { sha256: wrong, callerVerifies: true })).rejects.toMatchObject({
+      code: 'InvalidArgument',
+    });
+    await expect(p.stat('w.bin')).rejects.toMatchObject({ code: 'NotFound' });
+    const sha = crypto.createHash('sha256').update(data).digest('hex');
+    expect((await p.write('w.bin', data, { sha256: sha, callerVerifies: true })).hash?.value).toBe(sha);
+    expect((await p.stat('w.bin')).hash?.value).toBe(sha);
+    await p.close();
+  });
+});
+
 describe('s3 single put', () => {
   it('hashes the body once, and the object is stored with its SHA-256', async () => {
     const p = new S3Provider({

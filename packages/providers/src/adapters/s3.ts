@@ -49,6 +49,8 @@ import {
   type S3Calls,
   SHA_META,
   shaFromHead,
+  UNSIGNED_PAYLOAD,
+  withPayloadHash,
 } from './s3/upload.ts';
 import { classifyS3, InvalidRangeError } from './s3/errors.ts';
 
@@ -301,11 +303,14 @@ export class S3Provider implements Provider {
   async write(path: string, body: Body, options: WriteOptions = {}): Promise<Entry> {
     const p = normalizeEntryPath(path);
     const key = this.key(p);
-    const hash = createHash('sha256');
+    // The caller checks its own checksums (fragments of the redundant tier): no SHA-256 of
+    // the body here, and the payload goes unsigned — each byte hashed once less per request
+    // and once less for the object (issue #17; docs/providers/s3.md).
+    const hash = options.callerVerifies && options.sha256 === undefined ? undefined : createHash('sha256');
     const parts = rechunk(openBody(body), this.partSize)[Symbol.asyncIterator]();
     const firstPart = await parts.next();
     const first = firstPart.done ? Buffer.alloc(0) : firstPart.value;
-    hash.update(first);
+    hash?.update(first);
     const second = firstPart.done ? { done: true as const, value: undefined } : await parts.next();
     throwIfAborted(options.signal);
     const conditions = {
@@ -314,27 +319,21 @@ export class S3Provider implements Provider {
     };
     if (second.done) {
       checkSize(options.size, first.byteLength, p);
-      const sha = hash.digest();
-      checkSha(options.sha256, sha, p);
+      const sha = hash?.digest();
+      if (sha) checkSha(options.sha256, sha, p);
       const put = new PutObjectCommand({
         Bucket: this.bucket,
         Key: key,
         Body: first,
         ContentLength: first.byteLength,
-        ChecksumSHA256: sha.toString('base64'),
-        Metadata: { [SHA_META]: sha.toString('hex') },
+        ...(sha
+          ? { ChecksumSHA256: sha.toString('base64'), Metadata: { [SHA_META]: sha.toString('hex') } }
+          : {}),
         ...conditions,
       });
       // The signature's payload hash is this same SHA-256: given, so SigV4 does not hash the
       // body a second time (issue #17).
-      put.middlewareStack.add(
-        (next) => async (args) => {
-          const request = args.request as { headers?: Record<string, string> };
-          if (request.headers) request.headers['x-amz-content-sha256'] = sha.toString('hex');
-          return next(args);
-        },
-        { step: 'build', name: 'weftKnownPayloadSha256' },
-      );
+      withPayloadHash(put, sha ? sha.toString('hex') : UNSIGNED_PAYLOAD);
       const out = await this.send(p, options.signal, (o) => this.client.send(put, o), options.ifNotExists);
       return {
         path: p,
@@ -342,7 +341,7 @@ export class S3Provider implements Provider {
         size: first.byteLength,
         modifiedMs: Date.now(),
         revision: out.ETag ?? '',
-        hash: { algorithm: 'sha256', value: sha.toString('hex') },
+        ...(sha ? { hash: { algorithm: 'sha256', value: sha.toString('hex') } } : {}),
       };
     }
     return multipartUpload(this.calls, key, p, first, second.value, parts, hash, options, conditions);

@@ -15,7 +15,7 @@
 import { createHash } from 'node:crypto';
 import { collect, rechunk, sha256Hex } from '../body.ts';
 import { NotFoundError } from '../errors.ts';
-import type { Body, Provider } from '../provider.ts';
+import type { Body, Provider, WriteOptions } from '../provider.ts';
 import { FRAGMENT_HEADER_BYTES } from './fragment.ts';
 import { type BackendConfig, blobKey, type RedundantProvider } from './redundant-provider.ts';
 import type { LocationRow, ObjectRow } from './placement-store.ts';
@@ -80,9 +80,13 @@ export async function replayOutageLog(tier: RedundantProvider, backend: string):
   }
 }
 
-function blobWriteOptions(obj: ObjectRow, loc: LocationRow): { size: number; sha256?: string } {
+function blobWriteOptions(obj: ObjectRow, loc: LocationRow): WriteOptions & { size: number } {
   if (obj.layout === 'replicated') return { size: obj.size, sha256: loc.blob_sha256 };
-  return { size: FRAGMENT_HEADER_BYTES + stripeCount(obj.size, obj.k, obj.shard_bytes) * obj.shard_bytes };
+  // A fragment: its shards are checked against the placement store on read and scrub.
+  return {
+    size: FRAGMENT_HEADER_BYTES + stripeCount(obj.size, obj.k, obj.shard_bytes) * obj.shard_bytes,
+    callerVerifies: true,
+  };
 }
 
 /**

@@ -354,8 +354,9 @@ export class RedundantProvider implements Provider {
     const modifiedMs = options.modifiedMs ?? Date.now();
     if (ended) {
       const data = Buffer.concat(head, headBytes);
-      checkBody(this.name, p, options, data.byteLength, sha256Hex(data));
-      const stored = await this.putReplicated(id, data, options.signal);
+      const sha = sha256Hex(data);
+      checkBody(this.name, p, options, data.byteLength, sha);
+      const stored = await this.putReplicated(id, data, sha, options.signal);
       return this.commit(p, stored, cond, modifiedMs);
     }
     await fsp.mkdir(this.spoolDir, { recursive: true });
@@ -444,8 +445,8 @@ export class RedundantProvider implements Provider {
     ];
   }
 
-  private async putReplicated(id: string, data: Buffer, signal?: AbortSignal) {
-    const sha = sha256Hex(data);
+  /** `sha`: SHA-256 (hex) of `data`, already computed by the caller. */
+  private async putReplicated(id: string, data: Buffer, sha: string, signal?: AbortSignal) {
     const row = {
       id,
       size: data.byteLength,
@@ -524,7 +525,9 @@ export class RedundantProvider implements Provider {
     if (!b) return false;
     const started = Date.now();
     try {
-      await b.provider.write(key, body, { size, sha256, signal });
+      // A fragment (no sha256): the tier checks every shard against its placement record on
+      // read and scrub, so the backend need not hash it again (issue #17).
+      await b.provider.write(key, body, { size, sha256, signal, callerVerifies: sha256 === undefined });
       this.recordTransfer(backend, size, Date.now() - started);
       return true;
     } catch (e) {

@@ -10,6 +10,7 @@ import {
   CompleteMultipartUploadCommand,
   CreateMultipartUploadCommand,
   type HeadObjectCommandOutput,
+  type PutObjectCommand,
   type S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
@@ -22,6 +23,25 @@ export const MIN_PART = 5 * 1024 * 1024;
 const MAX_PARTS = 10_000;
 /** User metadata holding the object's SHA-256 (hex) when S3 keeps no whole-object checksum. */
 export const SHA_META = 'weft-sha256';
+
+/** x-amz-content-sha256 of a request whose payload is not part of its signature. */
+export const UNSIGNED_PAYLOAD = 'UNSIGNED-PAYLOAD';
+
+/**
+ * Give SigV4 the request's payload hash (hex SHA-256, or UNSIGNED_PAYLOAD) as the
+ * x-amz-content-sha256 header: the SDK's signer uses a value found there instead of hashing
+ * a buffered body itself (@smithy/signature-v4 getPayloadHash), issue #17.
+ */
+export function withPayloadHash(command: PutObjectCommand | UploadPartCommand, value: string): void {
+  (command.middlewareStack as PutObjectCommand['middlewareStack']).add(
+    (next) => async (args) => {
+      const request = args.request as { headers?: Record<string, string> };
+      if (request.headers) request.headers['x-amz-content-sha256'] = value;
+      return next(args);
+    },
+    { step: 'build', name: 'weftPayloadHash' },
+  );
+}
 
 /** What the multipart upload needs of the provider: its name, client, bucket and classifying send. */
 export interface S3Calls {
@@ -67,7 +87,8 @@ export async function multipartUpload(
   first: Buffer,
   second: Buffer,
   rest: AsyncIterator<Buffer>,
-  hash: ReturnType<typeof createHash>,
+  /** Undefined when the caller verifies (WriteOptions.callerVerifies): parts go unsigned. */
+  hash: ReturnType<typeof createHash> | undefined,
   options: WriteOptions,
   conditions: { IfNoneMatch?: string; IfMatch?: string },
 ): Promise<Entry> {
@@ -91,20 +112,17 @@ export async function multipartUpload(
   let failure: unknown;
   let total = 0;
   const upload = (partNumber: number, data: Buffer): void => {
+    const command = new UploadPartCommand({
+      Bucket: s3.bucket,
+      Key: key,
+      UploadId: uploadId,
+      PartNumber: partNumber,
+      Body: data,
+      ContentLength: data.byteLength,
+    });
+    if (!hash) withPayloadHash(command, UNSIGNED_PAYLOAD);
     const task = s3
-      .send(p, abort.signal, (o) =>
-        s3.client.send(
-          new UploadPartCommand({
-            Bucket: s3.bucket,
-            Key: key,
-            UploadId: uploadId,
-            PartNumber: partNumber,
-            Body: data,
-            ContentLength: data.byteLength,
-          }),
-          o,
-        ),
-      )
+      .send(p, abort.signal, (o) => s3.client.send(command, o))
       .then(
         (out) => {
           done.push({ PartNumber: partNumber, ETag: out.ETag ?? '' });
@@ -133,15 +151,15 @@ export async function multipartUpload(
       } else {
         next = await rest.next();
       }
-      if (!next.done) hash.update(next.value);
+      if (!next.done) hash?.update(next.value);
       part = next.done ? undefined : next.value;
     }
     await Promise.all(inFlight);
     if (failure !== undefined) throw failure;
     throwIfAborted(options.signal);
     checkSize(options.size, total, p);
-    const sha = hash.digest();
-    checkSha(options.sha256, sha, p);
+    const sha = hash?.digest();
+    if (sha) checkSha(options.sha256, sha, p);
     done.sort((a, b) => a.PartNumber - b.PartNumber);
     const out = await s3.send(
       p,
@@ -165,7 +183,7 @@ export async function multipartUpload(
       size: total,
       modifiedMs: Date.now(),
       revision: out.ETag ?? '',
-      hash: { algorithm: 'sha256', value: sha.toString('hex') },
+      ...(sha ? { hash: { algorithm: 'sha256', value: sha.toString('hex') } } : {}),
     };
   } catch (e) {
     abort.abort(e);
