@@ -74,6 +74,53 @@ describe('journal changes', () => {
     j.close();
   });
 
+  it('write the queue once per transaction, however many operations they complete', () => {
+    const j = fresh();
+    const ops = Array.from({ length: 100 }, (_, i) => ({
+      kind: 'put' as const,
+      path: `d/f${i}.txt`,
+      hash: `h${i}`,
+      size: 1,
+      created: true,
+    }));
+    j.enqueueMany(ops);
+    expect(j.queueWrites).toBe(1);
+    const changes = new JournalChanges();
+    for (const q of j.pendingOps().slice(0, 64))
+      changes.add(
+        new JournalChanges().completeOp(q.id).upsertFile(file(q.op.kind === 'put' ? q.op.path : '', 'h')),
+      );
+    commitChanges(j, changes);
+    // One write of the queue, not one (and a savepoint) per completed operation (issue #16).
+    expect(j.queueWrites).toBe(2);
+    expect(j.pendingCount()).toBe(36);
+    const rows = j.db.prepare('SELECT path FROM ops ORDER BY id').all() as { path: string }[];
+    expect(rows.map((r) => r.path)).toEqual(ops.slice(64).map((o) => o.path));
+    expect(j.getFile('d/f0.txt')?.hash).toBe('h');
+    j.close();
+  });
+
+  it('mark a row synced in place, and make no row where there is none', () => {
+    const j = fresh();
+    const row = { ...file('a.txt', 'h1'), syncedRev: null, syncedHash: null, mtimeNs: 7n };
+    j.upsertFile(row);
+    commitChanges(
+      j,
+      new JournalChanges()
+        .setSynced('a.txt', 'r9', 'h1', Buffer.from('sig'), 512)
+        .setSynced('gone.txt', 'r1', 'h'),
+    );
+    expect(j.getFile('a.txt')).toEqual({
+      ...row,
+      syncedRev: 'r9',
+      syncedHash: 'h1',
+      signature: Buffer.from('sig'),
+      signatureBlock: 512,
+    });
+    expect(j.getFile('gone.txt')).toBeUndefined();
+    j.close();
+  });
+
   it('an empty list touches nothing', () => {
     const j = fresh();
     const changes = new JournalChanges().enqueue([]);

@@ -15,6 +15,14 @@ import type { FileRow, Journal } from './journal.ts';
 
 export type JournalChange =
   | { readonly kind: 'upsert'; readonly row: FileRow }
+  | {
+      readonly kind: 'synced';
+      readonly path: string;
+      readonly rev: string;
+      readonly hash: string;
+      readonly signature: Buffer | null;
+      readonly signatureBlock: number | null;
+    }
   | { readonly kind: 'delete'; readonly path: string }
   | { readonly kind: 'delete-under'; readonly path: string }
   | { readonly kind: 'move'; readonly from: string; readonly to: string }
@@ -56,6 +64,18 @@ export class JournalChanges {
 
   upsertFile(row: FileRow): this {
     this.list.push({ kind: 'upsert', row });
+    return this;
+  }
+
+  /** The row at `path` (if any) was synced at `rev` with content `hash` (Journal.setSynced). */
+  setSynced(
+    path: string,
+    rev: string,
+    hash: string,
+    signature: Buffer | null = null,
+    signatureBlock: number | null = null,
+  ): this {
+    this.list.push({ kind: 'synced', path, rev, hash, signature, signatureBlock });
     return this;
   }
 
@@ -127,6 +147,8 @@ function apply(journal: Journal, c: JournalChange): void {
   switch (c.kind) {
     case 'upsert':
       return journal.upsertFile(c.row);
+    case 'synced':
+      return journal.setSynced(c.path, c.rev, c.hash, c.signature, c.signatureBlock);
     case 'delete':
       return journal.deleteFile(c.path);
     case 'delete-under':
