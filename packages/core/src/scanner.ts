@@ -24,13 +24,24 @@ import * as nodePath from 'node:path';
 import { caseFoldKey, normalizePath } from '@weft/providers/paths';
 import type { IgnoreRules } from './ignore-rules.ts';
 import { IGNORE_FILE } from './ignore-rules.ts';
-import type { FileRow, IndexRow, Journal } from './journal/journal.ts';
+import type { FileRow, Journal } from './journal/journal.ts';
 import { BoundedTasks } from './bounded-tasks.ts';
 import { PARTIAL_PREFIX, readWholeSync, sha256File } from './local-fs.ts';
 import { LocalPaths, UnsafeLocalPathError, encodeName } from './local-path.ts';
 import type { Op } from './ops.ts';
+import {
+  type DiskEntry,
+  type Known,
+  newRow,
+  outermost,
+  properAncestorIn,
+  reservedNameReason,
+  selfOrAncestorIn,
+  unchanged,
+} from './scan-rows.ts';
 
 export { ENQUEUE_BATCH, enqueueScan } from './scan-queue.ts';
+export { reservedNameReason } from './scan-rows.ts';
 
 export interface ScanOptions {
   /** Only look at these subtrees (provider paths); default: everything. */
@@ -47,6 +58,13 @@ export interface ScanOptions {
    * ScanStopped (a partial walk must never read as deletions). The engine's stop().
    */
   readonly shouldStop?: () => boolean;
+  /**
+   * Called as the scan goes, each time it has compared CHUNK_ENTRIES more entries, with the
+   * operations found so far (the array grows; moves first, then in path order; deletions
+   * only in the result) and the writer of their index rows (ScanResult.commitThrough): the
+   * caller may queue ops[0, n) with commitThrough(n) and send them while the scan goes on.
+   */
+  readonly found?: (ops: readonly Op[], commitThrough: (end: number) => void) => Promise<void> | void;
 }
 
 /** The scan was asked to stop (ScanOptions.shouldStop) before it finished; nothing was written. */
@@ -57,8 +75,8 @@ export class ScanStopped extends Error {
   }
 }
 
-/** Entries compared between two turns of the event loop. */
-const YIELD_EVERY = 1_000;
+/** Entries hashed and compared between two turns of the event loop (and two calls of ScanOptions.found). */
+export const CHUNK_ENTRIES = 1_000;
 /**
  * Entries stat'ed on the event loop between two of its turns. A stat is a few microseconds
  * when the metadata is cached — four times less CPU than one through the thread pool and its
@@ -133,19 +151,6 @@ export interface ScanResult {
    * in batches, each batch's rows in its transaction, keeps the same guarantee.
    */
   readonly commitThrough: (end: number) => void;
-}
-
-interface DiskEntry {
-  path: string;
-  /** Where it is on disk: its folder (one string shared by the folder's entries) and name. */
-  dir: string;
-  name: string;
-  kind: 'file' | 'dir';
-  size: number;
-  mtimeNs: bigint;
-  inode: bigint;
-  /** Its content's hash when it was hashed, or 'unsettled' (changed meanwhile) or 'gone'. */
-  hash?: string;
 }
 
 /** Where an entry is on disk (made when needed: 100,000 stored paths cost megabytes). */
@@ -401,14 +406,31 @@ export async function scan(
 
   const cheaplyUnchanged = (e: DiskEntry, row: Known | undefined): boolean =>
     row !== undefined && unchanged(e, row);
-  /** The whole row of a known entry, under its path now (read when an entry changed). */
+  /**
+   * The whole row of a known entry, under its path now (read when an entry changed): where it
+   * was stored, or already at its path once a caller queued its move (ScanOptions.found).
+   */
   const whole = (k: Known): FileRow | undefined => {
-    const r = realJournal.getFile(k.storedAt ?? k.path);
+    const r =
+      realJournal.getFile(k.storedAt ?? k.path) ??
+      (k.storedAt === undefined ? undefined : realJournal.getFile(k.path));
     return r && { ...r, path: k.path };
   };
   let hashedFiles = 0;
   const settled = (e: DiskEntry): boolean => nowNs - e.mtimeNs >= settleNs;
-  // Hash what needs it, several files at once; the loop below uses the results in order.
+  /** ScanResult.commitThrough: rows written up to `written`. */
+  let written = 0;
+  const commitThrough = (end: number): void => {
+    for (; written < deferred.length && (deferredAfter[written] as number) <= end; written++) {
+      const d = deferred[written];
+      deferred[written] = undefined; // the row it holds can go
+      if (typeof d === 'function') d();
+      else if (d !== undefined)
+        realJournal.upsertFile('dir' in d ? newRow(d, d.kind === 'dir' ? null : (d.hash ?? null)) : d);
+    }
+  };
+
+  // Hash what needs it, several files at once; each chunk is compared once hashed.
   // 'unsettled': changed while hashed (left for the next scan); 'gone': unreadable or vanished.
   // A small file is read and hashed on the event loop while its reads are quick (the gate),
   // into one buffer reused for every file, HASH_SLICE_BYTES between turns: through the pool
@@ -417,47 +439,40 @@ export async function scan(
   const scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
   let hashedSinceTurn = 0;
   const tasks = new BoundedTasks(HASH_CONCURRENCY);
-  for (const e of sortedDisk) {
-    if (e.kind !== 'file' || cheaplyUnchanged(e, known.get(e.path)) || !settled(e)) continue;
-    stopCheck();
-    hashedFiles += 1;
-    if (e.size <= SCRATCH_BYTES && gate.onLoop()) {
-      if (hashedSinceTurn >= HASH_SLICE_BYTES) {
-        hashedSinceTurn = 0;
-        await new Promise<void>((resolve) => setImmediate(resolve));
-        stopCheck();
-      }
-      const t = performance.now();
-      e.hash = hashOnLoop(absOf(e), e, scratch);
-      gate.took(performance.now() - t);
-      hashedSinceTurn += e.size + 4096;
-      continue;
-    }
-    await tasks.add(async () => {
-      let outcome: string;
-      try {
-        const abs = absOf(e);
-        const hash = await hashFile(abs, e.size);
-        const again = await fsp.lstat(abs, { bigint: true });
-        outcome = again.mtimeNs !== e.mtimeNs || Number(again.size) !== e.size ? 'unsettled' : hash;
-      } catch {
-        outcome = 'gone';
-      }
-      e.hash = outcome;
-    });
-  }
-  await tasks.drain();
-
-  let sinceYield = 0;
-  for (const e of sortedDisk) {
-    stopCheck();
-    // A turn of the event loop now and then: 100,000 entries compared in one go held the
-    // agent's UI and SIGTERM for seconds on a loaded machine (issue #16).
-    if (++sinceYield === YIELD_EVERY) {
-      sinceYield = 0;
-      await new Promise<void>((resolve) => setImmediate(resolve));
+  const hashAll = async (chunk: readonly DiskEntry[]): Promise<void> => {
+    for (const e of chunk) {
+      if (e.kind !== 'file' || cheaplyUnchanged(e, known.get(e.path)) || !settled(e)) continue;
       stopCheck();
+      hashedFiles += 1;
+      if (e.size <= SCRATCH_BYTES && gate.onLoop()) {
+        if (hashedSinceTurn >= HASH_SLICE_BYTES) {
+          hashedSinceTurn = 0;
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          stopCheck();
+        }
+        const t = performance.now();
+        e.hash = hashOnLoop(absOf(e), e, scratch);
+        gate.took(performance.now() - t);
+        hashedSinceTurn += e.size + 4096;
+        continue;
+      }
+      await tasks.add(async () => {
+        let outcome: string;
+        try {
+          const abs = absOf(e);
+          const hash = await hashFile(abs, e.size);
+          const again = await fsp.lstat(abs, { bigint: true });
+          outcome = again.mtimeNs !== e.mtimeNs || Number(again.size) !== e.size ? 'unsettled' : hash;
+        } catch {
+          outcome = 'gone';
+        }
+        e.hash = outcome;
+      });
     }
+    await tasks.drain();
+  };
+
+  const compare = (e: DiskEntry): void => {
     const row = known.get(e.path);
     if (e.kind === 'dir') {
       if (!row) {
@@ -472,36 +487,49 @@ export async function scan(
         const r = whole(row);
         if (r) journal.upsertFile({ ...r, inode: e.inode, mtimeNs: e.mtimeNs });
       }
-      continue;
+      return;
     }
-    if (cheaplyUnchanged(e, row)) continue; // unchanged by every cheap measure
+    if (cheaplyUnchanged(e, row)) return; // unchanged by every cheap measure
     if (!settled(e)) {
       unsettled.push(e.path);
-      continue;
+      return;
     }
     const hash = e.hash ?? 'gone';
-    if (hash === 'gone') continue;
+    if (hash === 'gone') return;
     if (hash === 'unsettled') {
       unsettled.push(e.path); // changed while we hashed: leave it for the next scan
-      continue;
+      return;
     }
     if (row && row.kind === 'dir') {
       ops.push({ kind: 'delete', path: e.path });
       ops.push({ kind: 'put', path: e.path, hash, size: e.size, created: true });
       journal.deleteFilesUnder(e.path);
       journal.insertNew(e);
-      continue;
+      return;
     }
     const r = row && whole(row); // changed by its stat: its whole row now
     if (r && r.hash === hash) {
       journal.upsertFile({ ...r, size: e.size, mtimeNs: e.mtimeNs, inode: e.inode }); // touched, not changed
-      continue;
+      return;
     }
     if (!r || r.syncedHash !== hash) {
       ops.push({ kind: 'put', path: e.path, hash, size: e.size, created: !r || r.syncedRev === null });
     }
     if (r) journal.upsertFile({ ...r, size: e.size, mtimeNs: e.mtimeNs, inode: e.inode, hash });
     else journal.insertNew(e);
+  };
+
+  // Hashed and compared CHUNK_ENTRIES at a time, with a turn of the event loop between chunks
+  // (100,000 entries compared in one go held the agent's UI and SIGTERM for seconds; issue
+  // #16) and what was found so far handed to options.found (the caller may queue it and
+  // start sending while the scan goes on).
+  for (let from = 0; from < sortedDisk.length; from += CHUNK_ENTRIES) {
+    const chunk = sortedDisk.slice(from, from + CHUNK_ENTRIES);
+    await hashAll(chunk);
+    for (const e of chunk) compare(e);
+    await options.found?.(ops, commitThrough);
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    stopCheck();
   }
 
   // Deletions: known rows in scope that are no longer on disk (top-most only: a folder
@@ -533,17 +561,6 @@ export async function scan(
   disk.clear();
   known.clear();
   folded.clear();
-  let written = 0;
-  const commitThrough = (end: number): void => {
-    for (; written < deferred.length && (deferredAfter[written] as number) <= end; written++) {
-      const d = deferred[written];
-      deferred[written] = undefined; // the row it holds can go
-      if (typeof d === 'function') d();
-      else if (d !== undefined)
-        realJournal.upsertFile('dir' in d ? newRow(d, d.kind === 'dir' ? null : (d.hash ?? null)) : d);
-    }
-  };
-
   return {
     ops,
     unsettled,
@@ -557,62 +574,4 @@ export async function scan(
     commit: () => commitThrough(Number.POSITIVE_INFINITY),
     commitThrough,
   };
-}
-
-/** A file unchanged by every cheap measure: its row's size, mtime and inode, and a hash known. */
-function unchanged(e: DiskEntry, row: IndexRow): boolean {
-  return (
-    e.kind === 'file' &&
-    row.kind === 'file' &&
-    row.size === e.size &&
-    row.mtimeNs === e.mtimeNs &&
-    row.inode === e.inode &&
-    row.hashed
-  );
-}
-
-/** The scope entries not inside another (each journal row is read once). */
-function outermost(scope: readonly string[]): string[] {
-  if (scope.includes('')) return [''];
-  const out = new Set<string>();
-  for (const s of [...new Set(scope)].sort()) if (!selfOrAncestorIn(s, out)) out.add(s);
-  return [...out];
-}
-
-/** A journal row as the scan holds it: `storedAt`, where its whole row is, once found moved. */
-type Known = IndexRow & { readonly storedAt?: string };
-
-function properAncestorIn(p: string, set: ReadonlySet<string>): boolean {
-  if (set.size === 0) return false;
-  for (let i = p.indexOf('/'); i >= 0; i = p.indexOf('/', i + 1)) if (set.has(p.slice(0, i))) return true;
-  return false;
-}
-
-function selfOrAncestorIn(p: string, set: ReadonlySet<string>): boolean {
-  return set.has(p) || properAncestorIn(p, set);
-}
-
-function newRow(e: DiskEntry, hash: string | null): FileRow {
-  return {
-    path: e.path,
-    kind: e.kind,
-    size: e.size,
-    mtimeNs: e.mtimeNs,
-    inode: e.inode,
-    hash,
-    syncedRev: null,
-    syncedHash: null,
-    signature: null,
-    signatureBlock: null,
-  };
-}
-
-/** The server's link files end in this (proxy-server store/link-file.ts): names it refuses. */
-const RESERVED_SUFFIX = '.weftlink';
-
-/** Why the server refuses a name it reserves for itself, or undefined. */
-export function reservedNameReason(name: string): string | undefined {
-  return name.toLowerCase().endsWith(RESERVED_SUFFIX)
-    ? `names ending in ${RESERVED_SUFFIX} are reserved by the server and are not synced`
-    : undefined;
 }

@@ -265,7 +265,7 @@ describe('queueing a large scan', () => {
     setImmediate(tick);
     const out = await enqueueScan(journal, r, { batch: BATCH });
     done = true;
-    expect(out).toEqual({ queued: n + 2, complete: true });
+    expect(out).toEqual({ queued: n + 2, complete: true, eliminated: 0 });
     expect(journal.pendingOps().map((q) => q.op)).toEqual(r.ops);
     expect(journal.allFiles()).toHaveLength(n + 2);
     // Three batches: the loop ran (at least) between them.
@@ -278,7 +278,7 @@ describe('queueing a large scan', () => {
     const r = await rawScan(root, journal, new IgnoreRules(), { now: later });
     let batches = 0;
     const out = await enqueueScan(journal, r, { shouldStop: () => ++batches >= 1, batch: BATCH });
-    expect(out).toEqual({ queued: BATCH, complete: false });
+    expect(out).toEqual({ queued: BATCH, complete: false, eliminated: 0 });
     const queued = new Set(journal.pendingOps().map((q) => (q.op.kind === 'move' ? q.op.from : q.op.path)));
     const indexed = new Set(journal.allFiles().map((f) => f.path));
     // No change recorded in the index without the operation that sends it.

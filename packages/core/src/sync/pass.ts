@@ -15,6 +15,7 @@ import type { SyncContext } from './context.ts';
 import { discoverLocal } from './discovery/local.ts';
 import { pull, releaseHeld, runConsistencyCheck } from './discovery/remote.ts';
 import { runIdleEstimates } from './idle-estimates.ts';
+import { EarlyPush } from './early-push.ts';
 import { push } from './push.ts';
 
 export interface ConsistencyOutcome {
@@ -95,14 +96,31 @@ export async function runPass(ctx: SyncContext, state: PassState, env: PassEnv):
   if (state.pendingScope.size > 0) await env.selective.beforeScan([...state.pendingScope]);
   const scope = [...state.pendingScope];
   state.pendingScope.clear();
+  const control = { paused: env.paused, stopped: env.stopped, storageFull: () => env.storage.isFull };
   if (scope.length > 0) {
-    const found = await discoverLocal(ctx, scope, {
-      folder: options.folder,
-      settleMs: options.settleMs ?? 1000,
-      massDeleteFraction: options.massDeleteFraction ?? 0.5,
-      massDeleteCount: options.massDeleteCount ?? 1000,
-      stopped: env.stopped,
-    });
+    // Sending starts while the scan goes on, when nothing else waits (early-push.ts).
+    const early = EarlyPush.forScan(ctx, control, offline === undefined);
+    let found: Awaited<ReturnType<typeof discoverLocal>>;
+    try {
+      found = await discoverLocal(
+        ctx,
+        scope,
+        {
+          folder: options.folder,
+          settleMs: options.settleMs ?? 1000,
+          massDeleteFraction: options.massDeleteFraction ?? 0.5,
+          massDeleteCount: options.massDeleteCount ?? 1000,
+          stopped: env.stopped,
+        },
+        early,
+      );
+    } catch (e) {
+      await early?.finish(true).catch(() => undefined); // never two pushes at once
+      throw e;
+    }
+    // The scan is over; a push beside it sends the rest of the queue before the pass goes on.
+    if (found === 'queued' && early?.started) ctx.status.update({ state: 'syncing' });
+    await early?.finish(found !== 'queued');
     if (found === 'stopped') return; // the next scan finds the rest
     if (found === 'mass-delete') {
       state.massDeletePending = true;
@@ -113,7 +131,7 @@ export async function runPass(ctx: SyncContext, state: PassState, env: PassEnv):
   // Held remote changes no queued move touches now (the scan may have merged a move into a
   // delete) come in before the push, so what they bring is known to the operations sent.
   await releaseHeld(ctx);
-  await push(ctx, { paused: env.paused, stopped: env.stopped, storageFull: () => env.storage.isFull });
+  await push(ctx, control);
   await env.selective.afterPush();
   await releaseHeld(ctx);
   if (!env.again()) await runIdleEstimates(ctx, () => env.again() || env.stopped());

@@ -5,9 +5,8 @@
  * files in bundles, large ones one by one; a run of other operations goes as one request.
  * Server conflicts met on the way are mended after each request (D23).
  */
-import * as fsp from 'node:fs/promises';
+import { MAX_BUNDLE_BYTES } from '@weft/wire';
 import type { Op } from '../ops.ts';
-import { readAhead } from '@weft/wire';
 import type { SyncContext } from './context.ts';
 import { sendOps } from './propagate/remote-ops.ts';
 import { uploadBundles } from './propagate/upload-bundle.ts';
@@ -22,20 +21,46 @@ export interface PushControl {
   readonly stopped: () => boolean;
   /** Weft storage is full: uploads wait, other operations go (storage-usage.ts). */
   readonly storageFull: () => boolean;
+  /**
+   * Sending while the scan still queues (early-push.ts): resolves true once more is queued,
+   * false once the scan is over. Asked when the queue is empty, and when all it holds is
+   * less than a bundle's worth of creates (then sent once the scan is over).
+   */
+  readonly more?: () => Promise<boolean>;
 }
+
+/** While the scan goes on, creates wait until there are this many bytes of them (a bundle's worth). */
+const EARLY_WINDOW_BYTES = MAX_BUNDLE_BYTES;
 
 export async function push(ctx: SyncContext, control: PushControl): Promise<void> {
   for (;;) {
     if (control.paused() || control.stopped()) return;
     const queue = [...ctx.journal.pendingOps()];
-    if (queue.length === 0) return;
+    if (queue.length === 0) {
+      if (control.more && (await control.more())) continue;
+      return;
+    }
     if (control.storageFull()) return pushWhileFull(ctx, queue);
-    ctx.status.update({ state: 'syncing', pendingOperations: queue.length });
+    // While the scan goes on its status stays "scanning".
+    ctx.status.update(
+      control.more
+        ? { pendingOperations: queue.length }
+        : { state: 'syncing', pendingOperations: queue.length },
+    );
     const window: typeof queue = [];
+    let bytes = 0;
     for (const q of queue) {
       if (q.op.kind !== 'put' && q.op.kind !== 'mkdir') break;
       window.push(q);
+      if (q.op.kind === 'put') bytes += q.op.size;
     }
+    if (
+      control.more &&
+      window.length === queue.length &&
+      bytes < EARLY_WINDOW_BYTES &&
+      (await control.more())
+    )
+      continue;
     if (window.length === 0) {
       const run: typeof queue = [];
       for (const q of queue) {
@@ -48,28 +73,18 @@ export async function push(ctx: SyncContext, control: PushControl): Promise<void
     }
     const mkdirs = window.filter((q) => q.op.kind === 'mkdir');
     for (let i = 0; i < mkdirs.length; i += 500) await sendOps(ctx, mkdirs.slice(i, i + 500));
-    const puts = window.filter((q) => q.op.kind === 'put');
+    // Small or large by the size the scan hashed: no stat (and no second resolve of the path)
+    // per file before its read — 100,000 of them were a tenth of a first sync's agent CPU
+    // (issue #16). A file that grew to large since is handed back by the bundle upload.
     const small: typeof queue = [];
     const large: typeof queue = [];
-    // Several stats in flight (one after another, 100,000 of them took seconds).
-    const sized = readAhead(puts, 16, async (q) => ({
-      q,
-      st: await ctx
-        .at(q.op.kind === 'put' ? ctx.journal.whereNow(q.id, q.op.path) : '', true)
-        .then((abs) => fsp.lstat(abs))
-        .catch(() => undefined),
-    }));
-    for await (const { q, st } of sized) {
-      if (control.stopped()) return;
-      if (st && st.isFile() && st.size >= ctx.small) large.push(q);
-      else small.push(q);
-    }
+    for (const q of window) if (q.op.kind === 'put') (q.op.size >= ctx.small ? large : small).push(q);
     // In slices, so a stop lands between requests, not after 100,000 files; the same read
     // slabs for all of them (read-slabs.ts).
     const slabs = new ReadSlabs();
     for (let i = 0; i < small.length; i += 2_000) {
       if (control.stopped()) return;
-      await uploadBundles(ctx, small.slice(i, i + 2_000), slabs);
+      large.push(...(await uploadBundles(ctx, small.slice(i, i + 2_000), slabs)));
     }
     await resolveServerConflicts(ctx);
     for (const q of large) {

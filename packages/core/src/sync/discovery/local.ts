@@ -11,6 +11,7 @@ import { JournalChanges } from '../../journal/changes.ts';
 import { PARTIAL_PREFIX } from '../../local-fs.ts';
 import type { Op } from '../../ops.ts';
 import { type ScanResult, ScanStopped, enqueueScan, scan } from '../../scanner.ts';
+import type { EarlyPush } from '../early-push.ts';
 import type { SyncContext } from '../context.ts';
 
 export interface LocalDiscoveryOptions {
@@ -33,21 +34,45 @@ export async function discoverLocal(
   ctx: SyncContext,
   scope: readonly string[],
   o: LocalDiscoveryOptions,
+  early?: EarlyPush,
 ): Promise<'queued' | 'mass-delete' | 'stopped'> {
   ctx.status.update({ state: 'scanning' });
-  const result = decideScanned(
-    await scan(o.folder, ctx.journal, ctx.ignore, {
-      scope,
-      settleMs: o.settleMs,
-      now: ctx.now,
-      detectCaseClashes: ctx.caseInsensitive,
-      shouldStop: o.stopped,
-      paths: ctx.paths,
-    }),
-  );
-  ctx.trace('scan', result.ops);
+  // With a push beside the scan (early-push.ts), what it has found is queued as it goes.
+  let done = 0;
+  let eliminated = 0;
+  const found = (ops: readonly Op[], commitThrough: (end: number) => void): void => {
+    if (!early || ops.length === done) return;
+    const kept = ops.slice(done).filter(sendsIt);
+    const before = ctx.journal.pendingCount();
+    const queued = ctx.journal.enqueueMany(kept, () => commitThrough(ops.length));
+    eliminated += kept.length - (queued - before);
+    done = ops.length;
+    ctx.status.update({ pendingOperations: queued });
+    early.queued();
+  };
+  const scanned = await scan(o.folder, ctx.journal, ctx.ignore, {
+    scope,
+    settleMs: o.settleMs,
+    now: ctx.now,
+    detectCaseClashes: ctx.caseInsensitive,
+    shouldStop: o.stopped,
+    paths: ctx.paths,
+    ...(early ? { found } : {}),
+  });
+  ctx.trace('scan', scanned.ops);
+  // What is left to queue: the operations found after the last early batch (and their rows).
+  const rest: ScanResult =
+    done === 0
+      ? scanned
+      : {
+          ...scanned,
+          ops: scanned.ops.slice(done),
+          commitThrough: (end) => scanned.commitThrough(end === Number.POSITIVE_INFINITY ? end : done + end),
+        };
+  const result = decideScanned(rest);
   for (const w of result.warnings) ctx.status.warn(w);
   if (isMassDelete(result.deletedFiles, result.knownFilesBefore, o)) {
+    await early?.finish(true); // nothing of this scan's deletes goes before the person's answer
     if (!(await enqueueScan(ctx.journal, result, { shouldStop: o.stopped })).complete) return 'stopped';
     ctx.status.update({
       state: 'paused',
@@ -55,15 +80,17 @@ export async function discoverLocal(
     });
     return 'mass-delete';
   }
-  const before = ctx.journal.pendingCount();
   // In batches, yielding between them: the UI and SIGTERM are answered meanwhile (issue #16).
   const queued = await enqueueScan(ctx.journal, result, {
     shouldStop: o.stopped,
-    onBatch: (n) => ctx.status.update({ pendingOperations: n }),
+    onBatch: (n) => {
+      ctx.status.update({ pendingOperations: n });
+      early?.queued();
+    },
   });
   if (!queued.complete) return 'stopped';
   if (result.storedAs > 0) ctx.showLocalNames();
-  ctx.status.save('operationsEliminated', before + result.ops.length - queued.queued);
+  ctx.status.save('operationsEliminated', eliminated + queued.eliminated);
   if (result.unsettled.length > 0) setTimeout(() => ctx.markDirty(result.unsettled), o.settleMs).unref();
   return 'queued';
 }
@@ -78,9 +105,7 @@ export async function discoverLocal(
 function decideScanned(result: ScanResult): ScanResult {
   const keep: number[] = [];
   result.ops.forEach((op, i) => {
-    const seen = observe(op);
-    if (seen === undefined || decide(seen).action === (op.kind === 'delete' ? 'delete-remote' : 'upload'))
-      keep.push(i);
+    if (sendsIt(op)) keep.push(i);
   });
   if (keep.length === result.ops.length) return result;
   // The rows found before a dropped operation still go with the next kept one.
@@ -90,6 +115,12 @@ function decideScanned(result: ScanResult): ScanResult {
     commitThrough: (end) =>
       result.commitThrough(end >= keep.length ? Number.POSITIVE_INFINITY : (keep[end] as number)),
   };
+}
+
+/** Whether the decision table's row for a scanned operation says to send it (decideScanned). */
+function sendsIt(op: Op): boolean {
+  const seen = observe(op);
+  return seen === undefined || decide(seen).action === (op.kind === 'delete' ? 'delete-remote' : 'upload');
 }
 
 /** The base the scan compared with, where an operation does not carry its hash. */

@@ -46,12 +46,15 @@ export const BUNDLES_IN_FLIGHT = 2;
  * up to BUNDLES_IN_FLIGHT bundles are on their way while the next is filled: the reads, the
  * encoding, the transfer and the server's work overlap instead of taking turns (issue #16).
  * A path already in a bundle on its way waits for the outcomes of those on their way.
+ * Returns the puts whose file had grown to ctx.small or more since it was queued (the
+ * caller sends them as large files: push.ts sorts by the queued size, without a stat).
  */
 export async function uploadBundles(
   ctx: SyncContext,
   run: readonly { id: number; op: Op }[],
   slabs = new ReadSlabs(),
-): Promise<void> {
+): Promise<{ id: number; op: Op }[]> {
+  const grown: { id: number; op: Op }[] = [];
   let batch: { id: number; entry: BundleEntry }[] = [];
   let inBatch = new Set<string>();
   let bytes = BUNDLE_OVERHEAD;
@@ -174,6 +177,11 @@ export async function uploadBundles(
         ctx.commit(new JournalChanges().completeOp(q.id)); // gone since: the scanner queues its delete
         continue;
       }
+      if (content.byteLength >= ctx.small) {
+        slabs.release(content);
+        grown.push(q);
+        continue;
+      }
       const sha = createHash('sha256').update(content).digest('hex');
       const entry: BundleEntry = {
         path: q.op.path,
@@ -193,6 +201,7 @@ export async function uploadBundles(
     // Never return with a bundle's outcome unrecorded (its error, if any, is thrown here).
     await settle();
   }
+  return grown;
 }
 
 /**
@@ -209,15 +218,15 @@ export function putOutcome(
   signature?: { bytes: Buffer; block: number },
 ): JournalChanges {
   const out = new JournalChanges().completeOp(opId).clearSent(p);
-  const row = r?.status === 'applied' && r.entry ? ctx.journal.getFile(p) : undefined;
-  if (row && r?.status === 'applied' && r.entry)
-    out.upsertFile({
-      ...row,
-      syncedRev: r.entry.revision,
-      syncedHash: r.entry.sha256 ?? sha,
-      signature: signature?.bytes ?? null,
-      signatureBlock: signature?.block ?? null,
-    });
+  // The synced columns of its row (when it has one), not a whole row read and written back.
+  if (r?.status === 'applied' && r.entry)
+    out.setSynced(
+      p,
+      r.entry.revision,
+      r.entry.sha256 ?? sha,
+      signature?.bytes ?? null,
+      signature?.block ?? null,
+    );
   if (r?.status === 'error') ctx.status.activity({ kind: 'error', path: p, detail: r.error.message });
   if (r?.status === 'error') {
     const d = ctx.decide(stated(p, 'refused'), { code: r.error.code });
