@@ -283,6 +283,7 @@ export async function runAgent(o: {
       console.error(
         `  ${((traced - t0) / 1000).toFixed(1)} s: ${s?.state ?? '(no answer)'}, ` +
           `${s?.pendingOperations ?? '?'} queued, ${s?.files ?? '?'} files, ` +
+          `${s ? (s.bytesUploaded / 1048576).toFixed(0) : '?'} MiB up, ` +
           `RSS ${rssMiB(child.pid).toFixed(0)} MiB (peak ${run.rssMiB.toFixed(0)}), ` +
           `CPU ${run.cpuSeconds.toFixed(1)} s, status ${(performance.now() - asked).toFixed(0)} ms`,
       );
