@@ -218,9 +218,16 @@ describe('dropbox emulator (wire)', () => {
     expect(idle.body).toEqual({ changes: false, backoff: 0 });
     const bad = await rpc('files/list_folder/longpoll', { cursor: body.cursor, timeout: 5 }, {});
     expect(bad.status).toBe(400);
-    const waiting = rpc('files/list_folder/longpoll', { cursor: body.cursor, timeout: 480 }, {});
-    await content('files/upload', { path: '/list/poke.txt', mode: 'add' }, 'poke');
-    expect((await waiting).body).toEqual({ changes: true });
+    // At full length: the scaled wait (4.8 s) could end before the upload lands on a loaded
+    // machine; the answer must come from the change, never from the timeout.
+    emu.longpollTimeScale = 1;
+    try {
+      const waiting = rpc('files/list_folder/longpoll', { cursor: body.cursor, timeout: 480 }, {});
+      await content('files/upload', { path: '/list/poke.txt', mode: 'add' }, 'poke');
+      expect((await waiting).body).toEqual({ changes: true });
+    } finally {
+      emu.longpollTimeScale = 0.01;
+    }
   });
 
   it('injects 429 with Retry-After and a RateLimitError body', async () => {

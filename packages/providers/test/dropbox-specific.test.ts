@@ -67,10 +67,24 @@ describe('dropbox adapter specifics', () => {
     const p = fresh();
     await p.mkdir('w');
     const cursor = await p.latestCursor();
+    // Nothing changes: answered at the end of the (scaled: 30 ms) timeout.
     expect(await p.waitForChanges(cursor, 30)).toEqual({ changes: false, backoffMs: 0 });
-    const waiting = p.waitForChanges(cursor, 480);
-    await p.write('w/new.txt', Buffer.from('n'));
-    expect((await waiting).changes).toBe(true);
+    // A change while one waits. Scaled, this wait would end after 480 ms, and a write slower
+    // than that (a loaded machine: it failed once so) would land after it: so it runs at full
+    // length, and the write is made slower than the scaled wait, to show the answer does not
+    // depend on how fast the write is.
+    emu.longpollTimeScale = 1;
+    const slow = ['files/upload', 'files/upload_session/start', 'files/upload_session/finish_batch_v2'].map(
+      (endpoint) => emu.faults.add({ endpoint, action: { kind: 'latency', ms: 1000 } }),
+    );
+    try {
+      const waiting = p.waitForChanges(cursor, 480);
+      await p.write('w/new.txt', Buffer.from('n'));
+      expect((await waiting).changes).toBe(true);
+    } finally {
+      for (const off of slow) off();
+      emu.longpollTimeScale = 0.001;
+    }
     const page = await p.changes(cursor);
     expect(page.changes.map((c) => `${c.type}:${c.path}`)).toEqual(['upsert:w/new.txt']);
     emu.expireCursors();

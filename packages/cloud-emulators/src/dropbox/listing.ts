@@ -188,7 +188,7 @@ export abstract class DropboxListing extends DropboxUploads {
     this.checkCursor(c);
     const backoff = this.opts.longpollBackoffSeconds;
     if (this.hasChanges(c)) return { changes: true, ...(backoff ? { backoff } : {}) };
-    const ms = a.timeout * 1000 * (this.opts.longpollTimeScale ?? 1);
+    const ms = a.timeout * 1000 * this.longpollTimeScale;
     const changed = await new Promise<boolean>((resolve) => {
       const done = (v: boolean): void => {
         clearTimeout(timer);

@@ -24,6 +24,11 @@ export abstract class DropboxModel extends EmulatorServer {
   private revCounter = 0x100000000;
   protected readonly waiters = new Set<() => void>();
   protected readonly opts: DropboxEmulatorOptions;
+  /**
+   * Longpoll timeouts are multiplied by this (options.longpollTimeScale; default 1). A test
+   * may change it while running: a wait for a change must not end before a slow write lands.
+   */
+  longpollTimeScale: number;
 
   constructor(options: DropboxEmulatorOptions = {}) {
     super(options, {
@@ -32,6 +37,7 @@ export abstract class DropboxModel extends EmulatorServer {
       extraTokenFields: { account_id: 'dbid:AAemulator', uid: '12345' },
     });
     this.opts = options;
+    this.longpollTimeScale = options.longpollTimeScale ?? 1;
     this.tree = new Tree({
       caseInsensitive: true,
       rootId: 'id:root',
