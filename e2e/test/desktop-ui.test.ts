@@ -56,7 +56,9 @@ async function startProxy(
     logLevel: 'warn',
     gcGraceMs: 0,
     objectTier: { type: 'fs' },
-    shares: { endpoints, pollIntervalMs: 200 },
+    // An unavailable replica (Bob's full Drive below) is tried again within a second, not
+    // after the default backoff's minute or more: the test waits for it to come back.
+    shares: { endpoints, pollIntervalMs: 200, probeBackoffMs: { first: 200, max: 1000 } },
     ...(quotaBytes === undefined ? {} : { quota: { defaultBytes: quotaBytes } }),
   });
   return { url: server.url, adminToken, dataDir: dir, s3Prefix: '', close: () => server.close() };

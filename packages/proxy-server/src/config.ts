@@ -69,6 +69,19 @@ export const SharesConfig = z.object({
   keyFile: z.string().optional(),
   /** Pause between mirror rounds for replicas without push/long-poll notification. */
   pollIntervalMs: z.number().int().min(10).default(2000),
+  /**
+   * How often a share replica that is unavailable (full, unauthorised, failing) is tried
+   * again: up to `first` after its second failed try, doubling with each one up to `max`; a
+   * cloud's Retry-After replaces the wait, capped at `max` (docs/mirror.md). Default 2 s and
+   * 10 min.
+   */
+  probeBackoffMs: z
+    .object({
+      first: z.number().int().min(0).default(2000),
+      max: z.number().int().min(0).default(600_000),
+    })
+    .refine((b) => b.first <= b.max, { message: 'probeBackoffMs: first must not exceed max' })
+    .optional(),
   /** Dropbox list_folder/longpoll timeout (Dropbox accepts 30–480 s). */
   longpollTimeoutSeconds: z.number().int().min(30).max(480).default(60),
   /** Mirror writes into a namespace reach its feed clients in batches at most this often. */

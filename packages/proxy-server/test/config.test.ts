@@ -33,6 +33,24 @@ describe('configuration', () => {
     expect(() => parseConfig({}, { WEFT_PROXY_PORT: '-1' })).toThrow(/port/);
   });
 
+  it('takesTheSharesReplicaProbeBackoff', () => {
+    expect(parseConfig({}).shares.probeBackoffMs).toBeUndefined();
+    expect(
+      parseConfig({ shares: { probeBackoffMs: { first: 100, max: 1000 } } }).shares.probeBackoffMs,
+    ).toEqual({
+      first: 100,
+      max: 1000,
+    });
+    expect(parseConfig({ shares: { probeBackoffMs: { max: 5000 } } }).shares.probeBackoffMs).toEqual({
+      first: 2000,
+      max: 5000,
+    });
+    expect(() => parseConfig({ shares: { probeBackoffMs: { first: 5000, max: 1000 } } })).toThrow(
+      /probeBackoffMs: first must not exceed max/,
+    );
+    expect(() => parseConfig({ shares: { probeBackoffMs: { first: -1 } } })).toThrow(ConfigError);
+  });
+
   it('takesAShareOAuthTokenUrlOnlyOverHttpsOrOnLoopback', () => {
     const oauth = (tokenUrl: string) => ({ shares: { oauth: { dropbox: { clientId: 'k', tokenUrl } } } });
     expect(parseConfig(oauth('http://127.0.0.1:4000/oauth2/token')).shares.oauth.dropbox).toEqual({

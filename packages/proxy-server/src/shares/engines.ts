@@ -281,6 +281,7 @@ export class ShareEngines {
         books: this.o.books,
         logger: this.o.log,
         pollIntervalMs: this.o.config.pollIntervalMs,
+        ...(this.o.config.probeBackoffMs ? { probeBackoffMs: this.o.config.probeBackoffMs } : {}),
         replicas: await Promise.all(members.map((m) => this.replicaOf(shareId, m))),
         onProgress: ({ applied }) => {
           const delta = applied >= state.lastApplied ? applied - state.lastApplied : applied;
