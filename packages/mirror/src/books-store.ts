@@ -37,6 +37,26 @@ export interface Outage {
   readonly error: string;
 }
 
+/** A replica's outage row as both stores read it. */
+export interface OutageRow {
+  readonly cause: OutageCause;
+  readonly since_ms: number;
+  readonly failures: number;
+  readonly next_probe_ms: number;
+  readonly error: string;
+}
+
+/** An outage row as the engine takes it. */
+export function outageOf(r: OutageRow): Outage {
+  return {
+    cause: r.cause,
+    sinceMs: r.since_ms,
+    failures: r.failures,
+    nextProbeMs: r.next_probe_ms,
+    error: r.error,
+  };
+}
+
 /** A head entry with its path. */
 export interface HeadEntry {
   readonly path: string;

@@ -20,7 +20,14 @@ export {
   type OutageCause,
   type ShareStore,
 } from './store.ts';
-export { atOrUnder, loggedOp, logRecord, type LogRow as MirrorLogRow } from './books-store.ts';
+export {
+  atOrUnder,
+  loggedOp,
+  logRecord,
+  outageOf,
+  type LogRow as MirrorLogRow,
+  type OutageRow,
+} from './books-store.ts';
 export type { LoggedOp, Op } from './ops.ts';
 export { type Clock, systemClock } from './clock.ts';
 export {

@@ -22,7 +22,8 @@ import {
   type LogRow,
   type MirrorBooks,
   type Outage,
-  type OutageCause,
+  outageOf,
+  type OutageRow,
   type ShareStore,
 } from './books-store.ts';
 
@@ -313,17 +314,8 @@ export class SqliteShareStore implements ShareStore {
           'SELECT cause, since_ms, failures, next_probe_ms, error FROM replica_outage ' +
             'WHERE share_id = ? AND replica_id = ?',
         )
-        .get(this.shareId, replica) as
-        | { cause: OutageCause; since_ms: number; failures: number; next_probe_ms: number; error: string }
-        | undefined;
-      if (!row) return undefined;
-      return {
-        cause: row.cause,
-        sinceMs: row.since_ms,
-        failures: row.failures,
-        nextProbeMs: row.next_probe_ms,
-        error: row.error,
-      };
+        .get(this.shareId, replica) as OutageRow | undefined;
+      return row && outageOf(row);
     });
   }
 

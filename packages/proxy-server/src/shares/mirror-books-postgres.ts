@@ -26,7 +26,8 @@ import {
   type MirrorLogRow,
   type Op,
   type Outage,
-  type OutageCause,
+  outageOf,
+  type OutageRow,
   type ShareStore,
 } from '@weft/mirror';
 import { type ClusterRole, FencedError } from '../cluster/lease.ts';
@@ -249,18 +250,9 @@ export class PostgresShareStore implements ShareStore {
   }
 
   async outage(replica: string): Promise<Outage | undefined> {
-    const [r] = await this.q<
-      { cause: OutageCause; since_ms: number; failures: number; next_probe_ms: number; error: string }[]
-    >`SELECT cause, since_ms, failures, next_probe_ms, error FROM mirror_replica_outage
-      WHERE share_id = ${this.shareId} AND replica_id = ${replica}`;
-    if (!r) return undefined;
-    return {
-      cause: r.cause,
-      sinceMs: r.since_ms,
-      failures: r.failures,
-      nextProbeMs: r.next_probe_ms,
-      error: r.error,
-    };
+    const [r] = await this.q<OutageRow[]>`SELECT cause, since_ms, failures, next_probe_ms, error
+      FROM mirror_replica_outage WHERE share_id = ${this.shareId} AND replica_id = ${replica}`;
+    return r && outageOf(r);
   }
 
   async setOutage(replica: string, o: Outage | undefined): Promise<void> {
