@@ -6,6 +6,7 @@
 // machine's load, unlike wall time — beside the load average. Printed, never asserted.
 //
 //   npx tsx bench/bundle-ingest.bench.ts [folder]          (default .cache/small)
+//   SYNC_MS=0 npx tsx bench/bundle-ingest.bench.ts          (fsync per file, no write-ahead log)
 //   node --cpu-prof --import tsx bench/bundle-ingest.bench.ts
 import { createHash, randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
@@ -59,6 +60,8 @@ try {
     adminToken,
     logLevel: 'warn',
     objectTier: { type: 'fs' },
+    // SYNC_MS=0: an fsync per file instead of the write-ahead log (bundleSyncMs), to compare.
+    ...(process.env.SYNC_MS !== undefined ? { bundleSyncMs: Number(process.env.SYNC_MS) } : {}),
   });
   const { token } = await ProxyClient.enrol(server.url, { user: 'bench', deviceName: 'bench', adminToken });
   const client = new ProxyClient({ baseUrl: server.url, token });

@@ -123,6 +123,20 @@ describe('fs batch write-ahead log', () => {
     await q.close();
   });
 
+  it('writes a path given twice in one batch in item order (the last one stays)', async () => {
+    const root = await tempRoot();
+    const p = await FsProvider.open({ root, batchLog: { checkpointMs: 60_000 } });
+    const out = await p.writeMany([
+      { path: 'twice.txt', bytes: Buffer.from('first') },
+      { path: 'other.txt', bytes: Buffer.from('o') },
+      { path: 'twice.txt', bytes: Buffer.from('second') },
+    ]);
+    expect(out.filter((r) => r instanceof Error)).toEqual([]);
+    expect(await fsp.readFile(nodePath.join(root, 'twice.txt'), 'utf8')).toBe('second');
+    expect((await p.stat('twice.txt')).revision).toBe((out[2] as { revision: string }).revision);
+    await p.close();
+  });
+
   it('checkpoints by itself after its delay', async () => {
     const root = await tempRoot();
     const p = await FsProvider.open({ root, batchLog: { checkpointMs: 10 } });

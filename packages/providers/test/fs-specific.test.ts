@@ -144,42 +144,48 @@ describe('fs provider specifics', () => {
     expect(p.features.caseSensitive).toBe(true);
   });
 
-  it('writeMany writes each file atomically, reports each failure separately, and never follows a symlink out', async () => {
-    const root = await tempRoot();
-    const outside = await tempRoot();
-    const p = await FsProvider.open({ root });
-    await p.write('a/old.txt', Buffer.from('old'));
-    await p.mkdir('a/folder');
-    await fsp.symlink(outside, nodePath.join(root, 'link'));
-    const bytes = (s: string): Uint8Array => new TextEncoder().encode(s);
-    const out = await p.writeMany(
-      [
-        { path: 'a/old.txt', bytes: bytes('new'), modifiedMs: 1_700_000_000_000 },
-        { path: 'a/b/c/new.txt', bytes: bytes('fresh') },
-        { path: 'a/folder', bytes: bytes('x') },
-        { path: 'link/evil.txt', bytes: bytes('x') },
-        { path: 'a/bad-hash.txt', bytes: bytes('x'), sha256: '0'.repeat(64) },
-        { path: 'a/empty.txt', bytes: new Uint8Array(0) },
-      ],
-      { concurrency: 3 },
-    );
-    expect(out.map((r) => (r instanceof Error ? r.name : r.path))).toEqual([
-      'a/old.txt',
-      'a/b/c/new.txt',
-      'AlreadyExistsError',
-      'InvalidPathError',
-      'InvalidArgumentError',
-      'a/empty.txt',
-    ]);
-    expect(Buffer.from(await collect(await p.read('a/old.txt'))).toString()).toBe('new');
-    expect(Buffer.from(await collect(await p.read('a/b/c/new.txt'))).toString()).toBe('fresh');
-    const st = await p.stat('a/old.txt');
-    expect(st.modifiedMs).toBe(1_700_000_000_000);
-    expect(st.revision).toBe((out[0] as { revision: string }).revision);
-    expect(st.hash?.value).toBe(createHash('sha256').update('new').digest('hex'));
-    expect(await fsp.readdir(outside)).toEqual([]);
-    expect((await p.stat('a/bad-hash.txt').catch((e: unknown) => e)) instanceof Error).toBe(true);
-    // No temp file is left behind.
-    expect(await fsp.readdir(nodePath.join(root, FS_STATE_DIR, 'tmp'))).toEqual([]);
-  });
+  // With the write-ahead log (batchLog), new files are written in place, others through a temp file.
+  it.each([false, true])(
+    'writeMany writes each file atomically, reports each failure separately, and never follows a symlink out (batchLog %s)',
+    async (batchLog) => {
+      const root = await tempRoot();
+      const outside = await tempRoot();
+      const p = await FsProvider.open({ root, batchLog });
+      await p.write('a/old.txt', Buffer.from('old'));
+      await p.mkdir('a/folder');
+      await fsp.symlink(outside, nodePath.join(root, 'link'));
+      const bytes = (s: string): Uint8Array => new TextEncoder().encode(s);
+      const out = await p.writeMany(
+        [
+          { path: 'a/old.txt', bytes: bytes('new'), modifiedMs: 1_700_000_000_000 },
+          { path: 'a/b/c/new.txt', bytes: bytes('fresh') },
+          { path: 'a/folder', bytes: bytes('x') },
+          { path: 'link/evil.txt', bytes: bytes('x') },
+          { path: 'a/bad-hash.txt', bytes: bytes('x'), sha256: '0'.repeat(64) },
+          { path: 'a/empty.txt', bytes: new Uint8Array(0) },
+        ],
+        { concurrency: 3 },
+      );
+      expect(out.map((r) => (r instanceof Error ? r.name : r.path))).toEqual([
+        'a/old.txt',
+        'a/b/c/new.txt',
+        'AlreadyExistsError',
+        'InvalidPathError',
+        'InvalidArgumentError',
+        'a/empty.txt',
+      ]);
+      expect(Buffer.from(await collect(await p.read('a/old.txt'))).toString()).toBe('new');
+      expect(Buffer.from(await collect(await p.read('a/b/c/new.txt'))).toString()).toBe('fresh');
+      const st = await p.stat('a/old.txt');
+      expect(st.modifiedMs).toBe(1_700_000_000_000);
+      expect(st.revision).toBe((out[0] as { revision: string }).revision);
+      expect(st.hash?.value).toBe(createHash('sha256').update('new').digest('hex'));
+      expect((await p.stat('a/b/c/new.txt')).revision).toBe((out[1] as { revision: string }).revision);
+      expect(await fsp.readdir(outside)).toEqual([]);
+      expect((await p.stat('a/bad-hash.txt').catch((e: unknown) => e)) instanceof Error).toBe(true);
+      // No temp file is left behind.
+      expect(await fsp.readdir(nodePath.join(root, FS_STATE_DIR, 'tmp'))).toEqual([]);
+      await p.close();
+    },
+  );
 });
