@@ -137,6 +137,10 @@ export async function applyRemoteFiles(
       sinceTurn = 0;
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
+    // Our own write echoed, with nothing changed here since (its row synced at this revision,
+    // its content the synced one): nothing to observe. One indexed look-up, not a whole row
+    // and an observation per file (a 100,000-file drop echoes every file; issue #16).
+    if (entry.kind === 'file' && ctx.journal.isSyncedAt(entry.path, entry.revision)) continue;
     let row = ctx.journal.getFile(entry.path);
     const clash = await observeNewKind(ctx, entry, row);
     if (clash) {
