@@ -71,6 +71,29 @@ describe('s3 write the caller verifies (callerVerifies)', () => {
   });
 });
 
+describe('s3 per-request work', () => {
+  it("skips the SDK's logger middleware unless a logger is configured, which still gets its entries", async () => {
+    const prefix = `logger/${randomBytes(6).toString('hex')}`;
+    const quiet = new S3Provider({ ...s3, credentials: s3, prefix });
+    expect(quiet.client.middlewareStack.identify().some((m) => m.startsWith('loggerMiddleware'))).toBe(false);
+    await quiet.write('a.txt', new TextEncoder().encode('a'));
+    expect((await collect(await quiet.read('a.txt'))).toString()).toBe('a');
+    await quiet.close();
+    const info: unknown[] = [];
+    const logger = {
+      debug: () => undefined,
+      info: (x: unknown) => info.push(x),
+      warn: () => undefined,
+      error: () => undefined,
+    };
+    const logged = new S3Provider({ ...s3, credentials: s3, prefix, clientConfig: { logger } });
+    expect(logged.client.middlewareStack.identify().some((m) => m.startsWith('loggerMiddleware'))).toBe(true);
+    await logged.stat('a.txt');
+    expect(info.length).toBeGreaterThan(0);
+    await logged.close();
+  });
+});
+
 describe('s3 single put', () => {
   it('hashes the body once, and the object is stored with its SHA-256', async () => {
     const p = new S3Provider({
