@@ -30,6 +30,12 @@ describe('journal: transfers, delta history, activity', () => {
     again.close();
   });
 
+  it('keeps its page cache at 4 MiB, not the 16 MB better-sqlite3 builds in (issue #16)', () => {
+    const j = new Journal(fresh());
+    expect(j.db.pragma('cache_size', { simple: true })).toBe(-4096n); // safe integers: a bigint
+    j.close();
+  });
+
   it('stores a block-size history and reads an unreadable one as none', () => {
     const j = new Journal(fresh());
     expect(j.deltaHistory('a')).toBeUndefined();
