@@ -1,5 +1,6 @@
 // Which code `weft` runs (issue #16): the built bundle dist/weft.mjs (src/build-bundle.ts)
-// when it is there and no source it was built from has changed since its build started;
+// when it is there and every source it was built from is as it was then (the same date and
+// size, not modified since the build started);
 // otherwise the TypeScript sources through tsx. A stale bundle never runs: bin/weft.js says
 // why it runs the sources instead. Plain JavaScript, run before any loader is registered.
 import { readFileSync, statSync } from 'node:fs';
@@ -27,16 +28,26 @@ export function bundleToRun(dir, env = process.env) {
   } catch {
     return { reason: `${BUNDLE_INPUTS} is missing or unreadable` };
   }
-  if (typeof list?.builtFromMs !== 'number' || !Array.isArray(list.inputs) || list.inputs.length === 0)
+  if (
+    typeof list?.builtFromMs !== 'number' ||
+    !Array.isArray(list.inputs) ||
+    list.inputs.length === 0 ||
+    !Array.isArray(list.stamps) ||
+    list.stamps.length !== list.inputs.length
+  )
     return { reason: `${BUNDLE_INPUTS} is malformed` };
-  for (const input of list.inputs) {
-    let mtimeMs;
+  for (let i = 0; i < list.inputs.length; i++) {
+    const input = list.inputs[i];
+    let st;
     try {
-      mtimeMs = statSync(join(dir, input)).mtimeMs;
+      st = statSync(join(dir, input));
     } catch {
       return { reason: `${input}, which it was built from, is gone` };
     }
-    if (mtimeMs > list.builtFromMs) return { reason: `${input} changed after it was built` };
+    // Modified after the build started, or not the file it was built from (other date or size).
+    const [mtimeMs, size] = list.stamps[i] ?? [];
+    if (st.mtimeMs > list.builtFromMs || st.mtimeMs !== mtimeMs || st.size !== size)
+      return { reason: `${input} changed after it was built` };
   }
   return { bundle };
 }

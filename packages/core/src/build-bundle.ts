@@ -18,6 +18,13 @@ import { pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
 
 const PACKAGE = nodePath.resolve(import.meta.dirname, '..');
+/**
+ * Packages from node_modules bundled too (plain JavaScript, no native parts): imported
+ * from the bundle, node parsed each CommonJS one for its exports at every start — ws, zod
+ * (twice: zod and zod/v4) and ignore were ~160 ms of a start's ~300 ms of module loading.
+ * The others (better-sqlite3: native) stay imports.
+ */
+const BUNDLED = ['zod', 'ws', 'ignore'];
 
 /** What bin/entry.js reads beside the bundle. */
 export interface BundleInputs {
@@ -25,6 +32,11 @@ export interface BundleInputs {
   readonly builtFromMs: number;
   /** Every source file in the bundle, relative to the package directory. */
   readonly inputs: readonly string[];
+  /**
+   * Each input's [mtimeMs, size] once built: any other makes the bundle stale too (a package
+   * installed again keeps its tarball's old dates; a checkout may date a file back).
+   */
+  readonly stamps: readonly (readonly [number, number])[];
 }
 
 /**
@@ -51,14 +63,23 @@ export async function buildBundle(
     target: 'node20',
     logLevel: 'error',
     metafile: true,
-    banner: { js: '// Built by packages/core/src/build-bundle.ts from the sources; do not edit.' },
+    banner: {
+      js: [
+        '// Built by packages/core/src/build-bundle.ts from the sources; do not edit.',
+        // For the bundled CommonJS packages' require() of node's own modules.
+        "import { createRequire as __weftCreateRequire } from 'node:module';",
+        'const require = __weftCreateRequire(import.meta.url);',
+      ].join('\n'),
+    },
     plugins: [
       {
         name: 'weft-workspace-only',
         setup(b) {
           // Only the workspace's own packages are bundled.
           b.onResolve({ filter: /^[^./]/ }, (a) =>
-            a.path.startsWith('@weft/') ? undefined : { path: a.path, external: true },
+            a.path.startsWith('@weft/') || BUNDLED.some((m) => a.path === m || a.path.startsWith(m + '/'))
+              ? undefined
+              : { path: a.path, external: true },
           );
           b.onLoad({ filter: /\.m?ts$/ }, async (a) => {
             if (a.path.includes(`${nodePath.sep}node_modules${nodePath.sep}`)) return undefined;
@@ -76,13 +97,17 @@ export async function buildBundle(
       },
     ],
   });
-  const inputs: BundleInputs = {
-    builtFromMs,
-    // The metafile's paths are relative to absWorkingDir: the package directory.
-    inputs: Object.keys(result.metafile.inputs)
-      .map((p) => nodePath.normalize(p))
-      .sort(),
-  };
+  // The metafile's paths are relative to absWorkingDir: the package directory.
+  const paths = Object.keys(result.metafile.inputs)
+    .map((p) => nodePath.normalize(p))
+    .sort();
+  const stamps = await Promise.all(
+    paths.map(async (p) => {
+      const st = await fsp.stat(nodePath.resolve(PACKAGE, p));
+      return [st.mtimeMs, st.size] as const;
+    }),
+  );
+  const inputs: BundleInputs = { builtFromMs, inputs: paths, stamps };
   const list = nodePath.join(outDir, 'weft.inputs.json');
   await fsp.writeFile(`${list}.${process.pid}.tmp`, JSON.stringify(inputs, null, 1) + '\n');
   await fsp.rename(tmp, bundle);

@@ -27,15 +27,16 @@ async function packageDir(builtFromMs: number): Promise<string> {
   await fsp.mkdir(nodePath.join(dir, 'src'));
   await fsp.mkdir(nodePath.join(dir, 'dist'));
   const past = new Date(builtFromMs - 60_000);
-  for (const f of ['src/cli.ts', 'src/agent.ts']) {
+  const inputs = ['src/agent.ts', 'src/cli.ts'];
+  const stamps: [number, number][] = [];
+  for (const f of inputs) {
     await fsp.writeFile(nodePath.join(dir, f), '// source\n');
     await fsp.utimes(nodePath.join(dir, f), past, past);
+    const st = await fsp.stat(nodePath.join(dir, f));
+    stamps.push([st.mtimeMs, st.size]);
   }
   await fsp.writeFile(nodePath.join(dir, BUNDLE), '// bundle\n');
-  await fsp.writeFile(
-    nodePath.join(dir, BUNDLE_INPUTS),
-    JSON.stringify({ builtFromMs, inputs: ['src/agent.ts', 'src/cli.ts'] }),
-  );
+  await fsp.writeFile(nodePath.join(dir, BUNDLE_INPUTS), JSON.stringify({ builtFromMs, inputs, stamps }));
   return dir;
 }
 
@@ -54,6 +55,19 @@ describe('which code `weft` runs', () => {
     expect(pick(dir, {})).toEqual({ reason: 'src/agent.ts changed after it was built' });
   });
 
+  it('runs the sources once a source is not the file it was built from (dated back, or another size)', async () => {
+    // A package installed again keeps its tarball's dates; a checkout may date a file back.
+    const dir = await packageDir(Date.now());
+    const older = new Date(Date.now() - 3_600_000);
+    await fsp.utimes(nodePath.join(dir, 'src/cli.ts'), older, older);
+    expect(pick(dir, {})).toEqual({ reason: 'src/cli.ts changed after it was built' });
+    const again = await packageDir(Date.now());
+    const st = await fsp.stat(nodePath.join(again, 'src/agent.ts'));
+    await fsp.writeFile(nodePath.join(again, 'src/agent.ts'), '// another source\n');
+    await fsp.utimes(nodePath.join(again, 'src/agent.ts'), st.atime, st.mtime);
+    expect(pick(again, {})).toEqual({ reason: 'src/agent.ts changed after it was built' });
+  });
+
   it('runs the sources when a source it was built from is gone', async () => {
     const dir = await packageDir(Date.now());
     await fsp.rm(nodePath.join(dir, 'src/cli.ts'));
@@ -62,7 +76,7 @@ describe('which code `weft` runs', () => {
 
   it('runs the sources when the list of inputs is missing or malformed (a half-written build)', async () => {
     const dir = await packageDir(Date.now());
-    await fsp.writeFile(nodePath.join(dir, BUNDLE_INPUTS), '{"builtFromMs":1,"inputs":[]}');
+    await fsp.writeFile(nodePath.join(dir, BUNDLE_INPUTS), '{"builtFromMs":1,"inputs":["src/cli.ts"]}');
     expect(pick(dir, {}).reason).toBe(`${BUNDLE_INPUTS} is malformed`);
     await fsp.rm(nodePath.join(dir, BUNDLE_INPUTS));
     expect(pick(dir, {}).reason).toBe(`${BUNDLE_INPUTS} is missing or unreadable`);
@@ -85,7 +99,10 @@ describe('which code `weft` runs', () => {
       expect(inputs.inputs).toContain('src/cli.ts');
       expect(inputs.inputs).toContain('src/agent.ts');
       expect(inputs.inputs.some((p) => p.startsWith('../ui-contract/src/'))).toBe(true);
-      expect(inputs.inputs.some((p) => p.includes('node_modules'))).toBe(false);
+      // Workspace sources and the few pure-JavaScript packages bundled, never the native one.
+      expect(inputs.inputs.some((p) => p.includes('node_modules/ws/'))).toBe(true);
+      expect(inputs.inputs.some((p) => p.includes('better-sqlite3'))).toBe(false);
+      expect(inputs.stamps).toHaveLength(inputs.inputs.length);
       const listed = JSON.parse(
         await fsp.readFile(nodePath.join(out, 'weft.inputs.json'), 'utf8'),
       ) as unknown;
