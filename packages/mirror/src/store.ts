@@ -211,13 +211,15 @@ export class SqliteShareStore implements ShareStore {
 
   async pruneHeadHistory(): Promise<number> {
     return this.run(() => {
-      // One pass: the kept (path, version) pairs are gathered once (an ephemeral index),
-      // not looked up per row — `known` is keyed by replica first.
+      // One pass: the kept (path, version) pairs are gathered once into an ephemeral index
+      // (`known` is keyed by replica first, so a lookup per row would scan the share). One
+      // column, NUL-joined (no path holds a NUL): a row-value `(path, sha256) NOT IN` is
+      // searched linearly — 18 s of CPU at 20,000 paths, against 55 ms this way.
       const info = this.db
         .prepare(
-          'DELETE FROM head_history WHERE share_id = @share AND (path, sha256) NOT IN (' +
-            'SELECT path, sha256 FROM head WHERE share_id = @share ' +
-            'UNION ALL SELECT path, sha256 FROM known WHERE share_id = @share)',
+          'DELETE FROM head_history WHERE share_id = @share AND path || char(0) || sha256 NOT IN (' +
+            'SELECT path || char(0) || sha256 FROM head WHERE share_id = @share ' +
+            'UNION ALL SELECT path || char(0) || sha256 FROM known WHERE share_id = @share)',
         )
         .run({ share: this.shareId });
       return info.changes;
