@@ -38,6 +38,8 @@ export class BundleService {
        * from memory instead of reading them back (Packer.offer; bounded there).
        */
       offer?: (sha256: string, bytes: Uint8Array) => void;
+      /** A bundle's ingest began; the call returned says it ended (Packer.busy: the idle flush). */
+      busy?: () => () => void;
     },
   ) {}
 
@@ -47,6 +49,19 @@ export class BundleService {
    * every entry's result.
    */
   async ingest(
+    a: AuthContext,
+    bytes: Uint8Array,
+    admit: (incoming: number) => void,
+  ): Promise<{ path: string; result: OpResult }[]> {
+    const ended = this.o.busy?.();
+    try {
+      return await this.ingestBundle(a, bytes, admit);
+    } finally {
+      ended?.();
+    }
+  }
+
+  private async ingestBundle(
     a: AuthContext,
     bytes: Uint8Array,
     admit: (incoming: number) => void,

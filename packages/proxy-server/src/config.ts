@@ -210,6 +210,11 @@ export const ProxyConfig = z.object({
         .default(16 * MiB),
       timeoutMs: z.number().int().positive().default(5000),
       /**
+       * Flush what is pending once no bundle has been in flight for this long (0: off; default
+       * a fifth of `timeoutMs`, 1 s); the timeout stays the maximum age (store/packs.ts).
+       */
+      idleMs: z.number().int().min(0).optional(),
+      /**
        * How often the pack collector asks the cost model about packs holding dead bytes
        * (docs/cost.md); 0 turns the timer off. Default 1 h: Coral's crossover for a 16 MiB
        * S3 pack is days to months away, an hour late costs next to nothing.

@@ -327,6 +327,7 @@ export async function startProxyServer(
       log,
       targetBytes: config.packs.targetBytes,
       timeoutMs: config.packs.timeoutMs,
+      ...(config.packs.idleMs !== undefined ? { idleMs: config.packs.idleMs } : {}),
       ...(options.now ? { now: options.now } : {}),
     });
     packGc = new PackCollector({
@@ -357,6 +358,7 @@ export async function startProxyServer(
     readPackedMany: async (sha256s) => packer?.readDroppedMany(sha256s) ?? new Map<string, Uint8Array>(),
     onRead: (sha) => reads.count(sha),
     offer: (sha, bytes) => packer?.offer(sha, bytes),
+    busy: () => packer?.busy() ?? (() => undefined),
   });
   const deltas = new DeltaService({
     store,
