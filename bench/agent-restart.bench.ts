@@ -1,6 +1,6 @@
 // A no-change restart of the agent (issue #16: ≤ 3 s at 100,000 files): a `weft agent`
 // process syncs the synthetic tree once (bench/agent-procs.ts, fs tier), then is started
-// again on the same state K times from the built bundle (dist/weft.mjs, built here first)
+// again on the same state K times from the built bundle (dist/weft.mjs, built when stale)
 // and K times from the TypeScript sources (WEFT_FROM_SOURCES=1), alternating. Prints for each
 // restart: start → idle (the full rescan of the unchanged folder), the agent's CPU-seconds
 // (from /proc: comparable on a loaded machine, where wall times are not), the slowest status
@@ -14,24 +14,15 @@
 // WEFT_LOOP_TRACE_MS=50 in the environment makes each agent log what held its event loop
 // (packages/core/src/loop-trace.ts); WEFT_BENCH_AGENT_NODE_ARGS adds node flags
 // ('--cpu-prof --cpu-prof-dir=/tmp/prof'), bench/loop-stalls.ts reads both.
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import { join } from 'node:path';
 import { ProxyClient } from '@weft/core';
-import { bundleToRun } from '../packages/core/bin/entry.js';
-import { ROOT, load, runAgent, startProxy, syntheticTree } from './agent-procs.ts';
+import { load, runAgent, startProxy, syntheticTree } from './agent-procs.ts';
 
 const n = Number(process.argv[2] ?? 100_000);
 const k = Number(process.argv[3] ?? 3);
-/** Build the bundle unless it is up to date (others may be editing the sources meanwhile). */
-const ensureBundle = (): void => {
-  if (bundleToRun(join(ROOT, 'packages/core'), {}).bundle) return;
-  const built = spawnSync('npm', ['run', 'build', '-w', '@weft/core'], { cwd: ROOT, encoding: 'utf8' });
-  if (built.status !== 0) throw new Error(`building the bundle failed: ${built.stderr}`);
-};
-ensureBundle();
 const folder = await syntheticTree(n);
 // WEFT_BENCH_WORK=DIR keeps the proxy's data and the agent's state there: a later run with the
 // same DIR (and the same tree) skips the first sync and only restarts.
@@ -72,7 +63,6 @@ try {
   for (let i = 0; i < 2 * k; i++) {
     const from = i % 2 === 0 ? 'bundle' : 'sources';
     process.env.WEFT_FROM_SOURCES = from === 'sources' ? '1' : '';
-    if (from === 'bundle') ensureBundle();
     const r = await runAgent(agent);
     console.log(
       `${String(Math.floor(i / 2) + 1).padStart(7)}  ${from.padEnd(7)}  ${(r.idleMs / 1000).toFixed(1).padStart(11)}  ${r.cpuSeconds.toFixed(2).padStart(13)}  ${r.slowestStatusMs.toFixed(0).padStart(19)}  ${load()}`,
