@@ -78,10 +78,8 @@ export class ScanStopped extends Error {
 /** Entries hashed and compared between two turns of the event loop (and two calls of ScanOptions.found). */
 export const CHUNK_ENTRIES = 1_000;
 /**
- * Entries stat'ed on the event loop between two of its turns. A stat is a few microseconds
- * when the metadata is cached — four times less CPU than one through the thread pool and its
- * promise (a no-change rescan of 100,000 files spent 1.8 s of CPU on those; issue #16) — so
- * 256 hold the loop for a millisecond or two.
+ * Entries stat'ed on the event loop between two of its turns: a cached stat is a few µs, 4x
+ * less CPU than through the thread pool (issue #16), so 256 hold the loop a millisecond or two.
  */
 export const STAT_SLICE = 256;
 /** Names of one folder whose stats are asked for together, in the thread pool. */
@@ -237,173 +235,9 @@ export async function scan(
     return out;
   };
 
-  // Load .weftignore files first so they apply to this very scan.
-  const walk = async (dirAbs: string, dirRel: string): Promise<void> => {
-    stopCheck();
-    let names: string[];
-    try {
-      names = (await fsp.readdir(dirAbs)).sort();
-    } catch {
-      return; // vanished meanwhile: the next scan sees it
-    }
-    if (names.includes(IGNORE_FILE)) {
-      try {
-        ignore.setFolderRules(dirRel, await fsp.readFile(nodePath.join(dirAbs, IGNORE_FILE), 'utf8'));
-      } catch {
-        /* unreadable: keep the previous rules */
-      }
-    }
-    const stats = await statNames(dirAbs, names);
-    for (const [i, name] of names.entries()) {
-      if (name.startsWith(PARTIAL_PREFIX)) continue;
-      // Back to the remote name (NFC first: macOS may hand us NFD).
-      const remoteName = paths.remoteName(name.normalize('NFC'));
-      if (remoteName === undefined) {
-        warnings.push(
-          `skipped ${JSON.stringify(nodePath.join(dirRel, name))}: its name is not one Weft can send unchanged`,
-        );
-        continue;
-      }
-      let rel: string;
-      try {
-        rel = normalizePath(dirRel === '' ? remoteName : `${dirRel}/${remoteName}`);
-      } catch (e) {
-        warnings.push(`skipped ${JSON.stringify(nodePath.join(dirRel, name))}: ${(e as Error).message}`);
-        continue;
-      }
-      const reserved = reservedNameReason(remoteName);
-      if (reserved) {
-        warnings.push(`skipped ${rel}: ${reserved}`);
-        continue;
-      }
-      if (remoteName !== name.normalize('NFC')) {
-        storedAs += 1;
-        const reason = encodeName(remoteName, paths.rules).reason ?? 'quoted';
-        defer(() => realJournal.recordLocalName(rel, name.normalize('NFC'), reason));
-      }
-      const st = stats[i];
-      if (st === undefined) continue;
-      if (st.isSymbolicLink() || (!st.isFile() && !st.isDirectory())) {
-        warnings.push(`skipped ${rel}: symbolic links and special files are not synced`);
-        continue;
-      }
-      const isDir = st.isDirectory();
-      if (ignore.ignores(rel, isDir)) continue;
-      if (detectClashes) {
-        const key = caseFoldKey(rel);
-        const other = folded.get(key);
-        if (other !== undefined && other !== rel) {
-          warnings.push(`skipped ${rel}: its name differs only by case from ${other}`);
-          present.add(rel); // skipped, not deleted: never send a delete for it
-          continue;
-        }
-        folded.set(key, rel);
-      }
-      disk.set(rel, {
-        path: rel,
-        dir: dirAbs,
-        name,
-        kind: isDir ? 'dir' : 'file',
-        size: isDir ? 0 : Number(st.size),
-        mtimeNs: st.mtimeNs,
-        inode: st.ino,
-      });
-      if (isDir) await walk(nodePath.join(dirAbs, name), rel);
-    }
-  };
-
-  const scope = options.scope;
-  if (scope === undefined || scope.includes('')) await walk(root, '');
-  else {
-    for (const s of scope) {
-      const reserved = s
-        .split('/')
-        .map(reservedNameReason)
-        .find((r) => r !== undefined);
-      if (reserved) {
-        warnings.push(`skipped ${s}: ${reserved}`);
-        continue;
-      }
-      // Load ignore rules of the ancestors, then walk the subtree itself.
-      let sAbs: string;
-      try {
-        sAbs = await paths.resolve(s);
-      } catch (e) {
-        if (!(e instanceof UnsafeLocalPathError)) throw e;
-        // A link (or a path through one) is not synced, as in the full walk.
-        warnings.push(`skipped ${s}: ${e.message}`);
-        continue;
-      }
-      const st = await fsp.lstat(sAbs, { bigint: true }).catch(() => undefined);
-      if (!st || st.isSymbolicLink()) continue;
-      if (ignore.ignores(s, st.isDirectory())) continue;
-      disk.set(s, {
-        path: s,
-        dir: nodePath.dirname(sAbs),
-        name: nodePath.basename(sAbs),
-        kind: st.isDirectory() ? 'dir' : 'file',
-        size: st.isDirectory() ? 0 : Number(st.size),
-        mtimeNs: st.mtimeNs,
-        inode: st.ino,
-      });
-      if (st.isDirectory()) await walk(sAbs, s);
-    }
-  }
-
-  // The journal's rows as the comparison needs them (Journal.indexUnderPaged), each with the
-  // path its whole row is stored at (the same, until this scan finds it moved).
-  // An entry whose stat matches its row (and a folder at the same inode) needs nothing more:
-  // both are let go as the rows are read, so a rescan holds only what changed, not the index
-  // beside the disk (issue #16: half the agent's memory in a rescan of 100,000 files).
-  const scannedFiles = disk.size;
+  /** The journal's rows that the scan still compares (filled once the walk is over). */
   const known = new Map<string, Known>();
-  let knownFilesBefore = 0;
-  for (const s of outermost(scope ?? [''])) {
-    for await (const r of realJournal.indexUnderPaged(s)) {
-      if (r.kind === 'file') knownFilesBefore += 1;
-      const e = disk.get(r.path);
-      if (e !== undefined && (e.kind === 'dir' ? r.kind === 'dir' && r.inode === e.inode : unchanged(e, r)))
-        disk.delete(r.path);
-      else known.set(r.path, r);
-    }
-    stopCheck();
-  }
-  const heldForComparison = disk.size + known.size;
-  const scopeSet = scope === undefined || scope.includes('') ? undefined : new Set(scope);
-  /** In scope: the path or one of its ancestors is a scope entry (O(depth), not O(scope)). */
-  const scoped = (p: string): boolean => scopeSet === undefined || selfOrAncestorIn(p, scopeSet);
-
   const nowNs = BigInt(Math.floor(now())) * 1_000_000n;
-
-  // Moves: a known path gone from disk whose inode (and size, for files) shows up elsewhere, new.
-  const goneByInode = new Map<string, Known>();
-  for (const r of known.values()) {
-    if (!disk.has(r.path) && scoped(r.path) && r.inode !== 0n) goneByInode.set(`${r.kind}:${r.inode}`, r);
-  }
-  const movedFrom = new Set<string>();
-  const sortedDisk = [...disk.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
-  for (const e of sortedDisk) {
-    if (known.has(e.path)) continue;
-    const from = goneByInode.get(`${e.kind}:${e.inode}`);
-    if (!from || (e.kind === 'file' && from.size !== e.size)) continue;
-    if (properAncestorIn(from.path, movedFrom)) continue; // inside a moved folder
-    if (!from.synced && from.kind === 'file') continue; // never synced: plain create
-    ops.push({ kind: 'move', from: from.path, to: e.path, replaces: false });
-    movedFrom.add(from.path);
-    journal.moveFiles(from.path, e.path);
-    // A file moves alone; a folder takes its subtree (one pass over the index per folder move).
-    const movedKeys =
-      from.kind === 'file'
-        ? [from.path]
-        : [...known.keys()].filter((k) => k === from.path || k.startsWith(from.path + '/'));
-    for (const k of movedKeys) {
-      const r = known.get(k) as Known;
-      known.delete(k);
-      const moved = e.path + k.slice(from.path.length);
-      known.set(moved, { ...r, path: moved, storedAt: r.storedAt ?? r.path });
-    }
-  }
-
   const cheaplyUnchanged = (e: DiskEntry, row: Known | undefined): boolean =>
     row !== undefined && unchanged(e, row);
   /**
@@ -430,12 +264,10 @@ export async function scan(
     }
   };
 
-  // Hash what needs it, several files at once; each chunk is compared once hashed.
-  // 'unsettled': changed while hashed (left for the next scan); 'gone': unreadable or vanished.
-  // A small file is read and hashed on the event loop while its reads are quick (the gate),
-  // into one buffer reused for every file, HASH_SLICE_BYTES between turns: through the pool
-  // each took four round trips (open, stat, read, close) and a buffer of its own — at
-  // 100,000 files ~850 MB of buffers for the collector (issue #16).
+  // Hash what needs it, several files at once ('unsettled': changed while hashed; 'gone':
+  // unreadable or vanished). A small file is read on the event loop while reads are quick,
+  // into one reused buffer, HASH_SLICE_BYTES between turns: through the pool each took four
+  // round trips and a buffer of its own (~850 MB of buffers at 100,000 files; issue #16).
   const scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
   let hashedSinceTurn = 0;
   const tasks = new BoundedTasks(HASH_CONCURRENCY);
@@ -518,6 +350,196 @@ export async function scan(
     if (r) journal.upsertFile({ ...r, size: e.size, mtimeNs: e.mtimeNs, inode: e.inode, hash });
     else journal.insertNew(e);
   };
+
+  // A first scan (no journal rows: no moves or deletions to find) handing over what it finds
+  // compares entries as the walk finds them, CHUNK_ENTRIES at a time (issue #16).
+  const streaming = options.found !== undefined && realJournal.isEmpty();
+  let walked: DiskEntry[] = [];
+  let streamed = 0;
+  const handOver = async (): Promise<void> => {
+    const chunk = walked;
+    walked = [];
+    await hashAll(chunk);
+    for (const e of chunk) {
+      compare(e);
+      disk.delete(e.path); // compared: the scan's later steps have nothing more to do with it
+    }
+    streamed += chunk.length;
+    await options.found?.(ops, commitThrough);
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    stopCheck();
+  };
+
+  // Load .weftignore files first so they apply to this very scan.
+  const walk = async (dirAbs: string, dirRel: string): Promise<void> => {
+    stopCheck();
+    let names: string[];
+    try {
+      names = (await fsp.readdir(dirAbs)).sort();
+    } catch {
+      return; // vanished meanwhile: the next scan sees it
+    }
+    if (names.includes(IGNORE_FILE)) {
+      try {
+        ignore.setFolderRules(dirRel, await fsp.readFile(nodePath.join(dirAbs, IGNORE_FILE), 'utf8'));
+      } catch {
+        /* unreadable: keep the previous rules */
+      }
+    }
+    const stats = await statNames(dirAbs, names);
+    for (const [i, name] of names.entries()) {
+      if (name.startsWith(PARTIAL_PREFIX)) continue;
+      // Back to the remote name (NFC first: macOS may hand us NFD).
+      const remoteName = paths.remoteName(name.normalize('NFC'));
+      if (remoteName === undefined) {
+        warnings.push(
+          `skipped ${JSON.stringify(nodePath.join(dirRel, name))}: its name is not one Weft can send unchanged`,
+        );
+        continue;
+      }
+      let rel: string;
+      try {
+        rel = normalizePath(dirRel === '' ? remoteName : `${dirRel}/${remoteName}`);
+      } catch (e) {
+        warnings.push(`skipped ${JSON.stringify(nodePath.join(dirRel, name))}: ${(e as Error).message}`);
+        continue;
+      }
+      const reserved = reservedNameReason(remoteName);
+      if (reserved) {
+        warnings.push(`skipped ${rel}: ${reserved}`);
+        continue;
+      }
+      if (remoteName !== name.normalize('NFC')) {
+        storedAs += 1;
+        const reason = encodeName(remoteName, paths.rules).reason ?? 'quoted';
+        defer(() => realJournal.recordLocalName(rel, name.normalize('NFC'), reason));
+      }
+      const st = stats[i];
+      if (st === undefined) continue;
+      if (st.isSymbolicLink() || (!st.isFile() && !st.isDirectory())) {
+        warnings.push(`skipped ${rel}: symbolic links and special files are not synced`);
+        continue;
+      }
+      const isDir = st.isDirectory();
+      if (ignore.ignores(rel, isDir)) continue;
+      if (detectClashes) {
+        const key = caseFoldKey(rel);
+        const other = folded.get(key);
+        if (other !== undefined && other !== rel) {
+          warnings.push(`skipped ${rel}: its name differs only by case from ${other}`);
+          present.add(rel); // skipped, not deleted: never send a delete for it
+          continue;
+        }
+        folded.set(key, rel);
+      }
+      disk.set(rel, {
+        path: rel,
+        dir: dirAbs,
+        name,
+        kind: isDir ? 'dir' : 'file',
+        size: isDir ? 0 : Number(st.size),
+        mtimeNs: st.mtimeNs,
+        inode: st.ino,
+      });
+      if (streaming) {
+        walked.push(disk.get(rel) as DiskEntry);
+        if (walked.length >= CHUNK_ENTRIES) await handOver();
+      }
+      if (isDir) await walk(nodePath.join(dirAbs, name), rel);
+    }
+  };
+
+  const scope = options.scope;
+  if (scope === undefined || scope.includes('')) await walk(root, '');
+  else {
+    for (const s of scope) {
+      const reserved = s
+        .split('/')
+        .map(reservedNameReason)
+        .find((r) => r !== undefined);
+      if (reserved) {
+        warnings.push(`skipped ${s}: ${reserved}`);
+        continue;
+      }
+      // Load ignore rules of the ancestors, then walk the subtree itself.
+      let sAbs: string;
+      try {
+        sAbs = await paths.resolve(s);
+      } catch (e) {
+        if (!(e instanceof UnsafeLocalPathError)) throw e;
+        // A link (or a path through one) is not synced, as in the full walk.
+        warnings.push(`skipped ${s}: ${e.message}`);
+        continue;
+      }
+      const st = await fsp.lstat(sAbs, { bigint: true }).catch(() => undefined);
+      if (!st || st.isSymbolicLink()) continue;
+      if (ignore.ignores(s, st.isDirectory())) continue;
+      disk.set(s, {
+        path: s,
+        dir: nodePath.dirname(sAbs),
+        name: nodePath.basename(sAbs),
+        kind: st.isDirectory() ? 'dir' : 'file',
+        size: st.isDirectory() ? 0 : Number(st.size),
+        mtimeNs: st.mtimeNs,
+        inode: st.ino,
+      });
+      if (st.isDirectory()) await walk(sAbs, s);
+    }
+  }
+
+  if (walked.length > 0) await handOver();
+
+  // The journal's rows as the comparison needs them (Journal.indexUnderPaged), each with the
+  // path its whole row is stored at (the same, until this scan finds it moved).
+  // An entry whose stat matches its row (and a folder at the same inode) needs nothing more:
+  // both are let go as the rows are read, so a rescan holds only what changed, not the index
+  // beside the disk (issue #16: half the agent's memory in a rescan of 100,000 files).
+  const scannedFiles = disk.size + streamed;
+  let knownFilesBefore = 0;
+  // (None when streaming: the journal was empty, the rows in it now are this scan's own.)
+  for (const s of streaming ? [] : outermost(scope ?? [''])) {
+    for await (const r of realJournal.indexUnderPaged(s)) {
+      if (r.kind === 'file') knownFilesBefore += 1;
+      const e = disk.get(r.path);
+      if (e !== undefined && (e.kind === 'dir' ? r.kind === 'dir' && r.inode === e.inode : unchanged(e, r)))
+        disk.delete(r.path);
+      else known.set(r.path, r);
+    }
+    stopCheck();
+  }
+  const heldForComparison = disk.size + known.size + streamed;
+  const scopeSet = scope === undefined || scope.includes('') ? undefined : new Set(scope);
+  /** In scope: the path or one of its ancestors is a scope entry (O(depth), not O(scope)). */
+  const scoped = (p: string): boolean => scopeSet === undefined || selfOrAncestorIn(p, scopeSet);
+
+  // Moves: a known path gone from disk whose inode (and size, for files) shows up elsewhere, new.
+  const goneByInode = new Map<string, Known>();
+  for (const r of known.values()) {
+    if (!disk.has(r.path) && scoped(r.path) && r.inode !== 0n) goneByInode.set(`${r.kind}:${r.inode}`, r);
+  }
+  const movedFrom = new Set<string>();
+  const sortedDisk = [...disk.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
+  for (const e of sortedDisk) {
+    if (known.has(e.path)) continue;
+    const from = goneByInode.get(`${e.kind}:${e.inode}`);
+    if (!from || (e.kind === 'file' && from.size !== e.size)) continue;
+    if (properAncestorIn(from.path, movedFrom)) continue; // inside a moved folder
+    if (!from.synced && from.kind === 'file') continue; // never synced: plain create
+    ops.push({ kind: 'move', from: from.path, to: e.path, replaces: false });
+    movedFrom.add(from.path);
+    journal.moveFiles(from.path, e.path);
+    // A file moves alone; a folder takes its subtree (one pass over the index per folder move).
+    const movedKeys =
+      from.kind === 'file'
+        ? [from.path]
+        : [...known.keys()].filter((k) => k === from.path || k.startsWith(from.path + '/'));
+    for (const k of movedKeys) {
+      const r = known.get(k) as Known;
+      known.delete(k);
+      const moved = e.path + k.slice(from.path.length);
+      known.set(moved, { ...r, path: moved, storedAt: r.storedAt ?? r.path });
+    }
+  }
 
   // Hashed and compared CHUNK_ENTRIES at a time, with a turn of the event loop between chunks
   // (100,000 entries compared in one go held the agent's UI and SIGTERM for seconds; issue

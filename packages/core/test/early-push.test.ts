@@ -1,7 +1,7 @@
 /**
  * Uploads start before the scan ends (issue #16; sync/early-push.ts). The scan hands what it
  * has found to its caller chunk by chunk (ScanOptions.found), each operation with its index
- * row; a push beside the scan sends a bundle as soon as a bundle's worth of creates is queued
+ * row — a first scan as it walks; a push beside the scan sends a bundle as soon as a bundle's worth of creates is queued
  * and waits for more until the scan is over; with operations already waiting (queued
  * offline) sending waits for the scan as before, so nothing the scan queues can merge into
  * an operation on its way. Counted, never timed.
@@ -70,19 +70,26 @@ describe('early push', () => {
         );
       }
       const journal = new Journal(nodePath.join(base, 'journal.db'));
-      const handed: { ops: number; rows: number }[] = [];
-      const result = await scan(root, journal, new IgnoreRules(), {
+      const handed: { ops: number; rows: number; walked: number }[] = [];
+      // Entries the walk has looked at (each is asked of the ignore rules once).
+      const ignore = new IgnoreRules();
+      let walked = 0;
+      const ignores = ignore.ignores.bind(ignore);
+      ignore.ignores = (p, isDir) => ((walked += 1), ignores(p, isDir));
+      const result = await scan(root, journal, ignore, {
         now: () => Date.now() + 10_000,
         found: (ops: readonly Op[], commitThrough) => {
           commitThrough(ops.length);
-          handed.push({ ops: ops.length, rows: journal.allFiles().length });
+          handed.push({ ops: ops.length, rows: journal.allFiles().length, walked });
         },
       });
+      // A first scan hands over its first chunk before the walk is over.
+      expect(handed[0]?.walked).toBe(CHUNK_ENTRIES);
       // One call a chunk of entries (files and their 6 folders), operations and rows growing together.
       expect(handed.length).toBe(Math.ceil((files + 6) / CHUNK_ENTRIES));
-      expect(handed[0]).toEqual({ ops: CHUNK_ENTRIES, rows: CHUNK_ENTRIES });
+      expect(handed[0]).toMatchObject({ ops: CHUNK_ENTRIES, rows: CHUNK_ENTRIES });
       expect(handed.map((h) => h.ops)).toEqual([...handed.map((h) => h.ops)].sort((a, b) => a - b));
-      expect(handed.at(-1)).toEqual({ ops: files + 5, rows: files + 5 });
+      expect(handed.at(-1)).toMatchObject({ ops: files + 5, rows: files + 5 });
       expect(result.ops.length).toBe(files + 5);
       journal.close();
     } finally {

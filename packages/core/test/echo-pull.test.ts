@@ -28,7 +28,7 @@ describe('echo pull', () => {
       if (new Error().stack?.includes('discovery/remote.ts')) pulled.push(p);
       return getFile(p);
     });
-    const cheap = vi.spyOn(journal, 'isSyncedAt');
+    const cheap = vi.spyOn(journal, 'syncedEchoHash');
     await d.sync();
     expect(cheap.mock.calls.length).toBeGreaterThanOrEqual(50);
     expect(pulled.filter((p) => p.startsWith('drop/'))).toEqual([]); // the folder's own row is read
@@ -45,7 +45,7 @@ describe('echo pull', () => {
     const row = d.engine.journal.getFile('a.txt');
     expect(row?.syncedRev).toBeTruthy();
     if (row) d.engine.journal.upsertFile({ ...row, hash: 'edited-here' });
-    expect(d.engine.journal.isSyncedAt('a.txt', row?.syncedRev ?? '')).toBe(false);
+    expect(d.engine.journal.syncedEchoHash('a.txt', row?.syncedRev ?? '')).toBeUndefined();
     await d.write('a.txt', 'two');
     await d.sync();
     expect(await d.read('a.txt')).toBe('two');

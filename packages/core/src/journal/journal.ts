@@ -196,15 +196,20 @@ export class Journal {
   }
 
   /**
-   * Whether `path` is a file synced at revision `rev` whose content is the synced one (its
-   * hash is its synced hash): what an echo of our own upload finds (discovery/remote.ts).
+   * When `path` is a file synced at revision `rev` whose content is the synced one (its hash
+   * is its synced hash) — what an echo of our own upload finds (discovery/remote.ts) — its
+   * synced hash (null if it has none); otherwise undefined. One indexed look-up, no whole row.
    */
-  isSyncedAt(path: string, rev: string): boolean {
-    return (
-      this.sql(
-        "SELECT 1 FROM files WHERE path = ? AND kind = 'file' AND synced_rev = ? AND hash IS synced_hash",
-      ).get(path, rev) !== undefined
-    );
+  syncedEchoHash(path: string, rev: string): string | null | undefined {
+    const r = this.sql(
+      "SELECT synced_hash FROM files WHERE path = ? AND kind = 'file' AND synced_rev = ? AND hash IS synced_hash",
+    ).get(path, rev) as { synced_hash: string | null } | undefined;
+    return r?.synced_hash;
+  }
+
+  /** The index holds no row at all (a first scan). */
+  isEmpty(): boolean {
+    return this.sql('SELECT 1 FROM files LIMIT 1').get() === undefined;
   }
 
   /** How many files (not folders) the index holds. */

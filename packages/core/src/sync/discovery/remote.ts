@@ -138,9 +138,16 @@ export async function applyRemoteFiles(
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
     // Our own write echoed, with nothing changed here since (its row synced at this revision,
-    // its content the synced one): nothing to observe. One indexed look-up, not a whole row
-    // and an observation per file (a 100,000-file drop echoes every file; issue #16).
-    if (entry.kind === 'file' && ctx.journal.isSyncedAt(entry.path, entry.revision)) continue;
+    // its content the synced one): the echo's observation (as observeFile makes it) from one
+    // indexed look-up, not a whole row per file (a 100,000-file drop echoes every file; issue
+    // #16), and nothing more when its row (D16) says so.
+    const echoed = entry.kind === 'file' ? ctx.journal.syncedEchoHash(entry.path, entry.revision) : undefined;
+    if (echoed !== undefined) {
+      const base = echoed ?? undefined;
+      const kind = { ...(base === undefined ? {} : { base: 'file' as const }), remote: 'file' as const };
+      const seen = { path: entry.path, base, remote: entry.sha256, local: base, kind, hint: 'echo' as const };
+      if (decide(seen).action === 'nothing') continue;
+    }
     let row = ctx.journal.getFile(entry.path);
     const clash = await observeNewKind(ctx, entry, row);
     if (clash) {
