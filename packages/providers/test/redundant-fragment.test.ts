@@ -10,6 +10,7 @@ const headerArb = fc
   .record({ k: fc.integer({ min: 1, max: 200 }), m: fc.integer({ min: 0, max: 55 }) })
   .chain(({ k, m }) =>
     fc.record({
+      version: fc.constantFrom(1 as const, 2 as const),
       k: fc.constant(k),
       m: fc.constant(m),
       index: fc.integer({ min: 0, max: k + m - 1 }),
@@ -45,5 +46,12 @@ describe('fragment header', () => {
     expect(() => encodeFragmentHeader({ ...ok, index: 5 })).toThrow(/index 5 outside 0..4/);
     expect(() => encodeFragmentHeader({ ...ok, k: 200, m: 56 })).toThrow(/bad RS/);
     expect(() => decodeFragmentHeader(new Uint8Array(10))).toThrow(/10 bytes, need 64/);
+    // Version 2 by default; 1 still read; others refused.
+    expect(decodeFragmentHeader(encodeFragmentHeader(ok)).version).toBe(2);
+    expect(decodeFragmentHeader(encodeFragmentHeader({ ...ok, version: 1 })).version).toBe(1);
+    expect(() => encodeFragmentHeader({ ...ok, version: 3 as 2 })).toThrow(/unknown version 3/);
+    const v3 = encodeFragmentHeader(ok);
+    v3[4] = 3;
+    expect(() => decodeFragmentHeader(v3)).toThrow(/unknown version 3/);
   });
 });

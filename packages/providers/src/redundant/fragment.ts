@@ -5,10 +5,13 @@
 import { createHash } from 'node:crypto';
 
 export const FRAGMENT_MAGIC = 'WFTF';
-export const FRAGMENT_VERSION = 1;
+/** Written now. Version 1 (payload checksum over the payload bytes) is still read. */
+export const FRAGMENT_VERSION = 2;
 export const FRAGMENT_HEADER_BYTES = 64;
 
 export interface FragmentHeader {
+  /** 2 (written now; default) or 1 (older fragments). What `payloadSha256` covers differs. */
+  readonly version?: 1 | 2;
   /** Data shards per stripe (1..255). */
   readonly k: number;
   /** Parity shards per stripe (0..255, k + m ≤ 255). */
@@ -19,7 +22,11 @@ export interface FragmentHeader {
   readonly shardBytes: number;
   /** Length of the whole object (before striping). */
   readonly objectSize: number;
-  /** SHA-256 of the fragment's payload (every shard of this index, stripe after stripe), 32 bytes. */
+  /**
+   * The fragment's payload checksum, 32 bytes. Version 2: SHA-256 of the SHA-256s of its
+   * shards (32 bytes each, stripe order) — no pass over the payload of its own. Version 1:
+   * SHA-256 of the payload (every shard of this index, stripe after stripe).
+   */
   readonly payloadSha256: Uint8Array;
 }
 
@@ -32,7 +39,7 @@ export function encodeFragmentHeader(h: FragmentHeader): Uint8Array {
   const out = new Uint8Array(FRAGMENT_HEADER_BYTES);
   const v = new DataView(out.buffer);
   out.set(new TextEncoder().encode(FRAGMENT_MAGIC), 0);
-  out[4] = FRAGMENT_VERSION;
+  out[4] = h.version ?? FRAGMENT_VERSION;
   out[5] = h.k;
   out[6] = h.m;
   out[7] = h.index;
@@ -51,7 +58,9 @@ export function decodeFragmentHeader(bytes: Uint8Array): FragmentHeader {
   const b = bytes.subarray(0, FRAGMENT_HEADER_BYTES);
   if (new TextDecoder().decode(b.subarray(0, 4)) !== FRAGMENT_MAGIC)
     throw new FragmentFormatError('fragment header: bad magic');
-  if (b[4] !== FRAGMENT_VERSION) throw new FragmentFormatError(`fragment header: unknown version ${b[4]}`);
+  const version = b[4];
+  if (version !== 1 && version !== 2)
+    throw new FragmentFormatError(`fragment header: unknown version ${version}`);
   const sum = createHash('sha256').update(b.subarray(0, 60)).digest();
   for (let i = 0; i < 4; i++)
     if (sum[i] !== b[60 + i]) throw new FragmentFormatError('fragment header: checksum mismatch');
@@ -62,6 +71,7 @@ export function decodeFragmentHeader(bytes: Uint8Array): FragmentHeader {
   if (objectSize > BigInt(Number.MAX_SAFE_INTEGER))
     throw new FragmentFormatError('fragment header: object size too large');
   const h: FragmentHeader = {
+    version,
     k: b[5]!,
     m: b[6]!,
     index: b[7]!,
@@ -73,7 +83,19 @@ export function decodeFragmentHeader(bytes: Uint8Array): FragmentHeader {
   return h;
 }
 
+/**
+ * A version 2 fragment's payload checksum: SHA-256 of the checksums of its shards, taken
+ * from `shardSha` (every shard's SHA-256, stripe-major, `n` = k + m per stripe).
+ */
+export function shardListSha256(shardSha: Uint8Array, n: number, index: number): Buffer {
+  const h = createHash('sha256');
+  for (let at = index * 32; at < shardSha.byteLength; at += n * 32) h.update(shardSha.subarray(at, at + 32));
+  return h.digest();
+}
+
 function check(h: FragmentHeader): void {
+  if (h.version !== undefined && h.version !== 1 && h.version !== 2)
+    throw new FragmentFormatError(`fragment header: unknown version ${String(h.version)}`);
   if (!Number.isInteger(h.k) || h.k < 1 || !Number.isInteger(h.m) || h.m < 0 || h.k + h.m > 255)
     throw new FragmentFormatError(`fragment header: bad RS(${h.k}, ${h.m})`);
   if (!Number.isInteger(h.index) || h.index < 0 || h.index >= h.k + h.m)

@@ -22,7 +22,7 @@ import type { LocationRow, ObjectRow } from './placement-store.ts';
 
 const FENCED = { fenced: true } as const;
 import { fragmentSources, stripeHooks } from './reading.ts';
-import { completeStripe, expectedHeader, readStripes, stripeCount } from './striping.ts';
+import { completeStripe, expectedHeader, fragmentVersion, readStripes, stripeCount } from './striping.ts';
 
 /** Wire replay into a tier: a backend found up again has its outage log replayed. */
 export function enableReplay(tier: RedundantProvider): void {
@@ -261,7 +261,11 @@ async function checkBlob(
     if (st.size !== FRAGMENT_HEADER_BYTES + stripes * obj.shard_bytes) return 'corrupt';
     const head = await collect(await p.read(key, { offset: 0, length: FRAGMENT_HEADER_BYTES }));
     if (!head.equals(Buffer.from(expectedHeader(striped, loc.slot, loc.blob_sha256)))) return 'corrupt';
-    const whole = createHash('sha256');
+    // Version 2's checksum is over the shard checksums (the header equal to the expected
+    // one says it matches them): each shard checked is the whole check. Version 1 also
+    // hashes the payload as a whole.
+    const whole =
+      fragmentVersion(striped, loc.slot, loc.blob_sha256) === 1 ? createHash('sha256') : undefined;
     let s = 0;
     const n = obj.k + obj.m;
     for await (const shard of rechunk(
@@ -269,12 +273,12 @@ async function checkBlob(
       obj.shard_bytes,
     )) {
       report.bytesRead += shard.byteLength;
-      whole.update(shard);
+      whole?.update(shard);
       const want = obj.shard_sha!.subarray((s * n + loc.slot) * 32, (s * n + loc.slot + 1) * 32);
       if (!createHash('sha256').update(shard).digest().equals(want)) return 'corrupt';
       s += 1;
     }
-    return s === stripes && whole.digest('hex') === loc.blob_sha256 ? 'ok' : 'corrupt';
+    return s === stripes && (!whole || whole.digest('hex') === loc.blob_sha256) ? 'ok' : 'corrupt';
   } catch (e) {
     if (e instanceof NotFoundError) return 'missing';
     throw e;

@@ -14,7 +14,12 @@ import type { ReedSolomon } from '@weft/reed-solomon-wasm';
 import { rechunk, throwIfAborted } from '../body.ts';
 import { TransientError } from '../errors.ts';
 import type { Provider } from '../provider.ts';
-import { encodeFragmentHeader, FRAGMENT_HEADER_BYTES, type FragmentHeader } from './fragment.ts';
+import {
+  encodeFragmentHeader,
+  FRAGMENT_HEADER_BYTES,
+  type FragmentHeader,
+  shardListSha256,
+} from './fragment.ts';
 
 export interface SpooledObject {
   readonly k: number;
@@ -56,7 +61,6 @@ export async function encodeToSpool(
   let size = 0;
   const files = Array.from({ length: n }, (_, i) => nodePath.join(dir, `fragment.${i}`));
   const handles = await Promise.all(files.map((f) => fsp.open(f, 'w')));
-  const hashes = files.map(() => createHash('sha256'));
   const shardSha: Buffer[] = [];
   const data = Buffer.allocUnsafe(k * shardBytes);
   const shards = Array.from({ length: n }, (_, i) =>
@@ -68,10 +72,7 @@ export async function encodeToSpool(
   const flush = async (): Promise<void> => {
     data.fill(0, filled);
     rs.encodeInto(shards.slice(0, k), shards.slice(k));
-    for (let i = 0; i < n; i++) {
-      hashes[i]!.update(shards[i]!);
-      shardSha.push(createHash('sha256').update(shards[i]!).digest());
-    }
+    for (let i = 0; i < n; i++) shardSha.push(createHash('sha256').update(shards[i]!).digest());
     await Promise.all(shards.map((shard, i) => writeAll(handles[i]!, shard)));
     stripes += 1;
     filled = 0;
@@ -96,8 +97,10 @@ export async function encodeToSpool(
     await Promise.all(handles.map((h) => h.close()));
   }
   const m = n - k;
+  const allShardSha = Buffer.concat(shardSha);
+  // Version 2: a fragment's checksum is over its shards' checksums, not a pass of its own.
   const fragments = files.map((file, index) => {
-    const digest = hashes[index]!.digest();
+    const digest = shardListSha256(allShardSha, n, index);
     const h: FragmentHeader = { k, m, index, shardBytes, objectSize: size, payloadSha256: digest };
     return { file, header: encodeFragmentHeader(h), sha256: digest.toString('hex') };
   });
@@ -107,7 +110,7 @@ export async function encodeToSpool(
     shardBytes,
     size,
     sha256: whole.digest('hex'),
-    shardSha: Buffer.concat(shardSha),
+    shardSha: allShardSha,
     fragments,
   };
 }
@@ -417,9 +420,21 @@ export function dataOf(rs: ReedSolomon, slots: readonly (Buffer | null)[]): Uint
   return rs.reconstruct(slots).slice(0, rs.k);
 }
 
-/** The header a fragment must carry, from the placement store's record. */
+/**
+ * The fragment format version a location's recorded checksum belongs to: 2 when it is the
+ * SHA-256 of the fragment's shard checksums, else 1 (the SHA-256 of its payload).
+ */
+export function fragmentVersion(obj: StripedObject, index: number, payloadSha256Hex: string): 1 | 2 {
+  return shardListSha256(obj.shardSha, obj.k + obj.m, index).toString('hex') === payloadSha256Hex ? 2 : 1;
+}
+
+/**
+ * The header a fragment must carry, from the placement store's record (of the version it
+ * was written in: a rebuilt fragment keeps it, so its record stays true).
+ */
 export function expectedHeader(obj: StripedObject, index: number, payloadSha256Hex: string): Uint8Array {
   return encodeFragmentHeader({
+    version: fragmentVersion(obj, index, payloadSha256Hex),
     k: obj.k,
     m: obj.m,
     index,

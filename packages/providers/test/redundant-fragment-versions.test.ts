@@ -1,0 +1,117 @@
+/**
+ * Fragment format versions (issue #17; docs/formats/fragment.md). Version 2, written now:
+ * the header's checksum is the SHA-256 of the fragment's shard checksums (no pass over the
+ * payload of its own). Version 1 fragments, whose checksum is the SHA-256 of the payload,
+ * are still read, scrubbed (a flipped byte found) and rebuilt as version 1, so their
+ * placement record stays true. Directory backends.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as nodePath from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FsProvider } from '../src/adapters/fs.ts';
+import { collect } from '../src/body.ts';
+import {
+  blobKey,
+  decodeFragmentHeader,
+  encodeFragmentHeader,
+  FRAGMENT_HEADER_BYTES,
+  openRedundantProvider,
+  type RedundantProvider,
+  scrub,
+  shardListSha256,
+} from '../src/redundant/index.ts';
+
+const KiB = 1024;
+const open: RedundantProvider[] = [];
+afterEach(async () => {
+  for (const t of open.splice(0)) await t.close().catch(() => undefined);
+});
+
+async function rig(): Promise<{ tier: RedundantProvider; dir: string; providers: FsProvider[] }> {
+  const dir = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-fragment-versions-'));
+  const providers = await Promise.all(
+    [0, 1, 2, 3, 4].map(async (i) => {
+      const root = nodePath.join(dir, `b${i}`);
+      await fsp.mkdir(root);
+      return FsProvider.open({ root });
+    }),
+  );
+  const tier = openRedundantProvider({
+    backends: providers.map((provider, i) => ({ id: `b${i}`, provider })),
+    dir: nodePath.join(dir, 'tier'),
+    thresholdBytes: 64 * KiB,
+    maxShardBytes: 32 * KiB,
+    hedgeAfterMs: 50,
+    probeIntervalMs: 0,
+  });
+  open.push(tier);
+  return { tier, dir, providers };
+}
+
+describe('fragment format versions', () => {
+  it('writes version 2: the header checksum is over the shard checksums', async () => {
+    const { tier, providers } = await rig();
+    const data = randomBytes(200 * KiB + 7);
+    await tier.write('v2.bin', data);
+    const id = (await tier.store.objectOf('v2.bin'))!;
+    const obj = (await tier.store.object(id))!;
+    for (const loc of await tier.store.locations(id)) {
+      const p = providers[Number(loc.backend.slice(1))]!;
+      const frag = await collect(await p.read(blobKey(obj, loc.slot)));
+      const h = decodeFragmentHeader(frag);
+      expect(h.version).toBe(2);
+      const want = shardListSha256(obj.shard_sha!, obj.k + obj.m, loc.slot);
+      expect(Buffer.from(h.payloadSha256).equals(want)).toBe(true);
+      expect(loc.blob_sha256).toBe(want.toString('hex'));
+    }
+    expect((await scrub(tier)).corrupt).toBe(0);
+  });
+
+  it('reads, scrubs and rebuilds version 1 fragments as version 1', async () => {
+    const { tier, dir, providers } = await rig();
+    const data = randomBytes(200 * KiB + 7);
+    await tier.write('v1.bin', data);
+    const id = (await tier.store.objectOf('v1.bin'))!;
+    const obj = (await tier.store.object(id))!;
+    // Turn the object into what version 1 wrote: v1 headers (payload SHA-256) on the
+    // backends and that checksum in the placement record.
+    const db = new Database(nodePath.join(dir, 'tier', 'placement.sqlite'));
+    const locs = await tier.store.locations(id);
+    for (const loc of locs) {
+      const p = providers[Number(loc.backend.slice(1))]!;
+      const key = blobKey(obj, loc.slot);
+      const frag = await collect(await p.read(key));
+      const payload = frag.subarray(FRAGMENT_HEADER_BYTES);
+      const sha = createHash('sha256').update(payload).digest();
+      const h = { ...decodeFragmentHeader(frag), version: 1 as const, payloadSha256: sha };
+      await p.write(key, Buffer.concat([encodeFragmentHeader(h), payload]));
+      db.prepare('UPDATE locations SET blob_sha256 = ? WHERE object_id = ? AND slot = ?').run(
+        sha.toString('hex'),
+        id,
+        loc.slot,
+      );
+    }
+    db.close();
+    expect((await collect(await tier.read('v1.bin'))).equals(data)).toBe(true);
+    expect(await scrub(tier)).toMatchObject({ corrupt: 0, missing: 0 });
+
+    // A byte flipped in a v1 fragment: found, rebuilt — as version 1, with its old checksum.
+    const loc = locs.find((l) => l.slot === 1)!;
+    const p = providers[Number(loc.backend.slice(1))]!;
+    const key = blobKey(obj, loc.slot);
+    const before = await collect(await p.read(key));
+    const bad = Buffer.from(before);
+    const at = FRAGMENT_HEADER_BYTES + 40 * KiB + 3;
+    bad[at] = bad[at]! ^ 0x01;
+    await p.write(key, bad);
+    expect((await collect(await tier.read('v1.bin'))).equals(data)).toBe(true);
+    expect(await scrub(tier)).toMatchObject({ corrupt: 1, repaired: 1 });
+    const after = await collect(await p.read(key));
+    expect(after.equals(before)).toBe(true);
+    expect(decodeFragmentHeader(after).version).toBe(1);
+    expect(await scrub(tier)).toMatchObject({ corrupt: 0, missing: 0 });
+  });
+});
