@@ -11,21 +11,11 @@ import * as os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleToRun } from '../packages/core/bin/entry.js';
+// How `weft` runs: the environment and node flags of its #! line (one module says them).
+import { AGENT_ENV, AGENT_NODE_FLAGS } from '../packages/core/bin/launch-settings.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const WEFT = join(ROOT, 'packages/core/bin/weft.js');
-/**
- * How `weft` runs: the environment and node flags on its #! line
- * (`#!/usr/bin/env -S VAR=value … node --flag …`).
- */
-const WEFT_SHEBANG = (/^#!\S*env -S (.*)$/.exec(readFileSync(WEFT, 'utf8').split('\n')[0] ?? '')?.[1] ?? '')
-  .split(/\s+/)
-  .filter(Boolean);
-const WEFT_NODE_AT = WEFT_SHEBANG.indexOf('node');
-const WEFT_ENV = Object.fromEntries(
-  WEFT_SHEBANG.slice(0, Math.max(0, WEFT_NODE_AT)).map((a) => a.split('=', 2) as [string, string]),
-);
-const WEFT_NODE_FLAGS = WEFT_SHEBANG.slice(WEFT_NODE_AT + 1);
 const PROXY = join(ROOT, 'packages/proxy-server/bin/weft-proxy.mjs');
 
 /**
@@ -256,7 +246,7 @@ export async function runAgent(o: {
     [
       // As `weft agent` runs (its #! line's flags), and node flags for the agent alone, e.g.
       // '--cpu-prof --cpu-prof-dir=/tmp/prof' or '--heap-prof'.
-      ...WEFT_NODE_FLAGS,
+      ...AGENT_NODE_FLAGS,
       ...(process.env.WEFT_BENCH_AGENT_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
       WEFT,
       'agent',
@@ -269,7 +259,7 @@ export async function runAgent(o: {
       '--token-file',
       o.tokenFile,
     ],
-    { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ...WEFT_ENV } },
+    { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ...AGENT_ENV } },
   );
   const run: AgentRun = {
     scannedMs: 0,

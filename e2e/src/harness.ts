@@ -12,6 +12,7 @@ import * as nodePath from 'node:path';
 import { Engine, type EngineOptions, type FolderStatus, ProxyClient } from '@weft/core';
 import type { S3Endpoint } from '@weft/providers/testing';
 import { type ProxyConfigInput, startProxyServer } from '@weft/proxy-server';
+import { AGENT_ENV, AGENT_NODE_FLAGS } from '../../packages/core/bin/launch-settings.js';
 
 export interface TestProxy {
   readonly url: string;
@@ -63,7 +64,11 @@ export function spawnAgent(
   const tokenFile = `${state}.token`;
   writeFileSync(tokenFile, token, { mode: 0o600 });
   const args = ['agent', '--folder', folder, '--server', server, '--state', state, '--token-file', tokenFile];
-  return spawn(process.execPath, [WEFT_BIN, ...args, ...more], { stdio: ['ignore', 'ignore', 'pipe'] });
+  // With the node flags and environment of weft's #! line, as the command runs.
+  return spawn(process.execPath, [...AGENT_NODE_FLAGS, WEFT_BIN, ...args, ...more], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, ...AGENT_ENV },
+  });
 }
 
 export async function tempDir(prefix: string): Promise<string> {
