@@ -19,8 +19,9 @@
 //   the garbage in it most of the peak; with the flag 83-86 MiB at most (peak RSS 264 -> 192
 //   MiB with the bundle buffers reused, restart 203 -> 147), for ~5-15 % more agent CPU at
 //   10,000 files (7.4 and 6.7 vs 6.3 CPU-s, load ~20).
-// All are on the #! line, so `node bin/weft.js` (the tests) runs without them; the benches
-// read them from here.
+// All are on the #! line, so `node bin/weft.js` (the tests) runs without them; they are also
+// in ./launch-settings.js (which this line must match), which the benches and the e2e harness
+// read.
 import { dirname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { bundleToRun } from './entry.js';
