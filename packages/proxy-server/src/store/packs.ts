@@ -170,13 +170,17 @@ export class Packer {
     };
   }
 
-  /** Start the idle flush's timer when something waits (the max-age timer runs) and nothing is in flight. */
+  /**
+   * Start the idle flush's timer when new bytes wait and nothing is in flight. Only bytes
+   * written since the last flush began count: what a flush puts back (notify(0): claimed
+   * elsewhere, a listing cut short) waits for the timeout as before, never the idle flush.
+   */
   private armIdle(): void {
+    if (this.closed || this.idleMs <= 0 || this.inFlight > 0 || this.pendingBytes <= 0) return;
     this.clearIdle();
-    if (this.closed || this.idleMs <= 0 || this.inFlight > 0 || !this.timer) return;
     this.idleTimer = setTimeout(() => {
       this.idleTimer = undefined;
-      if (this.inFlight === 0 && this.timer) void this.flush().catch((e) => this.failed(e));
+      if (this.inFlight === 0 && this.pendingBytes > 0) void this.flush().catch((e) => this.failed(e));
     }, this.idleMs);
     this.idleTimer.unref();
   }
