@@ -45,6 +45,25 @@ describe('packer idle flush', () => {
     expect((await packer.stats()).length).toBe(1);
   });
 
+  it('asksForOneFlushAtTheTargetWhileOneIsRunning', async () => {
+    const server = await startTestServer({
+      dataDir: await tempDir(),
+      packs: { targetBytes: 64 * 1024, timeoutMs: 2_000_000_000, idleMs: 0, gcIntervalMs: 0 },
+    });
+    started.push(server);
+    const alice = await TestClient.enrol(server, 'alice');
+    await alice.putSmall(files('a', 5, 1));
+    const packer = server.packer!;
+    const flushes = vi.spyOn(packer, 'flush');
+    const running = packer.flush(); // in flight until its pack is written
+    // Files past the target, one by one, while it runs: one more flush, not one per file.
+    for (let i = 0; i < 200; i++) packer.notify(100_000, { userId: 'nobody', path: `x${i}` });
+    await running;
+    await vi.waitFor(() => expect(flushes).toHaveBeenCalledTimes(2), { timeout: 10_000 });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(flushes).toHaveBeenCalledTimes(2);
+  });
+
   it('keepsTheMaximumAgeWithoutIdleFlush', async () => {
     const server = await startTestServer({
       dataDir: await tempDir(),

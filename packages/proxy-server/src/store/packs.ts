@@ -120,6 +120,12 @@ export class Packer {
   private inFlight = 0;
   private idleTimer: NodeJS.Timeout | undefined;
   /**
+   * A flush asked for at the target is waiting for the running one: no other is asked for
+   * (each notify past the target used to queue one more flush behind a slow one — at 100,000
+   * files tens of thousands of them, run one after another long after the drop).
+   */
+  private targetFlushWaiting = false;
+  /**
    * The namespace paths written since the last flush began (`user\0path`), looked up one by
    * one at the flush; undefined: the next flush lists every small entry not yet packed (at
    * start, after a failed flush, after a folder move, and at least every FULL_LIST_MS as a
@@ -230,8 +236,12 @@ export class Packer {
     if (at === undefined) this.queued = undefined;
     else this.queued?.set(`${at.userId}\0${at.path}`, { userId: at.userId, path: at.path });
     this.pendingBytes += bytes;
-    if (this.pendingBytes >= this.targetBytes) void this.flush().catch((e) => this.failed(e));
-    else if (!this.timer) {
+    if (this.pendingBytes >= this.targetBytes) {
+      if (!this.targetFlushWaiting) {
+        this.targetFlushWaiting = true;
+        void this.flush().catch((e) => this.failed(e));
+      }
+    } else if (!this.timer) {
       this.timer = setTimeout(() => {
         this.timer = undefined;
         void this.flush().catch((e) => this.failed(e));
@@ -251,6 +261,8 @@ export class Packer {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     this.clearIdle();
+    // This flush takes everything pending: the one waiting at the target is served by it.
+    this.targetFlushWaiting = false;
     this.pendingBytes = 0;
     this.flushing = this.flushAll();
     try {
