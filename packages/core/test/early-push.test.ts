@@ -17,18 +17,9 @@ import type { Op } from '../src/ops.ts';
 import { CHUNK_ENTRIES, scan } from '../src/scanner.ts';
 import type { SyncContext } from '../src/sync/context.ts';
 import { EarlyPush } from '../src/sync/early-push.ts';
+import { noise } from './drop-shared.ts';
 import { FakeCloud, type FakeDevice } from './support/fake-cloud.ts';
 
-/** Bytes that do not deflate much, the same for a seed every run. */
-function noise(size: number, seed: number): Buffer {
-  const out = Buffer.alloc(size);
-  let block = createHash('sha256').update(`seed ${seed}`).digest();
-  for (let at = 0; at < size; at += block.length) {
-    block.copy(out, at);
-    block = createHash('sha256').update(block).digest();
-  }
-  return out;
-}
 const sha = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex');
 
 /** Count the device's bundles, and the files its journal knew when the first one left. */

@@ -6,39 +6,21 @@
  * replays the log before reconciling, and every acknowledged file is back at its last
  * acknowledged content.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ListResponse } from '@weft/wire';
 import { startProxyServer } from '../src/index.ts';
 import { sha, tempDir, TestClient } from './helpers.ts';
+import { startProxyChild } from './proxy-child.ts';
 
-const BIN = nodePath.resolve(fileURLToPath(import.meta.url), '../../bin/weft-proxy.mjs');
 const ADMIN = 'bundle-log-admin-token';
 
 let dataDir = '';
 afterAll(async () => {
   if (dataDir) await fsp.rm(dataDir, { recursive: true, force: true });
 });
-
-async function startChild(configFile: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [BIN, '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const onData = (b: Buffer): void => {
-      out += b.toString();
-      const m = /weft-proxy listening on (http:\/\/\S+)/.exec(out);
-      if (m?.[1]) resolve(m[1]);
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`server exited (${code}): ${out}`)));
-  });
-  return { child, url };
-}
 
 describe('bundle durability through the write-ahead log', () => {
   it('replaysAcknowledgedBundlesLostWithThePageCache', async () => {
@@ -48,7 +30,7 @@ describe('bundle durability through the write-ahead log', () => {
     // The checkpoint far away: the kill always comes before it.
     const config = { dataDir: data, adminToken: ADMIN, gcIntervalMs: 0, bundleSyncMs: 600_000 };
     await fsp.writeFile(configFile, JSON.stringify({ ...config, logLevel: 'silent' }));
-    const { child, url } = await startChild(configFile);
+    const { child, url } = await startProxyChild(configFile);
     const c = await TestClient.enrol({ url, adminToken: ADMIN }, 'wal', 'dev');
     const want = new Map<string, string>();
     for (let b = 0; b < 3; b++) {

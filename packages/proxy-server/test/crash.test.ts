@@ -5,17 +5,15 @@
  * the index matches the filesystem tier, no object is referenced but missing, and
  * orphaned objects are collected.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ListResponse } from '@weft/wire';
 import { objectKey } from '../src/index.ts';
 import { pseudoRandom, sha, startTestServer, tempDir, TestClient, uploadLarge } from './helpers.ts';
+import { startProxyChild } from './proxy-child.ts';
 
-const BIN = nodePath.resolve(fileURLToPath(import.meta.url), '../../bin/weft-proxy.mjs');
 const ROUNDS = process.env.WEFT_FULL === '1' ? 20 : 3;
 const ADMIN = 'crash-test-admin-token';
 const MiB = 1024 * 1024;
@@ -24,22 +22,6 @@ let dataDir = '';
 afterAll(async () => {
   if (dataDir) await fsp.rm(dataDir, { recursive: true, force: true });
 });
-
-async function startChild(configFile: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [BIN, '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const onData = (b: Buffer): void => {
-      out += b.toString();
-      const m = /weft-proxy listening on (http:\/\/\S+)/.exec(out);
-      if (m?.[1]) resolve(m[1]);
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`server exited (${code}): ${out}`)));
-  });
-  return { child, url };
-}
 
 /** What the client was told, per path: the content it sent and whether it was acknowledged. */
 interface Sent {
@@ -99,7 +81,7 @@ describe('crash safety', () => {
       );
       const sent = new Map<string, Sent>();
       for (let round = 0; round < ROUNDS; round++) {
-        const { child, url } = await startChild(configFile);
+        const { child, url } = await startProxyChild(configFile);
         const c = await TestClient.enrol({ url, adminToken: ADMIN }, 'crash', `dev${round}`);
         const stop = { now: false };
         const running = load(c, round, sent, stop);

@@ -6,16 +6,14 @@
  * referenced-but-missing entry), and a flush then packs everything left.
  * CI: 1 round; WEFT_FULL=1: 20.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { PackLocation } from '../src/store/packs.ts';
 import type { SqlitePackIndex } from '../src/store/pack-index-sqlite.ts';
 import { pseudoRandom, sha, startTestServer, tempDir, TestClient } from './helpers.ts';
+import { startProxyChild } from './proxy-child.ts';
 
-const BIN = nodePath.resolve(fileURLToPath(import.meta.url), '../../bin/weft-proxy.mjs');
 const ROUNDS = process.env.WEFT_FULL === '1' ? 20 : 1;
 const ADMIN = 'packs-crash-admin-token';
 
@@ -23,22 +21,6 @@ let dataDir = '';
 afterAll(async () => {
   if (dataDir) await fsp.rm(dataDir, { recursive: true, force: true });
 });
-
-async function startChild(configFile: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [BIN, '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const onData = (b: Buffer): void => {
-      out += b.toString();
-      const m = /weft-proxy listening on (http:\/\/\S+)/.exec(out);
-      if (m?.[1]) resolve(m[1]);
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`server exited (${code}): ${out}`)));
-  });
-  return { child, url };
-}
 
 describe('packs and kill -9', () => {
   it(
@@ -54,7 +36,7 @@ describe('packs and kill -9', () => {
       );
       const sent = new Map<string, { content: Buffer; acked: boolean }>();
       for (let round = 0; round < ROUNDS; round++) {
-        const { child, url } = await startChild(configFile);
+        const { child, url } = await startProxyChild(configFile);
         const c = await TestClient.enrol({ url, adminToken: ADMIN }, 'crash', `dev${round}`);
         const stop = { now: false };
         let acked!: () => void;
