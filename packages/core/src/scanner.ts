@@ -237,7 +237,8 @@ export async function scan(
 
   /** The journal's rows that the scan still compares (filled once the walk is over). */
   const known = new Map<string, Known>();
-  const nowNs = BigInt(Math.floor(now())) * 1_000_000n;
+  // now() truncates to the ms, an mtime has ns: the end of this ms (a file written in it is past).
+  const nowNs = (BigInt(Math.floor(now())) + 1n) * 1_000_000n;
   const cheaplyUnchanged = (e: DiskEntry, row: Known | undefined): boolean =>
     row !== undefined && unchanged(e, row);
   /**

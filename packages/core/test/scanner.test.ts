@@ -83,6 +83,18 @@ describe('scanner', () => {
     expect(r.unsettled).toEqual(['growing.bin']);
   });
 
+  it('with settleMs 0, takes a file written earlier in the millisecond the scan starts in', async () => {
+    // Date.now() is whole milliseconds and an mtime has nanoseconds: a file written 0.5 ms
+    // into the scan's millisecond was left "unsettled" (an e2e's offline edits flaked on it).
+    const { root, journal } = await setup();
+    const f = nodePath.join(root, 'just-written.txt');
+    await fsp.writeFile(f, 'now');
+    await fsp.utimes(f, 1_700_000_000.0005, 1_700_000_000.0005);
+    const r = await scan(root, journal, new IgnoreRules(), { settleMs: 0, now: () => 1_700_000_000_000 });
+    expect(r.unsettled).toEqual([]);
+    expect(r.ops).toMatchObject([{ kind: 'put', path: 'just-written.txt' }]);
+  });
+
   it('sees a rename as a move, and a folder rename as one move', async () => {
     const { root, journal } = await setup();
     await fsp.mkdir(nodePath.join(root, 'dir'));
