@@ -7,9 +7,11 @@
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { migrate } from '@weft/providers/sqlite-migrations';
-import { CoalescingQueue } from '../coalesce.ts';
 import type { Op } from '../ops.ts';
 import { privateDatabaseFile } from '../private-file.ts';
+import { OpQueueStore, type QueuedOp } from './op-queue.ts';
+
+export type { QueuedOp } from './op-queue.ts';
 
 export interface FileRow {
   path: string;
@@ -50,17 +52,6 @@ interface FileRecord {
   signature_block: number | bigint | null;
 }
 
-interface OpRecord {
-  id: number | bigint;
-  kind: Op['kind'];
-  path: string;
-  to_path: string | null;
-  hash: string | null;
-  size: number | bigint | null;
-  created: number | bigint;
-  replaces: number | bigint;
-}
-
 /** One activity item as the journal keeps it (status.ts ActivityItem). */
 export interface ActivityRecord {
   readonly atMs: number;
@@ -68,11 +59,6 @@ export interface ActivityRecord {
   readonly path: string;
   readonly detail?: string | undefined;
   readonly row?: string | undefined;
-}
-
-export interface QueuedOp {
-  readonly id: number;
-  readonly op: Op;
 }
 
 /** Stats younger than this are not trusted to show a change (coarsest common granularity). */
@@ -97,28 +83,6 @@ function toRow(r: FileRecord): FileRow {
   };
 }
 
-function toOp(r: OpRecord): Op {
-  switch (r.kind) {
-    case 'put':
-      return {
-        kind: 'put',
-        path: r.path,
-        hash: r.hash ?? '',
-        size: Number(r.size ?? 0),
-        created: r.created === 1 || r.created === 1n,
-      };
-    case 'mkdir':
-      return { kind: 'mkdir', path: r.path, created: Number(r.created) === 1 };
-    case 'delete':
-      // A delete keeps the revision it removes in the hash column.
-      return r.hash === null
-        ? { kind: 'delete', path: r.path }
-        : { kind: 'delete', path: r.path, revision: r.hash };
-    case 'move':
-      return { kind: 'move', from: r.path, to: r.to_path ?? '', replaces: Number(r.replaces) === 1 };
-  }
-}
-
 export class Journal {
   readonly db: Database.Database;
 
@@ -137,6 +101,7 @@ export class Journal {
     this.db.pragma('cache_size = -4096');
     this.db.defaultSafeIntegers(true);
     this.migrate();
+    this.ops = new OpQueueStore(this.db, (text) => this.sql(text));
   }
 
   private migrate(): void {
@@ -360,80 +325,14 @@ export class Journal {
     })();
   }
 
-  // ---------------------------------------------------------------- queue
+  // ---------------------------------------------------------------- queue (op-queue.ts)
 
-  /**
-   * The waiting operations, loaded once and kept in step with the ops table: the table's
-   * row id is the queue position (CoalescingQueue), so a push writes only the rows it
-   * changed. Dropped (reloaded on next use) whenever a transaction that touched it fails.
-   */
-  private queueCache: CoalescingQueue | undefined;
-
-  private get queue(): CoalescingQueue {
-    if (this.queueCache === undefined) {
-      const rows = this.sql('SELECT * FROM ops ORDER BY id').all() as OpRecord[];
-      // Never reuse a position (an operation being sent is completed by its id later).
-      const seq = this.sql("SELECT seq FROM sqlite_sequence WHERE name = 'ops'").get() as
-        { seq: number | bigint } | undefined;
-      this.queueCache = new CoalescingQueue(
-        rows.map((r) => ({ id: Number(r.id), op: toOp(r) })),
-        Number(seq?.seq ?? 0) + 1,
-      );
-    }
-    return this.queueCache;
-  }
+  /** The operation queue and its ops table, written once per transaction. */
+  private readonly ops: OpQueueStore;
 
   /** Times the queue's changes were written to the ops table (tests: once per transaction). */
-  queueWrites = 0;
-
-  /** Write the queue's changes to the ops table (inside the caller's transaction). */
-  private flushQueue(): void {
-    const changes = this.queue.takeChanges();
-    if (changes.size === 0) return;
-    this.queueWrites += 1;
-    this.pendingCache = undefined;
-    const del = this.sql('DELETE FROM ops WHERE id = ?');
-    const put = this.sql(
-      `INSERT INTO ops(id, kind, path, to_path, hash, size, created, replaces, queued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT(id) DO UPDATE SET kind = excluded.kind, path = excluded.path, to_path = excluded.to_path,
-         hash = excluded.hash, size = excluded.size, created = excluded.created, replaces = excluded.replaces`,
-    );
-    const now = Date.now();
-    for (const [id, o] of changes) {
-      if (o === undefined) del.run(id);
-      else if (o.kind === 'move') put.run(id, 'move', o.from, o.to, null, null, 0, o.replaces ? 1 : 0, now);
-      else if (o.kind === 'put') put.run(id, 'put', o.path, null, o.hash, o.size, o.created ? 1 : 0, 0, now);
-      else if (o.kind === 'mkdir') put.run(id, 'mkdir', o.path, null, null, null, o.created ? 1 : 0, 0, now);
-      // A delete keeps the revision it removes in the hash column.
-      else put.run(id, 'delete', o.path, null, o.revision ?? null, null, 0, 0, now);
-    }
-  }
-
-  /** Inside queueTransaction: the queue's changes are written once, when it ends. */
-  private inQueueTransaction = false;
-
-  /**
-   * Run `fn` in a transaction and write the queue's changes at its end; if it fails, forget
-   * the cached queue (the table is the truth). Nested calls run inside the outer one, with
-   * no savepoint of their own: a savepoint and a flush per completed operation were a tenth
-   * of a 100,000-file upload's journal time (issue #16).
-   */
-  private queueTransaction<T>(fn: () => T): T {
-    if (this.inQueueTransaction) return fn();
-    try {
-      this.inQueueTransaction = true;
-      return this.db.transaction(() => {
-        const out = fn();
-        this.flushQueue();
-        return out;
-      })();
-    } catch (e) {
-      this.queueCache = undefined;
-      this.pendingCache = undefined;
-      throw e;
-    } finally {
-      this.inQueueTransaction = false;
-    }
+  get queueWrites(): number {
+    return this.ops.writes;
   }
 
   /** Add an operation, coalescing it with those waiting (one transaction). */
@@ -450,13 +349,7 @@ export class Journal {
    * transaction never holds the event loop for long.
    */
   enqueueMany(ops: readonly Op[], alsoInTransaction?: () => void): number {
-    return this.queueTransaction(() => {
-      alsoInTransaction?.();
-      const queue = this.queue;
-      for (const op of ops) queue.push(op);
-      this.pendingCache = undefined;
-      return queue.size;
-    });
+    return this.ops.enqueueMany(ops, alsoInTransaction);
   }
 
   /**
@@ -464,11 +357,8 @@ export class Journal {
    * queue next changes: callers that ask once per file of a 100,000-file queue copy it once.
    */
   pendingOps(): readonly QueuedOp[] {
-    this.pendingCache ??= [...this.queue.entries()];
-    return this.pendingCache;
+    return this.ops.pendingOps();
   }
-
-  private pendingCache: readonly QueuedOp[] | undefined;
 
   /**
    * Where the file queued at `path` by operation `id` is now on disk: the path carried
@@ -476,35 +366,30 @@ export class Journal {
    * O(queued moves), whatever the length of the queue.
    */
   whereNow(id: number, path: string): string {
-    let p = path;
-    for (const { op } of this.queue.movesAfter(id)) {
-      if (op.kind !== 'move') continue;
-      if (p === op.from) p = op.to;
-      else if (p.startsWith(op.from + '/')) p = op.to + p.slice(op.from.length);
-    }
-    return p;
+    return this.ops.whereNow(id, path);
   }
 
   /** The queued moves, in queue order: O(moves), whatever the length of the queue. */
   queuedMoves(): QueuedOp[] {
-    return this.queue.movesAfter(0);
+    return this.ops.queuedMoves();
   }
 
   /** How many operations wait. */
   pendingCount(): number {
-    return this.queue.size;
+    return this.ops.pendingCount();
   }
 
   /** Remove a finished operation and apply its journal effects in the same transaction. */
   completeOp(id: number, effects: () => void): void {
-    this.queueTransaction(() => {
-      if (this.queue.remove(id)) this.pendingCache = undefined;
-      effects();
-    });
+    this.ops.completeOp(id, effects);
   }
 
+  /**
+   * Run `fn` in one transaction; the queue's changes are written once, at its end. Nested
+   * calls run inside the outer one (no savepoint of their own: issue #16).
+   */
   transaction<T>(fn: () => T): T {
-    return this.queueTransaction(fn);
+    return this.ops.transaction(fn);
   }
 
   // ---------------------------------------------------------------- sent contents
