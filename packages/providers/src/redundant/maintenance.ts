@@ -22,7 +22,8 @@ import type { LocationRow, ObjectRow } from './placement-store.ts';
 
 const FENCED = { fenced: true } as const;
 import { fragmentSources, stripeHooks } from './reading.ts';
-import { completeStripe, expectedHeader, fragmentVersion, readStripes, stripeCount } from './striping.ts';
+import { completeStripe, readStripes } from './stripe-read.ts';
+import { expectedHeader, fragmentVersion, stripeCount } from './striping.ts';
 
 /** Wire replay into a tier: a backend found up again has its outage log replayed. */
 export function enableReplay(tier: RedundantProvider): void {

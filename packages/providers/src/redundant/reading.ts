@@ -9,7 +9,7 @@ import { NotFoundError, TransientError } from '../errors.ts';
 import { planRead } from './planner.ts';
 import { blobKey, type RedundantProvider } from './redundant-provider.ts';
 import type { LocationRow, ObjectRow } from './placement-store.ts';
-import { dataOf, type FragmentSource, readStripes, type StripeReadHooks } from './striping.ts';
+import { dataOf, type FragmentSource, readStripes, type StripeReadHooks } from './stripe-read.ts';
 
 export async function readReplica(
   tier: RedundantProvider,
