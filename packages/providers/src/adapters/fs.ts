@@ -14,7 +14,8 @@
  *
  * Also here: fs/journal.ts (that journal and its cursors), fs/write-many.ts (the batch
  * write), fs/batch-log.ts (the batch write's write-ahead log: one sync per batch),
- * fs/util.ts (revisions, the case probe, Node errors in the contract's terms).
+ * fs/write-ahead.ts (that log wired into this provider: open and replay, checkpoint before
+ * another mutation), fs/util.ts (revisions, the case probe, Node errors in the contract's terms).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { constants as fsc, createReadStream } from 'node:fs';
@@ -44,9 +45,10 @@ import type {
   TransferOptions,
   WriteOptions,
 } from '../provider.ts';
-import { BatchLog, type BatchLogItem, type BatchLogOptions } from './fs/batch-log.ts';
+import type { BatchLogOptions, BatchLogStats } from './fs/batch-log.ts';
 import { FsJournal } from './fs/journal.ts';
 import { type BatchTarget, type WriteManyItem, writeMany } from './fs/write-many.ts';
+import { WriteAhead, writeAheadDir } from './fs/write-ahead.ts';
 
 export type { WriteManyItem } from './fs/write-many.ts';
 import { classify, fsyncDir, isAbort, probeCaseSensitive, revisionOf } from './fs/util.ts';
@@ -80,8 +82,8 @@ export class FsProvider implements Provider {
   private realRoot = '';
   private readonly mutex = new KeyedMutex();
   private changeLog!: FsJournal;
-  /** The batch write's write-ahead log, when opened with `batchLog`. */
-  private batchLog: BatchLog | undefined;
+  /** The batch write's write-ahead log, when opened with `batchLog` (fs/write-ahead.ts). */
+  private wal: WriteAhead | undefined;
   private tmpDir = '';
   private readonly hashCache = new Map<string, { revision: string; sha256: string }>();
   private portable = false;
@@ -145,44 +147,22 @@ export class FsProvider implements Provider {
         this.hashCache.set(l.p, { revision: l.e.revision, sha256: l.e.hash.value });
     }
     if (this.options.batchLog)
-      this.batchLog = await BatchLog.open(
-        nodePath.join(state, 'batch-log'),
-        this.realRoot,
-        this.fileMode,
-        this.dirMode,
-        (items) => this.replayBatch(items),
+      this.wal = await WriteAhead.open(
+        writeAheadDir(state),
+        {
+          realRoot: this.realRoot,
+          fileMode: this.fileMode,
+          dirMode: this.dirMode,
+          resolve: (p) => this.resolve(p),
+          unloggedTarget: () => this.batchTarget(false),
+        },
         this.options.batchLog === true ? {} : this.options.batchLog,
       );
   }
 
   /** What the batch write's log counted (undefined without `batchLog`). */
-  get batchLogStats(): Readonly<import('./fs/batch-log.ts').BatchLogStats> | undefined {
-    return this.batchLog?.stats;
-  }
-
-  /**
-   * A logged batch again, at open after a crash: each file whose bytes on disk differ is
-   * written (fsynced, as without the log); one that cannot be (a folder in the way) is left.
-   */
-  private async replayBatch(items: BatchLogItem[]): Promise<{ written: number; abs: string[] }> {
-    const abs: string[] = [];
-    const todo: WriteManyItem[] = [];
-    for (const it of items) {
-      let a: string;
-      try {
-        a = this.resolve(it.path);
-      } catch {
-        continue;
-      }
-      abs.push(a);
-      const same = await fsp
-        .readFile(a)
-        .then((b) => b.equals(it.bytes))
-        .catch(() => false);
-      if (!same) todo.push(it);
-    }
-    const out = todo.length > 0 ? await writeMany(this.batchTarget(false), todo) : [];
-    return { written: out.filter((r) => !(r instanceof Error)).length, abs };
+  get batchLogStats(): Readonly<BatchLogStats> | undefined {
+    return this.wal?.stats;
   }
 
   /** Validate a path and map it to an absolute filesystem path inside the root. */
@@ -391,7 +371,7 @@ export class FsProvider implements Provider {
         throw new InvalidArgumentError(`${this.name}: SHA-256 of the bytes received for ${p} does not match`);
       }
       // A logged batch must not be replayed over this write (fs/batch-log.ts).
-      await this.batchLog?.settle([this.lockKey(p)]);
+      await this.wal?.beforeTouch([this.lockKey(p)]);
       return await this.mutex.run([this.lockKey(p)], async () => {
         await this.prepareParents(p);
         const existing = await this.lstatEntry(p);
@@ -453,7 +433,7 @@ export class FsProvider implements Provider {
       prepareParents: (p) => this.prepareParents(p),
       entryWithHash: (p, st, sha256) => this.toEntryWithHash(p, st, sha256),
       record: (change) => this.changeLog.record(change),
-      ...(logged && this.batchLog ? { log: this.batchLog } : {}),
+      ...(logged && this.wal ? { log: this.wal.log } : {}),
     };
   }
 
@@ -494,7 +474,7 @@ export class FsProvider implements Provider {
 
   async remove(path: string, options: RemoveOptions = {}): Promise<void> {
     const p = this.norm(path);
-    await this.batchLog?.settle([this.lockKey(p)]);
+    await this.wal?.beforeTouch([this.lockKey(p)]);
     await this.mutex.run([this.lockKey(p)], async () => {
       const st = await this.lstatEntry(p);
       if (!st) throw new NotFoundError(`${this.name}: not found: ${p}`);
@@ -565,7 +545,7 @@ export class FsProvider implements Provider {
   async move(from: string, to: string, options: TransferOptions = {}): Promise<Entry> {
     const f = this.norm(from);
     const t = this.norm(to);
-    await this.batchLog?.settle([this.lockKey(f), this.lockKey(t)]);
+    await this.wal?.beforeTouch([this.lockKey(f), this.lockKey(t)]);
     return this.mutex.run([this.lockKey(f), this.lockKey(t)], async () => {
       await this.checkTransfer(f, t, options);
       await this.prepareParents(t);
@@ -602,7 +582,7 @@ export class FsProvider implements Provider {
     const f = this.norm(from);
     const t = this.norm(to);
     if (this.lockKey(f) === this.lockKey(t)) throw new AlreadyExistsError(`${this.name}: ${t} exists`);
-    await this.batchLog?.settle([this.lockKey(t)]);
+    await this.wal?.beforeTouch([this.lockKey(t)]);
     return this.mutex.run([this.lockKey(f), this.lockKey(t)], async () => {
       const { src } = await this.checkTransfer(f, t, options);
       await this.prepareParents(t);
@@ -644,7 +624,7 @@ export class FsProvider implements Provider {
   }
 
   async close(): Promise<void> {
-    await this.batchLog?.close();
+    await this.wal?.close();
     await this.changeLog.flushed();
   }
 }
