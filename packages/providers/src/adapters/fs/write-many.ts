@@ -122,22 +122,9 @@ async function writeAndPlace(
   await forEachBounded(logged ? 0 : valid.length, concurrency, async (k) => {
     const { i, p, sha256 } = valid[k]!;
     const item = items[i]!;
-    const tmp = nodePath.join(t.tmpDir, randomBytes(12).toString('hex'));
     try {
-      const fh = await fsp.open(tmp, 'wx', t.fileMode);
-      try {
-        if (item.bytes.byteLength > 0) await fh.writeFile(item.bytes);
-        if (item.modifiedMs !== undefined) {
-          const t = new Date(item.modifiedMs);
-          await fh.utimes(t, t);
-        }
-        await fh.sync();
-      } finally {
-        await fh.close();
-      }
-      staged.push({ i, p, tmp, sha256 });
+      staged.push({ i, p, tmp: await writeTemp(t, item, true), sha256 });
     } catch (e) {
-      await fsp.rm(tmp, { force: true });
       out[i] = e instanceof ProviderError ? e : classify(e, t.name, p);
     }
   });
@@ -183,7 +170,7 @@ async function writeAndPlace(
             renamed.push({ i: s.i, p: s.p, abs, sha256: s.sha256, st });
             return;
           }
-          s.tmp = await writeTemp(t, items[s.i]!).catch((e: unknown) => {
+          s.tmp = await writeTemp(t, items[s.i]!, false).catch((e: unknown) => {
             throw classify(e, t.name, s.p);
           });
         }
@@ -264,8 +251,11 @@ async function writeInPlace(
   }
 }
 
-/** A temp file with the item's bytes and time (no fsync: with the write-ahead log). */
-async function writeTemp(t: BatchTarget, item: WriteManyItem): Promise<string> {
+/**
+ * A temp file with the item's bytes and time, fsynced when `sync` (without the write-ahead
+ * log; with it the log's checkpoint syncs it); removed again if anything fails.
+ */
+async function writeTemp(t: BatchTarget, item: WriteManyItem, sync: boolean): Promise<string> {
   const tmp = nodePath.join(t.tmpDir, randomBytes(12).toString('hex'));
   try {
     const fh = await fsp.open(tmp, 'wx', t.fileMode);
@@ -275,6 +265,7 @@ async function writeTemp(t: BatchTarget, item: WriteManyItem): Promise<string> {
         const m = new Date(item.modifiedMs);
         await fh.utimes(m, m);
       }
+      if (sync) await fh.sync();
     } finally {
       await fh.close();
     }
