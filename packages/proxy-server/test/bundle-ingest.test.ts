@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import * as nodePath from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChangesResponse, ListResponse, OpResult } from '@weft/wire';
+import type { ChangeInput } from '../src/store/metadata.ts';
 import { sha, startTestServer, TestClient } from './helpers.ts';
 
 let server: Awaited<ReturnType<typeof startTestServer>>;
@@ -76,6 +77,42 @@ describe('bundle ingest', () => {
     // Nothing was left on the tier for the refused entries.
     const ns = nodePath.join(server.dir, 'fs', 'ns', 'decide');
     expect(existsSync(nodePath.join(ns, 'f.txt', 'inner.txt'))).toBe(false);
+  });
+
+  it('looksEachNewFileUpOnce', async () => {
+    // Issue #16: the batch looked each file up, then the store's applyChanges looked it up
+    // again before inserting it. Counted on the real store (wrapped, not replaced).
+    const c = await TestClient.enrol(server, 'lookups');
+    const meta = server.store.meta;
+    const paths: string[] = [];
+    const upserts: ChangeInput[] = [];
+    const getEntry = meta.getEntry.bind(meta);
+    const applyChanges = meta.applyChanges.bind(meta);
+    meta.getEntry = (u, p) => (paths.push(p), getEntry(u, p));
+    meta.applyChanges = (u, ch, ...rest) => (upserts.push(...ch), applyChanges(u, ch, ...rest));
+    try {
+      const files = Object.fromEntries(
+        Array.from({ length: 30 }, (_, i) => [`l/d${i % 3}/f${i}.txt`, `v ${i}`]),
+      );
+      for (const r of await c.putSmall(files)) expect(r.result.status).toBe('applied');
+      // One look-up per file and one per folder (l, l/d0..l/d2), none more.
+      expect(paths.filter((p) => p.endsWith('.txt'))).toHaveLength(30);
+      expect(new Set(paths.filter((p) => p.endsWith('.txt'))).size).toBe(30);
+      expect(paths.filter((p) => !p.endsWith('.txt')).sort()).toEqual(['l', 'l/d0', 'l/d1', 'l/d2']);
+      const fileUpserts = upserts.filter((x) => x.type === 'upsert' && x.entry.kind === 'file');
+      expect(fileUpserts).toHaveLength(30);
+      // Each new file goes to the store as absent: it does not look again (sqlite.ts putRow).
+      expect(fileUpserts.every((x) => x.type === 'upsert' && x.absent === true)).toBe(true);
+      // A file replaced is not absent: its old row is read in the transaction (versions, refcounts).
+      upserts.length = 0;
+      await c.putSmall({ 'l/d0/f0.txt': 'v 0 again' });
+      expect(upserts).toHaveLength(1);
+      expect(upserts[0]).not.toHaveProperty('absent');
+      expect(await c.text('l/d0/f0.txt')).toBe('v 0 again');
+    } finally {
+      meta.getEntry = getEntry;
+      meta.applyChanges = applyChanges;
+    }
   });
 
   it('keepsSamePathOperationsInArrivalOrder', async () => {

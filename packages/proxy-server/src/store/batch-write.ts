@@ -280,6 +280,8 @@ async function writeBatch(
       recorded.push({ job: j, change: changes.length });
       changes.push({
         type: 'upsert',
+        // Looked up under the scheduler's slot for the path: nothing there (SQLite: no second look).
+        ...(j.before === undefined ? { absent: true as const } : {}),
         entry: {
           path: j.path,
           kind: 'file',

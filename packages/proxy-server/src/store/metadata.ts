@@ -60,7 +60,17 @@ export interface ObjectRow {
 
 /** A change to record: the store assigns the seq and, for upserts, the revision. */
 export type ChangeInput =
-  | { type: 'upsert'; entry: Omit<EntryRow, 'revision'> & { revision?: string } }
+  | {
+      type: 'upsert';
+      entry: Omit<EntryRow, 'revision'> & { revision?: string };
+      /**
+       * The caller looked the path up while holding the scheduler's slot for it and found no
+       * row (a bundle's new files): the store need not look again before inserting. SQLite,
+       * written by this process only, trusts it; PostgreSQL, which other processes write too,
+       * looks anyway under its namespace lock.
+       */
+      absent?: true;
+    }
   | { type: 'delete'; path: string }
   | { type: 'move'; from: string; path: string };
 

@@ -29,9 +29,11 @@ const MIGRATIONS_DIR = nodePath.resolve(fileURLToPath(import.meta.url), '../../m
 export class SqliteMetadataStore implements MetadataStore {
   private readonly db: Database.Database;
 
-  constructor(file: string) {
+  /** `trace`: called with every statement run (better-sqlite3 `verbose`; tests count them). */
+  constructor(file: string, options: { trace?: (sql: string) => void } = {}) {
     privateDatabaseFile(file);
-    this.db = new Database(file);
+    const trace = options.trace;
+    this.db = new Database(file, trace ? { verbose: (sql) => trace(String(sql)) } : {});
     this.db.pragma('journal_mode = WAL');
     // NORMAL in WAL mode survives a process crash; after a power loss the last commits may
     // be lost, which startup reconciliation repairs from the (fsynced) filesystem tier and
@@ -237,9 +239,18 @@ export class SqliteMetadataStore implements MetadataStore {
     );
   }
 
-  private putRow(userId: string, e: EntryRow, nowMs: number, device?: string, keep = false): void {
-    const old = this.stmt('SELECT * FROM entries WHERE user_id = ? AND path = ?').get(userId, e.path) as
-      EntrySql | undefined;
+  private putRow(
+    userId: string,
+    e: EntryRow,
+    nowMs: number,
+    device?: string,
+    keep = false,
+    absent = false,
+  ): void {
+    const old = absent
+      ? undefined
+      : (this.stmt('SELECT * FROM entries WHERE user_id = ? AND path = ?').get(userId, e.path) as
+          EntrySql | undefined);
     if (keep && old && old.sha256 !== (e.sha256 ?? null)) this.keepVersion(userId, old, false, device, nowMs);
     if (old?.tier === 'large' && old.sha256) this.adjustRef(old.sha256, old.size, -1, nowMs);
     if (e.tier === 'large' && e.sha256) {
@@ -294,7 +305,7 @@ export class SqliteMetadataStore implements MetadataStore {
         seq += 1;
         if (c.type === 'upsert') {
           const row: EntryRow = { ...c.entry, revision: c.entry.revision ?? `r${seq}` };
-          this.putRow(userId, row, nowMs, device, keepVersions);
+          this.putRow(userId, row, nowMs, device, keepVersions, c.absent === true);
           const entry = publicEntry(row);
           insert.run(userId, seq, 'upsert', row.path, null, JSON.stringify(entry), device ?? null);
           out.push({ seq, type: 'upsert', path: row.path, entry, ...(device ? { device } : {}) });
