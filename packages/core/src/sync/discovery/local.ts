@@ -40,7 +40,7 @@ export async function discoverLocal(
   // With a push beside the scan (early-push.ts), what it has found is queued as it goes.
   let done = 0;
   let eliminated = 0;
-  const found = (ops: readonly Op[], commitThrough: (end: number) => void): void => {
+  const found = async (ops: readonly Op[], commitThrough: (end: number) => void): Promise<void> => {
     if (!early || ops.length === done) return;
     const kept = ops.slice(done).filter(sendsIt);
     const before = ctx.journal.pendingCount();
@@ -49,6 +49,7 @@ export async function discoverLocal(
     done = ops.length;
     ctx.status.update({ pendingOperations: queued });
     early.queued();
+    await early.room(); // the scan stays a bounded number of operations ahead of the push
   };
   const scanned = await scan(o.folder, ctx.journal, ctx.ignore, {
     scope,
