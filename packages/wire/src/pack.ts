@@ -108,9 +108,13 @@ export class PackBuilder {
     return this.seen.has(sha256);
   }
 
-  /** Append `raw`; `sha256` is computed when not given (and checked when given). */
-  add(raw: Uint8Array, sha256?: string, compress = true): PackEntry | undefined {
-    const sha = createHash('sha256').update(raw).digest('hex');
+  /**
+   * Append `raw`; `sha256` is computed when not given (and checked when given, unless
+   * `hashChecked`: the caller has just checked `raw` against it, as the proxy's bundle
+   * decoder does for the bytes it hands the packer from memory).
+   */
+  add(raw: Uint8Array, sha256?: string, compress = true, hashChecked = false): PackEntry | undefined {
+    const sha = hashChecked && sha256 !== undefined ? sha256 : createHash('sha256').update(raw).digest('hex');
     if (sha256 !== undefined && sha256 !== sha) fail('CHECKSUM_MISMATCH', `content is not ${sha256}`);
     if (raw.byteLength > PACK_MAX_ENTRY_BYTES) fail('TOO_LARGE', `content of ${raw.byteLength} bytes`);
     if (this.seen.has(sha)) return undefined;

@@ -47,6 +47,16 @@ describe('pack format', () => {
     );
   });
 
+  it('checksTheGivenHashUnlessTheCallerHasChecked', () => {
+    const raw = new Uint8Array(Buffer.from('some content'));
+    const sha = createHash('sha256').update(raw).digest('hex');
+    const other = createHash('sha256').update('other').digest('hex');
+    expect(() => new PackBuilder().add(raw, other)).toThrow(WireFormatError);
+    expect(new PackBuilder().add(raw, sha)?.sha256).toBe(sha);
+    // hashChecked (the proxy's bundle-decoded bytes): the given hash is the entry's, unhashed.
+    expect(new PackBuilder().add(raw, other, true, true)?.sha256).toBe(other);
+  });
+
   it('compresses what deflates well and stores the rest', () => {
     const b = new PackBuilder();
     const zeros = b.add(new Uint8Array(4096))!;

@@ -3,9 +3,11 @@
  * files are written to the filesystem tier and, seconds later, packed; without this the packer
  * opened and read every one of them back (10,029 opens and reads for the 10,029-file drop,
  * ~1.6 s of the proxy's event loop at load). Keyed by content hash: an entry is only ever used
- * for a content the pack index lists as pending under that hash, and PackBuilder.add checks the
- * bytes against it, so a wrong or stale entry cannot end up in a pack. Bounded in bytes; what
- * does not fit (or was evicted) is read from the filesystem tier as before.
+ * for a content the pack index lists as pending under that hash, and only bytes already checked
+ * against their hash are offered (the bundle's decoder checks every entry), so PackBuilder.add
+ * takes them without hashing them again and a wrong or stale entry cannot end up in a pack.
+ * Bounded in bytes; what does not fit (or was evicted) is read from the filesystem tier (and
+ * hashed) as before.
  */
 export class HotContents {
   private readonly bytesBy = new Map<string, { bytes: Uint8Array; gen: number }>();

@@ -154,7 +154,8 @@ export class Packer {
 
   /**
    * The bytes of a small file about to be written (bundle ingest): its flush packs them from
-   * memory instead of reading the filesystem-tier copy back (bounded; checked by hash).
+   * memory instead of reading the filesystem-tier copy back (bounded). The caller has checked
+   * `bytes` against `sha256` (BundleService: decodeBundle did): they are not hashed again.
    */
   offer(sha256: string, bytes: Uint8Array): void {
     if (!this.closed) this.hot.offer(sha256, bytes);
@@ -289,11 +290,13 @@ export class Packer {
     // The files are read several at a time, ahead of the builder (one after another, the
     // 10,029-file drop's flush waited ~12 s on reads; issue #16). A content read twice
     // (the same bytes at two paths) is added once.
-    const read = async (file: PendingContent): Promise<Uint8Array | undefined> => {
+    // What comes from memory was checked against its hash by the bundle's decoder (offer):
+    // not hashed again; what is read back from the filesystem tier is.
+    const read = async (file: PendingContent): Promise<{ bytes: Uint8Array; hot: boolean } | undefined> => {
       const hot = this.hot.get(file.sha256);
-      if (hot) return hot;
+      if (hot) return { bytes: hot, hot: true };
       try {
-        return await this.o.readSmall(file.userId, file.path);
+        return { bytes: await this.o.readSmall(file.userId, file.path), hot: false };
       } catch (e) {
         if (e instanceof NotFoundError) return undefined; // deleted meanwhile
         throw e;
@@ -317,7 +320,7 @@ export class Packer {
         }
         if (raw === undefined) continue;
         try {
-          builder.add(raw, file.sha256);
+          builder.add(raw.bytes, file.sha256, true, raw.hot);
         } catch (e) {
           if (e instanceof WireFormatError) continue; // overwritten meanwhile: packed at its next flush
           throw e;
