@@ -71,7 +71,10 @@ const RESERVED_SUFFIX = '.weftlink';
 
 /** Why the server refuses a name it reserves for itself, or undefined. */
 export function reservedNameReason(name: string): string | undefined {
-  return name.toLowerCase().endsWith(RESERVED_SUFFIX)
+  // Asked of every name a scan finds: look at the end only (a character that lowercases
+  // into ASCII is one UTF-16 unit, so this is the whole name's lowercase's end).
+  const at = name.length - RESERVED_SUFFIX.length;
+  return at >= 0 && name.charCodeAt(at) === 0x2e && name.slice(at).toLowerCase() === RESERVED_SUFFIX
     ? `names ending in ${RESERVED_SUFFIX} are reserved by the server and are not synced`
     : undefined;
 }

@@ -21,13 +21,13 @@ import type { BigIntStats } from 'node:fs';
 import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { caseFoldKey, normalizePath } from '@weft/providers/paths';
+import { MAX_PATH_BYTES, caseFoldKey, normalizePath } from '@weft/providers/paths';
 import type { IgnoreRules } from './ignore-rules.ts';
 import { IGNORE_FILE } from './ignore-rules.ts';
 import type { FileRow, Journal } from './journal/journal.ts';
 import { BoundedTasks } from './bounded-tasks.ts';
 import { PARTIAL_PREFIX, readWholeSync, sha256File } from './local-fs.ts';
-import { LocalPaths, UnsafeLocalPathError, encodeName } from './local-path.ts';
+import { LocalPaths, UnsafeLocalPathError, encodeName, isPlainName } from './local-path.ts';
 import type { Op } from './ops.ts';
 import {
   type DiskEntry,
@@ -388,32 +388,48 @@ export async function scan(
       }
     }
     const stats = await statNames(dirAbs, names);
+    // A path under this folder fits when its bytes (ASCII names: one a character) do.
+    const dirBytes = dirRel === '' ? 0 : Buffer.byteLength(dirRel) + 1;
     for (const [i, name] of names.entries()) {
       if (name.startsWith(PARTIAL_PREFIX)) continue;
-      // Back to the remote name (NFC first: macOS may hand us NFD).
-      const remoteName = paths.remoteName(name.normalize('NFC'));
-      if (remoteName === undefined) {
-        warnings.push(
-          `skipped ${JSON.stringify(nodePath.join(dirRel, name))}: its name is not one Weft can send unchanged`,
-        );
-        continue;
-      }
       let rel: string;
-      try {
-        rel = normalizePath(dirRel === '' ? remoteName : `${dirRel}/${remoteName}`);
-      } catch (e) {
-        warnings.push(`skipped ${JSON.stringify(nodePath.join(dirRel, name))}: ${(e as Error).message}`);
-        continue;
+      let remoteName: string;
+      /** The name as the remote has it when it differs from the local one (NFC), else undefined. */
+      let localNfc: string | undefined;
+      if (isPlainName(name, paths.rules) && dirBytes + name.length <= MAX_PATH_BYTES) {
+        // Its own remote name, in NFC, a valid segment (local-path.ts): what the checks
+        // below would find, without their cost (issue #16).
+        remoteName = name;
+        rel = dirRel === '' ? name : `${dirRel}/${name}`;
+      } else {
+        // Back to the remote name (NFC first: macOS may hand us NFD).
+        const nfc = name.normalize('NFC');
+        const decoded = paths.remoteName(nfc);
+        if (decoded === undefined) {
+          warnings.push(
+            `skipped ${JSON.stringify(nodePath.join(dirRel, name))}: its name is not one Weft can send unchanged`,
+          );
+          continue;
+        }
+        remoteName = decoded;
+        if (remoteName !== nfc) localNfc = nfc;
+        try {
+          rel = normalizePath(dirRel === '' ? remoteName : `${dirRel}/${remoteName}`);
+        } catch (e) {
+          warnings.push(`skipped ${JSON.stringify(nodePath.join(dirRel, name))}: ${(e as Error).message}`);
+          continue;
+        }
       }
       const reserved = reservedNameReason(remoteName);
       if (reserved) {
         warnings.push(`skipped ${rel}: ${reserved}`);
         continue;
       }
-      if (remoteName !== name.normalize('NFC')) {
+      if (localNfc !== undefined) {
         storedAs += 1;
         const reason = encodeName(remoteName, paths.rules).reason ?? 'quoted';
-        defer(() => realJournal.recordLocalName(rel, name.normalize('NFC'), reason));
+        const [at, local] = [rel, localNfc];
+        defer(() => realJournal.recordLocalName(at, local, reason));
       }
       const st = stats[i];
       if (st === undefined) continue;

@@ -17,7 +17,10 @@ import {
   QUOTE,
   UnsafeLocalPathError,
   decodeName,
+  decodeSlowly,
   encodeName,
+  encodeSlowly,
+  isPlainName,
   mapRemotePath,
   pathFlavour,
 } from '../src/local-path.ts';
@@ -313,5 +316,65 @@ describe('symbolic links inside the folder', () => {
     expect(paths.localRel('..\\..\\x/CON')).toBe('..＼..＼x/CON＿');
     expect(paths.remotePath('..＼..＼x/CON＿')).toBe('..\\..\\x/CON');
     expect(paths.remotePath('a\u0001')).toBeUndefined(); // not a name Weft writes
+  });
+
+  it('the plain-name fast path answers exactly as the full encoding for every ASCII name (issue #16)', () => {
+    const same = (name: string, rules: PathRules): void => {
+      let slow: unknown;
+      try {
+        slow = encodeSlowly(name, rules);
+      } catch (e) {
+        slow = (e as Error).message;
+      }
+      let fast: unknown;
+      try {
+        fast = encodeName(name, rules);
+      } catch (e) {
+        fast = (e as Error).message;
+      }
+      expect(fast, `encode ${JSON.stringify(name)} (${rules})`).toEqual(slow);
+      expect(decodeName(name, rules), `decode ${JSON.stringify(name)} (${rules})`).toBe(
+        decodeSlowly(name, rules),
+      );
+    };
+    const ascii = Array.from({ length: 128 }, (_, c) => String.fromCharCode(c));
+    const edges = [
+      ...ascii,
+      ...ascii.map((c) => `a${c}`),
+      ...ascii.map((c) => `${c}.txt`),
+      '.',
+      '..',
+      '...',
+      'a.',
+      'a ',
+      ' a',
+      'CON',
+      'con.txt',
+      'COM1 ',
+      'Lpt9.tar.gz',
+      'CONIN$',
+      'x'.repeat(254),
+      'x'.repeat(255),
+      'x'.repeat(256),
+      `${'x'.repeat(254)}.`,
+    ];
+    for (const rules of RULES) for (const name of edges) same(name, rules);
+    // The fast path is taken for ordinary names (else this test would prove nothing).
+    expect(isPlainName('f123.txt', 'posix') && isPlainName('a:b', 'posix')).toBe(true);
+    expect(isPlainName('a:b', 'darwin') || isPlainName('a.', 'win32') || isPlainName('nul', 'win32')).toBe(
+      false,
+    );
+    fc.assert(
+      fc.property(
+        fc.string({
+          minLength: 1,
+          maxLength: 12,
+          unit: fc.integer({ min: 0, max: 127 }).map((c) => String.fromCharCode(c)),
+        }),
+        pick(RULES),
+        (name, rules) => same(name, rules),
+      ),
+      { numRuns: FULL ? 100_000 : 3_000 },
+    );
   });
 });
