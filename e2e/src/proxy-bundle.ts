@@ -14,7 +14,7 @@
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { workspaceOnlyPlugin } from '@weft/core/esbuild-workspace';
 import { build } from 'esbuild';
 
 const ROOT = nodePath.resolve(import.meta.dirname, '../..');
@@ -35,29 +35,7 @@ export async function buildProxyBundle(): Promise<string> {
     format: 'esm',
     target: 'node20',
     logLevel: 'error',
-    plugins: [
-      {
-        name: 'weft-workspace-only',
-        setup(b) {
-          // Only the workspace's own packages are bundled.
-          b.onResolve({ filter: /^[^./]/ }, (a) =>
-            a.path.startsWith('@weft/') ? undefined : { path: a.path, external: true },
-          );
-          b.onLoad({ filter: /\.m?ts$/ }, async (a) => {
-            if (a.path.includes(`${nodePath.sep}node_modules${nodePath.sep}`)) return undefined;
-            const source = await fsp.readFile(a.path, 'utf8');
-            return {
-              contents: source
-                .replaceAll('import.meta.url', JSON.stringify(pathToFileURL(a.path).href))
-                .replaceAll('import.meta.dirname', JSON.stringify(nodePath.dirname(a.path)))
-                .replaceAll('import.meta.filename', JSON.stringify(a.path)),
-              loader: 'ts',
-              resolveDir: nodePath.dirname(a.path),
-            };
-          });
-        },
-      },
-    ],
+    plugins: [workspaceOnlyPlugin()],
   });
   return outfile;
 }

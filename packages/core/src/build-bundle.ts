@@ -14,8 +14,8 @@
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
+import { workspaceOnlyPlugin } from './esbuild-workspace.ts';
 
 const PACKAGE = nodePath.resolve(import.meta.dirname, '..');
 /**
@@ -71,31 +71,7 @@ export async function buildBundle(
         'const require = __weftCreateRequire(import.meta.url);',
       ].join('\n'),
     },
-    plugins: [
-      {
-        name: 'weft-workspace-only',
-        setup(b) {
-          // Only the workspace's own packages are bundled.
-          b.onResolve({ filter: /^[^./]/ }, (a) =>
-            a.path.startsWith('@weft/') || BUNDLED.some((m) => a.path === m || a.path.startsWith(m + '/'))
-              ? undefined
-              : { path: a.path, external: true },
-          );
-          b.onLoad({ filter: /\.m?ts$/ }, async (a) => {
-            if (a.path.includes(`${nodePath.sep}node_modules${nodePath.sep}`)) return undefined;
-            const source = await fsp.readFile(a.path, 'utf8');
-            return {
-              contents: source
-                .replaceAll('import.meta.url', JSON.stringify(pathToFileURL(a.path).href))
-                .replaceAll('import.meta.dirname', JSON.stringify(nodePath.dirname(a.path)))
-                .replaceAll('import.meta.filename', JSON.stringify(a.path)),
-              loader: 'ts',
-              resolveDir: nodePath.dirname(a.path),
-            };
-          });
-        },
-      },
-    ],
+    plugins: [workspaceOnlyPlugin(BUNDLED)],
   });
   // The metafile's paths are relative to absWorkingDir: the package directory.
   const paths = Object.keys(result.metafile.inputs)
