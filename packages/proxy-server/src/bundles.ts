@@ -119,6 +119,7 @@ export class BundleService {
               mtimeMs: e.mtimeMs,
               base: e.rev,
               checked: true, // by decodeBundle
+              pathChecked: true, // above, before admitting the bundle
             })),
           ),
       })

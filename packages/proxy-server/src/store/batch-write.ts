@@ -40,6 +40,8 @@ export interface BatchFile {
   readonly base: string | null | undefined;
   /** The caller checked `sha256` against the bytes (decodeBundle does): they are not hashed again. */
   readonly checked?: boolean;
+  /** The caller ran checkNewPath on `path` (BundleService does, for the whole bundle first). */
+  readonly pathChecked?: boolean;
 }
 
 /** What a batch write needs of the store. */
@@ -122,7 +124,7 @@ export async function writeBatchFiles(
   const large: number[] = [];
   for (const [i, item] of items.entries()) {
     try {
-      checkNewPath(item.path);
+      if (!item.pathChecked) checkNewPath(item.path);
       if (!item.checked && sha256Hex(item.bytes) !== item.sha256)
         throw new ApiError('HASH_MISMATCH', 'SHA-256 of the content does not match the declared one');
       if (item.bytes.byteLength >= store.smallFileBytes) {
