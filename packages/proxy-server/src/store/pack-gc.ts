@@ -34,9 +34,25 @@ export interface PackCollectorOptions {
 /** Delay before dating deaths after a delete or an overwrite (ms): one marking per burst. */
 export const MARK_DELAY_MS = 1000;
 
+/**
+ * A marking looks at every pack entry; one is run for changes only once they number at least
+ * the entries the last one looked at divided by this: at most this many entries looked at per
+ * change, whatever the number of packed files. Marking once a second whatever the change
+ * looked at every packed file again and again through an upload — quadratic: at 100,000
+ * files 5 CPU-seconds of the proxy, ~50 µs a file and rising with the count (issue #16).
+ * Deaths it leaves undated wait for the next change that makes a marking worth it, or for
+ * the collector's pass (hourly; its crossover is days away).
+ */
+export const MARK_ENTRIES_PER_CHANGE = 64;
+
 export class PackCollector {
   private timer: NodeJS.Timeout | undefined;
   private markTimer: NodeJS.Timeout | undefined;
+  /** Changes since the last marking began, and the pack entries that marking looked at. */
+  private changedSinceMark = 0;
+  private markedEntries = 0;
+  /** Markings run (tests). */
+  markings = 0;
   private running: Promise<PackGcPass> | undefined;
   private readonly now: () => number;
   private closed = false;
@@ -60,16 +76,26 @@ export class PackCollector {
   }
 
   /**
-   * Date the deaths a delete or an overwrite caused, MARK_DELAY_MS from now (a burst of
-   * changes is marked once). The pass marks too; this keeps t_j close to the real death.
+   * Date the deaths `changes` deletes or overwrites may have caused, MARK_DELAY_MS from now (a
+   * burst of changes is marked once), once they are worth a marking (MARK_ENTRIES_PER_CHANGE).
+   * The pass marks too; this keeps t_j close to the real death.
    */
-  markSoon(): void {
+  markSoon(changes = 1): void {
+    this.changedSinceMark += changes;
     if (this.markTimer || this.closed) return;
+    if (this.changedSinceMark * MARK_ENTRIES_PER_CHANGE < this.markedEntries) return;
     this.markTimer = setTimeout(() => {
       this.markTimer = undefined;
-      this.o.packer.markDead(this.now()).catch((err: unknown) => {
-        this.o.log.warn({ err }, 'dating dead pack entries failed; the next pass does it');
-      });
+      this.changedSinceMark = 0;
+      this.markings += 1;
+      this.o.packer.markDead(this.now()).then(
+        (r) => {
+          this.markedEntries = r.entries;
+        },
+        (err: unknown) => {
+          this.o.log.warn({ err }, 'dating dead pack entries failed; the next pass does it');
+        },
+      );
     }, MARK_DELAY_MS);
     this.markTimer.unref();
   }
@@ -88,7 +114,8 @@ export class PackCollector {
   private async pass(): Promise<PackGcPass> {
     const { packer, cost, log } = this.o;
     const nowMs = this.now();
-    const { died, revived } = await packer.markDead(nowMs);
+    const { died, revived, entries } = await packer.markDead(nowMs);
+    this.markedEntries = entries;
     const candidates = await packer.gcCandidates();
     cost.setPackDeadBytes(candidates.reduce((n, c) => n + c.deadBytes, 0));
     const repacked: PackGcPass['repacked'][number][] = [];

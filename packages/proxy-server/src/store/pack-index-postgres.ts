@@ -184,7 +184,7 @@ export class PostgresPackIndex implements PackIndex {
     return rows.map(toLocation);
   }
 
-  async markDead(nowMs: number): Promise<{ died: number; revived: number }> {
+  async markDead(nowMs: number): Promise<{ died: number; revived: number; entries: number }> {
     return inTransaction(this.sql, async (tx) => {
       const referenced = tx`EXISTS (SELECT 1 FROM entries e WHERE e.tier = 'small' AND e.sha256 = p.sha256)`;
       const died = (
@@ -202,7 +202,8 @@ export class PostgresPackIndex implements PackIndex {
                           WHERE p.pack_id = k.pack_id AND p.dead_since_ms IS NOT NULL),
             dead_byte_since_ms = (SELECT COALESCE(SUM(p.length::float8 * p.dead_since_ms), 0) FROM pack_entries p
                                   WHERE p.pack_id = k.pack_id AND p.dead_since_ms IS NOT NULL)`;
-      return { died, revived };
+      const [count] = await tx<{ n: string }[]>`SELECT COUNT(*) AS n FROM pack_entries`;
+      return { died, revived, entries: Number(count?.n ?? 0) };
     });
   }
 

@@ -155,7 +155,7 @@ export class SqlitePackIndex implements PackIndex {
     ).map(toLocation);
   }
 
-  async markDead(nowMs: number): Promise<{ died: number; revived: number }> {
+  async markDead(nowMs: number): Promise<{ died: number; revived: number; entries: number }> {
     const db = this.db;
     const referenced = `EXISTS (SELECT 1 FROM entries e WHERE e.tier = 'small' AND e.sha256 = pack_entries.sha256)`;
     return db.transaction(() => {
@@ -178,7 +178,8 @@ export class SqlitePackIndex implements PackIndex {
              dead_byte_since_ms = (SELECT TOTAL(CAST(length AS REAL) * dead_since_ms) FROM pack_entries p
                                    WHERE p.pack_id = packs.pack_id AND p.dead_since_ms IS NOT NULL)`,
         ).run();
-      return { died, revived };
+      const entries = (db.prepare('SELECT COUNT(*) AS n FROM pack_entries').get() as { n: number }).n;
+      return { died, revived, entries };
     })();
   }
 

@@ -72,9 +72,10 @@ export interface PackIndex {
   liveLocations(packId: string): Promise<PackLocation[]>;
   /**
    * Date the entries no small file references any more (dead since `nowMs`), revive the ones
-   * referenced again, and recompute the packs' dead-byte sums; one transaction.
+   * referenced again, and recompute the packs' dead-byte sums; one transaction. `entries`:
+   * how many pack entries the pass looked at (what it cost: every one of them).
    */
-  markDead(nowMs: number): Promise<{ died: number; revived: number }>;
+  markDead(nowMs: number): Promise<{ died: number; revived: number; entries: number }>;
   /** The packs holding dead bytes, in pack id order. */
   deadPacks(): Promise<DeadPackRow[]>;
   /** The cost model was asked about this pack at `nowMs`. */

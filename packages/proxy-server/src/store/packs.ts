@@ -493,9 +493,10 @@ export class Packer {
    * Mark the pack entries no small file references any more as dead since `nowMs` (and the
    * ones referenced again as live), and keep each pack's Σ s_j and Σ s_j·t_j (migration 006).
    * A death is dated when first seen, so C_store is never over-estimated: the collector may
-   * repack late by the marking delay, never early.
+   * repack late by the marking delay (in a large store, until changes make a marking worth
+   * it: pack-gc.ts MARK_ENTRIES_PER_CHANGE), never early.
    */
-  markDead(nowMs = this.now()): Promise<{ died: number; revived: number }> {
+  markDead(nowMs = this.now()): Promise<{ died: number; revived: number; entries: number }> {
     return this.o.index.markDead(nowMs);
   }
 
