@@ -19,6 +19,31 @@ export const DEFAULT_IGNORES: readonly string[] = [
 
 export const IGNORE_FILE = '.weftignore';
 
+/** What a pattern may hold for the basename prefilter (else there is no prefilter). */
+const SIMPLE_PATTERN = /^[A-Za-z0-9._~$*?+=,@%/-]+$/;
+
+/**
+ * A test a name (a path's last segment) must pass for any of `patterns` to match the path
+ * itself, or undefined when some pattern is beyond this simple reading (then every path is
+ * asked of the matcher). Wider than the patterns, never narrower: a pattern matches a whole
+ * segment, the last of its own segments is what can match the path's name (its other
+ * segments, and dir-only or root-anchored forms, only narrow it; a match of a folder above
+ * is the ancestors' check), `*` and `?` become any run and any character, and a negation
+ * only ever un-ignores. Case-insensitive, as the `ignore` package's default.
+ */
+export function namePrefilter(patterns: readonly string[]): RegExp | undefined {
+  const alternatives: string[] = [];
+  for (const line of patterns.flatMap((p) => p.split(/\r?\n/))) {
+    if (line === '' || line.startsWith('#') || /^\s+$/.test(line)) continue; // no rule
+    if (line.startsWith('!')) continue; // un-ignores only
+    if (!SIMPLE_PATTERN.test(line)) return undefined;
+    const last = line.replace(/\/+$/, '').split('/').pop() ?? '';
+    if (last === '' || last.includes('**')) return undefined;
+    alternatives.push(last.replace(/[.$+*?]/g, (c) => (c === '*' ? '.*' : c === '?' ? '.' : `\\${c}`)));
+  }
+  return new RegExp(`^(?:${alternatives.join('|')})$`, 'i');
+}
+
 /** Paths the matchers may remember before they are made again (IgnoreRules.asked). */
 const MAX_REMEMBERED = 20_000;
 /** Folders whose verdict IgnoreRules keeps (then it starts again). */
@@ -26,6 +51,8 @@ const MAX_ANCESTOR_VERDICTS = 10_000;
 
 export class IgnoreRules {
   private root: Ignore;
+  /** What a name must pass for the root rules to match the path itself (namePrefilter). */
+  private rootNames: RegExp | undefined;
   private extra: readonly string[];
   private readonly perFolder = new Map<string, Ignore>();
   /** The text of each folder's rules (to make its matcher again: see `asked`). */
@@ -37,25 +64,27 @@ export class IgnoreRules {
    */
   private asked = 0;
   /**
-   * What the root rules say of each folder above a path (by the path's kind and the folder):
-   * a scan asks of every file, and 100,000 files share a few hundred folders — asking the
-   * rules again each time was a third of a no-change rescan (issue #16). Emptied when the
-   * root rules change; bounded.
+   * What the root rules say of the folders above a path, by the path's kind and its parent
+   * folder: a scan asks of every file, and 100,000 files share a few hundred folders —
+   * asking the rules again each time was a third of a no-change rescan (issue #16). Emptied
+   * when the root rules change; bounded.
    */
-  private readonly ancestorVerdicts = new Map<string, boolean>();
+  private readonly ancestorVerdicts = [new Map<string, boolean>(), new Map<string, boolean>()] as const;
   /** Folders left out by selective sync (selection.ts): not synced either way, as if ignored. */
   private excluded: (path: string) => boolean = () => false;
 
   constructor(extraPatterns: readonly string[] = []) {
     this.extra = [...extraPatterns];
     this.root = ignore().add([...DEFAULT_IGNORES, ...extraPatterns]);
+    this.rootNames = namePrefilter([...DEFAULT_IGNORES, ...extraPatterns]);
   }
 
   /** Replace the patterns from Settings (the defaults and `.weftignore` files stay). */
   setExtraPatterns(patterns: readonly string[]): void {
     this.extra = [...patterns];
     this.root = ignore().add([...DEFAULT_IGNORES, ...patterns]);
-    this.ancestorVerdicts.clear();
+    this.rootNames = namePrefilter([...DEFAULT_IGNORES, ...patterns]);
+    for (const v of this.ancestorVerdicts) v.clear();
   }
 
   /** Treat the paths `excluded` answers true for as ignored (selective sync, selective-sync.ts). */
@@ -88,19 +117,30 @@ export class IgnoreRules {
       for (const [folder, text] of this.perFolderText) this.perFolder.set(folder, ignore().add(text));
     }
     const test = (ig: Ignore, rel: string): boolean => ig.ignores(isDir ? rel + '/' : rel);
-    if (test(this.root, path)) return true;
     // Every ancestor's .weftignore applies to what is below it; an ignored folder hides its content.
-    for (let i = path.indexOf('/'); i >= 0; i = path.indexOf('/', i + 1)) {
-      const ancestor = path.slice(0, i);
-      const key = (isDir ? 'd' : 'f') + ancestor;
-      let verdict = this.ancestorVerdicts.get(key);
+    const slash = path.lastIndexOf('/');
+    if (slash > 0) {
+      const parent = path.slice(0, slash);
+      const verdicts = this.ancestorVerdicts[isDir ? 1 : 0];
+      let verdict = verdicts.get(parent);
       if (verdict === undefined) {
-        verdict = test(this.root, ancestor + '/') || this.root.ignores(ancestor);
-        if (this.ancestorVerdicts.size >= MAX_ANCESTOR_VERDICTS) this.ancestorVerdicts.clear();
-        this.ancestorVerdicts.set(key, verdict);
+        verdict = false;
+        for (let i = path.indexOf('/'); i >= 0 && !verdict; i = path.indexOf('/', i + 1)) {
+          const ancestor = path.slice(0, i);
+          // As the matcher asks of a path's folders (`a/`), and as this always asked.
+          verdict =
+            this.root.ignores(ancestor + '/') ||
+            test(this.root, ancestor + '/') ||
+            this.root.ignores(ancestor);
+        }
+        if (verdicts.size >= MAX_ANCESTOR_VERDICTS) verdicts.clear();
+        verdicts.set(parent, verdict);
       }
       if (verdict) return true;
     }
+    // The path itself: only when its name could match a root rule at all (namePrefilter).
+    const name = slash < 0 ? path : path.slice(slash + 1);
+    if ((this.rootNames === undefined || this.rootNames.test(name)) && test(this.root, path)) return true;
     for (const [folder, ig] of this.perFolder) {
       if (folder !== '' && !path.startsWith(folder + '/')) continue;
       const rel = folder === '' ? path : path.slice(folder.length + 1);
