@@ -63,8 +63,14 @@ export interface ScanOptions {
    * operations found so far (the array grows; moves first, then in path order; deletions
    * only in the result) and the writer of their index rows (ScanResult.commitThrough): the
    * caller may queue ops[0, n) with commitThrough(n) and send them while the scan goes on.
+   * It may return how many it took for good (n): the scanner then lets go of ops[0, n) — their
+   * places stay, empty, so indexes hold — and a first scan of 1,000,000 files holds only the
+   * operations not yet taken, not ~200 B for every file found (issue #16).
    */
-  readonly found?: (ops: readonly Op[], commitThrough: (end: number) => void) => Promise<void> | void;
+  readonly found?: (
+    ops: readonly Op[],
+    commitThrough: (end: number) => void,
+  ) => Promise<number | void> | number | void;
 }
 
 /** The scan was asked to stop (ScanOptions.shouldStop) before it finished; nothing was written. */
@@ -120,6 +126,7 @@ async function hashFile(abs: string, size: number): Promise<string> {
 }
 
 export interface ScanResult {
+  /** With ScanOptions.found, the operations it took for good are empty places here. */
   readonly ops: Op[];
   readonly unsettled: string[];
   readonly warnings: string[];
@@ -164,6 +171,12 @@ export async function scan(
 ): Promise<ScanResult> {
   const now = options.now ?? Date.now;
   const ops: Op[] = [];
+  /** ops[0, letGone) were taken for good by ScanOptions.found: empty places (see found). */
+  let letGone = 0;
+  const letGo = (taken: number | void): void => {
+    const end = typeof taken === 'number' ? Math.min(taken, ops.length) : 0;
+    for (; letGone < end; letGone++) ops[letGone] = undefined as unknown as Op;
+  };
   const stopCheck = (): void => {
     if (options.shouldStop?.()) throw new ScanStopped();
   };
@@ -366,7 +379,7 @@ export async function scan(
       disk.delete(e.path); // compared: the scan's later steps have nothing more to do with it
     }
     streamed += chunk.length;
-    await options.found?.(ops, commitThrough);
+    letGo(await options.found?.(ops, commitThrough));
     await new Promise<void>((resolve) => setImmediate(resolve));
     stopCheck();
   };
@@ -566,7 +579,7 @@ export async function scan(
     const chunk = sortedDisk.slice(from, from + CHUNK_ENTRIES);
     await hashAll(chunk);
     for (const e of chunk) compare(e);
-    await options.found?.(ops, commitThrough);
+    letGo(await options.found?.(ops, commitThrough));
     await new Promise<void>((resolve) => setImmediate(resolve));
     stopCheck();
   }

@@ -2,11 +2,19 @@
  * A scan with a push beside it stays a bounded number of operations ahead of the push
  * (sync/early-push.ts `room()`, issue #16): a 1,000,000-file first sync walked far faster
  * than it uploaded and held 800,000 queued operations in memory (~550 MiB of agent RSS).
- * The queue's length is counted after every batch the scan queues, never timed.
+ * The queue's length is counted after every batch the scan queues, never timed; and the
+ * scanner lets go of the operations its caller took (ScanOptions.found's answer), counted in
+ * the array it hands over.
  */
 import { createHash } from 'node:crypto';
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as nodePath from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CHUNK_ENTRIES } from '../src/scanner.ts';
+import { IgnoreRules } from '../src/ignore-rules.ts';
+import { Journal } from '../src/journal/journal.ts';
+import type { Op } from '../src/ops.ts';
+import { CHUNK_ENTRIES, scan } from '../src/scanner.ts';
 import type { SyncContext } from '../src/sync/context.ts';
 import { discoverLocal } from '../src/sync/discovery/local.ts';
 import { EarlyPush } from '../src/sync/early-push.ts';
@@ -68,7 +76,7 @@ describe('early push: the scan stays a bounded number of operations ahead', () =
     const d = await cloud.addDevice('laptop', { watch: false });
     await d.engine.waitIdle();
     slowBundles(d, 200);
-    const files = 4 * CHUNK_ENTRIES;
+    const files = 3 * CHUNK_ENTRIES;
     const { most, early } = await firstScan(d, files, 500);
     // At most `ahead`, plus the chunk the scan hands over at once (its files and folders).
     expect(most).toBeLessThanOrEqual(500 + CHUNK_ENTRIES + 16);
@@ -80,8 +88,52 @@ describe('early push: the scan stays a bounded number of operations ahead', () =
     const d = await cloud.addDevice('laptop', { watch: false });
     await d.engine.waitIdle();
     slowBundles(d, 200);
-    const files = 4 * CHUNK_ENTRIES;
+    const files = 3 * CHUNK_ENTRIES;
     const { most } = await firstScan(d, files, Number.POSITIVE_INFINITY);
     expect(most).toBeGreaterThan(500 + CHUNK_ENTRIES + 16);
+  });
+});
+
+describe('the scanner lets go of what its caller took', () => {
+  it('holds only the operations not yet taken when found answers how many it took', async () => {
+    const base = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-scan-let-go-'));
+    try {
+      const root = nodePath.join(base, 'folder');
+      const files = 3 * CHUNK_ENTRIES + 200;
+      for (let d = 0; d < 4; d++) await fsp.mkdir(nodePath.join(root, `d${d}`), { recursive: true });
+      for (let i = 0; i < files; i += 500)
+        await Promise.all(
+          Array.from({ length: Math.min(500, files - i) }, (_, k) =>
+            fsp.writeFile(nodePath.join(root, `d${(i + k) % 4}`, `f${i + k}`), `${i + k}`),
+          ),
+        );
+      const run = async (
+        takes: boolean,
+      ): Promise<{ held: number[]; result: readonly (Op | undefined)[] }> => {
+        const journal = new Journal(nodePath.join(base, `journal-${String(takes)}.db`));
+        const held: number[] = [];
+        const result = await scan(root, journal, new IgnoreRules(), {
+          now: () => Date.now() + 10_000,
+          found: (ops, commitThrough) => {
+            held.push(ops.filter((op) => op !== undefined).length);
+            commitThrough(ops.length);
+            return takes ? ops.length : undefined;
+          },
+        });
+        journal.close();
+        return { held, result: result.ops };
+      };
+      const taking = await run(true);
+      // Each call holds only what was found since the last one: a chunk (and its folders).
+      expect(Math.max(...taking.held)).toBeLessThanOrEqual(CHUNK_ENTRIES + 4);
+      expect(taking.result.length).toBe(files + 4);
+      expect(taking.result.filter((op) => op !== undefined)).toEqual([]);
+      // A caller that takes nothing for good gets every operation, as before.
+      const keeping = await run(false);
+      expect(keeping.held.at(-1)).toBe(files + 4);
+      expect(keeping.result.filter((op) => op !== undefined).length).toBe(files + 4);
+    } finally {
+      await fsp.rm(base, { recursive: true, force: true });
+    }
   });
 });

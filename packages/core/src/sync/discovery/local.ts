@@ -40,8 +40,9 @@ export async function discoverLocal(
   // With a push beside the scan (early-push.ts), what it has found is queued as it goes.
   let done = 0;
   let eliminated = 0;
-  const found = async (ops: readonly Op[], commitThrough: (end: number) => void): Promise<void> => {
-    if (!early || ops.length === done) return;
+  // Returns how many operations are queued for good: the scanner lets go of them.
+  const found = async (ops: readonly Op[], commitThrough: (end: number) => void): Promise<number> => {
+    if (!early || ops.length === done) return done;
     const kept = ops.slice(done).filter(sendsIt);
     const before = ctx.journal.pendingCount();
     const queued = ctx.journal.enqueueMany(kept, () => commitThrough(ops.length));
@@ -50,6 +51,7 @@ export async function discoverLocal(
     ctx.status.update({ pendingOperations: queued });
     early.queued();
     await early.room(); // the scan stays a bounded number of operations ahead of the push
+    return done;
   };
   const scanned = await scan(o.folder, ctx.journal, ctx.ignore, {
     scope,
