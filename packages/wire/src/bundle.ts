@@ -14,7 +14,6 @@ import {
   crc32,
   deflate,
   deflateAsync,
-  hexToBytes,
   inflateExact,
   isSha256Hex,
   startsWith,
@@ -93,6 +92,14 @@ export interface EncodeBundleOptions {
    * else a buffer of its own. Its bytes are overwritten; the entries' contents must not lie in it.
    */
   readonly into?: Uint8Array;
+  /**
+   * The caller has checked each entry where it came in — its path a canonical entry path, its
+   * sha256 64 lower-case hex digits, its revision one the server gave — so they are not
+   * checked again per entry (issue #16: the agent's paths come from its scan or the server's
+   * checked answers; the receiver's decodeBundle checks everything anyway). Duplicate paths
+   * are still refused.
+   */
+  readonly entriesChecked?: boolean;
 }
 
 export interface DecodeBundleOptions {
@@ -110,7 +117,6 @@ export interface DecodedBundle {
   readonly deferred: BundleDeferred[];
 }
 
-const utf8 = new TextEncoder();
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 function bad(code: ConstructorParameters<typeof WireFormatError>[1], message: string): never {
@@ -125,7 +131,7 @@ export function sha256Hex(bytes: Uint8Array): string {
 /** Bytes one entry takes in the entries area; lets a packer fill a bundle up to its limit. */
 export function bundleEntrySize(path: string, rev: BundleRevision, size: number): number {
   const revBytes = typeof rev === 'string' ? 1 + rev.length : 0;
-  return 2 + utf8.encode(path).byteLength + 1 + revBytes + 8 + 4 + 32 + size;
+  return 2 + Buffer.byteLength(path, 'utf8') + 1 + revBytes + 8 + 4 + 32 + size;
 }
 
 /** Fixed overhead of a bundle besides its entries. */
@@ -236,23 +242,24 @@ function entriesArea(
     BUNDLE_HEADER_SIZE + Math.max(256, Math.min(estimate, MAX_BUNDLE_RAW_BYTES + 1)) + BUNDLE_TRAILER_SIZE;
   const body = new ByteWriter(options.into && options.into.byteLength >= capacity ? options.into : capacity);
   body.offset = BUNDLE_HEADER_SIZE;
+  const checked = options.entriesChecked === true;
   for (const e of entries) {
-    const path = checkPath(e.path);
+    const path = checked ? e.path : checkPath(e.path);
     if (seen.has(path)) bad('DUPLICATE_PATH', `${JSON.stringify(path)} appears twice`);
     seen.add(path);
-    if (!isSha256Hex(e.sha256))
+    if (!checked && !isSha256Hex(e.sha256))
       bad('BAD_FIELD', `sha256 of ${JSON.stringify(path)} is not 64 lower-case hex digits`);
     if (!Number.isSafeInteger(e.mtimeMs) || e.mtimeMs < 0) bad('BAD_FIELD', `bad mtimeMs ${e.mtimeMs}`);
     if (e.content.byteLength > 0xffffffff) bad('TOO_LARGE', `${path} is too large for a bundle`);
-    const pathBytes = utf8.encode(path);
-    body.u16(pathBytes.byteLength).bytes(pathBytes);
+    // Strings written in place, not encoded into a buffer each (issue #16: garbage per file).
+    body.utf8WithU16Length(path);
     if (e.rev === undefined) body.u8(REV_NONE);
     else if (e.rev === null) body.u8(REV_ABSENT);
     else {
-      checkRevision(e.rev);
-      body.u8(REV_VALUE).u8(e.rev.length).bytes(ascii(e.rev));
+      if (!checked) checkRevision(e.rev);
+      body.u8(REV_VALUE).u8(e.rev.length).ascii(e.rev);
     }
-    body.u64(e.mtimeMs).u32(e.content.byteLength).bytes(hexToBytes(e.sha256)).bytes(e.content);
+    body.u64(e.mtimeMs).u32(e.content.byteLength).hex(e.sha256).bytes(e.content);
   }
   const deferred = options.deferred;
   if (deferred) {

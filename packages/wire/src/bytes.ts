@@ -74,12 +74,15 @@ export class ByteReader {
 export class ByteWriter {
   private buf: Uint8Array;
   private view: DataView;
+  /** `buf` as a Buffer, for writing strings in place (no intermediate buffer per string). */
+  private text: Buffer;
   offset = 0;
 
   /** `initial`: a capacity, or a buffer to write into (left for a larger one if it overflows). */
   constructor(initial: number | Uint8Array = 256) {
     this.buf = typeof initial === 'number' ? new Uint8Array(initial) : initial;
     this.view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.byteLength);
+    this.text = Buffer.from(this.buf.buffer, this.buf.byteOffset, this.buf.byteLength);
   }
 
   private ensure(n: number): void {
@@ -90,6 +93,7 @@ export class ByteWriter {
     next.set(this.buf.subarray(0, this.offset));
     this.buf = next;
     this.view = new DataView(next.buffer);
+    this.text = Buffer.from(next.buffer);
   }
 
   u8(v: number): this {
@@ -113,10 +117,42 @@ export class ByteWriter {
     return this;
   }
 
+  /** A non-negative safe integer as 8 bytes, little-endian (two u32 halves: no BigInt per call). */
   u64(v: number): this {
     this.ensure(8);
-    this.view.setBigUint64(this.offset, BigInt(v), true);
+    this.view.setUint32(this.offset, v % 0x1_0000_0000, true);
+    this.view.setUint32(this.offset + 4, Math.floor(v / 0x1_0000_0000), true);
     this.offset += 8;
+    return this;
+  }
+
+  /**
+   * `s` in UTF-8 after its byte length as a u16, written in place (issue #16: an encoded copy
+   * of every path of a bundle was garbage for the collector). The caller keeps `s` short enough.
+   */
+  utf8WithU16Length(s: string): this {
+    const n = Buffer.byteLength(s, 'utf8');
+    this.u16(n);
+    this.ensure(n);
+    this.text.write(s, this.offset, n, 'utf8');
+    this.offset += n;
+    return this;
+  }
+
+  /** Lower-case hex digits (an even number of them, checked by the caller) as bytes, in place. */
+  hex(s: string): this {
+    const n = s.length >>> 1;
+    this.ensure(n);
+    if (this.text.write(s, this.offset, n, 'hex') !== n) throw new RangeError('not hex digits');
+    this.offset += n;
+    return this;
+  }
+
+  /** Printable ASCII (checked by the caller), one byte a character, in place. */
+  ascii(s: string): this {
+    this.ensure(s.length);
+    this.text.write(s, this.offset, s.length, 'latin1');
+    this.offset += s.length;
     return this;
   }
 

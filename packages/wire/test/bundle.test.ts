@@ -168,6 +168,31 @@ describe('bundle', () => {
     expect(() => encodeBundle([e('a'), e('a')])).toThrow(/twice/);
   });
 
+  it('writesTheSameBytesForEntriesTheCallerChecked', () => {
+    // entriesChecked (issue #16: the agent's paths and hashes were checked where they came
+    // in) skips the per-entry checks, never the layout: the same bytes, duplicates still refused.
+    fc.assert(
+      fc.property(bundleEntries, fc.boolean(), (entries, compress) => {
+        expect(encodeBundle(entries, { compress, entriesChecked: true })).toEqual(
+          encodeBundle(entries, { compress }),
+        );
+      }),
+      { numRuns: RUNS },
+    );
+    const content = new Uint8Array([1]);
+    const e = (path: string) => ({ path, mtimeMs: 0, sha256: sha256Hex(content), content });
+    expect(() => encodeBundle([e('a'), e('a')], { entriesChecked: true })).toThrow(/twice/);
+    // Multi-byte names, a revision and an mtime past 2^32 and up to 2^53 - 1, written in place.
+    const far = [
+      { path: 'é/日本/x', rev: 'r-1', mtimeMs: Number.MAX_SAFE_INTEGER, sha256: sha256Hex(content), content },
+      { path: 'b', rev: null, mtimeMs: 2 ** 32 + 7, sha256: sha256Hex(content), content },
+    ];
+    const decoded = decodeBundle(encodeBundle(far, { entriesChecked: true })).entries;
+    expect(decoded.map((x) => [x.path, x.rev, x.mtimeMs, x.sha256])).toEqual(
+      far.map((x) => [x.path, x.rev, x.mtimeMs, x.sha256]),
+    );
+  });
+
   it('detectsContentHashMismatch', () => {
     const content = new Uint8Array([1, 2, 3]);
     const bytes = encodeBundle([{ path: 'a', mtimeMs: 0, sha256: sha256Hex(new Uint8Array([9])), content }]);
