@@ -66,6 +66,16 @@ const RACY_MS = 2_000;
 /** The mtime recorded for a racily clean file: matches no real stat. */
 export const SMUDGED_MTIME = -1n;
 
+/** A row as a bundle upload reads it (Journal.uploadRows; sync/propagate/upload-read.ts). */
+export interface UploadRow {
+  readonly kind: 'file' | 'dir';
+  readonly size: number;
+  readonly mtimeNs: bigint;
+  readonly inode: bigint;
+  readonly hash: string | null;
+  readonly syncedRev: string | null;
+}
+
 const SQL_DIR = fileURLToPath(new URL('./sql/', import.meta.url));
 
 function toRow(r: FileRecord): FileRow {
@@ -158,6 +168,31 @@ export class Journal {
     const r = this.sql('SELECT synced_rev FROM files WHERE path = ?').get(path) as
       { synced_rev: string | null } | undefined;
     return r?.synced_rev ?? null;
+  }
+
+  /**
+   * What a bundle upload needs of each path's row (absent: no row) — what the scan saw and
+   * its synced revision — for many paths in one statement, not one per file (issue #16).
+   */
+  uploadRows(paths: readonly string[]): Map<string, UploadRow> {
+    const out = new Map<string, UploadRow>();
+    if (paths.length === 0) return out;
+    const rows = this.sql(
+      'SELECT path, kind, size, mtime_ns, inode, hash, synced_rev FROM files WHERE path IN (SELECT value FROM json_each(?))',
+    )
+      .raw(true)
+      .all(JSON.stringify(paths)) as [
+      string,
+      'file' | 'dir',
+      bigint,
+      bigint,
+      bigint,
+      string | null,
+      string | null,
+    ][];
+    for (const [path, kind, size, mtimeNs, inode, hash, syncedRev] of rows)
+      out.set(path, { kind, size: Number(size), mtimeNs, inode, hash, syncedRev });
+    return out;
   }
 
   /**

@@ -26,6 +26,7 @@ import { LocalPaths, UnsafeLocalPathError, describeEncoding, hostPathRules } fro
 import type { Op } from '../ops.ts';
 import type { RemoteStore } from '../remote/remote-store.ts';
 import { type ActivityItem, StatusModel } from '../status.ts';
+import { ScanHashes } from './propagate/upload-read.ts';
 
 /** A write the server kept as a conflicted copy, mended after the current request (D23). */
 export interface ServerConflict {
@@ -100,6 +101,8 @@ export class SyncContext {
   });
   /** Block-size measurements waiting for idle time: (old copy, new file). */
   readonly idleEstimates: { path: string; oldCopy: string; newFile: string }[] = [];
+  /** The puts this process's scans hashed, and when those scans began (upload-read.ts). */
+  readonly scanHashes = new ScanHashes();
   /** Writes the server kept as conflicted copies, mended once the current request is done. */
   readonly serverConflicts: ServerConflict[] = [];
   /** How the last large upload travelled (for tests and benchmarks). */

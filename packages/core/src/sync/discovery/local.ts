@@ -37,6 +37,8 @@ export async function discoverLocal(
   early?: EarlyPush,
 ): Promise<'queued' | 'mass-delete' | 'stopped'> {
   ctx.status.update({ state: 'scanning' });
+  // The puts' hashes are read after this: an upload may trust them (propagate/upload-read.ts).
+  const startedMs = Date.now();
   // With a push beside the scan (early-push.ts), what it has found is queued as it goes.
   let done = 0;
   let eliminated = 0;
@@ -44,6 +46,7 @@ export async function discoverLocal(
   const found = async (ops: readonly Op[], commitThrough: (end: number) => void): Promise<number> => {
     if (!early || ops.length === done) return done;
     const kept = ops.slice(done).filter(sendsIt);
+    ctx.scanHashes.add(kept, startedMs);
     const before = ctx.journal.pendingCount();
     const queued = ctx.journal.enqueueMany(kept, () => commitThrough(ops.length));
     eliminated += kept.length - (queued - before);
@@ -63,6 +66,7 @@ export async function discoverLocal(
     ...(early ? { found } : {}),
   });
   ctx.trace('scan', scanned.ops);
+  ctx.scanHashes.add(done === 0 ? scanned.ops : scanned.ops.slice(done), startedMs);
   // What is left to queue: the operations found after the last early batch (and their rows).
   const rest: ScanResult =
     done === 0

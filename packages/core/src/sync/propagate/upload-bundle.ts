@@ -4,6 +4,7 @@
  * and the outcome of each file's write recorded with its queue entry in one transaction.
  */
 import { createHash } from 'node:crypto';
+import * as fsp from 'node:fs/promises';
 import {
   type BundleEntry,
   BUNDLE_OVERHEAD,
@@ -15,11 +16,12 @@ import {
 } from '@weft/wire';
 import { stated } from '../../decisions.ts';
 import { JournalChanges } from '../../journal/changes.ts';
-import { readSmallFile } from '../../local-fs.ts';
 import type { Op } from '../../ops.ts';
 import type { SyncContext } from '../context.ts';
 import { noteServerConflict } from './conflict.ts';
 import { ReadSlabs } from './read-slabs.ts';
+import type { UploadRow } from '../../journal/journal.ts';
+import { type UploadRead, readForUpload, readForUploadSync, scanHashHolds } from './upload-read.ts';
 
 /** Files read ahead of the bundle being filled (each < 2 MiB: at most 32 MiB held). */
 const READ_AHEAD = 16;
@@ -40,6 +42,12 @@ export const OUTCOMES_PER_TRANSACTION = 64;
  * of it), so their order on the server does not matter; outcomes are recorded as each returns.
  */
 export const BUNDLES_IN_FLIGHT = 2;
+
+/**
+ * Index rows read per journal query, ahead of the files that need them (their synced revision
+ * and what the scan saw): one statement a file was ~3 % of a first sync's agent CPU (issue #16).
+ */
+export const ROWS_PER_QUERY = 256;
 
 /**
  * Send the puts of `run` in bundles. The files are read ahead (several reads in flight), and
@@ -101,7 +109,9 @@ export async function uploadBundles(
     try {
       encoded = await encodeBundleAsync(
         current.map((b) => b.entry),
-        { compress, into },
+        // Paths from the scan (or the server's checked answers), hashes from createHash:
+        // checked where they came in, not again per entry (the server checks them all).
+        { compress, into, entriesChecked: true },
       );
     } catch (e) {
       slabs.bundles.give(into);
@@ -153,43 +163,81 @@ export async function uploadBundles(
   // (offline: mkdir D, put D/f, move D→E). Its content goes up under the queued path,
   // and the queued move then carries it. Undefined: gone since (the scanner queues its delete).
   type Put = { id: number; op: Extract<Op, { kind: 'put' }> };
-  const read = async (q: Put) => {
+  const gate = ctx.paths.gate;
+  const alloc = (size: number): Buffer => slabs.alloc(size);
+  const release = (b: Buffer): void => slabs.release(b);
+  const read = async (q: Put): Promise<{ q: Put; got: UploadRead | undefined; moved: boolean }> => {
     try {
-      const abs = await ctx.at(ctx.journal.whereNow(q.id, q.op.path));
-      // On the event loop while reads are quick (local-fs.ts readSmallFile, issue #16).
-      const { content, mtimeMs } = await readSmallFile(abs, ctx.paths.gate, (size) => slabs.alloc(size));
-      return { q, content, mtimeMs };
+      const where = ctx.journal.whereNow(q.id, q.op.path);
+      const abs = await ctx.at(where);
+      // On the event loop while reads are quick (loop-gate.ts, issue #16).
+      let got: UploadRead;
+      if (gate.onLoop()) {
+        const t = performance.now();
+        try {
+          got = readForUploadSync(abs, q.op.size, alloc, release);
+        } finally {
+          gate.took(performance.now() - t);
+        }
+      } else got = await readForUpload(abs, q.op.size, alloc, release);
+      return { q, got, moved: where !== q.op.path };
     } catch {
-      return { q, content: undefined, mtimeMs: 0 };
+      return { q, got: undefined, moved: false };
     }
   };
+  const puts = run.filter((x): x is Put => x.op.kind === 'put');
+  // The scan's hash is checked against the folder's device (upload-read.ts).
+  const folderDev = (await fsp.stat(ctx.paths.root, { bigint: true }).catch(() => undefined))?.dev;
+  /** Index rows of the puts before rowsTo, read ROWS_PER_QUERY at a time. */
+  let rows = new Map<string, UploadRow>();
+  let rowsTo = 0;
+  /** Paths put in a bundle by this call: met again, their row is read again (after its outcome). */
+  const bundled = new Set<string>();
+  let index = 0;
   try {
-    for await (const { q, content, mtimeMs } of readAhead(
-      run.filter((x): x is Put => x.op.kind === 'put'),
-      READ_AHEAD,
-      read,
-    )) {
+    for await (const { q, got, moved } of readAhead(puts, READ_AHEAD, read)) {
+      const at = index++;
+      if (at >= rowsTo) {
+        rowsTo = Math.min(puts.length, at + ROWS_PER_QUERY);
+        rows = ctx.journal.uploadRows(puts.slice(at, rowsTo).map((p) => p.op.path));
+      }
       // A bundle holds a path once. The queue puts a path twice in one window no more (R10),
       // but a journal written before may still: the first goes, then the second on its base.
       if (inBatch.has(q.op.path)) await flush();
       if (isSending(q.op.path)) await settle();
-      if (content === undefined) {
+      if (got === undefined) {
         ctx.commit(new JournalChanges().completeOp(q.id)); // gone since: the scanner queues its delete
         continue;
       }
+      const { content, stat } = got;
       if (content.byteLength >= ctx.small) {
         slabs.release(content);
         grown.push(q);
         continue;
       }
-      const sha = createHash('sha256').update(content).digest('hex');
+      // Met again in this upload: its row as the first one's outcome left it.
+      const row = bundled.has(q.op.path)
+        ? ctx.journal.uploadRows([q.op.path]).get(q.op.path)
+        : rows.get(q.op.path);
+      const trusted = scanHashHolds({
+        op: q.op,
+        movedSince: moved,
+        hashedAfterMs: ctx.scanHashes.hashedAfter(q.op),
+        row,
+        bytesRead: content.byteLength,
+        stat,
+        folderDev,
+      });
+      if (trusted) ctx.scanHashes.trusted += 1;
+      else ctx.scanHashes.hashed += 1;
       const entry: BundleEntry = {
         path: q.op.path,
-        rev: ctx.journal.syncedRevOf(q.op.path),
-        mtimeMs,
-        sha256: sha,
+        rev: row?.syncedRev ?? null,
+        mtimeMs: Number(stat.mtimeMs),
+        sha256: trusted ? q.op.hash : createHash('sha256').update(content).digest('hex'),
         content,
       };
+      bundled.add(entry.path);
       const size = bundleEntrySize(entry.path, entry.rev, content.byteLength);
       if (bytes + size > MAX_BUNDLE_BYTES) await flush();
       batch.push({ id: q.id, entry });
