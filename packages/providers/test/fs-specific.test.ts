@@ -119,6 +119,59 @@ describe('fs provider specifics', () => {
     expect(page.changes.map((c) => c.path)).toEqual([...names.slice(-4), 'last.txt']);
   });
 
+  it('writes no journal without a change feed (the proxy keeps its own), and says so', async () => {
+    const root = await tempRoot();
+    // A journal left from when the feed was on goes at open: nothing would keep it true.
+    const before = await FsProvider.open({ root });
+    await before.write('old.txt', Buffer.from('o'));
+    await before.close();
+    const journal = nodePath.join(root, FS_STATE_DIR, 'changes.jsonl');
+    expect(fs.existsSync(journal)).toBe(true);
+    const p = await FsProvider.open({ root, changeFeed: false, batchLog: true });
+    expect(fs.existsSync(journal)).toBe(false);
+    expect(p.features.changeFeed).toBe(false);
+    const appends = vi.spyOn(fs.promises, 'appendFile');
+    syncBuiltinESMExports();
+    try {
+      const out = await p.writeMany(
+        Array.from({ length: 50 }, (_, i) => ({ path: `d${i % 5}/f${i}.txt`, bytes: Buffer.from(`v${i}`) })),
+      );
+      expect(out.every((e) => !(e instanceof Error))).toBe(true);
+      await p.write('one.txt', Buffer.from('1'));
+      await p.mkdir('e/f');
+      await p.move('one.txt', 'e/one.txt');
+      await p.remove('e/one.txt');
+      await p.close();
+      expect(appends).not.toHaveBeenCalled();
+    } finally {
+      appends.mockRestore();
+      syncBuiltinESMExports();
+    }
+    expect(fs.existsSync(journal)).toBe(false);
+    await expect(p.changes('fs1:0')).rejects.toMatchObject({ code: 'NotSupported' });
+    await expect(p.latestCursor()).rejects.toMatchObject({ code: 'NotSupported' });
+    const q = await FsProvider.open({ root, changeFeed: false });
+    expect((await collect(await q.read('d4/f49.txt'))).toString()).toBe('v49');
+    await q.close();
+  });
+
+  it('keeps a bounded number of hashes in memory, and hashes again what it let go', async () => {
+    const root = await tempRoot();
+    const p = await FsProvider.open({ root, hashCacheEntries: 8, changeFeed: false });
+    const cache = (p as unknown as { hashCache: { size: number } }).hashCache;
+    const out = await p.writeMany(
+      Array.from({ length: 40 }, (_, i) => ({ path: `h/f${i}.txt`, bytes: Buffer.from(`content ${i}`) })),
+    );
+    expect(out.every((e) => !(e instanceof Error))).toBe(true);
+    // One entry per file written grew the proxy's heap without bound (issue #16).
+    expect(cache.size).toBe(8);
+    const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
+    expect((await p.stat('h/f0.txt')).hash?.value).toBe(sha('content 0')); // evicted: hashed again
+    expect((await p.stat('h/f39.txt')).hash?.value).toBe(sha('content 39')); // cached
+    expect(cache.size).toBe(8);
+    await p.close();
+  });
+
   it('notices content changed behind its back (revision and hash follow the disk)', async () => {
     const root = await tempRoot();
     const p = await FsProvider.open({ root });

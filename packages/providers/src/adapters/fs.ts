@@ -27,6 +27,7 @@ import {
   InvalidArgumentError,
   InvalidPathError,
   NotFoundError,
+  NotSupportedError,
   PreconditionFailedError,
   ProviderError,
   TransientError,
@@ -46,6 +47,7 @@ import type {
   WriteOptions,
 } from '../provider.ts';
 import type { BatchLogOptions, BatchLogStats } from './fs/batch-log.ts';
+import { HashCache } from './fs/hash-cache.ts';
 import { FsJournal } from './fs/journal.ts';
 import { type BatchTarget, type WriteManyItem, writeMany } from './fs/write-many.ts';
 import { WriteAhead, writeAheadDir } from './fs/write-ahead.ts';
@@ -62,6 +64,14 @@ export interface FsProviderOptions {
   readonly portable?: boolean;
   /** Journal lines kept before compaction; older cursors then get `reset`. Default 200,000. */
   readonly maxJournal?: number;
+  /**
+   * Keep the change feed (a journal line per change, `changes()`); default true. A caller that
+   * keeps its own feed and never reads this one (the proxy: SQLite) turns it off, and with
+   * it the JSON line written per file (issue #16): `features.changeFeed` is then false.
+   */
+  readonly changeFeed?: boolean;
+  /** SHA-256s of files kept in memory by path (fs/hash-cache.ts); default 10,000. */
+  readonly hashCacheEntries?: number;
   /**
    * Keep everything to the owner, whatever the umask: the root and every folder made 0700,
    * every file 0600 (a server's storage tier). Default: 0755/0644 less the umask.
@@ -81,11 +91,12 @@ export class FsProvider implements Provider {
   private readonly root: string;
   private realRoot = '';
   private readonly mutex = new KeyedMutex();
-  private changeLog!: FsJournal;
+  /** The change feed's journal (absent with `changeFeed: false`). */
+  private changeLog: FsJournal | undefined;
   /** The batch write's write-ahead log, when opened with `batchLog` (fs/write-ahead.ts). */
   private wal: WriteAhead | undefined;
   private tmpDir = '';
-  private readonly hashCache = new Map<string, { revision: string; sha256: string }>();
+  private readonly hashCache: HashCache;
   private portable = false;
   private readonly dirMode: number;
   private readonly fileMode: number;
@@ -95,6 +106,7 @@ export class FsProvider implements Provider {
     this.name = `fs:${this.root}`;
     this.dirMode = options.private ? 0o700 : 0o777;
     this.fileMode = options.private ? 0o600 : 0o644;
+    this.hashCache = new HashCache(options.hashCacheEntries);
   }
 
   /** Open (creating if needed) a directory as a provider. */
@@ -120,7 +132,7 @@ export class FsProvider implements Provider {
     this.features = {
       move: 'files-and-folders',
       copy: 'files-and-folders',
-      changeFeed: true,
+      changeFeed: this.options.changeFeed !== false,
       conditionalWrite: true,
       rangeRead: true,
       caseSensitive,
@@ -136,15 +148,16 @@ export class FsProvider implements Provider {
         hashInListing: 'SHA-256 needs the content; stat computes it (cached by revision)',
       },
     };
-    this.changeLog = new FsJournal(
-      nodePath.join(state, 'changes.jsonl'),
-      this.tmpDir,
-      this.fileMode,
-      this.options.maxJournal ?? 200_000,
-    );
-    for (const l of await this.changeLog.load()) {
-      if (l.t === 'u' && l.e?.hash)
-        this.hashCache.set(l.p, { revision: l.e.revision, sha256: l.e.hash.value });
+    const journal = nodePath.join(state, 'changes.jsonl');
+    if (this.options.changeFeed === false) {
+      // A journal from when the feed was on is stale from now on: gone, not left to mislead.
+      await fsp.rm(journal, { force: true });
+    } else {
+      this.changeLog = new FsJournal(journal, this.tmpDir, this.fileMode, this.options.maxJournal ?? 200_000);
+      for (const l of await this.changeLog.load()) {
+        if (l.t === 'u' && l.e?.hash)
+          this.hashCache.set(l.p, { revision: l.e.revision, sha256: l.e.hash.value });
+      }
     }
     if (this.options.batchLog)
       this.wal = await WriteAhead.open(
@@ -397,7 +410,7 @@ export class FsProvider implements Provider {
         await fsyncDir(nodePath.dirname(abs));
         const st = await fsp.lstat(abs, { bigint: true });
         const entry = await this.toEntryWithHash(p, st, sha256);
-        this.changeLog.record({ type: 'upsert', path: p, entry });
+        this.changeLog?.record({ type: 'upsert', path: p, entry });
         return entry;
       });
     } catch (e) {
@@ -432,7 +445,7 @@ export class FsProvider implements Provider {
       lockKey: (p) => this.lockKey(p),
       prepareParents: (p) => this.prepareParents(p),
       entryWithHash: (p, st, sha256) => this.toEntryWithHash(p, st, sha256),
-      record: (change) => this.changeLog.record(change),
+      record: (change) => this.changeLog?.record(change),
       ...(logged && this.wal ? { log: this.wal.log } : {}),
     };
   }
@@ -466,8 +479,10 @@ export class FsProvider implements Provider {
         if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw classify(e, this.name, dir);
         continue;
       }
-      const created = await fsp.lstat(this.resolve(dir), { bigint: true });
-      this.changeLog.record({ type: 'upsert', path: dir, entry: await this.toEntry(dir, created, false) });
+      if (this.changeLog) {
+        const created = await fsp.lstat(this.resolve(dir), { bigint: true });
+        this.changeLog.record({ type: 'upsert', path: dir, entry: await this.toEntry(dir, created, false) });
+      }
     }
     await this.assertInside(this.resolve(parent));
   }
@@ -487,7 +502,7 @@ export class FsProvider implements Provider {
       await fsp.rename(this.resolve(p), aside).catch((e: unknown) => {
         throw classify(e, this.name, p);
       });
-      this.changeLog.record({ type: 'delete', path: p });
+      this.changeLog?.record({ type: 'delete', path: p });
       await fsp.rm(aside, { recursive: true, force: true });
     });
   }
@@ -508,8 +523,10 @@ export class FsProvider implements Provider {
         }
         throw classify(e, this.name, p);
       }
-      const created = await fsp.lstat(this.resolve(p), { bigint: true });
-      this.changeLog.record({ type: 'upsert', path: p, entry: await this.toEntry(p, created, false) });
+      if (this.changeLog) {
+        const created = await fsp.lstat(this.resolve(p), { bigint: true });
+        this.changeLog.record({ type: 'upsert', path: p, entry: await this.toEntry(p, created, false) });
+      }
     });
   }
 
@@ -551,12 +568,13 @@ export class FsProvider implements Provider {
       await this.prepareParents(t);
       await this.assertInside(nodePath.dirname(this.resolve(f)));
       const hashes = new Map<string, string>();
-      for (const [k, v] of this.hashCache) if (isWithin(k, f)) hashes.set(t + k.slice(f.length), v.sha256);
+      for (const [k, v] of this.hashCache.entries())
+        if (isWithin(k, f)) hashes.set(t + k.slice(f.length), v.sha256);
       await fsp.rename(this.resolve(f), this.resolve(t)).catch((e: unknown) => {
         throw classify(e, this.name, t);
       });
       await fsyncDir(nodePath.dirname(this.resolve(t)));
-      this.changeLog.record({ type: 'delete', path: f });
+      this.changeLog?.record({ type: 'delete', path: f });
       const entries = await this.subtreeEntries(t);
       for (const e of entries) {
         const sha = hashes.get(e.path);
@@ -567,7 +585,7 @@ export class FsProvider implements Provider {
           e.kind === 'file' ? this.toEntry(e.path, await this.bigStat(e.path), false) : e,
         ),
       );
-      for (const e of withHashes) this.changeLog.record({ type: 'upsert', path: e.path, entry: e });
+      for (const e of withHashes) this.changeLog?.record({ type: 'upsert', path: e.path, entry: e });
       const root = withHashes[0];
       if (!root) throw new NotFoundError(`${this.name}: not found: ${t}`);
       return root;
@@ -608,7 +626,7 @@ export class FsProvider implements Provider {
       }
       await fsyncDir(nodePath.dirname(this.resolve(t)));
       const entries = await this.subtreeEntries(t);
-      for (const e of entries) this.changeLog.record({ type: 'upsert', path: e.path, entry: e });
+      for (const e of entries) this.changeLog?.record({ type: 'upsert', path: e.path, entry: e });
       const root = entries[0];
       if (!root) throw new NotFoundError(`${this.name}: not found: ${t}`);
       return root;
@@ -616,15 +634,20 @@ export class FsProvider implements Provider {
   }
 
   async latestCursor(): Promise<string> {
-    return this.changeLog.latestCursor();
+    return this.feed().latestCursor();
   }
 
   async changes(cursor: string, options: { limit?: number } = {}): Promise<ChangePage> {
-    return this.changeLog.changes(cursor, options);
+    return this.feed().changes(cursor, options);
+  }
+
+  private feed(): FsJournal {
+    if (!this.changeLog) throw new NotSupportedError(`${this.name}: opened without a change feed`);
+    return this.changeLog;
   }
 
   async close(): Promise<void> {
     await this.wal?.close();
-    await this.changeLog.flushed();
+    await this.changeLog?.flushed();
   }
 }
