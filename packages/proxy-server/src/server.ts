@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import * as nodePath from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
-import { collect, FsProvider, S3Provider, type Provider, withCounting } from '@weft/providers';
+import { type Provider, withCounting } from '@weft/providers';
 import { RedundantProvider } from '@weft/providers/redundant';
 import type { ChangeRecord, ErrorCode } from '@weft/wire';
 import { hashSecret } from './auth.ts';
@@ -17,8 +17,6 @@ import { ChangeHub } from './change-hub.ts';
 import { parseConfig, quotaLimit, type ProxyConfig, type ProxyConfigInput } from './config.ts';
 import type { ClusterRole } from './cluster/lease.ts';
 import { ActiveTransfers, LoadMeter } from './cluster/load.ts';
-import { PgAdmission } from './cluster/admission.ts';
-import { PgOrdering } from './cluster/ordering.ts';
 import { LeaderJobs, openClusterRole, reconcileJob, writeGate } from './cluster/role.ts';
 import { InstanceRegistry } from './cluster/registry.ts';
 import { countFs } from './cost/count-fs.ts';
@@ -55,17 +53,17 @@ import { MIRROR_DEVICE_PREFIX, ShareService, type ShareServiceOptions } from './
 import { HybridStore } from './store/hybrid.ts';
 import { RelayCache } from './store/relay-cache.ts';
 import { PostgresRelayBook } from './store/relay-book-postgres.ts';
-import { PostgresPlacementStore } from './store/placement-postgres.ts';
 import { PackCollector, type PackGcPass } from './store/pack-gc.ts';
-import { decodeStub, dropFsCopy, loadSharedStubKey, loadStubKey } from './store/pack-stub.ts';
+import { decodeStub, loadSharedStubKey, loadStubKey } from './store/pack-stub.ts';
 import { Packer } from './store/packs.ts';
 import { ReadCounter } from './store/read-counts.ts';
 import type { MetadataStore } from './store/metadata.ts';
-import { CLUSTER_KEEPALIVES, connect as connectPostgres } from './store/postgres-db.ts';
+import { connect as connectPostgres } from './store/postgres-db.ts';
 import { openPostgresStore } from './store/postgres.ts';
 import { postgresTables, sqliteTables } from './store/shared-tables.ts';
 import { SqliteMetadataStore } from './store/sqlite.ts';
-import { openRedundantTier, registerRedundantMetrics } from './redundant-tier.ts';
+import { registerRedundantMetrics } from './redundant-tier.ts';
+import { openClusterOrdering, openPacking, openProviders } from './server-setup.ts';
 import { openStorageMaintenance } from './storage-maintenance.ts';
 import { userObjectKeys } from './store/user-objects.ts';
 import { TransferService } from './transfers.ts';
@@ -111,54 +109,6 @@ export interface RunningProxyServer {
   close(): Promise<void>;
 }
 
-async function openProviders(config: ProxyConfig): Promise<{
-  fs: FsProvider;
-  objects: Provider;
-  fsRoot: string;
-  placement: PostgresPlacementStore | undefined;
-}> {
-  const fsRoot = config.fsTierDir ?? nodePath.join(config.dataDir, 'fs');
-  // The proxy keeps its own change feed in SQLite; the fs provider's journal is only kept short.
-  // One process owning its tier makes a bundle durable with one sync of a write-ahead log
-  // (FsProvider `batchLog`, replayed here at open, before reconcile()); processes sharing a
-  // tier on PostgreSQL keep an fsync per file (one process's log must not replay over
-  // another's later writes).
-  const fs = await FsProvider.open({
-    root: fsRoot,
-    portable: false,
-    maxJournal: 2000,
-    private: true,
-    batchLog: !config.databaseUrl && config.bundleSyncMs > 0 ? { checkpointMs: config.bundleSyncMs } : false,
-  });
-  const ot = config.objectTier;
-  // A redundant tier on several instances: its placement in the shared database (issue #18).
-  const placement =
-    ot.type === 'redundant' && config.databaseUrl
-      ? await PostgresPlacementStore.open(config.databaseUrl)
-      : undefined;
-  const objects: Provider =
-    ot.type === 'redundant'
-      ? await openRedundantTier(ot, config.dataDir, placement)
-      : ot.type === 'fs'
-        ? await FsProvider.open({
-            root: ot.dir ?? nodePath.join(config.dataDir, 'objects'),
-            portable: false,
-            maxJournal: 2000,
-            private: true,
-          })
-        : new S3Provider({
-            bucket: ot.bucket,
-            prefix: ot.prefix,
-            ...(ot.endpoint ? { endpoint: ot.endpoint } : {}),
-            region: ot.region,
-            forcePathStyle: ot.forcePathStyle,
-            ...(ot.accessKeyId && ot.secretAccessKey
-              ? { credentials: { accessKeyId: ot.accessKeyId, secretAccessKey: ot.secretAccessKey } }
-              : {}),
-          });
-  return { fs, objects, fsRoot, placement };
-}
-
 /** Start a proxy server. Defaults: 127.0.0.1, a free port, everything under config.dataDir. */
 export async function startProxyServer(
   input: ProxyConfigInput = {},
@@ -190,30 +140,7 @@ export async function startProxyServer(
   const meta: MetadataStore = pg ?? sqlite;
   // Packs, reads per content and the cost ledger live beside the metadata (shared on PostgreSQL).
   const tables = pg ? postgresTables(pg.connection) : sqliteTables(sqlite.database);
-  // Several instances on one PostgreSQL: related operations ordered across them (cluster/ordering.ts).
-  // With a shared budget (cluster.applySlots) the next slot goes to the smallest FOP over every
-  // instance's queue (cluster/admission.ts).
-  const admission =
-    config.databaseUrl && config.cluster.applySlots > 0
-      ? new PgAdmission(
-          connectPostgres(config.databaseUrl, 2, {
-            connection: { ...CLUSTER_KEEPALIVES, application_name: `weft-proxy/${config.instanceId}` },
-            connect_timeout: 5,
-          }),
-          {
-            instanceId: config.instanceId,
-            slots: config.cluster.applySlots,
-            aliveMs: config.cluster.aliveMs,
-            pollMs: config.cluster.queuePollMs,
-            log,
-            registry: metrics.registry,
-          },
-        )
-      : undefined;
-  await admission?.start();
-  const ordering = config.databaseUrl
-    ? new PgOrdering(config.databaseUrl, config.concurrency + 2, admission, `weft-proxy/${config.instanceId}`)
-    : undefined;
+  const { admission, ordering } = await openClusterOrdering(config, config.instanceId, log, metrics);
   // Every request to a tier is counted for the cost model (docs/cost.md).
   const cost = new CostService(tables.cost, config.cost, metrics, log, options.now);
   const { fsRoot } = tiers;
@@ -302,47 +229,19 @@ export async function startProxyServer(
   const reads = new ReadCounter(tables.reads, {
     onError: (err) => log.warn({ err }, 'reads per content not written'),
   });
-  if (config.packs.enabled) {
-    packer = new Packer({
-      index: tables.packs,
+  if (config.packs.enabled)
+    ({ packer, packGc } = await openPacking(config, {
+      tables,
       objects,
-      readSmall: async (user, path) => collect(await fs.read(store.nsPath(user, path))),
-      ...(config.packs.fsCopy === 'keep'
-        ? {}
-        : {
-            dropSmall: async (f) => {
-              await dropFsCopy(
-                { fs, index: tables.packs, key: stubKey, nsPath: (u, p) => store.nsPath(u, p) },
-                f,
-              );
-            },
-            // 'cost': keep while a month on the fs tier costs less than serving the file's
-            // reads from the pack, at the rate its content has been read (docs/cost.md).
-            fsCopyPolicy:
-              config.packs.fsCopy === 'drop'
-                ? () => 'drop' as const
-                : async (f) =>
-                    cost.keepFsCopy(f.size, await reads.readsPerMonth(f.sha256)).keep ? 'keep' : 'drop',
-          }),
-      log,
-      targetBytes: config.packs.targetBytes,
-      timeoutMs: config.packs.timeoutMs,
-      ...(config.packs.idleMs !== undefined ? { idleMs: config.packs.idleMs } : {}),
-      ...(options.now ? { now: options.now } : {}),
-    });
-    packGc = new PackCollector({
-      packer,
+      fs,
+      store,
+      stubKey,
       cost,
+      reads,
+      metrics,
       log,
-      intervalMs: config.packs.gcIntervalMs,
       ...(options.now ? { now: options.now } : {}),
-    });
-    const counted = packer;
-    metrics.packPending(() => counted.pendingCount());
-    // A pack written but not indexed before a crash, then whatever waits to be packed.
-    await packer.recoverUnindexed();
-    if ((await packer.pending(1)).length > 0) packer.notify(0);
-  }
+    }));
   const transfers = new TransferService(store, metrics, config.maxFileBytes);
   const enrolment = new Enrolment({
     meta,
