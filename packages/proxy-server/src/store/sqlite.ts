@@ -28,6 +28,14 @@ const MIGRATIONS_DIR = nodePath.resolve(fileURLToPath(import.meta.url), '../../m
 
 export class SqliteMetadataStore implements MetadataStore {
   private readonly db: Database.Database;
+  /**
+   * Each namespace's used bytes once summed (usedBytes), kept by applyChanges, the only writer
+   * of sizes: under a quota every bundle asks it twice, and a SUM over the namespace per bundle
+   * made a 1,000,000-file upload quadratic (issue #16). Summed again once another connection
+   * wrote the file (`PRAGMA data_version` moved).
+   */
+  private readonly used = new Map<string, number>();
+  private usedVersion: unknown;
 
   /** `trace`: called with every statement run (better-sqlite3 `verbose`; tests count them). */
   constructor(file: string, options: { trace?: (sql: string) => void } = {}) {
@@ -246,7 +254,7 @@ export class SqliteMetadataStore implements MetadataStore {
     device?: string,
     keep = false,
     absent = false,
-  ): void {
+  ): number {
     const old = absent
       ? undefined
       : (this.stmt('SELECT * FROM entries WHERE user_id = ? AND path = ?').get(userId, e.path) as
@@ -277,15 +285,21 @@ export class SqliteMetadataStore implements MetadataStore {
       nowMs,
       device ?? null,
     );
+    // The bytes the namespace grew by (a folder counts none).
+    return (e.kind === 'file' ? e.size : 0) - (old?.kind === 'file' ? old.size : 0);
   }
 
-  private removeRows(userId: string, rows: EntrySql[], nowMs: number, device?: string, keep = false): void {
+  /** Returns the bytes the namespace shrank by. */
+  private removeRows(userId: string, rows: EntrySql[], nowMs: number, device?: string, keep = false): number {
     const del = this.stmt('DELETE FROM entries WHERE user_id = ? AND path = ?');
+    let freed = 0;
     for (const r of rows) {
       if (keep) this.keepVersion(userId, r, true, device, nowMs);
       if (r.tier === 'large' && r.sha256) this.adjustRef(r.sha256, r.size, -1, nowMs);
       del.run(userId, r.path);
+      if (r.kind === 'file') freed += r.size;
     }
+    return freed;
   }
 
   async applyChanges(
@@ -295,7 +309,8 @@ export class SqliteMetadataStore implements MetadataStore {
     nowMs: number,
     keepVersions = false,
   ): Promise<ChangeRecord[]> {
-    return this.db.transaction(() => {
+    let grew = 0;
+    const out = this.db.transaction(() => {
       let seq = this.seqOf(userId);
       const out: ChangeRecord[] = [];
       const insert = this.stmt(
@@ -305,19 +320,19 @@ export class SqliteMetadataStore implements MetadataStore {
         seq += 1;
         if (c.type === 'upsert') {
           const row: EntryRow = { ...c.entry, revision: c.entry.revision ?? `r${seq}` };
-          this.putRow(userId, row, nowMs, device, keepVersions, c.absent === true);
+          grew += this.putRow(userId, row, nowMs, device, keepVersions, c.absent === true);
           const entry = publicEntry(row);
           insert.run(userId, seq, 'upsert', row.path, null, JSON.stringify(entry), device ?? null);
           out.push({ seq, type: 'upsert', path: row.path, entry, ...(device ? { device } : {}) });
         } else if (c.type === 'delete') {
-          this.removeRows(userId, this.subtree(userId, c.path), nowMs, device, keepVersions);
+          grew -= this.removeRows(userId, this.subtree(userId, c.path), nowMs, device, keepVersions);
           insert.run(userId, seq, 'delete', c.path, null, null, device ?? null);
           out.push({ seq, type: 'delete', path: c.path, ...(device ? { device } : {}) });
         } else {
           const rows = this.subtree(userId, c.from);
           const del = this.stmt('DELETE FROM entries WHERE user_id = ? AND path = ?');
           for (const r of rows) del.run(userId, r.path);
-          this.removeRows(userId, this.subtree(userId, c.path), nowMs, device, keepVersions);
+          grew -= this.removeRows(userId, this.subtree(userId, c.path), nowMs, device, keepVersions);
           let root: EntryRow | undefined;
           for (const r of rows) {
             const moved = toEntry({ ...r, path: c.path + r.path.slice(c.from.length) });
@@ -348,6 +363,10 @@ export class SqliteMetadataStore implements MetadataStore {
       this.stmt('UPDATE users SET seq = ? WHERE id = ?').run(seq, userId);
       return out;
     })();
+    // Committed (a failed transaction threw above and changed nothing).
+    const used = this.used.get(userId);
+    if (used !== undefined) this.used.set(userId, used + grew);
+    return out;
   }
 
   /** Update a moved entry's tier revision without a change record (the rename changed ctime). */
@@ -369,10 +388,21 @@ export class SqliteMetadataStore implements MetadataStore {
   }
 
   async usedBytes(userId: string): Promise<number> {
-    const r = this.stmt(
-      "SELECT COALESCE(SUM(size), 0) AS used FROM entries WHERE user_id = ? AND kind = 'file'",
-    ).get(userId) as { used: number };
-    return r.used;
+    const version: unknown = this.db.pragma('data_version', { simple: true });
+    if (version !== this.usedVersion) {
+      this.used.clear();
+      this.usedVersion = version;
+    }
+    let used = this.used.get(userId);
+    if (used === undefined) {
+      used = (
+        this.stmt(
+          "SELECT COALESCE(SUM(size), 0) AS used FROM entries WHERE user_id = ? AND kind = 'file'",
+        ).get(userId) as { used: number }
+      ).used;
+      this.used.set(userId, used);
+    }
+    return used;
   }
 
   async userLargeContent(userId: string, sha256: string): Promise<number | undefined> {
