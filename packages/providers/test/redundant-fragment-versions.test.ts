@@ -52,22 +52,59 @@ async function rig(): Promise<{ tier: RedundantProvider; dir: string; providers:
 }
 
 describe('fragment format versions', () => {
-  it('writes version 2: the header checksum is over the shard checksums', async () => {
+  it('writes version 3: no checksum in the header, the record is over the shard checksums', async () => {
     const { tier, providers } = await rig();
     const data = randomBytes(200 * KiB + 7);
-    await tier.write('v2.bin', data);
-    const id = (await tier.store.objectOf('v2.bin'))!;
+    await tier.write('v3.bin', data);
+    const id = (await tier.store.objectOf('v3.bin'))!;
     const obj = (await tier.store.object(id))!;
     for (const loc of await tier.store.locations(id)) {
       const p = providers[Number(loc.backend.slice(1))]!;
       const frag = await collect(await p.read(blobKey(obj, loc.slot)));
       const h = decodeFragmentHeader(frag);
-      expect(h.version).toBe(2);
+      expect(h.version).toBe(3);
+      expect(h.payloadSha256).toBeUndefined();
+      expect(frag.subarray(20, 52).equals(Buffer.alloc(32))).toBe(true);
       const want = shardListSha256(obj.shard_sha!, obj.k + obj.m, loc.slot);
-      expect(Buffer.from(h.payloadSha256).equals(want)).toBe(true);
       expect(loc.blob_sha256).toBe(want.toString('hex'));
     }
     expect((await scrub(tier)).corrupt).toBe(0);
+  });
+
+  it('reads and scrubs version 2 fragments; a damaged one is rebuilt as version 3, same record', async () => {
+    const { tier, providers } = await rig();
+    const data = randomBytes(200 * KiB + 7);
+    await tier.write('v2.bin', data);
+    const id = (await tier.store.objectOf('v2.bin'))!;
+    const obj = (await tier.store.object(id))!;
+    // Turn the object into what version 2 wrote: the shard-list checksum in the header too.
+    const locs = await tier.store.locations(id);
+    for (const loc of locs) {
+      const p = providers[Number(loc.backend.slice(1))]!;
+      const key = blobKey(obj, loc.slot);
+      const frag = await collect(await p.read(key));
+      const sha = Buffer.from(loc.blob_sha256, 'hex');
+      const h = { ...decodeFragmentHeader(frag), version: 2 as const, payloadSha256: sha };
+      await p.write(key, Buffer.concat([encodeFragmentHeader(h), frag.subarray(FRAGMENT_HEADER_BYTES)]));
+    }
+    expect((await collect(await tier.read('v2.bin'))).equals(data)).toBe(true);
+    expect(await scrub(tier)).toMatchObject({ corrupt: 0, missing: 0 });
+    // A version 2 header that names another checksum than the record is corrupt.
+    const loc = locs.find((l) => l.slot === 1)!;
+    const p = providers[Number(loc.backend.slice(1))]!;
+    const key = blobKey(obj, loc.slot);
+    const before = await collect(await p.read(key));
+    const bad = Buffer.from(before);
+    const h = decodeFragmentHeader(bad);
+    bad.set(encodeFragmentHeader({ ...h, payloadSha256: Buffer.alloc(32, 1) }), 0);
+    await p.write(key, bad);
+    expect(await scrub(tier)).toMatchObject({ corrupt: 1, repaired: 1 });
+    const after = await collect(await p.read(key));
+    expect(decodeFragmentHeader(after).version).toBe(3);
+    expect(after.subarray(FRAGMENT_HEADER_BYTES).equals(before.subarray(FRAGMENT_HEADER_BYTES))).toBe(true);
+    expect((await tier.store.locations(id)).find((l) => l.slot === 1)!.blob_sha256).toBe(loc.blob_sha256);
+    expect(await scrub(tier)).toMatchObject({ corrupt: 0, missing: 0 });
+    expect((await collect(await tier.read('v2.bin'))).equals(data)).toBe(true);
   });
 
   it('reads, scrubs and rebuilds version 1 fragments as version 1', async () => {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
@@ -7,16 +8,21 @@ import {
 } from '../src/redundant/fragment.ts';
 
 const headerArb = fc
-  .record({ k: fc.integer({ min: 1, max: 200 }), m: fc.integer({ min: 0, max: 55 }) })
-  .chain(({ k, m }) =>
+  .record({
+    k: fc.integer({ min: 1, max: 200 }),
+    m: fc.integer({ min: 0, max: 55 }),
+    version: fc.constantFrom(1 as const, 2 as const, 3 as const),
+  })
+  .chain(({ k, m, version }) =>
     fc.record({
-      version: fc.constantFrom(1 as const, 2 as const),
+      version: fc.constant(version),
       k: fc.constant(k),
       m: fc.constant(m),
       index: fc.integer({ min: 0, max: k + m - 1 }),
       shardBytes: fc.integer({ min: 1, max: 0xffffffff }),
       objectSize: fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }),
-      payloadSha256: fc.uint8Array({ minLength: 32, maxLength: 32 }),
+      // Version 3 carries no payload checksum in its header.
+      ...(version === 3 ? {} : { payloadSha256: fc.uint8Array({ minLength: 32, maxLength: 32 }) }),
     }),
   );
 
@@ -46,12 +52,22 @@ describe('fragment header', () => {
     expect(() => encodeFragmentHeader({ ...ok, index: 5 })).toThrow(/index 5 outside 0..4/);
     expect(() => encodeFragmentHeader({ ...ok, k: 200, m: 56 })).toThrow(/bad RS/);
     expect(() => decodeFragmentHeader(new Uint8Array(10))).toThrow(/10 bytes, need 64/);
-    // Version 2 by default; 1 still read; others refused.
-    expect(decodeFragmentHeader(encodeFragmentHeader(ok)).version).toBe(2);
+    // Version 3 by default (no checksum in the header); 1 and 2 still read; others refused.
+    const { payloadSha256, ...v3ok } = ok;
+    expect(decodeFragmentHeader(encodeFragmentHeader(v3ok)).version).toBe(3);
+    expect(() => encodeFragmentHeader(ok)).toThrow(/version 3 carries no payload checksum/);
     expect(decodeFragmentHeader(encodeFragmentHeader({ ...ok, version: 1 })).version).toBe(1);
-    expect(() => encodeFragmentHeader({ ...ok, version: 3 as 2 })).toThrow(/unknown version 3/);
-    const v3 = encodeFragmentHeader(ok);
-    v3[4] = 3;
-    expect(() => decodeFragmentHeader(v3)).toThrow(/unknown version 3/);
+    expect(decodeFragmentHeader(encodeFragmentHeader({ ...ok, version: 2 })).version).toBe(2);
+    expect(() => encodeFragmentHeader({ ...v3ok, version: 2 })).toThrow(/sha256 must be 32 bytes/);
+    expect(() => encodeFragmentHeader({ ...ok, version: 4 as 2 })).toThrow(/unknown version 4/);
+    const v4 = encodeFragmentHeader(v3ok);
+    v4[4] = 4;
+    expect(() => decodeFragmentHeader(v4)).toThrow(/unknown version 4/);
+    // A version 3 header's checksum field must be zero (with a valid header check).
+    const v2 = encodeFragmentHeader({ ...ok, version: 2, payloadSha256: new Uint8Array(32).fill(7) });
+    v2[4] = 3;
+    v2.set(createHash('sha256').update(v2.subarray(0, 60)).digest().subarray(0, 4), 60);
+    expect(() => decodeFragmentHeader(v2)).toThrow(/reserved bytes not zero/);
+    expect(payloadSha256.length).toBe(32);
   });
 });

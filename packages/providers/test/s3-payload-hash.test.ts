@@ -31,6 +31,24 @@ async function hashedDuring(fn: () => Promise<unknown>): Promise<number> {
   return hashed;
 }
 
+/** Names of the SDK commands `p` sends from now on. */
+function recordCommands(p: S3Provider): string[] {
+  const names: string[] = [];
+  p.client.middlewareStack.add(
+    (next, context) => async (args) => {
+      names.push(context.commandName ?? '?');
+      return next(args);
+    },
+    { step: 'initialize', name: 'testRecordCommands' },
+  );
+  return names;
+}
+
+/** `data` as a stream of `size`-byte chunks (each its own copy, as a producer would make). */
+async function* chunks(data: Uint8Array, size: number): AsyncIterable<Uint8Array> {
+  for (let at = 0; at < data.byteLength; at += size) yield Buffer.from(data.subarray(at, at + size));
+}
+
 describe('s3 write the caller verifies (callerVerifies)', () => {
   const provider = () =>
     new S3Provider({
@@ -40,19 +58,56 @@ describe('s3 write the caller verifies (callerVerifies)', () => {
       partSize: 5 * 1024 * 1024,
     });
 
-  it('hashes none of the body, single put or multipart; s3proxy takes the unsigned payload', async () => {
+  it('hashes none of the body, single put, streamed put or multipart; s3proxy takes the unsigned payload', async () => {
     const p = provider();
-    for (const size of [3 * 1024 * 1024, 12 * 1024 * 1024 + 5]) {
+    const commands = recordCommands(p);
+    const cases = [
+      { size: 3 * 1024 * 1024, declared: true, sent: ['PutObjectCommand'] },
+      // Large with its size declared: one PutObject streaming the body (no parts).
+      { size: 12 * 1024 * 1024 + 5, declared: true, sent: ['PutObjectCommand'] },
+      // Size unknown: a multipart upload, its parts unsigned.
+      {
+        size: 12 * 1024 * 1024 + 5,
+        declared: false,
+        sent: ['CreateMultipartUploadCommand', 'UploadPartCommand', 'CompleteMultipartUploadCommand'],
+      },
+    ];
+    for (const { size, declared, sent } of cases) {
       const data = randomBytes(size);
+      const name = `f${size}-${declared}.bin`;
       let e: Awaited<ReturnType<S3Provider['write']>> | undefined;
+      commands.length = 0;
       const hashed = await hashedDuring(async () => {
-        e = await p.write(`f${size}.bin`, data, { size, callerVerifies: true });
+        e = await p.write(name, chunks(data, 1024 * 1024), {
+          ...(declared ? { size } : {}),
+          callerVerifies: true,
+        });
       });
       expect(hashed, `${size} bytes`).toBeLessThan(64 * 1024);
+      expect([...new Set(commands)]).toEqual(sent);
       expect(e?.size).toBe(size);
       expect(e?.hash).toBeUndefined();
-      expect((await collect(await p.read(`f${size}.bin`))).equals(data)).toBe(true);
+      expect((await collect(await p.read(name))).equals(data)).toBe(true);
     }
+    await p.close();
+  });
+
+  it('a streamed put whose body is longer or shorter than declared fails and stores nothing', async () => {
+    const p = provider();
+    const size = 7 * 1024 * 1024;
+    const data = randomBytes(size);
+    for (const [body, declared] of [
+      [data, size - 1],
+      [data, size + 1],
+      [data.subarray(0, size - 1024 * 1024), size],
+    ] as const) {
+      await expect(
+        p.write('s.bin', chunks(body, 1024 * 1024), { size: declared, callerVerifies: true }),
+      ).rejects.toMatchObject({ code: 'InvalidArgument' });
+      await expect(p.stat('s.bin')).rejects.toMatchObject({ code: 'NotFound' });
+    }
+    await p.write('s.bin', chunks(data, 1024 * 1024), { size, callerVerifies: true });
+    expect((await collect(await p.read('s.bin'))).equals(data)).toBe(true);
     await p.close();
   });
 

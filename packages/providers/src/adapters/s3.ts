@@ -44,11 +44,13 @@ import type {
 import {
   checkSha,
   checkSize,
+  MAX_STREAMED_PUT,
   MIN_PART,
   multipartUpload,
   type S3Calls,
   SHA_META,
   shaFromHead,
+  streamedPut,
   UNSIGNED_PAYLOAD,
   withPayloadHash,
 } from './s3/upload.ts';
@@ -311,7 +313,20 @@ export class S3Provider implements Provider {
     // The caller checks its own checksums (fragments of the redundant tier): no SHA-256 of
     // the body here, and the payload goes unsigned — each byte hashed once less per request
     // and once less for the object (issue #17; docs/providers/s3.md).
-    const hash = options.callerVerifies && options.sha256 === undefined ? undefined : createHash('sha256');
+    const verified = options.callerVerifies && options.sha256 === undefined;
+    if (
+      verified &&
+      options.size !== undefined &&
+      options.size > this.partSize &&
+      options.size <= MAX_STREAMED_PUT
+    ) {
+      // Large and checked by the caller: one streamed PutObject, no parts (issue #17).
+      return streamedPut(this.calls, key, p, body, options.size, options, {
+        IfNoneMatch: options.ifNotExists ? '*' : undefined,
+        IfMatch: options.ifRevision,
+      });
+    }
+    const hash = verified ? undefined : createHash('sha256');
     const parts = rechunk(openBody(body), this.partSize)[Symbol.asyncIterator]();
     const firstPart = await parts.next();
     const first = firstPart.done ? Buffer.alloc(0) : firstPart.value;

@@ -23,7 +23,7 @@ import type { LocationRow, ObjectRow } from './placement-store.ts';
 const FENCED = { fenced: true } as const;
 import { fragmentSources, stripeHooks } from './reading.ts';
 import { completeStripe, readStripes } from './stripe-read.ts';
-import { expectedHeader, fragmentVersion, stripeCount } from './striping.ts';
+import { acceptedHeaders, fragmentChecksumKind, stripeCount } from './striping.ts';
 
 /** Wire replay into a tier: a backend found up again has its outage log replayed. */
 export function enableReplay(tier: RedundantProvider): void {
@@ -121,7 +121,7 @@ export async function rebuildBody(tier: RedundantProvider, obj: ObjectRow, loc: 
   if (sources.length < obj.k)
     throw new Error(`object ${obj.id}: ${sources.length} of ${obj.k} fragments available to rebuild from`);
   const rs = await tier.codec(obj.k, obj.m);
-  const header = expectedHeader(striped, loc.slot, loc.blob_sha256);
+  const header = acceptedHeaders(striped, loc.slot, loc.blob_sha256)[0]!;
   const hooks = stripeHooks(tier, obj);
   return async function* () {
     yield header;
@@ -261,12 +261,12 @@ async function checkBlob(
     const st = await p.stat(key);
     if (st.size !== FRAGMENT_HEADER_BYTES + stripes * obj.shard_bytes) return 'corrupt';
     const head = await collect(await p.read(key, { offset: 0, length: FRAGMENT_HEADER_BYTES }));
-    if (!head.equals(Buffer.from(expectedHeader(striped, loc.slot, loc.blob_sha256)))) return 'corrupt';
-    // Version 2's checksum is over the shard checksums (the header equal to the expected
-    // one says it matches them): each shard checked is the whole check. Version 1 also
-    // hashes the payload as a whole.
+    if (!acceptedHeaders(striped, loc.slot, loc.blob_sha256).some((h) => head.equals(h))) return 'corrupt';
+    // Versions 2 and 3: the recorded checksum is over the shard checksums (the record says
+    // it matches them), so each shard checked is the whole check. Version 1 also hashes the
+    // payload as a whole.
     const whole =
-      fragmentVersion(striped, loc.slot, loc.blob_sha256) === 1 ? createHash('sha256') : undefined;
+      fragmentChecksumKind(striped, loc.slot, loc.blob_sha256) === 1 ? createHash('sha256') : undefined;
     let s = 0;
     const n = obj.k + obj.m;
     for await (const shard of rechunk(

@@ -36,7 +36,8 @@ import { type BackendConfig, type BackendHealth, BackendSet } from './backends.t
 import { type BackendStats, place } from './planner.ts';
 import type { LocationRow, ObjectRow, PlacementStore } from './placement-store.ts';
 import { SqlitePlacementStore } from './store.ts';
-import { encodeToSpool, fragmentBody, shardBytesFor, stripeCount } from './striping.ts';
+import { type EncodedObject, StripeWriter } from './stripe-write.ts';
+import { shardBytesFor } from './striping.ts';
 import { readReplica, readStriped } from './reading.ts';
 
 export type { BackendConfig, BackendHealth } from './backends.ts';
@@ -359,13 +360,15 @@ export class RedundantProvider implements Provider {
       const stored = await this.putReplicated(id, data, sha, options.signal);
       return this.commit(p, stored, cond, modifiedMs);
     }
-    await fsp.mkdir(this.spoolDir, { recursive: true });
-    const spool = await fsp.mkdtemp(nodePath.join(this.spoolDir, 'w-'));
+    // A stream of unknown length is spooled first (the shard size must fit the object);
+    // one of known length goes straight to the backends as it is encoded (issue #17).
+    let spool: string | undefined;
     try {
       let source: AsyncIterable<Uint8Array> = chain(head, it);
       let size = options.size;
       if (size === undefined) {
-        // Unknown length: spool the input first, so the shard size fits the object.
+        await fsp.mkdir(this.spoolDir, { recursive: true });
+        spool = await fsp.mkdtemp(nodePath.join(this.spoolDir, 'w-'));
         const input = nodePath.join(spool, 'input');
         const out = createWriteStream(input);
         size = 0;
@@ -378,19 +381,10 @@ export class RedundantProvider implements Provider {
         await finished(out);
         source = createReadStream(input, { highWaterMark: 1 << 20 });
       }
-      const rs = await this.codec(this.k, this.m);
-      const enc = await encodeToSpool(
-        rs,
-        source,
-        shardBytesFor(size, this.k, this.maxShardBytes),
-        spool,
-        options.signal,
-      );
-      checkBody(this.name, p, options, enc.size, enc.sha256);
-      const stored = await this.putStriped(id, enc, options.signal);
+      const stored = await this.putStriped(id, p, source, size, options);
       return await this.commit(p, stored, cond, modifiedMs);
     } finally {
-      await fsp.rm(spool, { recursive: true, force: true });
+      if (spool) await fsp.rm(spool, { recursive: true, force: true });
     }
   }
 
@@ -468,7 +462,57 @@ export class RedundantProvider implements Provider {
     return { row, locations };
   }
 
-  private async putStriped(id: string, enc: Awaited<ReturnType<typeof encodeToSpool>>, signal?: AbortSignal) {
+  /**
+   * Encode `source` (`size` bytes declared) and stream each fragment to its backend as it is
+   * encoded (StripeWriter). A backend whose write fails is owed its fragment (outage log);
+   * the write needs k fragments stored.
+   */
+  private async putStriped(
+    id: string,
+    p: string,
+    source: AsyncIterable<Uint8Array>,
+    size: number,
+    options: WriteOptions,
+  ) {
+    const rs = await this.codec(this.k, this.m);
+    const writer = new StripeWriter(
+      rs,
+      shardBytesFor(size, this.k, this.maxShardBytes),
+      size,
+      options.signal,
+    );
+    const targets = this.placementFor(size);
+    const key = (slot: number) => blobKey({ id, layout: 'striped' }, slot);
+    const uploads = targets.map((backend, slot) =>
+      this.putBlob(
+        backend,
+        key(slot),
+        writer.body(slot),
+        writer.fragmentBytes,
+        undefined,
+        writer.signal,
+      ).finally(() => writer.close(slot)),
+    );
+    let enc: EncodedObject;
+    try {
+      enc = await writer.run(source, (n, sha) => checkBody(this.name, p, options, n, sha));
+    } catch (e) {
+      // Nothing was stored whole (the last stripe is held back until the checks pass);
+      // what a backend kept of a fragment is removed, best effort (else the orphan sweep).
+      const oks = await Promise.all(uploads);
+      await Promise.all(
+        targets.map((backend, slot) =>
+          oks[slot]
+            ? this.backends
+                .get(backend)
+                ?.provider.remove(key(slot))
+                .catch(() => undefined)
+            : undefined,
+        ),
+      );
+      throw e;
+    }
+    const oks = await Promise.all(uploads);
     const row = {
       id,
       size: enc.size,
@@ -479,23 +523,13 @@ export class RedundantProvider implements Provider {
       shard_bytes: enc.shardBytes,
       shard_sha: enc.shardSha,
     };
-    const targets = this.placementFor(enc.size);
-    const bytes = 64 + stripeCount(enc.size, enc.k, enc.shardBytes) * enc.shardBytes;
-    const locations = await Promise.all(
-      targets.map(async (backend, slot) => {
-        const f = enc.fragments[slot]!;
-        const ok = await this.putBlob(
-          backend,
-          blobKey(row, slot),
-          fragmentBody(f.header, f.file),
-          bytes,
-          undefined,
-          signal,
-        );
-        return { slot, backend, blob_sha256: f.sha256, state: ok ? ('ok' as const) : ('owed' as const) };
-      }),
-    );
-    await this.settle({ row, locations }, enc.k, signal);
+    const locations = targets.map((backend, slot) => ({
+      slot,
+      backend,
+      blob_sha256: enc.fragmentSha[slot]!,
+      state: oks[slot] ? ('ok' as const) : ('owed' as const),
+    }));
+    await this.settle({ row, locations }, enc.k, options.signal);
     return { row, locations };
   }
 

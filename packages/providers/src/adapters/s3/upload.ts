@@ -1,25 +1,32 @@
 /**
  * S3 writes above one part: a multipart upload, parts sent a few at a time while the body
  * is still being read and hashed; CompleteMultipartUpload carries the write's conditions
- * (If-None-Match / If-Match), and a failure or abort aborts the upload. Also the size and
- * SHA-256 checks every write makes, and where an object's SHA-256 is read back from.
+ * (If-None-Match / If-Match), and a failure or abort aborts the upload. A write the caller
+ * verifies, of known size, goes instead as one PutObject streaming its body. Also the size
+ * and SHA-256 checks every write makes, and where an object's SHA-256 is read back from.
  */
 import type { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
   CreateMultipartUploadCommand,
   type HeadObjectCommandOutput,
-  type PutObjectCommand,
+  PutObjectCommand,
   type S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
-import { throwIfAborted } from '../../body.ts';
+import { openBody, throwIfAborted } from '../../body.ts';
 import { InvalidArgumentError, ProviderError, QuotaExceededError, TransientError } from '../../errors.ts';
-import type { Entry, WriteOptions } from '../../provider.ts';
+import type { Body, Entry, WriteOptions } from '../../provider.ts';
 import { classifyS3 } from './errors.ts';
 
 export const MIN_PART = 5 * 1024 * 1024;
+/**
+ * Largest write sent as one streamed PutObject (S3 takes up to 5 GiB in one PUT; some
+ * S3-compatible stores a little less): above it, a multipart upload.
+ */
+export const MAX_STREAMED_PUT = 4 * 1024 * 1024 * 1024;
 const MAX_PARTS = 10_000;
 /** User metadata holding the object's SHA-256 (hex) when S3 keeps no whole-object checksum. */
 export const SHA_META = 'weft-sha256';
@@ -196,5 +203,76 @@ export async function multipartUpload(
       : classifyS3(e, s3.name, p);
   } finally {
     options.signal?.removeEventListener('abort', onOuterAbort);
+  }
+}
+
+/**
+ * A write whose caller verifies it (WriteOptions.callerVerifies, no sha256) and declares its
+ * size: one PutObject whose body is the caller's stream, sent as it is produced — no part
+ * buffers and no copy into them, and one request instead of one per part (issue #17: the
+ * redundant tier's fragments). The payload goes unsigned (nothing hashes it here). The body
+ * is counted against the declared size; the chunk that completes it is held back until the
+ * body has ended (copied: the producer may reuse it once asked for the next), so a body that
+ * is too long or too short fails the request before S3 has a whole object: nothing is stored
+ * (InvalidArgumentError). Not retried here (the body is a stream; maxAttempts is 1 anyway).
+ */
+export async function streamedPut(
+  s3: S3Calls,
+  key: string,
+  p: string,
+  body: Body,
+  size: number,
+  options: WriteOptions,
+  conditions: { IfNoneMatch?: string; IfMatch?: string },
+): Promise<Entry> {
+  let mismatch: InvalidArgumentError | undefined;
+  const refuse = (got: string): InvalidArgumentError =>
+    (mismatch = new InvalidArgumentError(`${s3.name}: expected ${size} bytes for ${p}, received ${got}`));
+  async function* counted(): AsyncGenerator<Uint8Array> {
+    const it = openBody(body)[Symbol.asyncIterator]();
+    let got = 0;
+    for (;;) {
+      const r = await it.next();
+      if (r.done) break;
+      got += r.value.byteLength;
+      if (got > size) throw refuse('more');
+      if (got < size) {
+        yield r.value;
+        continue;
+      }
+      const last = Buffer.from(r.value);
+      for (;;) {
+        const more = await it.next();
+        if (more.done) break;
+        if (more.value.byteLength > 0) throw refuse('more');
+      }
+      yield last;
+      return;
+    }
+    if (got !== size) throw refuse(String(got));
+  }
+  const stream = Readable.from(counted(), { objectMode: false });
+  // A failed body must abort the request: the socket would otherwise wait for the rest.
+  const ac = new AbortController();
+  const onOuterAbort = (): void => ac.abort(options.signal?.reason);
+  options.signal?.addEventListener('abort', onOuterAbort, { once: true });
+  stream.once('error', (e) => ac.abort(e));
+  const put = new PutObjectCommand({
+    Bucket: s3.bucket,
+    Key: key,
+    Body: stream,
+    ContentLength: size,
+    ...conditions,
+  });
+  withPayloadHash(put, UNSIGNED_PAYLOAD);
+  try {
+    const out = await s3.send(p, ac.signal, (o) => s3.client.send(put, o), options.ifNotExists);
+    return { path: p, kind: 'file', size, modifiedMs: Date.now(), revision: out.ETag ?? '' };
+  } catch (e) {
+    if (mismatch) throw mismatch;
+    throw e;
+  } finally {
+    options.signal?.removeEventListener('abort', onOuterAbort);
+    stream.destroy();
   }
 }
