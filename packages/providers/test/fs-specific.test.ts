@@ -155,6 +155,37 @@ describe('fs provider specifics', () => {
     await q.close();
   });
 
+  it("looks at each folder of a batch's paths once", async () => {
+    const root = await tempRoot();
+    const p = await FsProvider.open({ root, changeFeed: false, batchLog: true });
+    await p.mkdir('a/b/c');
+    const lstats = vi.spyOn(fs.promises, 'lstat');
+    syncBuiltinESMExports();
+    try {
+      const out = await p.writeMany(
+        Array.from({ length: 40 }, (_, i) => ({
+          path: `a/b/c/d${i % 8}/f${i}.txt`,
+          bytes: Buffer.from(`v${i}`),
+        })),
+      );
+      expect(out.every((e) => !(e instanceof Error))).toBe(true);
+      // a, a/b, a/b/c and the 8 new folders: 11, where each of the 8 parents' chains from the
+      // root was looked at in full before (32). The new files are stat'd on their descriptors.
+      const seen = lstats.mock.calls.map((c) => nodePath.relative(root, String(c[0])));
+      expect(seen.sort()).toEqual([
+        'a',
+        'a/b',
+        'a/b/c',
+        ...Array.from({ length: 8 }, (_, i) => `a/b/c/d${i}`),
+      ]);
+    } finally {
+      lstats.mockRestore();
+      syncBuiltinESMExports();
+    }
+    expect((await collect(await p.read('a/b/c/d7/f39.txt'))).toString()).toBe('v39');
+    await p.close();
+  });
+
   it('keeps a bounded number of hashes in memory, and hashes again what it let go', async () => {
     const root = await tempRoot();
     const p = await FsProvider.open({ root, hashCacheEntries: 8, changeFeed: false });

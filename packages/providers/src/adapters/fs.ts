@@ -97,6 +97,12 @@ export class FsProvider implements Provider {
   private wal: WriteAhead | undefined;
   private tmpDir = '';
   private readonly hashCache: HashCache;
+  /**
+   * The files a logged batch is writing in place now (fs/write-many.ts: no temp name), by
+   * lock key, each until it is whole: a listing, stat or read that meets one waits for that
+   * write and looks again, so none sees a part-written file (issue #16).
+   */
+  private readonly writingInPlace = new Map<string, Promise<unknown>>();
   private portable = false;
   private readonly dirMode: number;
   private readonly fileMode: number;
@@ -269,7 +275,7 @@ export class FsProvider implements Provider {
       }
       let st: import('node:fs').BigIntStats;
       try {
-        st = await fsp.lstat(nodePath.join(abs, name), { bigint: true });
+        st = await this.lstatWhole(nodePath.join(abs, name), rel);
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue; // removed meanwhile
         throw classify(e, this.name, rel);
@@ -280,9 +286,19 @@ export class FsProvider implements Provider {
     }
   }
 
+  /** lstat of `abs` (provider path `p`), after any in-place write of it (writingInPlace). */
+  private async lstatWhole(abs: string, p: string): Promise<import('node:fs').BigIntStats> {
+    for (;;) {
+      const st = await fsp.lstat(abs, { bigint: true });
+      const writing = this.writingInPlace.get(this.lockKey(p));
+      if (writing === undefined) return st;
+      await writing.catch(() => undefined);
+    }
+  }
+
   private async lstatEntry(p: string): Promise<import('node:fs').BigIntStats | undefined> {
     try {
-      const st = await fsp.lstat(this.resolve(p), { bigint: true });
+      const st = await this.lstatWhole(this.resolve(p), p);
       return st.isFile() || st.isDirectory() ? st : undefined;
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
@@ -330,6 +346,13 @@ export class FsProvider implements Provider {
       throw classify(e, this.name, p);
     });
     const st = await handle.stat();
+    const writing = this.writingInPlace.get(this.lockKey(p));
+    if (writing !== undefined) {
+      // Opened while a logged batch writes it in place: read it once it is whole.
+      await handle.close();
+      await writing.catch(() => undefined);
+      return this.read(path, options);
+    }
     if (!st.isFile()) {
       await handle.close();
       throw new NotFoundError(`${this.name}: not a file: ${p}`);
@@ -443,7 +466,14 @@ export class FsProvider implements Provider {
       norm: (path) => this.norm(path),
       resolve: (p) => this.resolve(p),
       lockKey: (p) => this.lockKey(p),
-      prepareParents: (p) => this.prepareParents(p),
+      inPlace: (key, write) => {
+        const w = write();
+        this.writingInPlace.set(key, w);
+        return w.finally(() => {
+          if (this.writingInPlace.get(key) === w) this.writingInPlace.delete(key);
+        });
+      },
+      prepareParents: (p, known) => this.prepareParents(p, known),
       entryWithHash: (p, st, sha256) => this.toEntryWithHash(p, st, sha256),
       record: (change) => this.changeLog?.record(change),
       ...(logged && this.wal ? { log: this.wal.log } : {}),
@@ -459,32 +489,50 @@ export class FsProvider implements Provider {
     return this.toEntry(p, st, false);
   }
 
-  /** Create the missing parents of `p` (recording each new folder) and check they stay inside the root. */
-  private async prepareParents(p: string): Promise<void> {
+  /**
+   * Create the missing parents of `p` (recording each new folder) and check they stay inside
+   * the root. `known`: the folders of the same batch looked at or being looked at, each once
+   * (a bundle's parents share their ancestors: issue #16); this call's are added.
+   */
+  private async prepareParents(p: string, known?: Map<string, Promise<void>>): Promise<void> {
     const parent = parentPath(p);
     if (parent === '') return;
     const segments = parent.split('/');
     for (let i = 1; i <= segments.length; i++) {
       const dir = segments.slice(0, i).join('/');
-      const st = await fsp.lstat(this.resolve(dir)).catch((e: unknown) => {
-        if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-        throw classify(e, this.name, dir);
-      });
-      if (st?.isDirectory()) continue;
-      if (st?.isSymbolicLink()) throw new InvalidPathError(`${this.name}: ${dir} is a symbolic link`, dir);
-      if (st) throw new AlreadyExistsError(`${this.name}: a file is in the way of folder ${dir}`);
-      try {
-        await fsp.mkdir(this.resolve(dir), { mode: this.dirMode });
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw classify(e, this.name, dir);
+      if (!known) {
+        await this.prepareDir(dir);
         continue;
       }
-      if (this.changeLog) {
-        const created = await fsp.lstat(this.resolve(dir), { bigint: true });
-        this.changeLog.record({ type: 'upsert', path: dir, entry: await this.toEntry(dir, created, false) });
+      let ready = known.get(dir);
+      if (!ready) {
+        ready = this.prepareDir(dir);
+        known.set(dir, ready);
       }
+      await ready;
     }
     await this.assertInside(this.resolve(parent));
+  }
+
+  /** Folder `dir` there (made and recorded if missing), not a file or a symbolic link. */
+  private async prepareDir(dir: string): Promise<void> {
+    const st = await fsp.lstat(this.resolve(dir)).catch((e: unknown) => {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw classify(e, this.name, dir);
+    });
+    if (st?.isDirectory()) return;
+    if (st?.isSymbolicLink()) throw new InvalidPathError(`${this.name}: ${dir} is a symbolic link`, dir);
+    if (st) throw new AlreadyExistsError(`${this.name}: a file is in the way of folder ${dir}`);
+    try {
+      await fsp.mkdir(this.resolve(dir), { mode: this.dirMode });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw classify(e, this.name, dir);
+      return;
+    }
+    if (this.changeLog) {
+      const created = await fsp.lstat(this.resolve(dir), { bigint: true });
+      this.changeLog.record({ type: 'upsert', path: dir, entry: await this.toEntry(dir, created, false) });
+    }
   }
 
   async remove(path: string, options: RemoveOptions = {}): Promise<void> {

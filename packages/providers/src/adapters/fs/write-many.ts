@@ -37,7 +37,13 @@ export interface BatchTarget {
   norm(path: string): string;
   resolve(p: string): string;
   lockKey(p: string): string;
-  prepareParents(p: string): Promise<void>;
+  /**
+   * Run `write`, the in-place write of the file with lock key `key`: until it settles, the
+   * provider's listings, stats and reads of that file wait for it (no part-written file seen).
+   */
+  inPlace<T>(key: string, write: () => Promise<T>): Promise<T>;
+  /** `known`: the batch's folders looked at or being looked at (each once; added to). */
+  prepareParents(p: string, known?: Map<string, Promise<void>>): Promise<void>;
   entryWithHash(p: string, st: import('node:fs').BigIntStats, sha256: string): Promise<Entry>;
   record(change: Change): void;
   /** The write-ahead log (batch-log.ts): one sync per batch instead of one per file. */
@@ -147,10 +153,13 @@ async function writeAndPlace(
     const firstOfParent = new Map<string, string>();
     for (const s of staged) if (!firstOfParent.has(parentPath(s.p))) firstOfParent.set(parentPath(s.p), s.p);
     const todo = [...firstOfParent];
+    // Ancestors the batch's parents share are looked at once (issue #16: every parent's chain
+    // was lstat'd from the root, ~9 calls each under a proxy namespace).
+    const known = new Map<string, Promise<void>>();
     await forEachBounded(todo.length, concurrency, async (k) => {
       const [parent, p] = todo[k]!;
       try {
-        await t.prepareParents(p);
+        await t.prepareParents(p, known);
         parents.set(parent, undefined);
       } catch (e) {
         parents.set(parent, e instanceof ProviderError ? e : classify(e, t.name, parent));
@@ -163,9 +172,11 @@ async function writeAndPlace(
         const parentError = parents.get(parentPath(s.p));
         if (parentError) throw parentError;
         if (logged) {
-          const st = await writeInPlace(abs, items[s.i]!, t.fileMode).catch((e: unknown) => {
-            throw classify(e, t.name, s.p);
-          });
+          const st = await t
+            .inPlace(keys[k]!, () => writeInPlace(abs, items[s.i]!, t.fileMode))
+            .catch((e: unknown) => {
+              throw classify(e, t.name, s.p);
+            });
           if (st) {
             renamed.push({ i: s.i, p: s.p, abs, sha256: s.sha256, st });
             return;
