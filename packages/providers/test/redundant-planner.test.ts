@@ -5,6 +5,8 @@ import {
   harmonicMean,
   place,
   planRead,
+  planStripedRead,
+  SLOW_FACTOR,
   type BackendStats,
 } from '../src/redundant/planner.ts';
 
@@ -86,6 +88,74 @@ describe('redundant planner', () => {
       ),
       { numRuns: 200 },
     );
+  });
+
+  it('a striped read starts with the k data fragments when all are up and none is slow, else with every available one', () => {
+    fc.assert(
+      fc.property(
+        setArb,
+        fc.integer({ min: 1, max: 3 }),
+        fc.integer({ min: 1, max: 1 << 22 }),
+        fc.array(fc.boolean(), { minLength: 8, maxLength: 8 }),
+        fc.integer({ min: 0, max: 1000 }),
+        (set, k, bytes, down, seed) => {
+          fc.pre(k < set.length);
+          const holders = set.map((b, i) => ({ ...b, available: !down[i] || i === 0 }));
+          // Any assignment of shard slots to holders (a rotation).
+          const slots = holders.map((_, i) => (i + seed) % holders.length);
+          const t = (i: number): number => estimateSeconds(holders[i]!, bytes);
+          const avail = holders.map((_, i) => i).filter((i) => Number.isFinite(t(i)));
+          fc.pre(avail.length >= k);
+          const plan = planStripedRead(holders, slots, k, bytes);
+          expect(new Set([...plan.primary, ...plan.spares])).toEqual(new Set(avail));
+          const kth = [...avail.map(t)].sort((a, b) => a - b)[k - 1]!;
+          const data = avail.filter((i) => slots[i]! < k);
+          const dataFirst = data.length === k && data.every((i) => t(i) <= SLOW_FACTOR * kth);
+          expect(plan.dataFirst).toBe(dataFirst);
+          if (dataFirst) {
+            expect(new Set(plan.primary)).toEqual(new Set(data));
+            expect(plan.spares.every((i) => slots[i]! >= k)).toBe(true);
+          } else {
+            // The fastest-k choice: every available fragment, fastest first.
+            expect(plan.spares).toEqual([]);
+            expect(plan.primary.map(t)).toEqual([...plan.primary.map(t)].sort((a, b) => a - b));
+          }
+          for (const list of [plan.primary, plan.spares])
+            for (let j = 1; j < list.length; j++) expect(t(list[j]!)).toBeGreaterThanOrEqual(t(list[j - 1]!));
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('data first: parity comes in when a data backend is down or slow, not when it is a little slower', () => {
+    const b = (id: string, bps: number, available = true): BackendStats => ({
+      id,
+      available,
+      latencyMs: [5],
+      throughputBps: [bps],
+      pricePerGbMonth: 0.02,
+    });
+    const slots = [0, 1, 2, 3, 4];
+    const MB = 1 << 20;
+    const alike = [b('d0', 1e8), b('d1', 1e8), b('d2', 1e8), b('p0', 1e8), b('p1', 1e8)];
+    expect(planStripedRead(alike, slots, 3, 8 * MB)).toMatchObject({ dataFirst: true, spares: [3, 4] });
+    expect(new Set(planStripedRead(alike, slots, 3, 8 * MB).primary)).toEqual(new Set([0, 1, 2]));
+    const littleSlower = [b('d0', 1e8), b('d1', 0.9e8), b('d2', 1e8), b('p0', 1e8), b('p1', 1e8)];
+    expect(planStripedRead(littleSlower, slots, 3, 8 * MB).dataFirst).toBe(true);
+    const slow = [b('d0', 1e8), b('d1', 1e7), b('d2', 1e8), b('p0', 1e8), b('p1', 1e8)];
+    expect(planStripedRead(slow, slots, 3, 8 * MB)).toEqual({
+      dataFirst: false,
+      primary: [0, 2, 3, 4, 1],
+      spares: [],
+    });
+    const down = [b('d0', 1e8), b('d1', 1e8, false), b('d2', 1e8), b('p0', 1e8), b('p1', 1e8)];
+    expect(planStripedRead(down, slots, 3, 8 * MB)).toEqual({
+      dataFirst: false,
+      primary: [0, 2, 3, 4],
+      spares: [],
+    });
+    expect(() => planStripedRead(down, slots, 5, 8 * MB)).toThrow(/need 5 fragments, only 4/);
   });
 
   it('too few available backends is a clear error', () => {

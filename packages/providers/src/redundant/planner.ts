@@ -126,3 +126,41 @@ export function planRead(holders: readonly BackendStats[], need: number, bytes: 
 function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
+
+/**
+ * A data fragment is "slow" for a read when its estimated time is more than this many times
+ * that of the k-th fastest available fragment (the slowest one a fastest-k choice would take).
+ */
+export const SLOW_FACTOR = 1.25;
+
+export interface StripedReadPlan extends ReadPlan {
+  /** The primary are exactly the k data fragments: stripes need no decoding unless a spare steps in. */
+  readonly dataFirst: boolean;
+}
+
+/**
+ * Which fragments a striped read starts with (Eq. 3–5, data first). `slots[i]` is the shard
+ * index holders[i] keeps (< k: data). When all k data fragments are available and none is
+ * slow (SLOW_FACTOR against the k-th fastest available one), the primary are the k data
+ * fragments, fastest first, and the parity ones are spares (for hedging and failures): the
+ * stripes are their own data shards, no decoding. Otherwise — a data fragment down or slow —
+ * every available fragment is primary, fastest first (the reader spreads stripes over them
+ * by rate and decodes). Throws when fewer than k are available.
+ */
+export function planStripedRead(
+  holders: readonly BackendStats[],
+  slots: readonly number[],
+  k: number,
+  bytes: number,
+): StripedReadPlan {
+  if (slots.length !== holders.length) throw new RangeError('one slot per holder');
+  const plan = planRead(holders, k, bytes);
+  const order = [...plan.primary, ...plan.spares];
+  const data = order.filter((i) => slots[i]! < k);
+  if (data.length === k && new Set(data.map((i) => slots[i])).size === k) {
+    const kth = estimateSeconds(holders[plan.primary[k - 1]!]!, bytes);
+    if (data.every((i) => estimateSeconds(holders[i]!, bytes) <= SLOW_FACTOR * kth))
+      return { primary: data, spares: order.filter((i) => slots[i]! >= k), dataFirst: true };
+  }
+  return { primary: order, spares: [], dataFirst: false };
+}

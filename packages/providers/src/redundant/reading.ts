@@ -1,15 +1,17 @@
 /**
  * Reading from the redundant tier: a replica from the fastest available backend (verified
  * against its SHA-256, the next one tried on failure), or the stripes a range needs from
- * the k fastest available fragments in parallel, hedged (striping.ts), decoded stripe by
- * stripe so memory stays bounded.
+ * the fragments in parallel, hedged (stripe-read.ts): the k data fragments when none is
+ * down or slow (no decoding; the shards go out as they arrived, uncopied), else every
+ * available one by rate, decoded stripe by stripe. Memory stays bounded by the reader's
+ * window.
  */
 import { collect, sha256Hex, throwIfAborted } from '../body.ts';
 import { NotFoundError, TransientError } from '../errors.ts';
-import { planRead } from './planner.ts';
+import { planRead, planStripedRead } from './planner.ts';
 import { blobKey, type RedundantProvider } from './redundant-provider.ts';
 import type { LocationRow, ObjectRow } from './placement-store.ts';
-import { dataOf, type FragmentSource, readStripes, type StripeReadHooks } from './stripe-read.ts';
+import { dataOf, type FragmentSource, readStripes, shardRange, type StripeReadHooks } from './stripe-read.ts';
 
 export async function readReplica(
   tier: RedundantProvider,
@@ -48,18 +50,26 @@ export async function readReplica(
   throw new TransientError(`${tier.name}: no replica of object ${obj.id} could be read`);
 }
 
-/** Available fragment sources of a striped object, fastest first for `bytes` each. */
-export function fragmentSources(
+/**
+ * Available fragment sources of a striped object for `bytes` each, in the order a read takes
+ * them (planner.ts `planStripedRead`): `active` of them read from the start — the k data
+ * fragments when none is down or slow, else all, fastest first — and the rest are spares.
+ */
+export function stripeSources(
   tier: RedundantProvider,
   obj: ObjectRow,
   locs: readonly LocationRow[],
   bytes: number,
   exclude?: number,
-): FragmentSource[] {
+): { sources: FragmentSource[]; active: number } {
   const holders = locs.filter((l) => l.state === 'ok' && l.slot !== exclude && tier.isUp(l.backend));
-  const plan = planRead(tier.stats(holders.map((l) => l.backend)), 0, bytes);
-  const order = [...plan.primary, ...plan.spares];
-  return order.map((i) => {
+  const plan = planStripedRead(
+    tier.stats(holders.map((l) => l.backend)),
+    holders.map((l) => l.slot),
+    obj.k,
+    bytes,
+  );
+  const sources = [...plan.primary, ...plan.spares].map((i) => {
     const l = holders[i]!;
     return {
       index: l.slot,
@@ -68,6 +78,18 @@ export function fragmentSources(
       key: blobKey(obj, l.slot),
     };
   });
+  return { sources, active: plan.primary.length };
+}
+
+/** Available fragment sources of a striped object, in the order a read takes them. */
+export function fragmentSources(
+  tier: RedundantProvider,
+  obj: ObjectRow,
+  locs: readonly LocationRow[],
+  bytes: number,
+  exclude?: number,
+): FragmentSource[] {
+  return stripeSources(tier, obj, locs, bytes, exclude).sources;
 }
 
 export async function readStriped(
@@ -88,7 +110,7 @@ export async function readStriped(
   const stripeBytes = obj.k * obj.shard_bytes;
   const s0 = Math.floor(start / stripeBytes);
   const s1 = Math.floor((end - 1) / stripeBytes);
-  const sources = fragmentSources(tier, obj, locs, (s1 - s0 + 1) * obj.shard_bytes);
+  const { sources, active } = stripeSources(tier, obj, locs, (s1 - s0 + 1) * obj.shard_bytes);
   if (sources.length < obj.k)
     throw new TransientError(
       `${tier.name}: ${sources.length} of the ${obj.k} fragments needed are available`,
@@ -99,6 +121,7 @@ export async function readStriped(
     let s = s0;
     for await (const slots of readStripes(striped, sources, s0, s1, {
       hedgeAfterMs: tier.hedgeAfterMs,
+      active,
       signal,
       hooks: stripeHooks(tier, obj),
     })) {
@@ -108,7 +131,7 @@ export async function readStriped(
         const from = Math.max(start, base + i * obj.shard_bytes);
         const to = Math.min(end, base + (i + 1) * obj.shard_bytes);
         if (from < to)
-          yield data[i]!.subarray(from - base - i * obj.shard_bytes, to - base - i * obj.shard_bytes);
+          yield* shardRange(data[i]!, from - base - i * obj.shard_bytes, to - base - i * obj.shard_bytes);
       }
       s += 1;
     }

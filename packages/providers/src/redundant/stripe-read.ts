@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { ReedSolomon } from '@weft/reed-solomon-wasm';
-import { rechunk, throwIfAborted } from '../body.ts';
+import { throwIfAborted } from '../body.ts';
 import { TransientError } from '../errors.ts';
 import type { Provider } from '../provider.ts';
 import { FRAGMENT_HEADER_BYTES } from './fragment.ts';
@@ -19,6 +19,31 @@ export interface StripedObject {
   readonly shardBytes: number;
   readonly size: number;
   readonly shardSha: Buffer;
+}
+
+/**
+ * One shard as read: its bytes in order, in the pieces the backend's stream delivered them
+ * (no copy into a shard-sized buffer: that was a fresh 1 MiB allocation and a pass over
+ * every byte per shard, issue #17). `joinShard` makes it one buffer when decoding needs one.
+ */
+export type Shard = readonly Uint8Array[];
+
+/** The shard as one buffer of `size` bytes (its only piece when it arrived in one). */
+export function joinShard(shard: Shard, size: number): Uint8Array {
+  if (shard.length === 1 && shard[0]!.byteLength === size) return shard[0]!;
+  return Buffer.concat(shard, size);
+}
+
+/** The pieces of `shard` covering bytes [from, to) of it, without copying. */
+export function* shardRange(shard: Shard, from: number, to: number): Generator<Uint8Array> {
+  let at = 0;
+  for (const piece of shard) {
+    const end = at + piece.byteLength;
+    if (end > from && at < to)
+      yield from <= at && end <= to ? piece : piece.subarray(Math.max(from, at) - at, Math.min(to, end) - at);
+    at = end;
+    if (at >= to) return;
+  }
 }
 
 export interface FragmentSource {
@@ -56,6 +81,12 @@ export class ShardMismatchError extends Error {
 export interface StripeReadOptions {
   /** Let one more fragment take the stripe being decoded when it is not complete after this long. */
   readonly hedgeAfterMs: number;
+  /**
+   * How many of the sources (the first) read from the start; the rest are spares, started
+   * for a hedge or in place of one that fails. Default k + m (every source reads, by rate);
+   * k when the first k are the data fragments (planner.ts `planStripedRead`).
+   */
+  readonly active?: number;
   readonly signal?: AbortSignal;
   readonly hooks?: StripeReadHooks;
 }
@@ -74,7 +105,7 @@ interface Claim {
   readonly ac: AbortController;
 }
 interface Stripe {
-  readonly got: Map<number, Buffer>;
+  readonly got: Map<number, Shard>;
   readonly claims: Set<Claim>;
   /** Shards it may have read or asked for at once: k, one more per hedge. */
   allowance: number;
@@ -101,7 +132,7 @@ export async function* readStripes(
   from: number,
   to: number,
   options: StripeReadOptions,
-): AsyncGenerator<(Buffer | null)[]> {
+): AsyncGenerator<(Shard | null)[]> {
   const { k, m, shardBytes } = obj;
   const hooks = options.hooks ?? {};
   if (sources.length < k)
@@ -115,8 +146,9 @@ export async function* readStripes(
     ),
   );
   const all: Source[] = sources.map((src) => ({ src, inflight: new Set(), lastDone: 0 }));
-  const active = all.slice(0, k + m);
-  const spares = all.slice(k + m);
+  const first = Math.max(k, Math.min(k + m, options.active ?? k + m));
+  const active = all.slice(0, first);
+  const spares = all.slice(first);
   /** Laggards: out until the read reaches stripe `until` (a slow start, not a dead source). */
   const benched: { w: Source; until: number }[] = [];
   const stripes = new Map<number, Stripe>();
@@ -145,34 +177,45 @@ export async function* readStripes(
       length: n * shardBytes,
       signal,
     });
-    const it = rechunk(stream, shardBytes)[Symbol.asyncIterator]();
+    const it = stream[Symbol.asyncIterator]();
+    let s = first;
+    let pieces: Uint8Array[] = [];
+    let held = 0;
+    let hash = createHash('sha256');
     try {
-      for (let s = first; s < first + n; s++) {
-        const r = await it.next();
-        if (!c.w.inflight.has(c)) return;
-        if (r.done || r.value.byteLength !== shardBytes)
-          throw new ShardMismatchError(`${src.key}: fragment ends before stripe ${s}`);
-        const at = (s * (k + m) + src.index) * 32;
-        if (
-          !createHash('sha256')
-            .update(r.value)
-            .digest()
-            .equals(obj.shardSha.subarray(at, at + 32))
-        )
-          throw new ShardMismatchError(`${src.key}: shard of stripe ${s} does not match its checksum`);
-        const now = performance.now();
-        hooks.onSample?.(src, shardBytes, now - Math.max(started, c.w.lastDone));
-        c.w.lastDone = now;
-        c.pending.delete(s);
-        const st = stripes.get(s);
-        st?.claims.delete(c);
-        st?.got.set(src.index, r.value);
-        wake();
-      }
       // Read on to the stream's end: returning early from an HTTP body that has not
       // signalled its end aborts the request and closes its connection (issue #17: every
       // range request paid a new connection — a TLS handshake on a real cloud).
-      if (!(await it.next()).done) throw new ShardMismatchError(`${src.key}: range longer than asked`);
+      for (let r = await it.next(); !r.done; r = await it.next()) {
+        if (!c.w.inflight.has(c)) return;
+        const chunk = r.value;
+        for (let at = 0; at < chunk.byteLength;) {
+          if (s === first + n) throw new ShardMismatchError(`${src.key}: range longer than asked`);
+          const take = Math.min(shardBytes - held, chunk.byteLength - at);
+          const piece = take === chunk.byteLength ? chunk : chunk.subarray(at, at + take);
+          hash.update(piece);
+          pieces.push(piece);
+          held += take;
+          at += take;
+          if (held < shardBytes) continue;
+          const sum = (s * (k + m) + src.index) * 32;
+          if (!hash.digest().equals(obj.shardSha.subarray(sum, sum + 32)))
+            throw new ShardMismatchError(`${src.key}: shard of stripe ${s} does not match its checksum`);
+          const now = performance.now();
+          hooks.onSample?.(src, shardBytes, now - Math.max(started, c.w.lastDone));
+          c.w.lastDone = now;
+          c.pending.delete(s);
+          const st = stripes.get(s);
+          st?.claims.delete(c);
+          st?.got.set(src.index, pieces);
+          wake();
+          s += 1;
+          pieces = [];
+          held = 0;
+          hash = createHash('sha256');
+        }
+      }
+      if (s < first + n) throw new ShardMismatchError(`${src.key}: fragment ends before stripe ${s}`);
     } finally {
       if (it.return) void Promise.resolve(it.return()).catch(() => undefined);
     }
@@ -290,14 +333,23 @@ export async function* readStripes(
 }
 
 /** Rebuild every slot of a stripe from at least k of them (data shards first, then parity). */
-export function completeStripe(rs: ReedSolomon, slots: readonly (Buffer | null)[]): Uint8Array[] {
-  if (slots.every((x) => x !== null)) return slots as Buffer[];
-  return rs.reconstruct(slots);
+export function completeStripe(rs: ReedSolomon, slots: readonly (Shard | null)[]): Uint8Array[] {
+  const size = shardSize(slots);
+  const joined = slots.map((x) => (x === null ? null : joinShard(x, size)));
+  if (joined.every((x) => x !== null)) return joined;
+  return rs.reconstruct(joined);
 }
 
 /** Only the data shards of a stripe, reconstructing the missing ones when needed. */
-export function dataOf(rs: ReedSolomon, slots: readonly (Buffer | null)[]): Uint8Array[] {
+export function dataOf(rs: ReedSolomon, slots: readonly (Shard | null)[]): Shard[] {
   const data = slots.slice(0, rs.k);
-  if (data.every((x) => x !== null)) return data as Buffer[];
-  return rs.reconstruct(slots).slice(0, rs.k);
+  if (data.every((x) => x !== null)) return data;
+  const size = shardSize(slots);
+  const rebuilt = rs.reconstruct(slots.map((x) => (x === null ? null : joinShard(x, size))));
+  return data.map((x, i) => x ?? [rebuilt[i]!]);
+}
+
+function shardSize(slots: readonly (Shard | null)[]): number {
+  const one = slots.find((x) => x !== null);
+  return one ? one.reduce((n, piece) => n + piece.byteLength, 0) : 0;
 }
