@@ -60,9 +60,10 @@ async function fullReconcile(ctx: SyncContext): Promise<void> {
     ctx,
     entries.filter((e) => e.kind === 'file'),
   );
-  // Rows the server no longer has (and we had synced): deleted remotely.
-  for (const row of ctx.journal.allFiles()) {
-    if (row.syncedRev !== null && !remote.has(row.path) && !held(row.path))
+  // Rows the server no longer has (and we had synced): deleted remotely. The index a page at
+  // a time, not every whole row at once (a 1,000,000-file journal: hundreds of MiB of objects).
+  for await (const row of ctx.journal.indexUnderPaged('')) {
+    if (row.synced && !remote.has(row.path) && !held(row.path))
       await ctx.guarded(row.path, () => applyRemoteDelete(ctx, row.path));
   }
   ctx.journal.setMeta('cursor', String(listing.seq));
