@@ -24,7 +24,8 @@ import * as nodePath from 'node:path';
 import { MAX_PATH_BYTES, caseFoldKey, normalizePath } from '@weft/providers/paths';
 import type { IgnoreRules } from './ignore-rules.ts';
 import { IGNORE_FILE } from './ignore-rules.ts';
-import type { FileRow, Journal } from './journal/journal.ts';
+import type { FileRow, IndexRow, Journal } from './journal/journal.ts';
+import { indexIn, indexRowOf } from './journal/scan-index.ts';
 import { BoundedTasks } from './bounded-tasks.ts';
 import { PARTIAL_PREFIX, readWholeSync, sha256File } from './local-fs.ts';
 import { LocalPaths, UnsafeLocalPathError, encodeName, isPlainName } from './local-path.ts';
@@ -248,8 +249,36 @@ export async function scan(
     return out;
   };
 
-  /** The journal's rows that the scan still compares (filled once the walk is over). */
+  /**
+   * The journal's rows that the scan still compares, and the entries found on disk that it
+   * still compares (`disk`): an entry that matches its row — a file by its stat, a folder by
+   * its inode — is let go with its row as soon as its folder is read (settle), so a rescan
+   * holds only what changed, not the index beside the disk (issue #16: the 100,000 entries
+   * of a no-change rescan, held until the index was read after the walk, were half the
+   * agent's memory and most of the rescan's garbage collection).
+   */
   const known = new Map<string, Known>();
+  let foundEntries = 0;
+  let knownFilesBefore = 0;
+  const settle = (e: DiskEntry | undefined, r: IndexRow | undefined): void => {
+    if (
+      e !== undefined &&
+      r !== undefined &&
+      (e.kind === 'dir' ? r.kind === 'dir' && r.inode === e.inode : unchanged(e, r))
+    )
+      return;
+    if (e !== undefined) disk.set(e.path, e);
+    if (r !== undefined) known.set(r.path, r);
+  };
+  /** The rows strictly below `p`, a path the walk does not enter (gone, skipped, now a file). */
+  const knowBelow = async (p: string): Promise<void> => {
+    for await (const r of realJournal.indexUnderPaged(p)) {
+      if (r.path === p) continue;
+      if (r.kind === 'file') knownFilesBefore += 1;
+      known.set(r.path, r);
+    }
+    stopCheck();
+  };
   // now() truncates to the ms, an mtime has ns: the end of this ms (a file written in it is past).
   const nowNs = (BigInt(Math.floor(now())) + 1n) * 1_000_000n;
   const cheaplyUnchanged = (e: DiskEntry, row: Known | undefined): boolean =>
@@ -401,6 +430,16 @@ export async function scan(
       }
     }
     const stats = await statNames(dirAbs, names);
+    // The folder's rows, compared as its entries are found (none while streaming: the rows
+    // in the journal are this scan's own).
+    const index = streaming ? undefined : await indexIn(realJournal, dirRel);
+    const rowsHere = new Map<string, IndexRow>();
+    for (const r of index?.rows ?? []) {
+      if (r.kind === 'file') knownFilesBefore += 1;
+      rowsHere.set(r.path, r);
+    }
+    /** Subfolders entered (their rows are compared there). */
+    const entered = new Set<string>();
     // A path under this folder fits when its bytes (ASCII names: one a character) do.
     const dirBytes = dirRel === '' ? 0 : Buffer.byteLength(dirRel) + 1;
     for (const [i, name] of names.entries()) {
@@ -462,7 +501,7 @@ export async function scan(
         }
         folded.set(key, rel);
       }
-      disk.set(rel, {
+      const e: DiskEntry = {
         path: rel,
         dir: dirAbs,
         name,
@@ -470,73 +509,84 @@ export async function scan(
         size: isDir ? 0 : Number(st.size),
         mtimeNs: st.mtimeNs,
         inode: st.ino,
-      });
+      };
+      foundEntries += 1;
       if (streaming) {
-        walked.push(disk.get(rel) as DiskEntry);
+        disk.set(rel, e);
+        walked.push(e);
         if (walked.length >= CHUNK_ENTRIES) await handOver();
+      } else {
+        const r = rowsHere.get(rel);
+        rowsHere.delete(rel);
+        settle(e, r);
       }
-      if (isDir) await walk(nodePath.join(dirAbs, name), rel);
+      if (isDir) {
+        entered.add(rel);
+        await walk(nodePath.join(dirAbs, name), rel);
+      }
     }
+    // Rows with no entry found (gone, or skipped), and what is below a subfolder not entered.
+    for (const r of rowsHere.values()) known.set(r.path, r);
+    for (const b of index?.below ?? []) if (!entered.has(b)) await knowBelow(b);
+  };
+
+  /** A scope entry as found on disk, or undefined (absent, or skipped: a warning says why). */
+  const scopeEntry = async (s: string): Promise<DiskEntry | undefined> => {
+    const reserved = s
+      .split('/')
+      .map(reservedNameReason)
+      .find((r) => r !== undefined);
+    if (reserved) {
+      warnings.push(`skipped ${s}: ${reserved}`);
+      return undefined;
+    }
+    // Load ignore rules of the ancestors, then walk the subtree itself.
+    let sAbs: string;
+    try {
+      sAbs = await paths.resolve(s);
+    } catch (e) {
+      if (!(e instanceof UnsafeLocalPathError)) throw e;
+      // A link (or a path through one) is not synced, as in the full walk.
+      warnings.push(`skipped ${s}: ${e.message}`);
+      return undefined;
+    }
+    const st = await fsp.lstat(sAbs, { bigint: true }).catch(() => undefined);
+    if (!st || st.isSymbolicLink()) return undefined;
+    if (ignore.ignores(s, st.isDirectory())) return undefined;
+    return {
+      path: s,
+      dir: nodePath.dirname(sAbs),
+      name: nodePath.basename(sAbs),
+      kind: st.isDirectory() ? 'dir' : 'file',
+      size: st.isDirectory() ? 0 : Number(st.size),
+      mtimeNs: st.mtimeNs,
+      inode: st.ino,
+    };
   };
 
   const scope = options.scope;
   if (scope === undefined || scope.includes('')) await walk(root, '');
   else {
-    for (const s of scope) {
-      const reserved = s
-        .split('/')
-        .map(reservedNameReason)
-        .find((r) => r !== undefined);
-      if (reserved) {
-        warnings.push(`skipped ${s}: ${reserved}`);
-        continue;
+    // (A scope entry inside another is walked with it.)
+    for (const s of outermost(scope)) {
+      const e = await scopeEntry(s);
+      if (e !== undefined) {
+        foundEntries += 1;
+        if (streaming) disk.set(s, e);
       }
-      // Load ignore rules of the ancestors, then walk the subtree itself.
-      let sAbs: string;
-      try {
-        sAbs = await paths.resolve(s);
-      } catch (e) {
-        if (!(e instanceof UnsafeLocalPathError)) throw e;
-        // A link (or a path through one) is not synced, as in the full walk.
-        warnings.push(`skipped ${s}: ${e.message}`);
-        continue;
+      if (!streaming) {
+        const r = indexRowOf(realJournal, s);
+        if (r?.kind === 'file') knownFilesBefore += 1;
+        settle(e, r);
       }
-      const st = await fsp.lstat(sAbs, { bigint: true }).catch(() => undefined);
-      if (!st || st.isSymbolicLink()) continue;
-      if (ignore.ignores(s, st.isDirectory())) continue;
-      disk.set(s, {
-        path: s,
-        dir: nodePath.dirname(sAbs),
-        name: nodePath.basename(sAbs),
-        kind: st.isDirectory() ? 'dir' : 'file',
-        size: st.isDirectory() ? 0 : Number(st.size),
-        mtimeNs: st.mtimeNs,
-        inode: st.ino,
-      });
-      if (st.isDirectory()) await walk(sAbs, s);
+      if (e?.kind === 'dir') await walk(absOf(e), s);
+      else if (!streaming) await knowBelow(s);
     }
   }
 
   if (walked.length > 0) await handOver();
 
-  // The journal's rows as the comparison needs them (Journal.indexUnderPaged), each with the
-  // path its whole row is stored at (the same, until this scan finds it moved).
-  // An entry whose stat matches its row (and a folder at the same inode) needs nothing more:
-  // both are let go as the rows are read, so a rescan holds only what changed, not the index
-  // beside the disk (issue #16: half the agent's memory in a rescan of 100,000 files).
-  const scannedFiles = disk.size + streamed;
-  let knownFilesBefore = 0;
-  // (None when streaming: the journal was empty, the rows in it now are this scan's own.)
-  for (const s of streaming ? [] : outermost(scope ?? [''])) {
-    for await (const r of realJournal.indexUnderPaged(s)) {
-      if (r.kind === 'file') knownFilesBefore += 1;
-      const e = disk.get(r.path);
-      if (e !== undefined && (e.kind === 'dir' ? r.kind === 'dir' && r.inode === e.inode : unchanged(e, r)))
-        disk.delete(r.path);
-      else known.set(r.path, r);
-    }
-    stopCheck();
-  }
+  const scannedFiles = foundEntries;
   const heldForComparison = disk.size + known.size + streamed;
   const scopeSet = scope === undefined || scope.includes('') ? undefined : new Set(scope);
   /** In scope: the path or one of its ancestors is a scope entry (O(depth), not O(scope)). */
@@ -544,7 +594,8 @@ export async function scan(
 
   // Moves: a known path gone from disk whose inode (and size, for files) shows up elsewhere, new.
   const goneByInode = new Map<string, Known>();
-  for (const r of known.values()) {
+  // In path order, as the index is (of two gone rows at one inode, the later one counts).
+  for (const r of [...known.values()].sort((a, b) => (a.path < b.path ? -1 : 1))) {
     if (!disk.has(r.path) && scoped(r.path) && r.inode !== 0n) goneByInode.set(`${r.kind}:${r.inode}`, r);
   }
   const movedFrom = new Set<string>();
