@@ -29,7 +29,8 @@ export async function openProviders(config: ProxyConfig): Promise<{
   placement: PostgresPlacementStore | undefined;
 }> {
   const fsRoot = config.fsTierDir ?? nodePath.join(config.dataDir, 'fs');
-  // The proxy keeps its own change feed in SQLite; the fs provider's journal is only kept short.
+  // The proxy keeps its own change feed in SQLite and never reads the fs provider's: without
+  // it, no JSON line per file written (issue #16).
   // One process owning its tier makes a bundle durable with one sync of a write-ahead log
   // (FsProvider `batchLog`, replayed here at open, before reconcile()); processes sharing a
   // tier on PostgreSQL keep an fsync per file (one process's log must not replay over
@@ -37,7 +38,7 @@ export async function openProviders(config: ProxyConfig): Promise<{
   const fs = await FsProvider.open({
     root: fsRoot,
     portable: false,
-    maxJournal: 2000,
+    changeFeed: false,
     private: true,
     batchLog: !config.databaseUrl && config.bundleSyncMs > 0 ? { checkpointMs: config.bundleSyncMs } : false,
   });
@@ -54,7 +55,7 @@ export async function openProviders(config: ProxyConfig): Promise<{
         ? await FsProvider.open({
             root: ot.dir ?? nodePath.join(config.dataDir, 'objects'),
             portable: false,
-            maxJournal: 2000,
+            changeFeed: false,
             private: true,
           })
         : new S3Provider({
