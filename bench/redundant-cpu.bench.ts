@@ -10,7 +10,7 @@
 // survives a loaded machine where wall time does not (≥ 125 MB per CPU-second is 1 Gbit/s on
 // one core). Rows, each with the load average beside it:
 // - the RS kernel alone (@weft/reed-solomon-wasm: encode RS(3, 2), rebuild two data shards);
-// - the tier's write (encode + hash + spool + upload) and read (ranged fetch + verify +
+// - the tier's write (encode + hash + streamed upload) and read (ranged fetch + verify +
 //   decode) of one file striped RS(3, 2) with 1 MiB shards (the proxy's defaults), all up
 //   and with m = 2 down (every stripe rebuilt), beside plain replication (r = 2) of the
 //   same file;
@@ -111,7 +111,7 @@ async function tierRows(kind: string, providers: Provider[], base: string, data:
   await s.t.write('warm.bin', warm, { size: warm.byteLength });
   await drain(await s.t.read('warm.bin'));
   row(
-    `${kind}: striped write (encode+hash+spool+upload)`,
+    `${kind}: striped write (encode+hash+upload)`,
     SIZE,
     await cost(() => s.t.write('big.bin', data, { size: SIZE })),
   );
