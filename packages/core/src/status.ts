@@ -138,6 +138,23 @@ export class StatusModel {
     this.update({ recent: [full, ...this.status.recent].slice(0, MAX_RECENT) });
   }
 
+  /**
+   * Several items at once, oldest first, in one status change: a bundle's outcomes (issue #16:
+   * a change per uploaded file copied the recent list twice and the status once, per file).
+   */
+  activities(items: readonly (Omit<ActivityItem, 'atMs'> & { atMs?: number })[]): void {
+    if (items.length === 0) return;
+    const atMs = Date.now();
+    const newest: ActivityItem[] = [];
+    for (const item of items) {
+      const full: ActivityItem = { atMs, ...item };
+      this.history.onActivity?.(full);
+      newest.push(full);
+    }
+    newest.reverse();
+    this.update({ recent: newest.concat(this.status.recent).slice(0, MAX_RECENT) });
+  }
+
   /** `row`: the decision-table row that kept both (docs/sync-decisions.md). */
   conflict(path: string, copyPath: string, row?: string): void {
     this.update({ conflicts: [...this.status.conflicts, { path, copyPath, atMs: Date.now() }] });

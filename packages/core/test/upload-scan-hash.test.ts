@@ -11,7 +11,7 @@
  */
 import * as fsp from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ROWS_PER_QUERY } from '../src/sync/propagate/upload-bundle.ts';
+import { OUTCOMES_PER_TRANSACTION, ROWS_PER_QUERY } from '../src/sync/propagate/upload-bundle.ts';
 import { RACY_MS } from '../src/sync/propagate/upload-read.ts';
 import type { SyncContext } from '../src/sync/context.ts';
 import { FakeCloud, sha256 } from './support/fake-cloud.ts';
@@ -94,6 +94,28 @@ describe('the scan hash in a bundle upload', () => {
     expect(cloud.serverTree().get(`many/f${n - 1}.txt`)).toBe(sha256(`file ${n - 1}`));
     expect(journal.pendingCount()).toBe(0);
     expect([queries, paths, oneByOne]).toEqual([3, n, 0]);
+  });
+
+  it('changes the status once per outcome transaction, not once per uploaded file', async () => {
+    cloud = new FakeCloud();
+    const d = await cloud.addDevice('laptop');
+    await d.engine.waitIdle();
+    const n = 2 * OUTCOMES_PER_TRANSACTION + 5;
+    for (let i = 0; i < n; i++) await d.write(`act/f${i}.txt`, `file ${i}`);
+    let recentChanges = 0;
+    let last = d.engine.status.get().recent;
+    const sub = d.engine.status.onChange((s) => {
+      if (s.recent !== last) recentChanges += 1;
+      last = s.recent;
+    });
+    await d.sync();
+    sub.dispose();
+    expect(d.engine.journal.pendingCount()).toBe(0);
+    const recent = d.engine.status.get().recent;
+    expect(recent.filter((a) => a.kind === 'uploaded')).toHaveLength(n);
+    // Three outcome transactions of a bundle's files, and the folder act/ made before them.
+    expect(recentChanges).toBe(3 + 1);
+    expect(recent.filter((a) => a.kind !== 'uploaded').map((a) => a.path)).toEqual(['act']);
   });
 
   it('hashes again what a scan of this process did not hash (a put queued before a restart)', async () => {

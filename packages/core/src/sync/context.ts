@@ -157,6 +157,11 @@ export class SyncContext {
     this.traceHook?.(event, detail);
   }
 
+  /** Whether trace() goes anywhere (a detail costly to build is built only then). */
+  get tracing(): boolean {
+    return this.traceHook !== undefined;
+  }
+
   /**
    * Decide one observation (decisions.ts) and trace it: what was seen, anything else the
    * caller adds, and the row taken (docs/sync-decisions.md).

@@ -135,27 +135,32 @@ export async function uploadBundles(
     const sharing = sending.length + 1;
     const results = await ctx.client.uploadBundle(encoded);
     ctx.status.bundleSent(compress);
-    ctx.trace(
-      'bundle',
-      current.map((b, i) => ({
-        path: b.entry.path,
-        rev: b.entry.rev,
-        sha: b.entry.sha256,
-        result: results[i]?.result,
-      })),
-    );
+    // Built only when traced: an object per file otherwise made for nothing (issue #16).
+    if (ctx.tracing)
+      ctx.trace(
+        'bundle',
+        current.map((b, i) => ({
+          path: b.entry.path,
+          rev: b.entry.rev,
+          sha: b.entry.sha256,
+          result: results[i]?.result,
+        })),
+      );
     ctx.uploadRate.add(encoded.byteLength, (performance.now() - started) / 1000 / sharing);
     if (current.length > 1) ctx.status.save('requestsSavedByBundling', current.length - 1);
     // Every file's outcome leaves the queue with its effect, in bounded transactions.
     for (let start = 0; start < current.length; start += OUTCOMES_PER_TRANSACTION) {
       if (start > 0) await new Promise<void>((resolve) => setImmediate(resolve));
       const out = new JournalChanges();
+      const uploaded: string[] = [];
       const end = Math.min(current.length, start + OUTCOMES_PER_TRANSACTION);
       for (let i = start; i < end; i++) {
         const b = current[i] as (typeof current)[number];
-        out.add(putOutcome(ctx, b.id, b.entry.path, b.entry.sha256, results[i]?.result));
+        out.add(putOutcome(ctx, b.id, b.entry.path, b.entry.sha256, results[i]?.result, undefined, uploaded));
       }
       ctx.commit(out);
+      // The status changes once for these files, not once per file.
+      ctx.status.activities(uploaded.map((path) => ({ kind: 'uploaded', path })));
     }
     ctx.status.update({ bytesUploaded: ctx.status.get().bytesUploaded + encoded.byteLength });
   };
@@ -264,6 +269,8 @@ export function putOutcome(
   sha: string,
   r: OpResult | undefined,
   signature?: { bytes: Buffer; block: number },
+  /** Given: an applied write's path goes here, for the caller to record as activity with others. */
+  uploaded?: string[],
 ): JournalChanges {
   const out = new JournalChanges().completeOp(opId).clearSent(p);
   // The synced columns of its row (when it has one), not a whole row read and written back.
@@ -280,7 +287,10 @@ export function putOutcome(
     const d = ctx.decide(stated(p, 'refused'), { code: r.error.code });
     if (d.action === 'reconcile') ctx.control.reconcileEverything();
   }
-  if (r?.status === 'applied') ctx.status.activity({ kind: 'uploaded', path: p });
+  if (r?.status === 'applied') {
+    if (uploaded) uploaded.push(p);
+    else ctx.status.activity({ kind: 'uploaded', path: p });
+  }
   if (r?.status === 'conflict')
     noteServerConflict(ctx, { kind: 'put', path: p, hash: sha, size: 0, created: false }, r);
   return out;
