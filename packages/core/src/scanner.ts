@@ -221,6 +221,9 @@ export async function scan(
     names: readonly string[],
   ): Promise<(BigIntStats | undefined)[]> => {
     const out: (BigIntStats | undefined)[] = [];
+    // The folder's path once, normalised, with its separator: `prefix + name` is join's result
+    // for a name from readdir (no separator, never . or ..) without its cost per file.
+    const prefix = nodePath.join(dirAbs, 'x').slice(0, -1);
     while (out.length < names.length) {
       if (gate.onLoop()) {
         if (++sinceTurn >= STAT_SLICE) {
@@ -228,7 +231,7 @@ export async function scan(
           await new Promise<void>((resolve) => setImmediate(resolve));
           stopCheck();
         }
-        const abs = nodePath.join(dirAbs, names[out.length] as string);
+        const abs = prefix + (names[out.length] as string);
         const t = performance.now();
         try {
           out.push(fs.lstatSync(abs, { bigint: true, throwIfNoEntry: false }));
@@ -241,7 +244,7 @@ export async function scan(
       const chunk = names.slice(out.length, out.length + STAT_CHUNK);
       out.push(
         ...(await Promise.all(
-          chunk.map((n) => fsp.lstat(nodePath.join(dirAbs, n), { bigint: true }).catch(() => undefined)),
+          chunk.map((n) => fsp.lstat(prefix + n, { bigint: true }).catch(() => undefined)),
         )),
       );
       stopCheck();
@@ -442,7 +445,8 @@ export async function scan(
     const entered = new Set<string>();
     // A path under this folder fits when its bytes (ASCII names: one a character) do.
     const dirBytes = dirRel === '' ? 0 : Buffer.byteLength(dirRel) + 1;
-    for (const [i, name] of names.entries()) {
+    for (let i = 0; i < names.length; i++) {
+      const name = names[i] as string;
       if (name.startsWith(PARTIAL_PREFIX)) continue;
       let rel: string;
       let remoteName: string;
