@@ -6,8 +6,6 @@
  * placement record stays true. Directory backends.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
 import * as nodePath from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -18,11 +16,11 @@ import {
   decodeFragmentHeader,
   encodeFragmentHeader,
   FRAGMENT_HEADER_BYTES,
-  openRedundantProvider,
   type RedundantProvider,
   scrub,
   shardListSha256,
 } from '../src/redundant/index.ts';
+import { redundantFsRig } from './redundant-fs-rig.ts';
 
 const KiB = 1024;
 const open: RedundantProvider[] = [];
@@ -31,22 +29,7 @@ afterEach(async () => {
 });
 
 async function rig(): Promise<{ tier: RedundantProvider; dir: string; providers: FsProvider[] }> {
-  const dir = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-fragment-versions-'));
-  const providers = await Promise.all(
-    [0, 1, 2, 3, 4].map(async (i) => {
-      const root = nodePath.join(dir, `b${i}`);
-      await fsp.mkdir(root);
-      return FsProvider.open({ root });
-    }),
-  );
-  const tier = openRedundantProvider({
-    backends: providers.map((provider, i) => ({ id: `b${i}`, provider })),
-    dir: nodePath.join(dir, 'tier'),
-    thresholdBytes: 64 * KiB,
-    maxShardBytes: 32 * KiB,
-    hedgeAfterMs: 50,
-    probeIntervalMs: 0,
-  });
+  const { tier, dir, providers } = await redundantFsRig('weft-fragment-versions-');
   open.push(tier);
   return { tier, dir, providers };
 }

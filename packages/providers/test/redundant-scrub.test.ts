@@ -7,22 +7,20 @@
  */
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
 import * as nodePath from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { collect } from '../src/body.ts';
-import { FsProvider } from '../src/adapters/fs.ts';
 import { MemoryProvider } from '../src/adapters/memory.ts';
 import type { Provider } from '../src/provider.ts';
 import {
   blobKey,
-  openRedundantProvider,
   replaceBackend,
   scrub,
   type RedundantProvider,
   type ReplaceProgress,
 } from '../src/redundant/index.ts';
 import { OutageProvider } from '../src/testing/outage.ts';
+import { redundantFsRig } from './redundant-fs-rig.ts';
 
 const KiB = 1024;
 const open: RedundantProvider[] = [];
@@ -31,22 +29,12 @@ afterEach(async () => {
 });
 
 async function fsRig(): Promise<{ tier: RedundantProvider; roots: string[]; outage: OutageProvider[] }> {
-  const dir = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-redundant-scrub-'));
-  const roots = [0, 1, 2, 3, 4].map((i) => nodePath.join(dir, `backend${i}`));
-  for (const r of roots) await fsp.mkdir(r);
-  const outage = await Promise.all(
-    roots.map(async (root) => new OutageProvider(await FsProvider.open({ root }))),
+  const { tier, roots, backends } = await redundantFsRig(
+    'weft-redundant-scrub-',
+    (p) => new OutageProvider(p),
   );
-  const tier = openRedundantProvider({
-    backends: outage.map((provider, i) => ({ id: `b${i}`, provider })),
-    dir: nodePath.join(dir, 'tier'),
-    thresholdBytes: 64 * KiB,
-    maxShardBytes: 32 * KiB,
-    hedgeAfterMs: 50,
-    probeIntervalMs: 0,
-  });
   open.push(tier);
-  return { tier, roots, outage };
+  return { tier, roots, outage: backends };
 }
 
 async function readAll(p: Provider, path: string, offset?: number, length?: number): Promise<Buffer> {
