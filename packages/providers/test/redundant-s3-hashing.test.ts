@@ -7,14 +7,15 @@
  * shard checksums: reads come back whole and the scrub finds and repairs it. Five S3
  * backends (prefixes on the suite's s3proxy, which checks every signature).
  */
-import crypto, { randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
-import { afterAll, describe, expect, inject, it, vi } from 'vitest';
+import { afterAll, describe, expect, inject, it } from 'vitest';
 import { S3Provider } from '../src/adapters/s3.ts';
 import { collect } from '../src/body.ts';
 import { blobKey, openRedundantProvider, type RedundantProvider, scrub } from '../src/redundant/index.ts';
+import { hashedDuring } from './hashed-during.ts';
 
 const s3 = inject('s3');
 const KiB = 1024;
@@ -22,24 +23,6 @@ let tier: RedundantProvider | undefined;
 afterAll(async () => {
   await tier?.close();
 });
-
-/** Bytes given to SHA-256 while `fn` runs. */
-async function hashedDuring(fn: () => Promise<unknown>): Promise<number> {
-  let hashed = 0;
-  const proto = (crypto as unknown as { Hash: { prototype: { update: (d: unknown) => unknown } } }).Hash
-    .prototype;
-  const update = proto.update;
-  vi.spyOn(proto, 'update').mockImplementation(function (this: unknown, d: unknown, ...rest: unknown[]) {
-    hashed += typeof d === 'string' ? d.length : (d as Uint8Array).byteLength;
-    return (update as (...a: unknown[]) => unknown).call(this, d, ...rest);
-  });
-  try {
-    await fn();
-  } finally {
-    vi.restoreAllMocks();
-  }
-  return hashed;
-}
 
 describe('redundant tier over S3: hashing per byte', () => {
   it('a striped write hashes only for the tier; a fragment damaged on S3 is caught and repaired', async () => {
