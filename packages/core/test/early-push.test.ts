@@ -148,6 +148,9 @@ describe('early push', () => {
     await d.sync().catch(() => undefined); // the pass fails offline, the put stays queued
     expect(d.engine.journal.pendingCount()).toBe(1);
     d.offline = false;
+    const ctx = (d.engine as unknown as { ctx: SyncContext }).ctx;
+    const control = { paused: () => false, stopped: () => false, storageFull: () => false };
+    expect(EarlyPush.forScan(ctx, control, true)).toBeUndefined();
     const files = CHUNK_ENTRIES + 200;
     for (let i = 0; i < files; i++) await d.write(`drop/d${i % 4}/f${i}.bin`, noise(8 * 1024, i));
     const seen = watchBundles(d);
