@@ -168,11 +168,11 @@ export async function sweepPartials(root: string): Promise<number> {
     } catch {
       return;
     }
+    // A path made only for a folder or a temp file: not one per file (run at every start).
     for (const e of entries) {
-      const full = nodePath.join(dir, e.name);
-      if (e.isDirectory()) await walk(full);
+      if (e.isDirectory()) await walk(nodePath.join(dir, e.name));
       else if (e.name.startsWith(PARTIAL_PREFIX)) {
-        await fsp.rm(full, { force: true });
+        await fsp.rm(nodePath.join(dir, e.name), { force: true });
         removed += 1;
       }
     }
