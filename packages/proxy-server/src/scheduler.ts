@@ -10,7 +10,6 @@
  * PostgreSQL, `around` (cluster/ordering.ts + cluster/admission.ts) is given each op's FOP
  * and grants the cluster's shared apply slots in FOP order over every instance's queue.
  */
-import { ancestors } from '@weft/providers/paths';
 
 export interface ScheduledOp<T> {
   /** Namespace the paths belong to (operations in different namespaces never relate). */
@@ -181,21 +180,18 @@ export class OpScheduler {
 
   /** Keys an op is indexed under: its paths in `exact`, those and every ancestor in `below`. */
   private register(p: Pending, add: boolean): void {
-    for (const path of p.paths) {
-      this.index(this.exact, OpScheduler.key(p.namespace, path), p, add);
-      for (const dir of [...ancestors(path), path])
-        this.index(this.below, OpScheduler.key(p.namespace, dir), p, add);
-    }
+    for (const path of p.paths) this.index(this.exact, OpScheduler.key(p.namespace, path), p, add);
+    for (const dir of withAncestors(p.paths))
+      this.index(this.below, OpScheduler.key(p.namespace, dir), p, add);
   }
 
   /** Earlier ops related to these paths: at an ancestor, at the path, or inside it. */
   private relatedEarlier(namespace: string, paths: readonly string[]): Set<Pending> {
     const out = new Set<Pending>();
-    for (const path of paths) {
-      for (const dir of ancestors(path))
-        for (const q of this.exact.get(OpScheduler.key(namespace, dir)) ?? []) out.add(q);
+    for (const dir of distinctAncestors(paths))
+      for (const q of this.exact.get(OpScheduler.key(namespace, dir)) ?? []) out.add(q);
+    for (const path of paths)
       for (const q of this.below.get(OpScheduler.key(namespace, path)) ?? []) out.add(q);
-    }
     return out;
   }
 
@@ -290,4 +286,28 @@ export class OpScheduler {
       next.start();
     }
   }
+}
+
+/**
+ * The ancestors of `paths`, each once (a bundle's 1,000 files share a few folders: issue #16,
+ * each file's whole chain was indexed and looked up again, ~8 map operations per file).
+ */
+function distinctAncestors(paths: readonly string[]): Set<string> {
+  const out = new Set<string>();
+  for (const path of paths) {
+    // From the deepest up: a folder already there has its own ancestors there too.
+    for (let i = path.lastIndexOf('/'); i > 0; i = path.lastIndexOf('/', i - 1)) {
+      const dir = path.slice(0, i);
+      if (out.has(dir)) break;
+      out.add(dir);
+    }
+  }
+  return out;
+}
+
+/** `paths` and their ancestors, each once. */
+function withAncestors(paths: readonly string[]): Set<string> {
+  const out = distinctAncestors(paths);
+  for (const path of paths) out.add(path);
+  return out;
 }

@@ -68,7 +68,11 @@ describe('ordered apply with FOP (Eq. 6)', () => {
       fc.asyncProperty(
         fc.array(
           fc.record({
-            path: fc.constantFrom('a', 'a/b', 'a/b/c', 'd', 'd/e', 'f'),
+            // Several paths in one op, as a bundle has (their shared folders indexed once).
+            paths: fc.uniqueArray(fc.constantFrom('a', 'a/b', 'a/b/c', 'a/b/g', 'd', 'd/e', 'd/e/h', 'f'), {
+              minLength: 1,
+              maxLength: 3,
+            }),
             bytes: fc.constantFrom(0, 10, 1e9),
           }),
           { minLength: 1, maxLength: 25 },
@@ -84,7 +88,7 @@ describe('ordered apply with FOP (Eq. 6)', () => {
             gates.push(g);
             return s.submit({
               namespace: 'n',
-              paths: [op.path],
+              paths: op.paths,
               bytes: op.bytes,
               run: async () => {
                 log.push({ i, event: 'start' });
@@ -105,10 +109,12 @@ describe('ordered apply with FOP (Eq. 6)', () => {
             await promises[pick.i];
             await new Promise((r) => setImmediate(r));
           }
-          const related = (x: string, y: string) => x === y || x.startsWith(y + '/') || y.startsWith(x + '/');
+          const near = (x: string, y: string) => x === y || x.startsWith(y + '/') || y.startsWith(x + '/');
+          const related = (x: readonly string[], y: readonly string[]) =>
+            x.some((p) => y.some((q) => near(p, q)));
           for (let i = 0; i < ops.length; i++) {
             for (let j = i + 1; j < ops.length; j++) {
-              if (!related(ops[i]!.path, ops[j]!.path)) continue;
+              if (!related(ops[i]!.paths, ops[j]!.paths)) continue;
               const endI = log.findIndex((l) => l.i === i && l.event === 'end');
               const startJ = log.findIndex((l) => l.i === j && l.event === 'start');
               expect(endI).toBeLessThan(startJ); // stop-and-wait, arrival order
