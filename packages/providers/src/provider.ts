@@ -73,7 +73,10 @@ export interface WriteOptions {
    * redundant tier's fragments: every shard's SHA-256 is in its placement store). Without
    * `sha256`, the provider may then skip hashing the body for its own sake: the returned
    * entry may carry no hash, and S3 sends the payload unsigned (issue #17). With `sha256`,
-   * or where a provider has nothing to skip, it changes nothing.
+   * or where a provider has nothing to skip, it changes nothing. Such a caller also hands
+   * over the body's chunks: it does not reuse a chunk's memory once it has yielded it, so
+   * a provider may keep a chunk after asking for the next (S3 streams the body to its
+   * socket, which may still hold earlier chunks, without copying them).
    */
   readonly callerVerifies?: boolean;
   /** Modification time to record, where features.setModTime. */

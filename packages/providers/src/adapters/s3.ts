@@ -314,13 +314,8 @@ export class S3Provider implements Provider {
     // the body here, and the payload goes unsigned — each byte hashed once less per request
     // and once less for the object (issue #17; docs/providers/s3.md).
     const verified = options.callerVerifies && options.sha256 === undefined;
-    if (
-      verified &&
-      options.size !== undefined &&
-      options.size > this.partSize &&
-      options.size <= MAX_STREAMED_PUT
-    ) {
-      // Large and checked by the caller: one streamed PutObject, no parts (issue #17).
+    if (verified && options.size !== undefined && options.size > 0 && options.size <= MAX_STREAMED_PUT) {
+      // Checked by the caller, size declared: one streamed PutObject, no copies (issue #17).
       return streamedPut(this.calls, key, p, body, options.size, options, {
         IfNoneMatch: options.ifNotExists ? '*' : undefined,
         IfMatch: options.ifRevision,

@@ -24,7 +24,9 @@ import { classifyS3 } from './errors.ts';
 export const MIN_PART = 5 * 1024 * 1024;
 /**
  * Largest write sent as one streamed PutObject (S3 takes up to 5 GiB in one PUT; some
- * S3-compatible stores a little less): above it, a multipart upload.
+ * S3-compatible stores a little less): above it, a multipart upload. Below it, a write the
+ * caller verifies, of declared size, is streamed whatever its size (a small one would
+ * otherwise be copied into a part buffer first).
  */
 export const MAX_STREAMED_PUT = 4 * 1024 * 1024 * 1024;
 const MAX_PARTS = 10_000;
@@ -210,11 +212,13 @@ export async function multipartUpload(
  * A write whose caller verifies it (WriteOptions.callerVerifies, no sha256) and declares its
  * size: one PutObject whose body is the caller's stream, sent as it is produced — no part
  * buffers and no copy into them, and one request instead of one per part (issue #17: the
- * redundant tier's fragments). The payload goes unsigned (nothing hashes it here). The body
- * is counted against the declared size; the chunk that completes it is held back until the
- * body has ended (copied: the producer may reuse it once asked for the next), so a body that
- * is too long or too short fails the request before S3 has a whole object: nothing is stored
- * (InvalidArgumentError). Not retried here (the body is a stream; maxAttempts is 1 anyway).
+ * redundant tier's fragments). The payload goes unsigned (nothing hashes it here). Such a
+ * caller hands its chunks over (WriteOptions.callerVerifies), so they go to the socket as
+ * they are, which may hold them after the next is asked for. The body is counted against
+ * the declared size; the chunk that completes it is held back until the body has ended, so
+ * a body that is too long or too short fails the request before S3 has a whole object:
+ * nothing is stored (InvalidArgumentError). Not retried here (the body is a stream;
+ * maxAttempts is 1 anyway).
  */
 export async function streamedPut(
   s3: S3Calls,
@@ -240,7 +244,7 @@ export async function streamedPut(
         yield r.value;
         continue;
       }
-      const last = Buffer.from(r.value);
+      const last = r.value;
       for (;;) {
         const more = await it.next();
         if (more.done) break;
