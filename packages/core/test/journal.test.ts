@@ -68,6 +68,19 @@ describe('journal: transfers, delta history, activity', () => {
     j.upsertFile({ ...row, syncedRev: 'rev-7', syncedHash: 'h' });
     expect(j.syncedRevOf('a.txt')).toBe('rev-7');
     expect(j.syncedRevOf('a.txt')).toBe(j.getFile('a.txt')?.syncedRev);
+    // A page of echoes in one statement answers as syncedEchoHash does for each (issue #16).
+    j.upsertFile({ ...row, path: 'edited.txt', syncedRev: 'rev-1', syncedHash: 'old' });
+    j.upsertFile({ ...row, path: 'dir', kind: 'dir', syncedRev: 'rev-2', hash: null });
+    const page = [
+      { path: 'a.txt', revision: 'rev-7' },
+      { path: 'edited.txt', revision: 'rev-1' },
+      { path: 'dir', revision: 'rev-2' },
+      { path: 'none.txt', revision: 'rev-3' },
+    ];
+    const together = j.syncedEchoHashes([...page, { path: 'b.txt', revision: 'rev-9' }]);
+    for (const e of page) expect(together.get(e.path)).toBe(j.syncedEchoHash(e.path, e.revision));
+    expect([...together]).toEqual([['a.txt', 'h']]);
+    expect(j.syncedEchoHashes([{ path: 'a.txt', revision: 'rev-6' }]).size).toBe(0);
     j.close();
   });
 

@@ -207,6 +207,24 @@ export class Journal {
     return r?.synced_hash;
   }
 
+  /**
+   * syncedEchoHash for many entries in one statement (a page of the change feed: issue #16):
+   * each path whose row is a file synced at the entry's revision with its synced content
+   * maps to its synced hash (null if none); the others are absent. Each path once.
+   */
+  syncedEchoHashes(entries: readonly { path: string; revision: string }[]): Map<string, string | null> {
+    const out = new Map<string, string | null>();
+    if (entries.length === 0) return out;
+    const revs = new Map(entries.map((e) => [e.path, e.revision]));
+    const rows = this.sql(
+      "SELECT path, synced_rev, synced_hash FROM files WHERE path IN (SELECT value FROM json_each(?)) AND kind = 'file' AND hash IS synced_hash",
+    )
+      .raw(true)
+      .all(JSON.stringify([...revs.keys()])) as [string, string | null, string | null][];
+    for (const [path, rev, hash] of rows) if (rev !== null && revs.get(path) === rev) out.set(path, hash);
+    return out;
+  }
+
   /** The index holds no row at all (a first scan). */
   isEmpty(): boolean {
     return this.sql('SELECT 1 FROM files LIMIT 1').get() === undefined;

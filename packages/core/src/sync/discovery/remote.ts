@@ -130,6 +130,13 @@ export async function applyRemoteFiles(
 ): Promise<void> {
   const decided: { entry: EntryInfo; row: FileRow | undefined; local: string | undefined; d: DecisionRow }[] =
     [];
+  // The echoes of our own uploads looked up together, one statement a page (issue #16), for
+  // the paths the page names once: nothing this loop records can touch another entry's row.
+  const named = new Map<string, number>();
+  for (const e of entries) named.set(e.path, (named.get(e.path) ?? 0) + 1);
+  const echoes = ctx.journal.syncedEchoHashes(
+    entries.filter((e) => e.kind === 'file' && named.get(e.path) === 1),
+  );
   let sinceTurn = 0;
   for (const entry of entries) {
     // A turn of the event loop now and then: a page of 1,000 echoes of our own uploads
@@ -142,7 +149,12 @@ export async function applyRemoteFiles(
     // its content the synced one): the echo's observation (as observeFile makes it) from one
     // indexed look-up, not a whole row per file (a 100,000-file drop echoes every file; issue
     // #16), and nothing more when its row (D16) says so.
-    const echoed = entry.kind === 'file' ? ctx.journal.syncedEchoHash(entry.path, entry.revision) : undefined;
+    const echoed =
+      entry.kind !== 'file'
+        ? undefined
+        : named.get(entry.path) === 1
+          ? echoes.get(entry.path)
+          : ctx.journal.syncedEchoHash(entry.path, entry.revision);
     if (echoed !== undefined) {
       const base = echoed ?? undefined;
       const kind = { ...(base === undefined ? {} : { base: 'file' as const }), remote: 'file' as const };
