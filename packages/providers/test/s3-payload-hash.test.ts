@@ -9,28 +9,11 @@ import { Readable } from 'node:stream';
 import { afterEach, describe, expect, inject, it, vi } from 'vitest';
 import { S3Provider } from '../src/adapters/s3.ts';
 import { collect } from '../src/body.ts';
+import { hashedDuring } from './hashed-during.ts';
 
 const s3 = inject('s3');
 
 afterEach(() => vi.restoreAllMocks());
-
-/** Bytes given to SHA-256 while `fn` runs. */
-async function hashedDuring(fn: () => Promise<unknown>): Promise<number> {
-  let hashed = 0;
-  const proto = (crypto as unknown as { Hash: { prototype: { update: (d: unknown) => unknown } } }).Hash
-    .prototype;
-  const update = proto.update;
-  vi.spyOn(proto, 'update').mockImplementation(function (this: unknown, d: unknown, ...rest: unknown[]) {
-    hashed += typeof d === 'string' ? d.length : (d as Uint8Array).byteLength;
-    return (update as (...a: unknown[]) => unknown).call(this, d, ...rest);
-  });
-  try {
-    await fn();
-  } finally {
-    vi.restoreAllMocks();
-  }
-  return hashed;
-}
 
 /** Names of the SDK commands `p` sends from now on, "(streamed)" when the body is a stream. */
 function recordCommands(p: S3Provider): string[] {
