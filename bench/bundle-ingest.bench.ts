@@ -83,7 +83,9 @@ try {
   // The packer left to itself (target size, idle flush, 5 s maximum age) until every small
   // file is in a pack: the tail after the last bundle. FLUSH=1 flushes at once instead.
   if (process.env.FLUSH === '1') await server.packer?.flush();
-  else while (((await server.packer?.pendingCount()) ?? 0) > 0) await new Promise((r) => setTimeout(r, 20));
+  // (Polled every 100 ms: each count reads the index, ~6 ms of this process's CPU at 10,000 files,
+  // which every 20 ms added ~0.5 CPU-s to the figure below.)
+  else while (((await server.packer?.pendingCount()) ?? 0) > 0) await new Promise((r) => setTimeout(r, 100));
   const t2 = performance.now();
   const cpu2 = process.cpuUsage(cpu0);
   const s = (c: NodeJS.CpuUsage): string => ((c.user + c.system) / 1e6).toFixed(2);
