@@ -45,7 +45,7 @@ describe('fs tier: a file part-written in place', () => {
       const writing = p.writeMany(items, { concurrency: 8 }).finally(() => (done = true));
       while (!done) {
         let partial: string | undefined;
-        for (const until = Date.now() + 5; partial === undefined && Date.now() < until;)
+        for (const until = Date.now() + 10; partial === undefined && Date.now() < until;)
           for (const it of items) {
             const st = fs.statSync(nodePath.join(root, it.path), { throwIfNoEntry: false });
             if (st && (st.size < SIZE || st.mtimeMs !== MTIME)) partial = it.path;
