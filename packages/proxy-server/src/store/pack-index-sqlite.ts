@@ -32,7 +32,18 @@ const PENDING = `SELECT user_id AS userId, path, sha256, size, fs_revision AS fs
   WHERE tier = 'small' AND sha256 IS NOT NULL
     AND NOT EXISTS (SELECT 1 FROM pack_entries p WHERE p.sha256 = e.sha256)`;
 
+/**
+ * Small files looked at per step of a full listing (`pending`): only the index (content hash,
+ * namespace, path) and whether the content is packed; the whole row of an unpacked one. A
+ * turn of the event loop between steps: at 1,000,000 packed files one statement over them all
+ * held the proxy for ~6 CPU-seconds — it stopped answering its agents (issue #16).
+ */
+export const PENDING_STEP = 2_000;
+
 export class SqlitePackIndex implements PackIndex {
+  /** Index rows examined by `pending` (tests). */
+  examined = 0;
+
   private readonly claims = new LocalClaims();
 
   constructor(private readonly db: Database.Database) {}
@@ -44,7 +55,32 @@ export class SqlitePackIndex implements PackIndex {
   }
 
   async pending(limit: number): Promise<PendingContent[]> {
-    return this.db.prepare(`${PENDING} LIMIT ?`).all(limit) as PendingContent[];
+    // In content-hash order (entries_small_sha256, which holds the key (user_id, path) too),
+    // a step at a time from where the last one ended.
+    const step = this.db.prepare(
+      `SELECT sha256, user_id, path, EXISTS (SELECT 1 FROM pack_entries p WHERE p.sha256 = e.sha256)
+         FROM entries e INDEXED BY entries_small_sha256
+        WHERE tier = 'small' AND sha256 IS NOT NULL AND (sha256, user_id, path) > (?, ?, ?)
+        ORDER BY sha256, user_id, path LIMIT ?`,
+    );
+    step.raw(true);
+    const whole = this.db.prepare(`${PENDING} AND user_id = ? AND path = ?`);
+    const out: PendingContent[] = [];
+    let after: [string, string, string] = ['', '', ''];
+    for (;;) {
+      const rows = step.all(...after, PENDING_STEP) as [string, string, string, number][];
+      this.examined += rows.length;
+      for (const [, userId, path, packed] of rows) {
+        if (packed) continue;
+        const row = whole.get(userId, path) as PendingContent | undefined;
+        if (row) out.push(row);
+        if (out.length >= limit) return out;
+      }
+      const last = rows.at(-1);
+      if (last === undefined || rows.length < PENDING_STEP) return out;
+      after = [last[0], last[1], last[2]];
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
   }
 
   async pendingAt(paths: readonly { userId: string; path: string }[]): Promise<PendingContent[]> {
