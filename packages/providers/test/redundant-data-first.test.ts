@@ -27,11 +27,14 @@ afterEach(async () => {
 
 class ReadCounting extends ForwardingProvider {
   reads = 0;
+  /** Each range read waits this long first (a slow link). */
+  delayMs = 0;
   protected call<T>(_info: CallInfo, fn: () => Promise<T>): Promise<T> {
     return fn();
   }
   protected override async openRead(path: string, o: ReadOptions): Promise<AsyncIterable<Uint8Array>> {
     this.reads += 1;
+    if (this.delayMs > 0) await new Promise((r) => setTimeout(r, this.delayMs));
     return this.inner.read(path, o);
   }
 }
@@ -77,7 +80,7 @@ async function setup() {
       decodes: decode.mock.calls.length,
     };
   };
-  return { tier, data, outage, at, measure, readAll };
+  return { tier, data, outage, counting, at, measure, readAll };
 }
 
 describe('striped reads, data first', () => {
@@ -101,6 +104,15 @@ describe('striped reads, data first', () => {
   it('a slow data fragment brings the parity fragments in (the fastest k)', async () => {
     const { measure, readAll, at } = await setup();
     measure(at(2), 20);
+    const r = await readAll();
+    expect(r.parityReads).toBeGreaterThan(0);
+    expect(r.decodes).toBeGreaterThan(0);
+  });
+
+  it('a data fragment found slow during the read (estimates alike) brings the parity fragments in', async () => {
+    const { measure, readAll, at, counting } = await setup();
+    measure(); // what the tier believes: all alike, so the read starts data first
+    counting[at(1)]!.delayMs = 100; // what the link does
     const r = await readAll();
     expect(r.parityReads).toBeGreaterThan(0);
     expect(r.decodes).toBeGreaterThan(0);

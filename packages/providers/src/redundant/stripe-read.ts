@@ -65,14 +65,30 @@ export interface StripeReadHooks {
 /**
  * Range requests each fragment source keeps in flight, and the consecutive shards one asks
  * for at most: enough to hide a source's per-request time (36 ms a GET from s3proxy on the
- * loaded bench machine; one 1 MiB GET at a time moved half of what the link carried).
+ * loaded bench machine; one 1 MiB GET at a time moved half of what the link carried), and
+ * few requests per byte: the AWS SDK costs about 1 ms of CPU a request beside ≈ 1.5 ms per
+ * MiB of body (four-shard runs read 15 % more per CPU-second than two-shard runs over S3,
+ * eight no more than four; issue #17).
  */
 export const READ_DEPTH = 2;
-export const READ_RUN = 2;
+export const READ_RUN = 4;
 /** Data bytes the stripes ahead of the one being decoded may hold at most (≥ 3 stripes). */
 export const READ_WINDOW_BYTES = 32 * 1024 * 1024;
 /** A laggard sits out this many windows of stripes, then takes part again. */
 const BENCH_WINDOWS = 4;
+/**
+ * A data-first read (`active` = k) compares its data fragments' rates once each has sent
+ * this many shards: when the slowest takes over SLOW_DATA times as long a shard as the
+ * fastest (and SLOW_DATA_MS more), every fragment
+ * takes part from then on (the estimates it started from were wrong: e.g. learnt from
+ * unshaped uploads; a parity fragment's rate is not learnt while only data is read). Above
+ * planner.ts's SLOW_FACTOR (against the k-th fastest): rates measured while requests
+ * overlap are noisier than the estimates.
+ */
+const SLOW_DATA_AFTER = 8;
+const SLOW_DATA = 1.5;
+/** …and at least this much slower per shard (ms): sub-millisecond timings are noise. */
+const SLOW_DATA_MS = 5;
 
 export class ShardMismatchError extends Error {
   override name = 'ShardMismatchError';
@@ -96,6 +112,9 @@ interface Source {
   readonly inflight: Set<Claim>;
   /** When its last shard arrived (its next sample starts there when requests overlap). */
   lastDone: number;
+  /** Shards it has sent in this read, and the time they took (its samples summed). */
+  shards: number;
+  busyMs: number;
 }
 /** One range request: shards of consecutive stripes of one fragment. */
 interface Claim {
@@ -145,10 +164,17 @@ export async function* readStripes(
       Math.floor(READ_WINDOW_BYTES / (k * shardBytes)),
     ),
   );
-  const all: Source[] = sources.map((src) => ({ src, inflight: new Set(), lastDone: 0 }));
+  const all: Source[] = sources.map((src) => ({
+    src,
+    inflight: new Set(),
+    lastDone: 0,
+    shards: 0,
+    busyMs: 0,
+  }));
   const first = Math.max(k, Math.min(k + m, options.active ?? k + m));
   const active = all.slice(0, first);
   const spares = all.slice(first);
+  let dataFirst = first === k && spares.length > 0 && active.every((w) => w.src.index < k);
   /** Laggards: out until the read reaches stripe `until` (a slow start, not a dead source). */
   const benched: { w: Source; until: number }[] = [];
   const stripes = new Map<number, Stripe>();
@@ -202,8 +228,11 @@ export async function* readStripes(
           if (!hash.digest().equals(obj.shardSha.subarray(sum, sum + 32)))
             throw new ShardMismatchError(`${src.key}: shard of stripe ${s} does not match its checksum`);
           const now = performance.now();
-          hooks.onSample?.(src, shardBytes, now - Math.max(started, c.w.lastDone));
+          const ms = now - Math.max(started, c.w.lastDone);
+          hooks.onSample?.(src, shardBytes, ms);
           c.w.lastDone = now;
+          c.w.shards += 1;
+          c.w.busyMs += ms;
           c.pending.delete(s);
           const st = stripes.get(s);
           st?.claims.delete(c);
@@ -292,6 +321,15 @@ export async function* readStripes(
           benched.splice(benched.indexOf(b), 1);
           if (active.length < k + m) active.push(b.w);
           else spares.push(b.w);
+        }
+        if (dataFirst && active.every((w) => w.shards >= SLOW_DATA_AFTER)) {
+          const perShard = active.map((w) => w.busyMs / w.shards);
+          const slowest = Math.max(...perShard);
+          const fastest = Math.min(...perShard);
+          if (slowest > SLOW_DATA * fastest && slowest - fastest >= SLOW_DATA_MS) {
+            dataFirst = false;
+            active.push(...spares.splice(0));
+          }
         }
         stripes.delete(head);
         yield Array.from({ length: k + m }, (_, i) => st.got.get(i) ?? null);
