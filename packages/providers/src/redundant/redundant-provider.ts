@@ -474,6 +474,8 @@ export class RedundantProvider implements Provider {
     size: number,
     options: WriteOptions,
   ) {
+    // Placed first: a placement that fails leaves no writer waiting on the caller's signal.
+    const targets = this.placementFor(size);
     const rs = await this.codec(this.k, this.m);
     const writer = new StripeWriter(
       rs,
@@ -481,7 +483,6 @@ export class RedundantProvider implements Provider {
       size,
       options.signal,
     );
-    const targets = this.placementFor(size);
     const key = (slot: number) => blobKey({ id, layout: 'striped' }, slot);
     const uploads = targets.map((backend, slot) =>
       this.putBlob(
