@@ -9,8 +9,10 @@ import Database from 'better-sqlite3';
 import { migrate } from '@weft/providers/sqlite-migrations';
 import type { Op } from '../ops.ts';
 import { privateDatabaseFile } from '../private-file.ts';
+import { ACTIVITY_KEPT, ActivityLog, type ActivityRecord } from './activity.ts';
 import { OpQueueStore, type QueuedOp } from './op-queue.ts';
 
+export type { ActivityRecord } from './activity.ts';
 export type { QueuedOp } from './op-queue.ts';
 
 export interface FileRow {
@@ -50,15 +52,6 @@ interface FileRecord {
   synced_hash: string | null;
   signature: Buffer | null;
   signature_block: number | bigint | null;
-}
-
-/** One activity item as the journal keeps it (status.ts ActivityItem). */
-export interface ActivityRecord {
-  readonly atMs: number;
-  readonly kind: string;
-  readonly path: string;
-  readonly detail?: string | undefined;
-  readonly row?: string | undefined;
 }
 
 /** Stats younger than this are not trusted to show a change (coarsest common granularity). */
@@ -112,6 +105,7 @@ export class Journal {
     this.db.defaultSafeIntegers(true);
     this.migrate();
     this.ops = new OpQueueStore(this.db, (text) => this.sql(text));
+    this.activity = new ActivityLog(this.db, (text) => this.sql(text));
   }
 
   private migrate(): void {
@@ -382,6 +376,8 @@ export class Journal {
 
   /** The operation queue and its ops table, written once per transaction. */
   private readonly ops: OpQueueStore;
+  /** Recent activity, written once per turn (activity.ts). */
+  private readonly activity: ActivityLog;
 
   /** Times the queue's changes were written to the ops table (tests: once per transaction). */
   get queueWrites(): number {
@@ -544,64 +540,23 @@ export class Journal {
     ).run(path, JSON.stringify(probs), n);
   }
 
-  // ---------------------------------------------------------------- activity
+  // ---------------------------------------------------------------- activity (activity.ts)
 
   /** Recent activity kept: the status shows these, and they survive a restart. */
-  static readonly ACTIVITY_KEPT = 200;
+  static readonly ACTIVITY_KEPT = ACTIVITY_KEPT;
 
-  /** Activity recorded but not written yet (written together: see addActivity). */
-  private activityBuffer: ActivityRecord[] = [];
-  private activityFlush: NodeJS.Immediate | undefined;
-
-  /**
-   * Record one activity item (the oldest beyond ACTIVITY_KEPT are dropped). Items are written
-   * together, in one transaction, on the next turn of the event loop (or before the activity
-   * is read and before the journal closes): one autocommitted INSERT per uploaded file was
-   * 5 s of a 100,000-file drop's main thread (issue #16). Activity is the UI's history — a
-   * crash may lose the last turn's items, never a file or an operation.
-   */
+  /** Record one activity item, written with the others of this turn (activity.ts). */
   addActivity(item: ActivityRecord): void {
-    this.activityBuffer.push(item);
-    this.activityFlush ??= setImmediate(() => this.flushActivity());
+    this.activity.add(item);
   }
 
   /** Write the recorded activity now (one transaction); how many transactions ran (0 or 1). */
   flushActivity(): number {
-    if (this.activityFlush !== undefined) clearImmediate(this.activityFlush);
-    this.activityFlush = undefined;
-    // Only the last ACTIVITY_KEPT can survive the trim: the older ones are not written at all.
-    const items = this.activityBuffer.slice(-Journal.ACTIVITY_KEPT);
-    this.activityBuffer = [];
-    if (items.length === 0 || !this.db.open) return 0;
-    const ins = this.sql('INSERT INTO activity(at_ms, kind, path, detail, row_id) VALUES (?, ?, ?, ?, ?)');
-    this.db.transaction(() => {
-      for (const item of items)
-        ins.run(item.atMs, item.kind, item.path, item.detail ?? null, item.row ?? null);
-      this.sql('DELETE FROM activity WHERE id <= (SELECT MAX(id) FROM activity) - ?').run(
-        Journal.ACTIVITY_KEPT,
-      );
-    })();
-    return 1;
+    return this.activity.flush();
   }
 
   /** The last ACTIVITY_KEPT items, newest first. */
   recentActivity(): { atMs: number; kind: string; path: string; detail?: string; row?: string }[] {
-    this.flushActivity();
-    const rows = this.sql(
-      'SELECT at_ms, kind, path, detail, row_id FROM activity ORDER BY id DESC LIMIT ?',
-    ).all(Journal.ACTIVITY_KEPT) as {
-      at_ms: bigint;
-      kind: string;
-      path: string;
-      detail: string | null;
-      row_id: string | null;
-    }[];
-    return rows.map((r) => ({
-      atMs: Number(r.at_ms),
-      kind: r.kind,
-      path: r.path,
-      ...(r.detail === null ? {} : { detail: r.detail }),
-      ...(r.row_id === null ? {} : { row: r.row_id }),
-    }));
+    return this.activity.recent();
   }
 }
