@@ -49,6 +49,15 @@ describe('weft_bytes_total: bytes from clients', () => {
     expect((await metric(server, 'weft_bytes_total', CLIENT_IN)) - before).toBe(frame!.byteLength);
   });
 
+  it('countsABundlesSmallFilesIntoTheFsTierOnce', async () => {
+    // The bundle's small files, counted once per bundle (their sum), not per file.
+    const before = await metric(server, 'weft_bytes_total', 'tier="fs",direction="in"');
+    const files = { 'b/one.txt': 'one', 'b/two.txt': 'second file', 'b/c/three.txt': 'x'.repeat(500) };
+    for (const r of await c.putSmall(files)) expect(r.result.status).toBe('applied');
+    const sent = Object.values(files).reduce((n, f) => n + Buffer.byteLength(f), 0);
+    expect((await metric(server, 'weft_bytes_total', 'tier="fs",direction="in"')) - before).toBe(sent);
+  });
+
   it('countsBlocksSentOverTheStreamOnce', async () => {
     const data = pseudoRandom(300_000, 2);
     const t = await open(data, 'stream.bin');

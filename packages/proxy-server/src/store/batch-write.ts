@@ -270,13 +270,14 @@ async function writeBatch(
       })),
       { concurrency: WRITE_CONCURRENCY },
     );
+    let fsBytesIn = 0; // counted once per bundle, not per file (a labelled counter each)
     for (const [k, j] of writable.entries()) {
       const e = written[k]!;
       if (e instanceof Error) {
         fail(j.i, e);
         continue;
       }
-      store.metrics.bytes.inc({ tier: 'fs', direction: 'in' }, j.item.bytes.byteLength);
+      fsBytesIn += j.item.bytes.byteLength;
       if (j.before?.tier === 'large')
         await store.fs.remove(store.nsPath(w.userId, j.path) + LINK_EXTENSION).catch(ignoreNotFound);
       recorded.push({ job: j, change: changes.length });
@@ -295,6 +296,7 @@ async function writeBatch(
         },
       });
     }
+    if (fsBytesIn > 0) store.metrics.bytes.inc({ tier: 'fs', direction: 'in' }, fsBytesIn);
     // One transaction for the whole batch.
     records = await store.record(w.userId, changes, w);
   } finally {
