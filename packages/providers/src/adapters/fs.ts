@@ -53,7 +53,7 @@ import { type BatchTarget, type WriteManyItem, writeMany } from './fs/write-many
 import { WriteAhead, writeAheadDir } from './fs/write-ahead.ts';
 
 export type { WriteManyItem } from './fs/write-many.ts';
-import { classify, fsyncDir, isAbort, probeCaseSensitive, revisionOf } from './fs/util.ts';
+import { classify, fsFeatures, fsyncDir, isAbort, probeCaseSensitive, revisionOf } from './fs/util.ts';
 
 /** Reserved top-level name holding the journal and temp files; never listed, never writable. */
 export const FS_STATE_DIR = '.weft-fs';
@@ -135,25 +135,7 @@ export class FsProvider implements Provider {
     }
     const caseSensitive = await probeCaseSensitive(state);
     this.portable = this.options.portable ?? !caseSensitive;
-    this.features = {
-      move: 'files-and-folders',
-      copy: 'files-and-folders',
-      changeFeed: this.options.changeFeed !== false,
-      conditionalWrite: true,
-      rangeRead: true,
-      caseSensitive,
-      setModTime: true,
-      maxSingleUploadBytes: Number.MAX_SAFE_INTEGER,
-      hashAlgorithm: 'sha256',
-      hashInListing: false,
-      folders: 'real',
-      notes: {
-        conditionalWrite:
-          'must-not-exist writes are atomic across processes (link(2)); revision checks are atomic within one process, which owns the directory',
-        changeFeed: 'journal of changes made through this provider; edits by other programs need a listing',
-        hashInListing: 'SHA-256 needs the content; stat computes it (cached by revision)',
-      },
-    };
+    this.features = fsFeatures(caseSensitive, this.options.changeFeed !== false);
     const journal = nodePath.join(state, 'changes.jsonl');
     if (this.options.changeFeed === false) {
       // A journal from when the feed was on is stale from now on: gone, not left to mislead.

@@ -1,6 +1,7 @@
 /**
  * Small pieces of the filesystem tier: revisions from stat, the case-sensitivity probe,
- * bounded concurrency, directory fsync, and Node's error codes in the contract's terms.
+ * bounded concurrency, directory fsync, Node's error codes in the contract's terms, and the
+ * tier's features.
  */
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
@@ -13,6 +14,7 @@ import {
   QuotaExceededError,
   TransientError,
 } from '../../errors.ts';
+import type { Features } from '../../features.ts';
 
 export function revisionOf(st: import('node:fs').BigIntStats): string {
   return `${st.ino.toString(36)}.${st.ctimeNs.toString(36)}.${st.mtimeNs.toString(36)}.${st.size.toString(36)}`;
@@ -95,4 +97,27 @@ export function classify(e: unknown, name: string, p: string): Error {
     default:
       return new TransientError(msg, undefined, { cause: e });
   }
+}
+
+/** What the filesystem tier offers (`caseSensitive` probed at open; `changeFeed` unless turned off). */
+export function fsFeatures(caseSensitive: boolean, changeFeed: boolean): Features {
+  return {
+    move: 'files-and-folders',
+    copy: 'files-and-folders',
+    changeFeed,
+    conditionalWrite: true,
+    rangeRead: true,
+    caseSensitive,
+    setModTime: true,
+    maxSingleUploadBytes: Number.MAX_SAFE_INTEGER,
+    hashAlgorithm: 'sha256',
+    hashInListing: false,
+    folders: 'real',
+    notes: {
+      conditionalWrite:
+        'must-not-exist writes are atomic across processes (link(2)); revision checks are atomic within one process, which owns the directory',
+      changeFeed: 'journal of changes made through this provider; edits by other programs need a listing',
+      hashInListing: 'SHA-256 needs the content; stat computes it (cached by revision)',
+    },
+  };
 }
