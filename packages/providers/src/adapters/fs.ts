@@ -3,7 +3,10 @@
  *
  * Writes are atomic: data goes to a temp file under the state folder (same filesystem),
  * is fsynced, then renamed (or hard-linked, for must-not-exist writes) into place; the
- * parent folder is fsynced. A failed or aborted write removes its temp file.
+ * parent folder is fsynced. A failed or aborted write removes its temp file. With the
+ * write-ahead log (`batchLog`) a batch writes a new file in place instead (fs/write-many.ts);
+ * until it is whole, this provider's listings, stats and reads of it wait for it
+ * (`writingInPlace`), so through the provider it still appears whole or not at all.
  *
  * Revisions are derived from (inode, ctime, mtime, size): every write makes a new inode
  * and ctime, so a revision never repeats for different content in practice.
@@ -15,7 +18,8 @@
  * Also here: fs/journal.ts (that journal and its cursors), fs/write-many.ts (the batch
  * write), fs/batch-log.ts (the batch write's write-ahead log: one sync per batch),
  * fs/write-ahead.ts (that log wired into this provider: open and replay, checkpoint before
- * another mutation), fs/util.ts (revisions, the case probe, Node errors in the contract's terms).
+ * another mutation), fs/util.ts (revisions, the case probe, Node errors in the contract's
+ * terms, the features).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { constants as fsc, createReadStream } from 'node:fs';
