@@ -53,7 +53,7 @@ async function setup() {
     probeIntervalMs: 0,
   });
   open.push(tier);
-  const data = randomBytes(3 * 16 * KiB * 20 + 77); // 21 stripes
+  const data = randomBytes(3 * 16 * KiB * 59 + 77); // 60 stripes
   await tier.write('big.bin', data);
   const locs = await tier.store.locations((await tier.store.objectOf('big.bin'))!);
   const at = (slot: number): number => Number(locs.find((l) => l.slot === slot)!.backend.slice(1));

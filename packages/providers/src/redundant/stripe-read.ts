@@ -85,7 +85,7 @@ const BENCH_WINDOWS = 4;
  * planner.ts's SLOW_FACTOR (against the k-th fastest): rates measured while requests
  * overlap are noisier than the estimates.
  */
-const SLOW_DATA_AFTER = 8;
+const SLOW_DATA_AFTER = 16;
 const SLOW_DATA = 1.5;
 /** …and at least this much slower per shard (ms): sub-millisecond timings are noise. */
 const SLOW_DATA_MS = 5;
