@@ -69,6 +69,35 @@ describe('the scan hash in a bundle upload', () => {
     expect(ctx.scanHashes.hashed).toBe(1);
   });
 
+  it('trusts no scan hash once a bundle holding such files failed', async () => {
+    cloud = new FakeCloud();
+    const d = await cloud.addDevice('laptop');
+    await d.engine.waitIdle();
+    const ctx = (d.engine as unknown as { ctx: SyncContext }).ctx;
+    const mtime = Math.floor(Date.now() / 1000) - 60;
+    for (let i = 0; i < 5; i++) {
+      await d.write(`f${i}.txt`, `file ${i}`);
+      await fsp.utimes(d.abs(`f${i}.txt`), mtime, mtime);
+    }
+    await new Promise((resolve) => setTimeout(resolve, RACY_MS + 200));
+    d.offline = true;
+    await d.sync().catch(() => undefined);
+    d.offline = false;
+    // The server refuses the first bundle (as it does one whose SHA-256 check fails).
+    const upload = ctx.client.uploadBundle.bind(ctx.client);
+    let refused = 0;
+    ctx.client.uploadBundle = async (body) => {
+      if (refused++ === 0) throw new Error('bundle refused');
+      return upload(body);
+    };
+    await d.sync().catch(() => undefined); // the engine may retry within the pass
+    if (d.engine.journal.pendingCount() > 0) await d.sync();
+    expect(refused).toBeGreaterThanOrEqual(2);
+    expect(d.engine.journal.pendingCount()).toBe(0);
+    for (let i = 0; i < 5; i++) expect(cloud.serverTree().get(`f${i}.txt`)).toBe(sha256(`file ${i}`));
+    expect([ctx.scanHashes.trusted, ctx.scanHashes.hashed]).toEqual([5, 5]); // hashed on the retry
+  });
+
   it('reads the index rows of a bundle upload ROWS_PER_QUERY files at a time', async () => {
     cloud = new FakeCloud();
     const d = await cloud.addDevice('laptop');

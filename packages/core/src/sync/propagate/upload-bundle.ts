@@ -63,7 +63,8 @@ export async function uploadBundles(
   slabs = new ReadSlabs(),
 ): Promise<{ id: number; op: Op }[]> {
   const grown: { id: number; op: Op }[] = [];
-  let batch: { id: number; entry: BundleEntry }[] = [];
+  /** `trusted`: sent under its scan's hash (upload-read.ts). */
+  let batch: { id: number; entry: BundleEntry; trusted: boolean }[] = [];
   let inBatch = new Set<string>();
   let bytes = BUNDLE_OVERHEAD;
   /** The bundles on their way, oldest first (each one's outcome recorded when it resolves). */
@@ -126,14 +127,23 @@ export async function uploadBundles(
     sending.push({ done, paths: new Set(current.map((b) => b.entry.path)) });
   };
   const send = async (
-    current: readonly { id: number; entry: BundleEntry }[],
+    current: readonly { id: number; entry: BundleEntry; trusted: boolean }[],
     encoded: Uint8Array,
     compress: boolean,
   ): Promise<void> => {
     const started = performance.now();
     // Bundles on their way together share the link: each is timed as its share of it.
     const sharing = sending.length + 1;
-    const results = await ctx.client.uploadBundle(encoded);
+    let results: Awaited<ReturnType<typeof ctx.client.uploadBundle>>;
+    try {
+      results = await ctx.client.uploadBundle(encoded);
+    } catch (e) {
+      // A bundle holding files sent under their scan's hash failed: whatever the cause (the
+      // server refuses a whole bundle whose SHA-256 check fails), this process hashes every
+      // file from now on, so a retry cannot meet that refusal again.
+      if (current.some((b) => b.trusted)) ctx.scanHashes.distrust();
+      throw e;
+    }
     ctx.status.bundleSent(compress);
     // Built only when traced: an object per file otherwise made for nothing (issue #16).
     if (ctx.tracing)
@@ -245,7 +255,7 @@ export async function uploadBundles(
       bundled.add(entry.path);
       const size = bundleEntrySize(entry.path, entry.rev, content.byteLength);
       if (bytes + size > MAX_BUNDLE_BYTES) await flush();
-      batch.push({ id: q.id, entry });
+      batch.push({ id: q.id, entry, trusted });
       inBatch.add(entry.path);
       bytes += size;
     }

@@ -40,9 +40,16 @@ export class ScanHashes {
     for (const op of ops) if (op.kind === 'put') this.began.set(op, startedMs);
   }
 
+  private off = false;
+
   /** When the scan that hashed this very operation began, if a scan of this process did. */
   hashedAfter(op: Op): number | undefined {
-    return this.began.get(op);
+    return this.off ? undefined : this.began.get(op);
+  }
+
+  /** No scan hash is trusted from now on (a bundle holding such files failed). */
+  distrust(): void {
+    this.off = true;
   }
 }
 
