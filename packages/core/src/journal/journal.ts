@@ -11,6 +11,7 @@ import type { Op } from '../ops.ts';
 import { privateDatabaseFile } from '../private-file.ts';
 import { ACTIVITY_KEPT, ActivityLog, type ActivityRecord } from './activity.ts';
 import { OpQueueStore, type QueuedOp } from './op-queue.ts';
+import { type RawIndexRow, toIndexRow } from './scan-index.ts';
 
 export type { ActivityRecord } from './activity.ts';
 export type { QueuedOp } from './op-queue.ts';
@@ -291,17 +292,8 @@ export class Journal {
     for (;;) {
       const rows = (
         dir === '' ? page.all(last, pageSize) : page.all(dir, dir + '/', dir + '0', last, pageSize)
-      ) as [string, bigint, bigint, bigint, bigint, bigint, bigint][];
-      for (const [path, isDir, size, mtimeNs, inode, hashed, synced] of rows)
-        yield {
-          path,
-          kind: isDir === 1n ? 'dir' : 'file',
-          size: Number(size),
-          mtimeNs,
-          inode,
-          hashed: hashed === 1n,
-          synced: synced === 1n,
-        };
+      ) as RawIndexRow[];
+      for (const row of rows) yield toIndexRow(row);
       if (rows.length < pageSize) return;
       last = (rows[rows.length - 1] as [string, ...bigint[]])[0];
       await new Promise<void>((resolve) => setImmediate(resolve));

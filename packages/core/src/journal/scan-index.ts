@@ -14,7 +14,7 @@ import type { IndexRow, Journal } from './journal.ts';
 
 /** The same columns as Journal.indexUnderPaged. */
 const COLUMNS = "path, kind = 'dir', size, mtime_ns, inode, hash IS NOT NULL, synced_rev IS NOT NULL";
-type RawIndexRow = [string, bigint, bigint, bigint, bigint, bigint, bigint];
+export type RawIndexRow = [string, bigint, bigint, bigint, bigint, bigint, bigint];
 
 /** Rows asked for at first, and after each subfolder skipped (most rows past it are its own). */
 const FIRST_PAGE = 64;
@@ -37,7 +37,7 @@ function sql(db: Database.Database, text: string): Database.Statement {
   return st;
 }
 
-function toIndexRow([path, isDir, size, mtimeNs, inode, hashed, synced]: RawIndexRow): IndexRow {
+export function toIndexRow([path, isDir, size, mtimeNs, inode, hashed, synced]: RawIndexRow): IndexRow {
   return {
     path,
     kind: isDir === 1n ? 'dir' : 'file',
