@@ -237,6 +237,10 @@ export async function runAgent(o: {
   files: number;
   limitMs: number;
   durable?: () => Promise<boolean>;
+  /** Told the agent's pid once spawned (timeline.ts samples its CPU). */
+  onSpawn?: (pid: number | undefined) => void;
+  /** Told each state the agent reports when it changes, and when durable() first holds. */
+  onState?: (state: string) => void;
 }): Promise<AgentRun> {
   await fsp.rm(join(o.state, 'agent.json'), { force: true });
   ensureBundle();
@@ -261,6 +265,8 @@ export async function runAgent(o: {
     ],
     { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ...AGENT_ENV } },
   );
+  o.onSpawn?.(child.pid);
+  let lastState = '';
   const run: AgentRun = {
     scannedMs: 0,
     idleMs: 0,
@@ -293,6 +299,10 @@ export async function runAgent(o: {
           `CPU ${run.cpuSeconds.toFixed(1)} s, status ${(performance.now() - asked).toFixed(0)} ms`,
       );
     }
+    if (s && s.state !== lastState) {
+      lastState = s.state;
+      o.onState?.(`${s.state} (${s.pendingOperations} queued, ${s.files} files)`);
+    }
     if (s?.state === 'scanning') sawScanning = true;
     else if (s && sawScanning && run.scannedMs === 0) run.scannedMs = performance.now() - t0;
     if (run.idleMs === 0 && s?.state === 'idle' && s.pendingOperations === 0) {
@@ -306,6 +316,7 @@ export async function runAgent(o: {
       if (!o.durable) break;
       if (await o.durable()) {
         run.durableMs = performance.now() - t0;
+        o.onState?.('durable in S3');
         break;
       }
     }

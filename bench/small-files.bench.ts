@@ -23,6 +23,10 @@
 // scripts/ensure-syncthing.sh when missing (apt-get, as root). rclone's requests and bytes
 // come from its `--dump headers` log (request lines and Content-Length), Weft's from the
 // proxy's /metrics (weft_backend_requests_total, weft_backend_request_bytes_total).
+// WEFT_BENCH_TIMELINE=1: each loopback Weft row also prints a timeline of its first run
+// (bench/timeline.ts): every request agent → proxy and proxy → S3 through recording
+// forwarders, the agent's states, and both processes' CPU per 100 ms. WEFT_BENCH_RCLONE=0
+// leaves rclone's rows out (a timeline run needs only Weft's), WEFT_BENCH_SYNCTHING=0 Syncthing's.
 // Corpus: ../shared/corpus/small-files.sh (lodash, rxjs, date-fns, ramda, lodash-es), cached
 // in .cache/small; the synthetic tree in .cache/many-N (shared with many-files.bench.ts).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -37,6 +41,7 @@ import { type RunningS3Proxy, startS3Proxy } from '@weft/providers/testing';
 // The same user-space WAN link the inter-proxy bench uses (token bucket + one-way delay).
 import { ThrottledLink } from '../packages/mirror/src/interproxy/throttle.ts';
 import { GIB, PRICE_TABLES } from '../packages/proxy-server/src/cost/prices.ts';
+import { Timeline } from './timeline.ts';
 import {
   has,
   load,
@@ -184,18 +189,22 @@ async function weftRow(c: Corpus, label: string, link: ThrottledLink | undefined
   const work = await fsp.mkdtemp(join(os.tmpdir(), 'weft-bench-small-'));
   const { s3, kind } = await s3For(c, work);
   const admin = randomBytes(24).toString('hex');
+  const timeline = process.env.WEFT_BENCH_TIMELINE === '1' && !link ? new Timeline() : undefined;
+  const s3Fwd = timeline ? await timeline.forwarder('proxy→s3', s3.endpoint) : undefined;
   try {
     const proxy = await startProxy(work, admin, {
       type: 's3',
       bucket: s3.bucket,
       prefix: 'weft',
-      endpoint: s3.endpoint,
+      endpoint: s3Fwd?.url ?? s3.endpoint,
       region: s3.region,
       forcePathStyle: true,
       accessKeyId: s3.accessKeyId,
       secretAccessKey: s3.secretAccessKey,
     });
-    const proxyVia = await via(link, proxy.url);
+    const proxyVia = timeline
+      ? await timeline.forwarder('agent→proxy', proxy.url)
+      : await via(link, proxy.url);
     try {
       const { token } = await ProxyClient.enrol(proxy.url, {
         user: 'bench',
@@ -216,11 +225,21 @@ async function weftRow(c: Corpus, label: string, link: ThrottledLink | undefined
         limitMs: LIMIT_MS,
       };
       // "Stored and durable in S3": the agent idle and every small file in a pack (the packer
-      // flushes at its target size or after its 5 s timeout, as it would in production).
+      // flushes at its target size, once no bundle has been in flight for its idle time, or
+      // after its 5 s timeout, whichever first — as it would in production).
+      timeline?.sample('proxy', proxy.child.pid);
+      timeline?.sample('bench', process.pid); // the forwarders' own CPU share
       const first = await runAgent({
         ...agent,
         durable: async () => metric(await proxy.metrics(), 'weft_pack_pending_files') === 0,
+        ...(timeline
+          ? { onSpawn: (pid) => timeline.sample('agent', pid), onState: (s) => timeline.mark(`agent ${s}`) }
+          : {}),
       });
+      if (timeline) {
+        timeline.stop();
+        console.error(`timeline of ${c.name}, ${label} (load ${load()}):\n${timeline.render()}`);
+      }
       const m = await proxy.metrics();
       const requests = clientRequests(m) - before;
       // The no-change restart only after a first run that reached idle (else it is the same run again).
@@ -254,6 +273,8 @@ async function weftRow(c: Corpus, label: string, link: ThrottledLink | undefined
       await proxyVia.close();
     }
   } finally {
+    timeline?.stop();
+    await s3Fwd?.close();
     await s3.stop();
     await fsp.rm(work, { recursive: true, force: true });
   }
@@ -380,10 +401,10 @@ const show = (r: string[]): void => {
 };
 for (const c of corpora) {
   // Syncthing first (a minute at most): a long corpus run cut short still has it.
-  show(await syncthingRow(c));
+  if (process.env.WEFT_BENCH_SYNCTHING !== '0') show(await syncthingRow(c));
   for (const { label, link } of links) {
     show(await weftRow(c, label, link()));
-    show(await rcloneRow(c, label, link()));
+    if (process.env.WEFT_BENCH_RCLONE !== '0') show(await rcloneRow(c, label, link()));
   }
 }
 
