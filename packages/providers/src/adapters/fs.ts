@@ -15,14 +15,14 @@
  * (`.weft-fs/changes.jsonl`). Changes made to the directory by other programs are not in
  * it — the proxy owns its tier; a periodic listing catches anything else.
  *
- * Also here: fs/journal.ts (that journal and its cursors), fs/write-many.ts (the batch
- * write), fs/batch-log.ts (the batch write's write-ahead log: one sync per batch),
+ * Also here: fs/read.ts (listings, stats and reads), fs/journal.ts (that journal and its
+ * cursors), fs/write-many.ts (the batch write), fs/batch-log.ts (the batch write's write-ahead log: one sync per batch),
  * fs/write-ahead.ts (that log wired into this provider: open and replay, checkpoint before
  * another mutation), fs/util.ts (revisions, the case probe, Node errors in the contract's
  * terms, the features).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { constants as fsc, createReadStream } from 'node:fs';
+import { type BigIntStats, constants as fsc } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { openBody, throwIfAborted } from '../body.ts';
@@ -34,11 +34,10 @@ import {
   NotSupportedError,
   PreconditionFailedError,
   ProviderError,
-  TransientError,
 } from '../errors.ts';
 import type { Features } from '../features.ts';
 import { KeyedMutex } from '../keyed-mutex.ts';
-import { caseFoldKey, isWithin, normalizeEntryPath, normalizePath, parentPath } from '../paths.ts';
+import { caseFoldKey, isWithin, normalizeEntryPath, parentPath } from '../paths.ts';
 import type {
   Body,
   ChangePage,
@@ -52,6 +51,7 @@ import type {
 } from '../provider.ts';
 import type { BatchLogOptions, BatchLogStats } from './fs/batch-log.ts';
 import { HashCache } from './fs/hash-cache.ts';
+import { FS_STATE_DIR, FsReader } from './fs/read.ts';
 import { FsJournal } from './fs/journal.ts';
 import { type BatchTarget, type WriteManyItem, writeMany } from './fs/write-many.ts';
 import { WriteAhead, writeAheadDir } from './fs/write-ahead.ts';
@@ -59,8 +59,7 @@ import { WriteAhead, writeAheadDir } from './fs/write-ahead.ts';
 export type { WriteManyItem } from './fs/write-many.ts';
 import { classify, fsFeatures, fsyncDir, isAbort, probeCaseSensitive, revisionOf } from './fs/util.ts';
 
-/** Reserved top-level name holding the journal and temp files; never listed, never writable. */
-export const FS_STATE_DIR = '.weft-fs';
+export { FS_STATE_DIR } from './fs/read.ts';
 
 export interface FsProviderOptions {
   readonly root: string;
@@ -101,6 +100,8 @@ export class FsProvider implements Provider {
   private wal: WriteAhead | undefined;
   private tmpDir = '';
   private readonly hashCache: HashCache;
+  /** Listings, stats and reads (fs/read.ts); made once the root and its rules are known. */
+  private reader!: FsReader;
   /**
    * The files a logged batch is writing in place now (fs/write-many.ts: no temp name), by
    * lock key, each until it is whole: a listing, stat or read that meets one waits for that
@@ -140,6 +141,15 @@ export class FsProvider implements Provider {
     const caseSensitive = await probeCaseSensitive(state);
     this.portable = this.options.portable ?? !caseSensitive;
     this.features = fsFeatures(caseSensitive, this.options.changeFeed !== false);
+    this.reader = new FsReader({
+      name: this.name,
+      realRoot: this.realRoot,
+      portable: this.portable,
+      hashCache: this.hashCache,
+      writingInPlace: this.writingInPlace,
+      resolve: (p) => this.resolve(p),
+      lockKey: (p) => this.lockKey(p),
+    });
     const journal = nodePath.join(state, 'changes.jsonl');
     if (this.options.changeFeed === false) {
       // A journal from when the feed was on is stale from now on: gone, not left to mislead.
@@ -200,160 +210,16 @@ export class FsProvider implements Provider {
     return this.features.caseSensitive ? p : caseFoldKey(p);
   }
 
-  private async toEntry(p: string, st: import('node:fs').BigIntStats, withHash: boolean): Promise<Entry> {
-    const revision = revisionOf(st);
-    if (st.isDirectory()) {
-      return { path: p, kind: 'dir', size: 0, modifiedMs: Number(st.mtimeMs), revision };
-    }
-    const base: Entry = {
-      path: p,
-      kind: 'file',
-      size: Number(st.size),
-      modifiedMs: Number(st.mtimeMs),
-      revision,
-    };
-    if (!withHash) {
-      const cached = this.hashCache.get(p);
-      return cached?.revision === revision
-        ? { ...base, hash: { algorithm: 'sha256', value: cached.sha256 } }
-        : base;
-    }
-    return { ...base, hash: { algorithm: 'sha256', value: await this.hashOf(p, revision) } };
-  }
-
-  private async hashOf(p: string, revision: string): Promise<string> {
-    const cached = this.hashCache.get(p);
-    if (cached?.revision === revision) return cached.sha256;
-    const h = createHash('sha256');
-    for await (const chunk of createReadStream(this.resolve(p))) h.update(chunk as Buffer);
-    const sha256 = h.digest('hex');
-    this.hashCache.set(p, { revision, sha256 });
-    return sha256;
-  }
-
-  async *list(dir: string, options: ListOptions = {}): AsyncIterable<Entry> {
-    const d = normalizePath(dir, { portable: this.portable });
-    const abs = d === '' ? this.realRoot : this.resolve(d);
-    if (d !== '') {
-      const st = await fsp.lstat(abs).catch((e: unknown) => {
-        throw classify(e, this.name, d);
-      });
-      if (!st.isDirectory()) throw new NotFoundError(`${this.name}: not a folder: ${d}`);
-    }
-    yield* this.walk(d, abs, options);
-  }
-
-  private async *walk(d: string, abs: string, options: ListOptions): AsyncIterable<Entry> {
-    let names: string[];
-    try {
-      names = (await fsp.readdir(abs)).sort();
-    } catch (e) {
-      throw classify(e, this.name, d);
-    }
-    for (const name of names) {
-      throwIfAborted(options.signal);
-      if (d === '' && name === FS_STATE_DIR) continue;
-      let rel: string;
-      try {
-        rel = normalizePath(d === '' ? name : `${d}/${name}`);
-      } catch {
-        continue; // a name our rules cannot represent (written by another program): skipped
-      }
-      let st: import('node:fs').BigIntStats;
-      try {
-        st = await this.lstatWhole(nodePath.join(abs, name), rel);
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue; // removed meanwhile
-        throw classify(e, this.name, rel);
-      }
-      if (!st.isFile() && !st.isDirectory()) continue; // symlinks, sockets, devices: not synced
-      yield await this.toEntry(rel, st, false);
-      if (st.isDirectory() && options.recursive) yield* this.walk(rel, nodePath.join(abs, name), options);
-    }
-  }
-
-  /** lstat of `abs` (provider path `p`), after any in-place write of it (writingInPlace). */
-  private async lstatWhole(abs: string, p: string): Promise<import('node:fs').BigIntStats> {
-    for (;;) {
-      const st = await fsp.lstat(abs, { bigint: true });
-      const writing = this.writingInPlace.get(this.lockKey(p));
-      if (writing === undefined) return st;
-      await writing.catch(() => undefined);
-    }
-  }
-
-  private async lstatEntry(p: string): Promise<import('node:fs').BigIntStats | undefined> {
-    try {
-      const st = await this.lstatWhole(this.resolve(p), p);
-      return st.isFile() || st.isDirectory() ? st : undefined;
-    } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT' || code === 'ENOTDIR') {
-        await this.assertRoot();
-        return undefined;
-      }
-      throw classify(e, this.name, p);
-    }
-  }
-
-  /**
-   * A path is "not found" only while the root is there: a root folder deleted, or a mount
-   * point with nothing mounted (no state folder of ours in it), is unavailable instead, so
-   * a health check does not count it as answering.
-   */
-  private async assertRoot(): Promise<void> {
-    const st = await fsp.lstat(nodePath.join(this.realRoot, FS_STATE_DIR)).catch(() => undefined);
-    if (!st?.isDirectory())
-      throw new TransientError(
-        `${this.name}: the folder is missing or not mounted (no ${FS_STATE_DIR} in it)`,
-      );
+  list(dir: string, options: ListOptions = {}): AsyncIterable<Entry> {
+    return this.reader.list(dir, options);
   }
 
   async stat(path: string): Promise<Entry> {
-    const p = this.norm(path);
-    const st = await this.lstatEntry(p);
-    if (!st) throw new NotFoundError(`${this.name}: not found: ${p}`);
-    return this.toEntry(p, st, true);
+    return this.reader.stat(this.norm(path));
   }
 
   async read(path: string, options: ReadOptions = {}): Promise<AsyncIterable<Uint8Array>> {
-    const p = this.norm(path);
-    const abs = this.resolve(p);
-    const offset = options.offset ?? 0;
-    if (!Number.isSafeInteger(offset) || offset < 0)
-      throw new InvalidArgumentError(`bad read offset ${offset}`);
-    const length = options.length;
-    if (length !== undefined && (!Number.isSafeInteger(length) || length < 0)) {
-      throw new InvalidArgumentError(`bad read length ${length}`);
-    }
-    const handle = await fsp.open(abs, fsc.O_RDONLY | fsc.O_NOFOLLOW).catch(async (e: unknown) => {
-      const code = (e as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT' || code === 'ENOTDIR') await this.assertRoot();
-      throw classify(e, this.name, p);
-    });
-    const st = await handle.stat();
-    const writing = this.writingInPlace.get(this.lockKey(p));
-    if (writing !== undefined) {
-      // Opened while a logged batch writes it in place: read it once it is whole.
-      await handle.close();
-      await writing.catch(() => undefined);
-      return this.read(path, options);
-    }
-    if (!st.isFile()) {
-      await handle.close();
-      throw new NotFoundError(`${this.name}: not a file: ${p}`);
-    }
-    if (length === 0 || offset >= st.size) {
-      await handle.close();
-      return (async function* () {})();
-    }
-    const end = length === undefined ? undefined : offset + length - 1;
-    // Chunks of up to 1 MiB, but no larger than the file: each read of the stream allocates
-    // a whole chunk, and 1 MiB per small file read made the packer's flush of 10,000 files
-    // spend seconds in the garbage collector (issue #16).
-    const wanted = (length ?? st.size - offset) + 1; // +1: the first read also sees the end
-    const highWaterMark = Math.min(1 << 20, Math.max(16 * 1024, wanted));
-    return handle.createReadStream({ start: offset, end, signal: options.signal, highWaterMark });
+    return this.reader.read(this.norm(path), options);
   }
 
   async write(path: string, body: Body, options: WriteOptions = {}): Promise<Entry> {
@@ -364,7 +230,7 @@ export class FsProvider implements Provider {
     let received = 0;
     try {
       const fh = await fsp.open(tmp, 'wx', this.fileMode).catch(async (e: unknown) => {
-        if ((e as NodeJS.ErrnoException).code === 'ENOENT') await this.assertRoot();
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT') await this.reader.assertRoot();
         throw e;
       });
       try {
@@ -396,7 +262,7 @@ export class FsProvider implements Provider {
       await this.wal?.beforeTouch([this.lockKey(p)]);
       return await this.mutex.run([this.lockKey(p)], async () => {
         await this.prepareParents(p);
-        const existing = await this.lstatEntry(p);
+        const existing = await this.reader.lstatEntry(p);
         if (existing?.isDirectory()) throw new AlreadyExistsError(`${this.name}: a folder exists at ${p}`);
         if (options.ifRevision !== undefined) {
           if (!existing) throw new NotFoundError(`${this.name}: conditional write to missing ${p}`);
@@ -466,13 +332,9 @@ export class FsProvider implements Provider {
     };
   }
 
-  private async toEntryWithHash(
-    p: string,
-    st: import('node:fs').BigIntStats,
-    sha256: string,
-  ): Promise<Entry> {
+  private async toEntryWithHash(p: string, st: BigIntStats, sha256: string): Promise<Entry> {
     this.hashCache.set(p, { revision: revisionOf(st), sha256 });
-    return this.toEntry(p, st, false);
+    return this.reader.toEntry(p, st, false);
   }
 
   /**
@@ -517,7 +379,11 @@ export class FsProvider implements Provider {
     }
     if (this.changeLog) {
       const created = await fsp.lstat(this.resolve(dir), { bigint: true });
-      this.changeLog.record({ type: 'upsert', path: dir, entry: await this.toEntry(dir, created, false) });
+      this.changeLog.record({
+        type: 'upsert',
+        path: dir,
+        entry: await this.reader.toEntry(dir, created, false),
+      });
     }
   }
 
@@ -525,7 +391,7 @@ export class FsProvider implements Provider {
     const p = this.norm(path);
     await this.wal?.beforeTouch([this.lockKey(p)]);
     await this.mutex.run([this.lockKey(p)], async () => {
-      const st = await this.lstatEntry(p);
+      const st = await this.reader.lstatEntry(p);
       if (!st) throw new NotFoundError(`${this.name}: not found: ${p}`);
       if (options.ifRevision !== undefined && revisionOf(st) !== options.ifRevision) {
         throw new PreconditionFailedError(`${this.name}: ${p} changed`, revisionOf(st));
@@ -544,7 +410,7 @@ export class FsProvider implements Provider {
   async mkdir(path: string): Promise<void> {
     const p = this.norm(path);
     await this.mutex.run([this.lockKey(p)], async () => {
-      const st = await this.lstatEntry(p);
+      const st = await this.reader.lstatEntry(p);
       if (st?.isDirectory()) return;
       if (st) throw new AlreadyExistsError(`${this.name}: a file exists at ${p}`);
       await this.prepareParents(p);
@@ -552,30 +418,30 @@ export class FsProvider implements Provider {
         await fsp.mkdir(this.resolve(p), { mode: this.dirMode });
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code === 'EEXIST') {
-          const again = await this.lstatEntry(p);
+          const again = await this.reader.lstatEntry(p);
           if (again?.isDirectory()) return;
         }
         throw classify(e, this.name, p);
       }
       if (this.changeLog) {
         const created = await fsp.lstat(this.resolve(p), { bigint: true });
-        this.changeLog.record({ type: 'upsert', path: p, entry: await this.toEntry(p, created, false) });
+        this.changeLog.record({
+          type: 'upsert',
+          path: p,
+          entry: await this.reader.toEntry(p, created, false),
+        });
       }
     });
   }
 
-  private async checkTransfer(
-    f: string,
-    t: string,
-    options: TransferOptions,
-  ): Promise<{ src: import('node:fs').BigIntStats }> {
-    const src = await this.lstatEntry(f);
+  private async checkTransfer(f: string, t: string, options: TransferOptions): Promise<{ src: BigIntStats }> {
+    const src = await this.reader.lstatEntry(f);
     if (!src) throw new NotFoundError(`${this.name}: not found: ${f}`);
     const sameName = this.lockKey(f) === this.lockKey(t);
     if (!sameName && isWithin(this.lockKey(t), this.lockKey(f))) {
       throw new InvalidPathError(`${this.name}: cannot put ${f} inside itself`, t);
     }
-    const dst = sameName && f !== t ? undefined : await this.lstatEntry(t);
+    const dst = sameName && f !== t ? undefined : await this.reader.lstatEntry(t);
     if (dst && !sameName) {
       if (dst.isDirectory() || src.isDirectory() || !options.overwrite) {
         throw new AlreadyExistsError(`${this.name}: ${t} exists`);
@@ -587,9 +453,9 @@ export class FsProvider implements Provider {
   /** Entries of a subtree, root first, for the journal. */
   private async subtreeEntries(p: string): Promise<Entry[]> {
     const st = await fsp.lstat(this.resolve(p), { bigint: true });
-    const out = [await this.toEntry(p, st, false)];
+    const out = [await this.reader.toEntry(p, st, false)];
     if (st.isDirectory())
-      for await (const e of this.walk(p, this.resolve(p), { recursive: true })) out.push(e);
+      for await (const e of this.reader.walk(p, this.resolve(p), { recursive: true })) out.push(e);
     return out;
   }
 
@@ -616,7 +482,7 @@ export class FsProvider implements Provider {
       }
       const withHashes = await Promise.all(
         entries.map(async (e) =>
-          e.kind === 'file' ? this.toEntry(e.path, await this.bigStat(e.path), false) : e,
+          e.kind === 'file' ? this.reader.toEntry(e.path, await this.bigStat(e.path), false) : e,
         ),
       );
       for (const e of withHashes) this.changeLog?.record({ type: 'upsert', path: e.path, entry: e });
@@ -626,7 +492,7 @@ export class FsProvider implements Provider {
     });
   }
 
-  private bigStat(p: string): Promise<import('node:fs').BigIntStats> {
+  private bigStat(p: string): Promise<BigIntStats> {
     return fsp.lstat(this.resolve(p), { bigint: true });
   }
 
