@@ -135,11 +135,36 @@ export class JournalChanges {
   }
 }
 
-/** Record `changes` in one transaction, in order; nothing of them if one fails. */
+/**
+ * Record `changes` in one transaction, in order; nothing of them if one fails. Runs of
+ * cleared sent marks and synced columns (without a signature) are written one statement per
+ * run, not one per file (a bundle's outcomes, issue #16): each touches its own table, and
+ * the completed operations between them only the queue (written when the transaction ends),
+ * so only the order among the same kind matters, which a run keeps; any other change ends
+ * the run first.
+ */
 export function commitChanges(journal: Journal, changes: JournalChanges): void {
   if (changes.size === 0) return;
   journal.transaction(() => {
-    for (const c of changes.changes) apply(journal, c);
+    let cleared: string[] = [];
+    let synced: { path: string; rev: string; hash: string }[] = [];
+    const flush = (): void => {
+      if (cleared.length > 0) journal.clearSentMany(cleared);
+      if (synced.length > 0) journal.setSyncedMany(synced);
+      cleared = [];
+      synced = [];
+    };
+    for (const c of changes.changes) {
+      if (c.kind === 'clear-sent') cleared.push(c.path);
+      else if (c.kind === 'synced' && c.signature === null && c.signatureBlock === null)
+        synced.push({ path: c.path, rev: c.rev, hash: c.hash });
+      else if (c.kind === 'complete-op') apply(journal, c);
+      else {
+        flush();
+        apply(journal, c);
+      }
+    }
+    flush();
   });
 }
 

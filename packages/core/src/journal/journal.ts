@@ -346,6 +346,23 @@ export class Journal {
     ).run(rev, hash, signature, signatureBlock, path);
   }
 
+  /**
+   * setSynced for many rows without a signature, in one statement (a bundle's outcomes: one
+   * statement a file was a measurable share of the agent's CPU per upload, issue #16). A path
+   * given twice: the last one holds.
+   */
+  setSyncedMany(rows: readonly { path: string; rev: string; hash: string }[]): void {
+    if (rows.length === 1) {
+      const r = rows[0] as (typeof rows)[number];
+      return this.setSynced(r.path, r.rev, r.hash, null, null);
+    }
+    const last = new Map(rows.map((r) => [r.path, [r.path, r.rev, r.hash]]));
+    this.sql(
+      `UPDATE files SET synced_rev = j.value ->> 1, synced_hash = j.value ->> 2, signature = NULL, signature_block = NULL
+       FROM json_each(?) AS j WHERE files.path = j.value ->> 0`,
+    ).run(JSON.stringify([...last.values()]));
+  }
+
   deleteFile(path: string): void {
     this.sql('DELETE FROM files WHERE path = ?').run(path);
   }
@@ -437,10 +454,11 @@ export class Journal {
 
   /** Record that these contents are about to be sent (see sql/002_sent.sql). */
   markSent(items: readonly { path: string; sha256: string }[]): void {
-    const ins = this.sql('INSERT OR IGNORE INTO sent(path, sha256) VALUES (?, ?)');
-    this.db.transaction(() => {
-      for (const i of items) ins.run(i.path, i.sha256);
-    })();
+    if (items.length === 0) return;
+    // One statement for a whole bundle, not one a file (issue #16).
+    this.sql(
+      'INSERT OR IGNORE INTO sent(path, sha256) SELECT value ->> 0, value ->> 1 FROM json_each(?)',
+    ).run(JSON.stringify(items.map((i) => [i.path, i.sha256])));
   }
 
   wasSent(path: string, sha256: string): boolean {
@@ -449,6 +467,13 @@ export class Journal {
 
   clearSent(path: string): void {
     this.sql('DELETE FROM sent WHERE path = ?').run(path);
+  }
+
+  /** clearSent for many paths in one statement (a bundle's outcomes, issue #16). */
+  clearSentMany(paths: readonly string[]): void {
+    if (paths.length === 1) return this.clearSent(paths[0] as string);
+    if (paths.length > 0)
+      this.sql('DELETE FROM sent WHERE path IN (SELECT value FROM json_each(?))').run(JSON.stringify(paths));
   }
 
   // ---------------------------------------------------------------- local names
