@@ -14,36 +14,35 @@
  * an object uploaded but never linked is an orphan, collected after the grace period.
  *
  * Beside it: the write rule every content write follows (@weft/wire write-rule.ts), bundle ingest
- * (batch-write.ts), rsync signatures (signatures.ts), crash recovery (recovery.ts) and
- * garbage collection (gc.ts), kept versions (version-keep.ts, version-index.ts, version-gc.ts).
- *
- * Longer than ~600 lines on purpose: every namespace write (write, link, mkdir, remove, move,
- * copy) stays in this one class so that the write order above is enforced in one place;
- * everything that is not a namespace write lives in the files named above.
+ * (batch-write.ts), the object tier's writes (object-tier.ts: step 1 and a large file's step 2),
+ * the namespace writes that move no content (tree-ops.ts: mkdir, remove, move, copy), reads
+ * (read-path.ts), rsync signatures (signatures.ts), crash recovery (recovery.ts), garbage
+ * collection (gc.ts), kept versions (version-keep.ts, version-index.ts, version-gc.ts) and the
+ * staging folder (staging.ts). This class holds the content writes (writeFile and the steps it
+ * takes in order), the pins GC respects, and hands each module the part of the store it needs.
  */
-import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import * as fsp from 'node:fs/promises';
-import * as nodePath from 'node:path';
-import type { Logger } from 'pino';
-import { collect, type FsProvider, type Provider, NotFoundError, ancestors } from '@weft/providers';
+import { collect, type FsProvider, type Provider, ancestors } from '@weft/providers';
 import type { ChangeRecord, EntryInfo, OpResult } from '@weft/wire';
-import { conflictedCopyPath, conflictReport, decideWrite, deleteConflict } from '@weft/wire';
+import { conflictedCopyPath, conflictReport, decideWrite } from '@weft/wire';
 import { ApiError } from '../errors.ts';
-import type { ProxyMetrics } from '../metrics.ts';
-import { encodeLinkFile, LINK_EXTENSION, LINK_VERSION, type LinkFile, objectKey } from './link-file.ts';
+import { LINK_EXTENSION } from './link-file.ts';
 import { type ChangeInput, type EntryRow, type MetadataStore, publicEntry } from './metadata.ts';
 import type { RelayCache } from './relay-cache.ts';
 import { QuotaLedger } from './quota.ts';
 import { collectGarbage, type GcResult } from './gc.ts';
 import { ignoreNotFound } from './ignore-not-found.ts';
 import { reconcileNamespace } from './recovery.ts';
-import { readFsCopy } from './pack-stub.ts';
+import { openRead, type ReadDeps, stageObject } from './read-path.ts';
+import { linkObject, putObject, type ObjectTierDeps, writeLargeFile } from './object-tier.ts';
+import { copy, mkdir, move, remove, type TreeOpsDeps } from './tree-ops.ts';
+import { clearTemps, stagingFile, tempFile } from './staging.ts';
+import type { HybridStoreOptions, Writer } from './hybrid-options.ts';
 import { type BatchFile, makeDir, writeBatchFiles } from './batch-write.ts';
-import { checkNewPath, checkUserPath } from './paths.ts';
+import { checkNewPath } from './paths.ts';
 import { lastEntry, NOOP_SEQ } from './op-results.ts';
-import { chunkList, type Content, contentSha, contentSize } from './content.ts';
-import { contentSignature, putSignature, signatureOf, type SignatureDeps } from './signatures.ts';
+import { type Content, contentSha, contentSize } from './content.ts';
+import { contentSignature, signatureOf, type SignatureDeps } from './signatures.ts';
 import type { VersionRow } from './version-index.ts';
 import { keepVersionContent, readVersionContent, type VersionKeepDeps } from './version-keep.ts';
 import { collectVersions } from './version-gc.ts';
@@ -52,43 +51,7 @@ export type { BatchFile } from './batch-write.ts';
 export { checkNewPath, checkUserPath } from './paths.ts';
 
 export type { Content } from './content.ts';
-
-export interface Writer {
-  readonly userId: string;
-  readonly deviceId: string;
-  readonly deviceName: string;
-}
-
-export interface HybridStoreOptions {
-  readonly fs: FsProvider;
-  readonly objects: Provider;
-  readonly meta: MetadataStore;
-  readonly relay: RelayCache;
-  readonly stagingDir: string;
-  readonly smallFileBytes: number;
-  readonly log: Logger;
-  readonly metrics: ProxyMetrics;
-  readonly onChanges: (userId: string, records: ChangeRecord[]) => void;
-  /** Bandwidth samples for the scheduler's estimate (Eq. 4). */
-  readonly onObjectTransfer: (bytes: number, ms: number) => void;
-  readonly now?: () => number;
-  /** The user's storage quota in bytes, undefined for none (default: none for anyone). */
-  readonly quotaLimit?: (userId: string) => number | undefined;
-  /**
-   * A small file's bytes (or range) from its pack when its filesystem-tier copy may have been
-   * dropped (packs.ts readDropped); undefined: read the filesystem tier.
-   */
-  readonly readPacked?: (
-    sha256: string,
-    range: { start: number; end: number } | undefined,
-  ) => Promise<Uint8Array | undefined>;
-  /** Recovery: the stub of a dropped copy, or undefined (pack-stub.ts decodeStub). */
-  readonly packedStub?: (
-    bytes: Uint8Array,
-  ) => Promise<{ sha256: string; size: number; mtimeMs: number } | undefined>;
-  /** How long replaced and deleted file versions are kept (version-gc.ts); 0 or absent: none. */
-  readonly versionRetentionMs?: number;
-}
+export type { HybridStoreOptions, Writer } from './hybrid-options.ts';
 
 export class HybridStore {
   private readonly fs: FsProvider;
@@ -100,6 +63,7 @@ export class HybridStore {
   private readonly now: () => number;
   /** Per-user quotas: every write that adds bytes to a namespace reserves them here first. */
   readonly quota: QuotaLedger;
+  private readonly readDeps: ReadDeps;
 
   constructor(private readonly o: HybridStoreOptions) {
     this.fs = o.fs;
@@ -108,6 +72,15 @@ export class HybridStore {
     this.relay = o.relay;
     this.now = o.now ?? Date.now;
     this.quota = new QuotaLedger(o.meta, o.quotaLimit ?? (() => undefined));
+    this.readDeps = {
+      fs: o.fs,
+      objects: o.objects,
+      relay: o.relay,
+      metrics: o.metrics,
+      nsPath: (u, p) => this.nsPath(u, p),
+      readPacked: o.readPacked,
+      packedStub: o.packedStub,
+    };
   }
 
   /** Bytes a file of `size` at `path` adds to the namespace (the file it replaces is freed). */
@@ -186,49 +159,18 @@ export class HybridStore {
     return (await this.meta.listEntries(userId, dir, recursive)).map(publicEntry);
   }
 
-  /** A readable byte range of a file; large files come through the relay cache. */
-  async openRead(
+  /** A readable byte range of a file; large files come through the relay cache (read-path.ts). */
+  openRead(
     userId: string,
     entry: EntryInfo,
     range: { start: number; end: number } | undefined,
   ): Promise<{ stream: AsyncIterable<Uint8Array>; release: () => void }> {
-    if (entry.tier === 'large' && entry.sha256) {
-      // A range of an object the relay cache does not hold is read from the object tier
-      // directly: staging a many-GiB object to serve a few bytes of it costs its whole size
-      // in time and disk (and lets a client make the server fetch any object it can name).
-      if (range && !(await this.relay.has(entry.sha256))) {
-        const stream = await this.objects.read(objectKey(entry.sha256), {
-          offset: range.start,
-          length: range.end - range.start + 1,
-        });
-        return { stream, release: () => undefined };
-      }
-      const { file, release } = await this.stageObject(entry.sha256, entry.size);
-      const stream = createReadStream(file, range ? { start: range.start, end: range.end } : {});
-      stream.once('close', release);
-      return { stream, release };
-    }
-    const packed = entry.sha256 ? await this.o.readPacked?.(entry.sha256, range) : undefined;
-    if (packed) return { stream: oneChunk(packed), release: () => undefined };
-    const ns = this.nsPath(userId, entry.path);
-    const { packedStub, readPacked } = this.o;
-    // A stub the pack index does not know is resolved from its pack, never served (pack-stub.ts).
-    const stream =
-      packedStub && readPacked
-        ? await readFsCopy({ fs: this.fs, packedStub, readPacked }, ns, entry, range)
-        : await this.fs.read(ns, range ? { offset: range.start, length: range.end - range.start + 1 } : {});
-    return { stream, release: () => undefined };
+    return openRead(this.readDeps, userId, entry, range);
   }
 
   /** Pin a local copy of an object (relay cache). */
-  async stageObject(sha256: string, size: number): Promise<{ file: string; release: () => void }> {
-    const before = this.relay.stats.misses;
-    const got = await this.relay.acquire(sha256, objectKey(sha256), size);
-    this.o.metrics.relayLookups.inc({ result: this.relay.stats.misses > before ? 'miss' : 'hit' });
-    const s = this.relay.stats;
-    this.o.metrics.relayHitRatio.set(s.hits / Math.max(1, s.hits + s.misses));
-    this.o.metrics.relayBytes.set(s.bytes);
-    return got;
+  stageObject(sha256: string, size: number): Promise<{ file: string; release: () => void }> {
+    return stageObject(this.readDeps, sha256, size);
   }
 
   /** The whole content of a small file, or of any object, as bytes (for deltas of small files). */
@@ -266,26 +208,21 @@ export class HybridStore {
     }
   }
 
-  /** Upload content to the object tier unless an object with that hash exists. */
-  async putObject(sha256: string, c: Content): Promise<void> {
-    const size = contentSize(c);
-    const existing = await this.meta.getObject(sha256);
-    if (existing) {
-      try {
-        await this.objects.stat(objectKey(sha256));
-        return; // dedup: a copy is a new reference, not a new upload
-      } catch (e) {
-        if (!(e instanceof NotFoundError)) throw e;
-      }
-    }
-    const started = performance.now();
-    const body = 'bytes' in c ? c.bytes : () => createReadStream(c.file) as AsyncIterable<Uint8Array>;
-    await this.objects.write(objectKey(sha256), body, { size, sha256 });
-    const ms = performance.now() - started;
-    this.o.onObjectTransfer(size, ms);
-    this.o.metrics.transferSeconds.observe({ kind: 'object-put' }, ms / 1000);
-    this.o.metrics.bytes.inc({ tier: 'object', direction: 'in' }, size);
-    await this.meta.addObject(sha256, size, this.now());
+  /** Upload content to the object tier unless an object with that hash exists (object-tier.ts). */
+  putObject(sha256: string, c: Content): Promise<void> {
+    return putObject(this.objectDeps(), sha256, c);
+  }
+
+  private objectDeps(): ObjectTierDeps {
+    return {
+      fs: this.fs,
+      objects: this.objects,
+      meta: this.meta,
+      metrics: this.o.metrics,
+      onObjectTransfer: this.o.onObjectTransfer,
+      now: this.now,
+      signatures: this.signatureDeps(),
+    };
   }
 
   /** The rsync signature of a large file's current content (signatures.ts). */
@@ -452,23 +389,9 @@ export class HybridStore {
     } else {
       const unpin = this.pin(sha256);
       try {
-        await this.putObject(sha256, content);
-        const signature = (await putSignature(this.signatureDeps(), sha256, content))?.ref ?? null;
-        const link: LinkFile = {
-          weftLink: LINK_VERSION,
-          sha256,
-          size,
-          mtimeMs,
-          object: objectKey(sha256),
-          chunks: await chunkList(content),
-          signature,
-        };
-        const e = await this.fs.write(ns + LINK_EXTENSION, encodeLinkFile(link), { modifiedMs: mtimeMs });
-        if (before?.tier === 'small') await this.fs.remove(ns).catch(ignoreNotFound);
-        entryRow = { path, kind: 'file', size, mtimeMs, sha256, tier: 'large', fsRevision: e.revision };
+        entryRow = await writeLargeFile(this.objectDeps(), ns, path, content, sha256, mtimeMs, before);
         changes.push({ type: 'upsert', entry: entryRow });
-        const records = await this.record(w.userId, changes, w);
-        return lastEntry(records);
+        return lastEntry(await this.record(w.userId, changes, w));
       } finally {
         unpin();
       }
@@ -477,8 +400,8 @@ export class HybridStore {
     return lastEntry(await this.record(w.userId, changes, w));
   }
 
-  /** Make an existing object current at `path` (dedup commit: no bytes sent). */
-  async linkObject(
+  /** Make an existing object current at `path` (dedup commit: no bytes sent; object-tier.ts). */
+  linkObject(
     w: Writer,
     path: string,
     sha256: string,
@@ -486,135 +409,49 @@ export class HybridStore {
     mtimeMs: number,
     base: string | null | undefined,
   ): Promise<OpResult> {
-    // Only content this user has held itself may be linked (uploaded, or received into its
-    // namespace through a share): a hash alone proves nothing. An object that exists but is
-    // another user's, one of another size and one that does not exist all get the same
-    // answer, so the answer says nothing about other users' content.
-    const held = await this.meta.userLargeContent(w.userId, sha256);
-    if (held === undefined || held !== size || !(await this.meta.getObject(sha256)))
-      throw new ApiError('OBJECT_UNKNOWN', 'the server has no object with that SHA-256 and size; upload it');
-    const unpin = this.pin(sha256);
-    try {
-      if (size < this.o.smallFileBytes) {
-        const { file, release } = await this.stageObject(sha256, size);
-        try {
-          const bytes = await fsp.readFile(file);
-          return await this.writeFile(w, path, { bytes }, sha256, mtimeMs, base, true);
-        } finally {
-          release();
-        }
-      }
-      const { file, release } = await this.stageObject(sha256, size);
-      try {
-        return await this.writeFile(w, path, { file, size }, sha256, mtimeMs, base, true);
-      } finally {
-        release();
-      }
-    } finally {
-      unpin();
-    }
-  }
-
-  async mkdir(w: Writer, path: string): Promise<OpResult> {
-    checkNewPath(path);
-    const cur = await this.meta.getEntry(w.userId, path);
-    if (cur?.kind === 'dir') return { status: 'applied', entry: publicEntry(cur), seq: NOOP_SEQ };
-    if (cur) throw new ApiError('ALREADY_EXISTS', 'a file exists at that path', { path });
-    const changes: ChangeInput[] = [];
-    await this.ensureParents(w.userId, path, changes);
-    await this.fs.mkdir(this.nsPath(w.userId, path));
-    const st = await this.fs.stat(this.nsPath(w.userId, path));
-    changes.push({
-      type: 'upsert',
-      entry: { path, kind: 'dir', size: 0, mtimeMs: Math.floor(st.modifiedMs), fsRevision: st.revision },
-    });
-    const { entry, seq } = lastEntry(await this.record(w.userId, changes, w));
-    return { status: 'applied', ...(entry ? { entry } : {}), seq };
-  }
-
-  private tierPath(userId: string, e: EntryRow | EntryInfo): string {
-    const ns = this.nsPath(userId, e.path);
-    return e.kind === 'file' && e.tier === 'large' ? ns + LINK_EXTENSION : ns;
-  }
-
-  async remove(w: Writer, path: string, base: string | null | undefined): Promise<OpResult> {
-    checkUserPath(path);
-    const cur = await this.meta.getEntry(w.userId, path);
-    if (!cur) return { status: 'applied', seq: NOOP_SEQ }; // already gone: idempotent
-    const conflict = deleteConflict(path, cur, base);
-    if (conflict) return { status: 'conflict', conflict, entry: publicEntry(cur), seq: NOOP_SEQ };
-    const unkeep = await this.keepContent(w.userId, [
-      cur,
-      ...(cur.kind === 'dir' ? await this.meta.listEntries(w.userId, path, true) : []),
-    ]);
-    try {
-      await this.fs.remove(this.tierPath(w.userId, cur)).catch(ignoreNotFound);
-      const records = await this.record(w.userId, [{ type: 'delete', path }], w);
-      return { status: 'applied', seq: records.at(-1)?.seq ?? NOOP_SEQ };
-    } finally {
-      unkeep();
-    }
-  }
-
-  async move(w: Writer, from: string, to: string): Promise<OpResult> {
-    checkUserPath(from);
-    checkNewPath(to);
-    if (from === to) throw new ApiError('BAD_REQUEST', 'source and destination are the same');
-    if (to.startsWith(from + '/')) throw new ApiError('BAD_REQUEST', 'cannot move a folder inside itself');
-    const src = await this.meta.getEntry(w.userId, from);
-    if (!src) throw new ApiError('NOT_FOUND', 'source not found', { path: from });
-    if (await this.meta.getEntry(w.userId, to))
-      throw new ApiError('ALREADY_EXISTS', 'destination exists', { path: to });
-    const changes: ChangeInput[] = [];
-    await this.ensureParents(w.userId, to, changes);
-    const suffix = src.kind === 'file' && src.tier === 'large' ? LINK_EXTENSION : '';
-    // One rename on the filesystem tier, whatever the folder holds.
-    const moved = await this.fs.move(
-      this.nsPath(w.userId, from) + suffix,
-      this.nsPath(w.userId, to) + suffix,
-    );
-    changes.push({ type: 'move', from, path: to });
-    const records = await this.record(w.userId, changes, w);
-    await this.meta.setFsRevision(w.userId, to, moved.revision);
-    const last = records.at(-1);
-    const entry = await this.stat(w.userId, to);
-    return { status: 'applied', ...(entry ? { entry } : {}), seq: last?.seq ?? NOOP_SEQ };
-  }
-
-  async copy(w: Writer, from: string, to: string): Promise<OpResult> {
-    checkUserPath(from);
-    checkNewPath(to);
-    if (to === from || to.startsWith(from + '/'))
-      throw new ApiError('BAD_REQUEST', 'cannot copy onto or inside itself');
-    const src = await this.meta.getEntry(w.userId, from);
-    if (!src) throw new ApiError('NOT_FOUND', 'source not found', { path: from });
-    if (await this.meta.getEntry(w.userId, to))
-      throw new ApiError('ALREADY_EXISTS', 'destination exists', { path: to });
-    const rows = [src, ...(src.kind === 'dir' ? await this.meta.listEntries(w.userId, from, true) : [])];
-    // A copy adds every file it copies to the namespace's usage (dedup or not).
-    const held = await this.quota.reserve(
+    return linkObject(
+      {
+        meta: this.meta,
+        smallFileBytes: this.o.smallFileBytes,
+        pin: (sha) => this.pin(sha),
+        stageObject: (sha, n) => this.stageObject(sha, n),
+        writeFile: (content, known) => this.writeFile(w, path, content, sha256, mtimeMs, base, known),
+      },
       w.userId,
-      rows.reduce((n, r) => n + (r.kind === 'file' ? r.size : 0), 0),
+      sha256,
+      size,
     );
-    const changes: ChangeInput[] = [];
-    let seq: number;
-    try {
-      await this.ensureParents(w.userId, to, changes);
-      const suffix = src.kind === 'file' && src.tier === 'large' ? LINK_EXTENSION : '';
-      // A large file's copy is a copy of its link file: a new reference, not a new upload.
-      await this.fs.copy(this.nsPath(w.userId, from) + suffix, this.nsPath(w.userId, to) + suffix);
-      for (const r of rows) {
-        const target = to + r.path.slice(from.length);
-        const st = await this.fs.stat(this.tierPath(w.userId, { ...r, path: target }));
-        const { revision: _r, ...rest } = r;
-        changes.push({ type: 'upsert', entry: { ...rest, path: target, fsRevision: st.revision } });
-      }
-      seq = lastEntry(await this.record(w.userId, changes, w)).seq;
-    } finally {
-      held.release();
-    }
-    const entry = await this.stat(w.userId, to);
-    return { status: 'applied', ...(entry ? { entry } : {}), seq };
+  }
+
+  // Namespace writes that move no content (tree-ops.ts).
+
+  mkdir(w: Writer, path: string): Promise<OpResult> {
+    return mkdir(this.treeDeps(), w, path);
+  }
+
+  remove(w: Writer, path: string, base: string | null | undefined): Promise<OpResult> {
+    return remove(this.treeDeps(), w, path, base);
+  }
+
+  move(w: Writer, from: string, to: string): Promise<OpResult> {
+    return move(this.treeDeps(), w, from, to);
+  }
+
+  copy(w: Writer, from: string, to: string): Promise<OpResult> {
+    return copy(this.treeDeps(), w, from, to);
+  }
+
+  private treeDeps(): TreeOpsDeps {
+    return {
+      fs: this.fs,
+      meta: this.meta,
+      quota: this.quota,
+      nsPath: (u, p) => this.nsPath(u, p),
+      record: (u, changes, w) => this.record(u, changes, w),
+      ensureParents: (u, p, out) => this.ensureParents(u, p, out),
+      keepContent: (u, rows) => this.keepContent(u, rows),
+      stat: (u, p) => this.stat(u, p),
+    };
   }
 
   // ------------------------------------------------------------------ recovery and GC (own files)
@@ -669,23 +506,16 @@ export class HybridStore {
     return this.now();
   }
 
-  async stagingFile(id: string): Promise<string> {
-    await fsp.mkdir(this.o.stagingDir, { recursive: true, mode: 0o700 });
-    return nodePath.join(this.o.stagingDir, id);
+  /** The path of staging file `id` (staging.ts). */
+  stagingFile(id: string): Promise<string> {
+    return stagingFile(this.o.stagingDir, id);
   }
 
   tempFile(): string {
-    return nodePath.join(this.o.stagingDir, `tmp-${randomBytes(12).toString('hex')}`);
+    return tempFile(this.o.stagingDir);
   }
 
-  async clearTemps(): Promise<void> {
-    await fsp.mkdir(this.o.stagingDir, { recursive: true, mode: 0o700 });
-    for (const n of await fsp.readdir(this.o.stagingDir)) {
-      if (n.startsWith('tmp-')) await fsp.rm(nodePath.join(this.o.stagingDir, n), { force: true });
-    }
+  clearTemps(): Promise<void> {
+    return clearTemps(this.o.stagingDir);
   }
-}
-
-async function* oneChunk(bytes: Uint8Array): AsyncIterable<Uint8Array> {
-  yield bytes;
 }
