@@ -67,6 +67,7 @@ export class EarlyPush {
         ...this.control,
         stopped: () => this.stopNow || this.control.stopped(),
         more: () => this.more(),
+        scanning: () => !this.over,
       };
       this.running = push(this.ctx, control)
         .catch((error: unknown) => {

@@ -27,6 +27,13 @@ export interface PushControl {
    * less than a bundle's worth of creates (then sent once the scan is over).
    */
   readonly more?: () => Promise<boolean>;
+  /**
+   * With `more`: whether the scan may still queue creates. While it may, a run of small files
+   * ends with its last full bundle; the part-filled rest stays queued for the next run, with
+   * what the scan queues next (else each run ended with a part-filled bundle and waited for
+   * every bundle on its way: issue #16).
+   */
+  readonly scanning?: () => boolean;
 }
 
 /** While the scan goes on, creates wait until there are this many bytes of them (a bundle's worth). */
@@ -79,13 +86,14 @@ export async function push(ctx: SyncContext, control: PushControl): Promise<void
     const small: typeof queue = [];
     const large: typeof queue = [];
     for (const q of window) if (q.op.kind === 'put') (q.op.size >= ctx.small ? large : small).push(q);
-    // In slices, so a stop lands between requests, not after 100,000 files; the same read
-    // slabs for all of them (read-slabs.ts).
-    const slabs = new ReadSlabs();
-    for (let i = 0; i < small.length; i += 2_000) {
-      if (control.stopped()) return;
-      large.push(...(await uploadBundles(ctx, small.slice(i, i + 2_000), slabs)));
-    }
+    // All of them in one stream of full bundles, BUNDLES_IN_FLIGHT on their way while the next
+    // fills; a stop lands between requests. (In slices of 2,000 files, each slice ended with a
+    // part-filled bundle and waited for every bundle on its way: a 10,029-file drop sent a
+    // bundle at a time, with idle gaps on both sides; issue #16.)
+    if (control.stopped()) return;
+    const holdTail = window.length === queue.length && (control.scanning?.() ?? false);
+    large.push(...(await uploadBundles(ctx, small, new ReadSlabs(), control.stopped, holdTail)));
+    if (control.stopped()) return;
     await resolveServerConflicts(ctx);
     for (const q of large) {
       if (control.paused() || control.stopped()) return;

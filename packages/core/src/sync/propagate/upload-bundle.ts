@@ -61,6 +61,13 @@ export async function uploadBundles(
   ctx: SyncContext,
   run: readonly { id: number; op: Op }[],
   slabs = new ReadSlabs(),
+  /** Asked before each bundle is sent: true stops there (what is not sent stays queued). */
+  stopped: () => boolean = () => false,
+  /**
+   * Keep the last bundle when it is part-filled and at least one full one went: its puts stay
+   * queued, to be sent with what is queued next (push.ts, while the scan goes on).
+   */
+  holdTail = false,
 ): Promise<{ id: number; op: Op }[]> {
   const grown: { id: number; op: Op }[] = [];
   /** `trusted`: sent under its scan's hash (upload-read.ts). */
@@ -89,13 +96,21 @@ export async function uploadBundles(
     }
     sending = sending.filter((s) => s !== oldest);
   };
+  /** Set once stopped() said so (or the tail is held): nothing more is sent. */
+  let stopping = false;
+  let sentAny = false;
   const flush = async (): Promise<void> => {
-    if (batch.length === 0) return;
+    if (batch.length === 0 || stopping) return;
+    if (stopped()) {
+      stopping = true;
+      return;
+    }
     const current = batch;
     batch = [];
     inBatch = new Set();
     bytes = BUNDLE_OVERHEAD;
     while (sending.length >= BUNDLES_IN_FLIGHT) await settleOldest();
+    sentAny = true;
     ctx.journal.markSent(current.map((b) => ({ path: b.entry.path, sha256: b.entry.sha256 })));
     const compress =
       shouldCompress(current.map((b) => b.entry.path)) &&
@@ -211,6 +226,10 @@ export async function uploadBundles(
   let index = 0;
   try {
     for await (const { q, got, moved } of readAhead(puts, READ_AHEAD, read)) {
+      if (stopping) {
+        if (got) slabs.release(got.content);
+        break;
+      }
       const at = index++;
       if (at >= rowsTo) {
         rowsTo = Math.min(puts.length, at + ROWS_PER_QUERY);
@@ -259,7 +278,9 @@ export async function uploadBundles(
       inBatch.add(entry.path);
       bytes += size;
     }
+    if (holdTail && sentAny) stopping = true;
     await flush();
+    if (stopping) for (const b of batch) slabs.release(b.entry.content);
   } finally {
     // Never return with a bundle's outcome unrecorded (its error, if any, is thrown here).
     await settle();
