@@ -21,3 +21,4 @@ export {
   splitExtension,
 } from './conflict.ts';
 export * from './pack.ts';
+export * from './fast-check.ts';

@@ -5,7 +5,7 @@
  * finds down is ended, so that the engine connects again to the instance the pool moved to
  * — from the same cursor, which is the journal's.
  */
-import { FeedServerMessage } from '@weft/wire';
+import { type FeedServerMessage, FeedServerMessageCheck } from '@weft/wire';
 import WebSocket from 'ws';
 import { type Disposable, toDisposable } from '../lifecycle.ts';
 import type { ServerPool } from './server-pool.ts';
@@ -40,7 +40,7 @@ export function openFeedSocket(
   ws.on('message', (data, isBinary) => {
     if (isBinary) return;
     try {
-      onMessage(FeedServerMessage.parse(JSON.parse(data.toString())));
+      onMessage(FeedServerMessageCheck.parse(JSON.parse(data.toString())));
     } catch (e) {
       close(`malformed feed message: ${(e as Error).message}`);
       ws.terminate();
