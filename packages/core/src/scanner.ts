@@ -15,10 +15,10 @@
  * - Local names are mapped back to remote names by LocalPaths (local-path.ts): `CON＿.txt`
  *   on Windows is the remote `CON.txt`. A name that is not one Weft writes (it would not
  *   come back unchanged) is skipped with a warning and left on disk.
+ *
+ * Also here: scan-disk.ts (the stats and hashes, on the event loop while quick), scan-rows.ts
+ * (an entry against its row), scan-types.ts (the options and the result), scan-queue.ts.
  */
-import { createHash } from 'node:crypto';
-import type { BigIntStats } from 'node:fs';
-import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { MAX_PATH_BYTES, caseFoldKey, normalizePath } from '@weft/providers/paths';
@@ -26,10 +26,11 @@ import type { IgnoreRules } from './ignore-rules.ts';
 import { IGNORE_FILE } from './ignore-rules.ts';
 import type { FileRow, IndexRow, Journal } from './journal/journal.ts';
 import { indexIn, indexRowOf } from './journal/scan-index.ts';
-import { BoundedTasks } from './bounded-tasks.ts';
-import { PARTIAL_PREFIX, readWholeSync, sha256File } from './local-fs.ts';
+import { PARTIAL_PREFIX } from './local-fs.ts';
 import { LocalPaths, UnsafeLocalPathError, encodeName, isPlainName } from './local-path.ts';
 import type { Op } from './ops.ts';
+import { ScanDisk, absOf } from './scan-disk.ts';
+import { CHUNK_ENTRIES, type ScanOptions, type ScanResult, ScanStopped } from './scan-types.ts';
 import {
   type DiskEntry,
   type Known,
@@ -43,126 +44,8 @@ import {
 
 export { ENQUEUE_BATCH, enqueueScan } from './scan-queue.ts';
 export { reservedNameReason } from './scan-rows.ts';
-
-export interface ScanOptions {
-  /** Only look at these subtrees (provider paths); default: everything. */
-  readonly scope?: readonly string[];
-  /** Files modified more recently than this are left for later. Default 1000 ms. */
-  readonly settleMs?: number;
-  /** The disk folds case: report names that differ only by case (a renamed-case file). Default false. */
-  readonly detectCaseClashes?: boolean;
-  readonly now?: () => number;
-  /** How local names map to remote ones. Default: this host's rules, long names from the journal. */
-  readonly paths?: LocalPaths;
-  /**
-   * Checked between files and folders: once it returns true the scan stops and throws
-   * ScanStopped (a partial walk must never read as deletions). The engine's stop().
-   */
-  readonly shouldStop?: () => boolean;
-  /**
-   * Called as the scan goes, each time it has compared CHUNK_ENTRIES more entries, with the
-   * operations found so far (the array grows; moves first, then in path order; deletions
-   * only in the result) and the writer of their index rows (ScanResult.commitThrough): the
-   * caller may queue ops[0, n) with commitThrough(n) and send them while the scan goes on.
-   * It may return how many it took for good (n): the scanner then lets go of ops[0, n) — their
-   * places stay, empty, so indexes hold — and a first scan of 1,000,000 files holds only the
-   * operations not yet taken, not ~200 B for every file found (issue #16).
-   */
-  readonly found?: (
-    ops: readonly Op[],
-    commitThrough: (end: number) => void,
-  ) => Promise<number | void> | number | void;
-}
-
-/** The scan was asked to stop (ScanOptions.shouldStop) before it finished; nothing was written. */
-export class ScanStopped extends Error {
-  constructor() {
-    super('scan stopped');
-    this.name = 'ScanStopped';
-  }
-}
-
-/** Entries hashed and compared between two turns of the event loop (and two calls of ScanOptions.found). */
-export const CHUNK_ENTRIES = 1_000;
-/**
- * Entries stat'ed on the event loop between two of its turns: a cached stat is a few µs, 4x
- * less CPU than through the thread pool (issue #16), so 256 hold the loop a millisecond or two.
- */
-export const STAT_SLICE = 256;
-/** Names of one folder whose stats are asked for together, in the thread pool. */
-const STAT_CHUNK = 64;
-/** Files hashed at once (reads overlap in the thread pool; small files are read whole). */
-const HASH_CONCURRENCY = 8;
-/** Files up to this size are read in one call to hash them, not streamed. */
-const WHOLE_READ_BYTES = 1024 * 1024;
-
-/** Files up to this size are hashed on the event loop (while reads are quick), through one buffer. */
-const SCRATCH_BYTES = 256 * 1024;
-/** Bytes (plus 4 KiB a file) read and hashed on the event loop between two of its turns: a few ms. */
-const HASH_SLICE_BYTES = 4 * 1024 * 1024;
-
-/**
- * The hash of a small file read on the event loop into `scratch` (local-fs.ts readWholeSync),
- * or 'unsettled' (it changed while read: its size or mtime moved) or 'gone' (unreadable or vanished).
- */
-function hashOnLoop(abs: string, e: { size: number; mtimeNs: bigint }, scratch: Buffer): string {
-  try {
-    const into = (n: number): Buffer =>
-      n <= scratch.length ? scratch.subarray(0, n) : Buffer.allocUnsafe(n);
-    const hash = createHash('sha256')
-      .update(readWholeSync(abs, into, e.size).content)
-      .digest('hex');
-    const again = fs.lstatSync(abs, { bigint: true }); // the path: a file renamed over it counts
-    return again.mtimeNs !== e.mtimeNs || Number(again.size) !== e.size ? 'unsettled' : hash;
-  } catch {
-    return 'gone';
-  }
-}
-
-async function hashFile(abs: string, size: number): Promise<string> {
-  if (size > WHOLE_READ_BYTES) return sha256File(abs);
-  return createHash('sha256')
-    .update(await fsp.readFile(abs))
-    .digest('hex');
-}
-
-export interface ScanResult {
-  /** With ScanOptions.found, the operations it took for good are empty places here. */
-  readonly ops: Op[];
-  readonly unsettled: string[];
-  readonly warnings: string[];
-  readonly scannedFiles: number;
-  /** Files (not folders) that vanished from disk in this scan, counting those inside deleted folders. */
-  readonly deletedFiles: number;
-  /** Files the journal knew in the scanned scope before this scan. */
-  readonly knownFilesBefore: number;
-  /** Entries found under an encoded local name (recorded in the journal by `commit`). */
-  readonly storedAs: number;
-  /** Files whose content was read to hash it (0 when every stat matched the journal). */
-  readonly hashedFiles: number;
-  /**
-   * Entries (found on disk, or rows of the journal) the comparison still held once the
-   * journal was read: those that changed, appeared or went — 0 for a no-change rescan.
-   */
-  readonly heldForComparison: number;
-  /**
-   * Writes the index rows this scan found. The scanner changes nothing itself: the caller
-   * runs this in the same transaction that queues `ops` (Journal.enqueueMany), so a crash
-   * can never record a change without the operation that sends it.
-   */
-  readonly commit: () => void;
-  /**
-   * Writes the index rows that belong with `ops[0, end)` and were not written yet: each row
-   * goes with the operation before which the scanner found it, so queueing the operations
-   * in batches, each batch's rows in its transaction, keeps the same guarantee.
-   */
-  readonly commitThrough: (end: number) => void;
-}
-
-/** Where an entry is on disk (made when needed: 100,000 stored paths cost megabytes). */
-function absOf(e: DiskEntry): string {
-  return nodePath.join(e.dir, e.name);
-}
+export { STAT_SLICE } from './scan-disk.ts';
+export { CHUNK_ENTRIES, ScanStopped, type ScanOptions, type ScanResult } from './scan-types.ts';
 
 export async function scan(
   root: string,
@@ -211,46 +94,7 @@ export async function scan(
   const folded = new Map<string, string>();
   const detectClashes = options.detectCaseClashes ?? false;
 
-  // Stats on the event loop, STAT_SLICE between turns, while they are quick (the folder's
-  // LoopGate, shared with its realpaths): else in the thread pool, a chunk of names at once
-  // (the pool works on them together).
-  const gate = paths.gate;
-  let sinceTurn = 0;
-  const statNames = async (
-    dirAbs: string,
-    names: readonly string[],
-  ): Promise<(BigIntStats | undefined)[]> => {
-    const out: (BigIntStats | undefined)[] = [];
-    // The folder's path once, normalised, with its separator: `prefix + name` is join's result
-    // for a name from readdir (no separator, never . or ..) without its cost per file.
-    const prefix = nodePath.join(dirAbs, 'x').slice(0, -1);
-    while (out.length < names.length) {
-      if (gate.onLoop()) {
-        if (++sinceTurn >= STAT_SLICE) {
-          sinceTurn = 0;
-          await new Promise<void>((resolve) => setImmediate(resolve));
-          stopCheck();
-        }
-        const abs = prefix + (names[out.length] as string);
-        const t = performance.now();
-        try {
-          out.push(fs.lstatSync(abs, { bigint: true, throwIfNoEntry: false }));
-        } catch {
-          out.push(undefined); // unreadable: as if gone
-        }
-        gate.took(performance.now() - t);
-        continue;
-      }
-      const chunk = names.slice(out.length, out.length + STAT_CHUNK);
-      out.push(
-        ...(await Promise.all(
-          chunk.map((n) => fsp.lstat(prefix + n, { bigint: true }).catch(() => undefined)),
-        )),
-      );
-      stopCheck();
-    }
-    return out;
-  };
+  const diskIo = new ScanDisk(paths.gate, stopCheck);
 
   /**
    * The journal's rows that the scan still compares, and the entries found on disk that it
@@ -296,7 +140,6 @@ export async function scan(
       (k.storedAt === undefined ? undefined : realJournal.getFile(k.path));
     return r && { ...r, path: k.path };
   };
-  let hashedFiles = 0;
   const settled = (e: DiskEntry): boolean => nowNs - e.mtimeNs >= settleNs;
   /** ScanResult.commitThrough: rows written up to `written`. */
   let written = 0;
@@ -310,45 +153,8 @@ export async function scan(
     }
   };
 
-  // Hash what needs it, several files at once ('unsettled': changed while hashed; 'gone':
-  // unreadable or vanished). A small file is read on the event loop while reads are quick,
-  // into one reused buffer, HASH_SLICE_BYTES between turns: through the pool each took four
-  // round trips and a buffer of its own (~850 MB of buffers at 100,000 files; issue #16).
-  const scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
-  let hashedSinceTurn = 0;
-  const tasks = new BoundedTasks(HASH_CONCURRENCY);
-  const hashAll = async (chunk: readonly DiskEntry[]): Promise<void> => {
-    for (const e of chunk) {
-      if (e.kind !== 'file' || cheaplyUnchanged(e, known.get(e.path)) || !settled(e)) continue;
-      stopCheck();
-      hashedFiles += 1;
-      if (e.size <= SCRATCH_BYTES && gate.onLoop()) {
-        if (hashedSinceTurn >= HASH_SLICE_BYTES) {
-          hashedSinceTurn = 0;
-          await new Promise<void>((resolve) => setImmediate(resolve));
-          stopCheck();
-        }
-        const t = performance.now();
-        e.hash = hashOnLoop(absOf(e), e, scratch);
-        gate.took(performance.now() - t);
-        hashedSinceTurn += e.size + 4096;
-        continue;
-      }
-      await tasks.add(async () => {
-        let outcome: string;
-        try {
-          const abs = absOf(e);
-          const hash = await hashFile(abs, e.size);
-          const again = await fsp.lstat(abs, { bigint: true });
-          outcome = again.mtimeNs !== e.mtimeNs || Number(again.size) !== e.size ? 'unsettled' : hash;
-        } catch {
-          outcome = 'gone';
-        }
-        e.hash = outcome;
-      });
-    }
-    await tasks.drain();
-  };
+  const hashAll = (chunk: readonly DiskEntry[]): Promise<void> =>
+    diskIo.hashAll(chunk, (e) => e.kind === 'file' && !cheaplyUnchanged(e, known.get(e.path)) && settled(e));
 
   const compare = (e: DiskEntry): void => {
     const row = known.get(e.path);
@@ -432,7 +238,7 @@ export async function scan(
         /* unreadable: keep the previous rules */
       }
     }
-    const stats = await statNames(dirAbs, names);
+    const stats = await diskIo.statNames(dirAbs, names);
     // The folder's rows, compared as its entries are found (none while streaming: the rows
     // in the journal are this scan's own).
     const index = streaming ? undefined : await indexIn(realJournal, dirRel);
@@ -676,7 +482,7 @@ export async function scan(
     deletedFiles,
     knownFilesBefore,
     storedAs,
-    hashedFiles,
+    hashedFiles: diskIo.hashedFiles,
     heldForComparison,
     commit: () => commitThrough(Number.POSITIVE_INFINITY),
     commitThrough,
