@@ -42,6 +42,7 @@ import type {
 } from './pack-types.ts';
 import { keepFsCopy } from './pack-types.ts';
 import { HotContents } from './pack-hot.ts';
+import { IdleFlush } from './pack-idle.ts';
 
 export const PACK_PREFIX = 'packs';
 /**
@@ -70,10 +71,11 @@ export const PACK_CLAIM_TTL_MS = 30 * 60_000;
 export const DEFAULT_PACK_TIMEOUT_MS = 5000;
 /**
  * Default idle flush (issue #16), as a fraction of the timeout: what is pending is packed once
- * no bundle has been in flight for timeout / 5 — 1 s with the paper's 5 s — instead of waiting
- * out the timeout (still the maximum age). A stream of bundles from one agent comes back to
- * back, so its packs stay full; a drop's last pack reaches the object tier ~1 s after its
- * last bundle instead of up to 5 s.
+ * no bundle has been in flight for at most timeout / 5 — 1 s with the paper's 5 s; less after a
+ * stream of bundles without gaps, learnt per stream (pack-idle.ts) — instead of waiting out the
+ * timeout (still the maximum age). A stream of bundles from one agent comes back to back, so
+ * its packs stay full; a drop's last pack reaches the object tier soon after its last bundle
+ * instead of up to 5 s.
  */
 export const DEFAULT_PACK_IDLE_FRACTION = 1 / 5;
 
@@ -116,9 +118,8 @@ export class Packer {
   readonly timeoutMs: number;
   readonly idleMs: number;
   private pendingBytes = 0;
-  /** Bundles being ingested (busy()); the idle flush waits for none. */
-  private inFlight = 0;
-  private idleTimer: NodeJS.Timeout | undefined;
+  /** The idle flush (pack-idle.ts). */
+  private readonly idle: IdleFlush;
   /**
    * A flush asked for at the target is waiting for the running one: no other is asked for
    * (each notify past the target used to queue one more flush behind a slow one — at 100,000
@@ -150,6 +151,14 @@ export class Packer {
     this.idleMs = o.idleMs ?? Math.round(this.timeoutMs * DEFAULT_PACK_IDLE_FRACTION);
     this.now = o.now ?? Date.now;
     this.hot = new HotContents(2 * this.targetBytes);
+    // Only bytes written since the last flush began count: what a flush puts back (notify(0):
+    // claimed elsewhere, a listing cut short) waits for the timeout, never the idle flush.
+    this.idle = new IdleFlush(
+      this.idleMs,
+      this.now,
+      () => !this.closed && this.pendingBytes > 0,
+      () => void this.flush().catch((e) => this.failed(e)),
+    );
   }
 
   /**
@@ -163,38 +172,15 @@ export class Packer {
 
   /**
    * A bundle's ingest began; the call returned says it ended. While any is in flight there is
-   * no idle flush; `idleMs` after the last one ends, what is pending is flushed.
+   * no idle flush; once the last one ends, what is pending is flushed after idleDelayMs().
    */
   busy(): () => void {
-    this.inFlight++;
-    this.clearIdle();
-    let ended = false;
-    return () => {
-      if (ended) return;
-      ended = true;
-      this.inFlight--;
-      this.armIdle();
-    };
+    return this.idle.busy();
   }
 
-  /**
-   * Start the idle flush's timer when new bytes wait and nothing is in flight. Only bytes
-   * written since the last flush began count: what a flush puts back (notify(0): claimed
-   * elsewhere, a listing cut short) waits for the timeout as before, never the idle flush.
-   */
-  private armIdle(): void {
-    if (this.closed || this.idleMs <= 0 || this.inFlight > 0 || this.pendingBytes <= 0) return;
-    this.clearIdle();
-    this.idleTimer = setTimeout(() => {
-      this.idleTimer = undefined;
-      if (this.inFlight === 0 && this.pendingBytes > 0) void this.flush().catch((e) => this.failed(e));
-    }, this.idleMs);
-    this.idleTimer.unref();
-  }
-
-  private clearIdle(): void {
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.idleTimer = undefined;
+  /** How long the idle flush would wait now: learnt from the stream of bundles (pack-idle.ts). */
+  idleDelayMs(): number {
+    return this.idle.delayMs();
   }
 
   /** Where a content's bytes are in the packs, if packed. */
@@ -249,7 +235,7 @@ export class Packer {
       }, this.timeoutMs);
       this.timer.unref();
     }
-    this.armIdle();
+    this.idle.arm();
   }
 
   private failed(e: unknown): void {
@@ -261,7 +247,7 @@ export class Packer {
     while (this.flushing) await this.flushing.catch(() => undefined);
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    this.clearIdle();
+    this.idle.clear();
     // This flush takes everything pending: the one waiting at the target is served by it.
     this.targetFlushWaiting = false;
     this.pendingBytes = 0;
@@ -584,7 +570,7 @@ export class Packer {
     this.hot.clear();
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    this.clearIdle();
+    this.idle.clear();
     while (this.flushing) await this.flushing.catch(() => undefined);
   }
 }
