@@ -62,6 +62,14 @@ export function selectiveRemote(client: RemoteStore, selection: () => SelectionV
     merkle: async (paths) => merkleWithout(client, paths, excluded, selection().excludedRoots()),
     openFeed: (...a) => client.openFeed(...a),
   };
+  if (client.listPage) {
+    // Entries left out, `next` kept: it is where the server's page ended, whatever is shown.
+    view.listPage = async (path, page) => {
+      const r = await (client.listPage as NonNullable<RemoteStore['listPage']>).call(client, path, page);
+      if (path !== '' && excluded(path)) return { ...r, entries: [] };
+      return { ...r, entries: r.entries.filter((e) => !excluded(e.path)) };
+    };
+  }
   if (client.usage) view.usage = () => (client.usage as NonNullable<RemoteStore['usage']>).call(client);
   if (client.serverDelta)
     view.serverDelta = (path, base) =>

@@ -194,15 +194,33 @@ export const EntryInfo = z
   .meta({ id: 'EntryInfo' });
 export type EntryInfo = z.infer<typeof EntryInfo>;
 
+/** The most entries one page of a paged listing holds (a larger `limit` is refused). */
+export const MAX_LIST_PAGE = 5000;
+/**
+ * A listing, whole (no `limit`: the behaviour of every client before paging) or a page of a
+ * recursive one: `limit` entries at most, in byte order of path, after the path `after`
+ * (exclusive, a keyset: no entry is skipped or repeated whatever lands between pages), with
+ * `seq` the snapshot the first page answered, passed back unchanged (issue #16).
+ */
 export const ListQuery = z.object({
   path: DirPath.default(''),
   recursive: z.enum(['0', '1', 'true', 'false']).optional(),
+  limit: z.coerce.number().int().min(1).max(MAX_LIST_PAGE).optional(),
+  after: EntryPath.optional(),
+  seq: z.coerce.number().int().min(0).optional(),
 });
+export type ListQuery = z.infer<typeof ListQuery>;
 export const ListResponse = z
   .object({
     entries: z.array(EntryInfo),
-    /** The namespace sequence the listing reflects: resume the change feed from here. */
+    /**
+     * The namespace sequence the listing reflects: resume the change feed from here. For a
+     * paged listing, the first page's (every page answers the same): a change landing while
+     * the pages are read is in the feed after it.
+     */
     seq: z.number().int().min(0),
+    /** Paged listing only: present while more may follow — pass it back as `after`. */
+    next: EntryPath.optional(),
   })
   .meta({ id: 'ListResponse' });
 export type ListResponse = z.infer<typeof ListResponse>;

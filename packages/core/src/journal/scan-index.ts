@@ -107,3 +107,30 @@ export function indexRowOf(journal: Journal, path: string): IndexRow | undefined
     RawIndexRow | undefined;
   return r && toIndexRow(r);
 }
+
+/**
+ * The paths of synced rows after `after` (exclusive; '' = from the start) up to `through`
+ * (inclusive; undefined = to the end), in path order, a page at a time with a turn of the
+ * event loop between pages: what a paged full listing compares one page's span with (issue
+ * #16) — byte order, as the server's keyset pages are.
+ */
+export async function* syncedPathsBetween(
+  journal: Journal,
+  after: string,
+  through: string | undefined,
+  pageSize = 2_000,
+): AsyncGenerator<string> {
+  const upper = through === undefined ? '' : 'AND path <= ?';
+  const page = sql(
+    journal.db,
+    `SELECT path FROM files WHERE path > ? ${upper} AND synced_rev IS NOT NULL ORDER BY path LIMIT ?`,
+  );
+  let last = after;
+  for (;;) {
+    const rows = page.all(last, ...(through === undefined ? [] : [through]), pageSize) as [string][];
+    for (const [path] of rows) yield path;
+    if (rows.length < pageSize) return;
+    last = (rows[rows.length - 1] as [string])[0];
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+}

@@ -82,7 +82,7 @@ import {
   signatureBlockSize,
 } from './memory-server.ts';
 import { OfflineError, RemoteError } from './proxy-client.ts';
-import type { RemoteStore } from './remote-store.ts';
+import type { ListPageRequest, RemoteStore } from './remote-store.ts';
 
 export type { MemoryServerOptions } from './memory-server.ts';
 
@@ -196,6 +196,23 @@ export class MemoryRemoteStore implements RemoteStore {
       if (d.kind !== 'dir') fail('NOT_A_FOLDER', 'not a folder');
     }
     return { entries: n.list(path, recursive), seq: n.seq };
+  }
+
+  /** As the proxy pages it (files.ts): a keyset after `after`, the first page's seq throughout. */
+  async listPage(path: string, page: ListPageRequest): Promise<ListResponse> {
+    // The first page checks the folder and takes the seq as a whole listing does.
+    const whole = page.after === undefined ? await this.list(path, true) : undefined;
+    const all = whole ?? { entries: (await this.enter('list')).list(path, true), seq: page.seq ?? 0 };
+    const after = Buffer.from(page.after ?? '');
+    const entries = all.entries
+      .filter((e) => Buffer.compare(Buffer.from(e.path), after) > 0)
+      .slice(0, page.limit);
+    const last = entries.at(-1);
+    return {
+      entries,
+      seq: all.seq,
+      ...(entries.length === page.limit && last ? { next: last.path } : {}),
+    };
   }
 
   async stat(path: string): Promise<EntryInfo | undefined> {

@@ -42,7 +42,7 @@ import { type ApiRequest, ApiRequests, apiUrl } from './api-requests.ts';
 import { RemoteError, ensureOk, parseJson, safeFetch } from './http-errors.ts';
 import { openFeedSocket } from './feed-socket.ts';
 import { ByteRateLimiter } from './rate-limit.ts';
-import type { RemoteStore } from './remote-store.ts';
+import type { ListPageRequest, RemoteStore } from './remote-store.ts';
 import type { ServerPool } from './server-pool.ts';
 
 export interface ProxyClientOptions {
@@ -277,6 +277,11 @@ export class ProxyClient implements RemoteStore {
       await this.request('GET', '/list', { query: { path, recursive: recursive ? '1' : '0' } }),
       ListResponse,
     );
+  }
+
+  async listPage(path: string, page: ListPageRequest): Promise<ListResponse> {
+    const query = { path, recursive: '1', limit: page.limit, after: page.after, seq: page.seq };
+    return this.parseJson(await this.request('GET', '/list', { query }), ListResponse);
   }
 
   async stat(path: string): Promise<EntryInfo | undefined> {

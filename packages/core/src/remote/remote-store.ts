@@ -26,9 +26,23 @@ import type {
 } from '@weft/wire';
 import type { Disposable } from '../lifecycle.ts';
 
+/** Where a paged listing goes on: the first page has neither `after` nor `seq`. */
+export interface ListPageRequest {
+  readonly limit: number;
+  readonly after?: string;
+  readonly seq?: number;
+}
+
 export interface RemoteStore {
   /** Every entry under `path` ('' = the root), recursively or one level. */
   list(path?: string, recursive?: boolean): Promise<ListResponse>;
+  /**
+   * One page of the recursive listing of `path` (issue #16): at most `page.limit` entries
+   * after `page.after`, in byte order of path; pass the first page's `seq` with every later
+   * page, and the answer's `next` as `after` while it has one (docs/formats/api.md). Absent:
+   * this store lists whole only.
+   */
+  listPage?(path: string, page: ListPageRequest): Promise<ListResponse>;
   /** One entry, or undefined when nothing is at `path`. */
   stat(path: string): Promise<EntryInfo | undefined>;
   /** A file's bytes (streaming) with the version they are; NOT_FOUND when it is gone. */

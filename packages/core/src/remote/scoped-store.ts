@@ -81,6 +81,10 @@ export function scopedRemote(client: RemoteStore, root: string): RemoteStore {
         entry: entry(c.entry),
       };
     });
+  const makeRoot = async (): Promise<void> => {
+    const [made] = await client.ops([{ op: 'mkdir', path: root }]);
+    if (made?.status === 'error') throw new RemoteError(409, made.error.code, made.error.message);
+  };
   const upload = async (
     entries: readonly BundleEntry[],
     compress: boolean,
@@ -105,8 +109,7 @@ export function scopedRemote(client: RemoteStore, root: string): RemoteStore {
       } catch (e) {
         // The root is made on first use (mkdir makes the folders above it, and is idempotent).
         if (path !== '' || !(e instanceof RemoteError && e.code === 'NOT_FOUND')) throw e;
-        const [made] = await client.ops([{ op: 'mkdir', path: root }]);
-        if (made?.status === 'error') throw new RemoteError(409, made.error.code, made.error.message);
+        await makeRoot();
         r = await client.list(root, recursive);
       }
       return { ...r, entries: r.entries.filter((e) => inside(e.path)).map(entry) };
@@ -164,6 +167,28 @@ export function scopedRemote(client: RemoteStore, root: string): RemoteStore {
   if (client.serverDelta)
     view.serverDelta = (path, base) =>
       (client.serverDelta as NonNullable<RemoteStore['serverDelta']>).call(client, out(path), base);
+  if (client.listPage) {
+    const listPage = client.listPage;
+    view.listPage = async (path, page) => {
+      const ask = (): ReturnType<typeof listPage> =>
+        listPage.call(client, out(path), {
+          ...page,
+          ...(page.after === undefined ? {} : { after: out(page.after) }),
+        });
+      let r;
+      try {
+        r = await ask();
+      } catch (e) {
+        // The root is made on first use, as for the whole listing.
+        const first = page.after === undefined;
+        if (path !== '' || !first || !(e instanceof RemoteError && e.code === 'NOT_FOUND')) throw e;
+        await makeRoot();
+        r = await ask();
+      }
+      const entries = r.entries.filter((e) => inside(e.path)).map(entry);
+      return { ...r, entries, ...(r.next === undefined ? {} : { next: back(r.next) }) };
+    };
+  }
   return view;
 }
 

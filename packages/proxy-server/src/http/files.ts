@@ -3,6 +3,7 @@ import { Readable } from 'node:stream';
 import { EntryInfo, ListQuery, ListResponse, PathQuery } from '@weft/wire';
 import { ApiError } from '../errors.ts';
 import type { HybridStore } from '../store/hybrid.ts';
+import { publicEntry } from '../store/metadata.ts';
 import { entryAt, fileHeaders, type RouteContext } from './route.ts';
 
 export function registerFileRoutes(
@@ -25,6 +26,9 @@ export function registerFileRoutes(
     async (req) => {
       const a = auth(req);
       const q = parse(ListQuery, req.query);
+      if (q.limit !== undefined) return listPage(store, a.userId, q);
+      if (q.after !== undefined || q.seq !== undefined)
+        throw new ApiError('BAD_REQUEST', '`after` and `seq` page a listing: give `limit` too');
       // The seq first: a change landing between the two reads is in the listing and replayed
       // from the feed after it (harmless), never missing from both.
       const seq = await store.meta.currentSeq(a.userId);
@@ -71,6 +75,41 @@ export function registerFileRoutes(
       return reply.send(Readable.from(stream));
     },
   );
+}
+
+/**
+ * One page of a recursive listing (issue #16): a keyset read after `after`, so a listing of a
+ * million entries costs the proxy's loop one page at a time and nobody holds it whole. The
+ * first page reads the seq before its rows (as the whole listing does), and every later page
+ * answers the seq it is given: a change landing between two pages is in the feed after that
+ * seq — a path created behind the keyset arrives from the feed, one deleted ahead of it is
+ * not listed and its delete replays harmlessly.
+ */
+async function listPage(store: HybridStore, userId: string, q: ListQuery): Promise<ListResponse> {
+  if (!(q.recursive === '1' || q.recursive === 'true'))
+    throw new ApiError('BAD_REQUEST', 'only a recursive listing is paged');
+  const limit = q.limit ?? 1;
+  let seq = q.seq;
+  if (seq === undefined) {
+    if (q.after !== undefined) throw new ApiError('BAD_REQUEST', "a later page needs the first page's `seq`");
+    seq = await store.meta.currentSeq(userId);
+  } else if (seq > (await store.meta.currentSeq(userId))) {
+    throw new ApiError('BAD_REQUEST', '`seq` is ahead of the namespace');
+  }
+  if (q.after === undefined && q.path !== '') {
+    // The folder is checked on the first page only: later pages of a folder removed meanwhile
+    // are empty, and the feed after `seq` says it went.
+    const d = await store.stat(userId, q.path);
+    if (!d) throw new ApiError('NOT_FOUND', 'not found');
+    if (d.kind !== 'dir') throw new ApiError('NOT_A_FOLDER', 'not a folder');
+  }
+  const rows = await store.meta.listEntriesPage(userId, q.path, q.after ?? '', limit);
+  const last = rows.at(-1);
+  return {
+    entries: rows.map(publicEntry),
+    seq,
+    ...(rows.length === limit && last ? { next: last.path } : {}),
+  };
 }
 
 /** One `bytes=` range; undefined for none; RANGE_NOT_SATISFIABLE when it cannot be served. */

@@ -109,6 +109,12 @@ export interface MetadataStore {
   /** Direct children of `dir` ('' = root), or everything below it when recursive; path order. */
   listEntries(userId: string, dir: string, recursive: boolean): Promise<EntryRow[]>;
   /**
+   * One page of everything below `dir`: at most `limit` entries whose path is after `after`
+   * ('' = from the start), in byte order of path — a keyset page read through the primary
+   * key, so its cost is the page's, not the namespace's (issue #16).
+   */
+  listEntriesPage(userId: string, dir: string, after: string, limit: number): Promise<EntryRow[]>;
+  /**
    * Record changes atomically: entries updated, object refcounts adjusted, one change
    * record each with the next seq. Returns the records (with seq and revisions).
    */

@@ -206,6 +206,17 @@ export class PostgresMetadataStore implements MetadataStore {
     return rows.filter((r) => !r.path.slice(prefix.length).includes('/')).map(toEntry);
   }
 
+  async listEntriesPage(userId: string, dir: string, after: string, limit: number): Promise<EntryRow[]> {
+    const rows =
+      dir === ''
+        ? await this.sql<EntrySql[]>`SELECT * FROM entries
+            WHERE user_id = ${userId} AND path > ${after} ORDER BY path LIMIT ${limit}`
+        : await this.sql<EntrySql[]>`SELECT * FROM entries
+            WHERE user_id = ${userId} AND path > ${after} AND path >= ${below(dir)[0]} AND path < ${below(dir)[1]}
+            ORDER BY path LIMIT ${limit}`;
+    return rows.map(toEntry);
+  }
+
   private async subtree(tx: Tx, userId: string, path: string): Promise<EntrySql[]> {
     const [lo, hi] = below(path);
     return tx<EntrySql[]>`SELECT * FROM entries

@@ -203,6 +203,21 @@ export class SqliteMetadataStore implements MetadataStore {
     return rows.filter((r) => !r.path.slice(prefix.length).includes('/')).map(toEntry);
   }
 
+  async listEntriesPage(userId: string, dir: string, after: string, limit: number): Promise<EntryRow[]> {
+    const rows = (
+      dir === ''
+        ? this.stmt('SELECT * FROM entries WHERE user_id = ? AND path > ? ORDER BY path LIMIT ?').all(
+            userId,
+            after,
+            limit,
+          )
+        : this.stmt(
+            'SELECT * FROM entries WHERE user_id = ? AND path > ? AND path >= ? AND path < ? ORDER BY path LIMIT ?',
+          ).all(userId, after, ...below(dir), limit)
+    ) as EntrySql[];
+    return rows.map(toEntry);
+  }
+
   private subtree(userId: string, path: string): EntrySql[] {
     const [lo, hi] = below(path);
     return this.stmt(

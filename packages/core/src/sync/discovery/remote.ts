@@ -9,6 +9,7 @@ import type { ChangeRecord, EntryInfo } from '@weft/wire';
 import { LocalMerkle, findDivergence } from '../../consistency.ts';
 import { type DecisionRow, decide } from '../../decisions.ts';
 import type { FileRow } from '../../journal/journal.ts';
+import { syncedPathsBetween } from '../../journal/scan-index.ts';
 import type { SyncContext } from '../context.ts';
 import { keepConflict } from '../propagate/conflict.ts';
 import {
@@ -47,8 +48,19 @@ export async function pull(ctx: SyncContext): Promise<void> {
   }
 }
 
-/** First sync or a reset feed: compare the whole remote listing with the journal. */
+/** Entries a page of the full listing holds (the server's MAX_LIST_PAGE at most). */
+export const LIST_PAGE = 2_000;
+
+/**
+ * First sync or a reset feed: compare the remote listing with the journal — a page at a
+ * time when the store pages it (issue #16: a whole listing of a million entries was held
+ * by both sides at once), else whole.
+ */
 async function fullReconcile(ctx: SyncContext): Promise<void> {
+  if (ctx.client.listPage) {
+    await pagedReconcile(ctx, ctx.client.listPage.bind(ctx.client));
+    return;
+  }
   const listing = await ctx.client.list('', true);
   ctx.status.update({ state: 'syncing' });
   const remote = new Map(listing.entries.map((e) => [e.path, e]));
@@ -67,6 +79,44 @@ async function fullReconcile(ctx: SyncContext): Promise<void> {
       await ctx.guarded(row.path, () => applyRemoteDelete(ctx, row.path));
   }
   ctx.journal.setMeta('cursor', String(listing.seq));
+}
+
+/**
+ * The listing a page at a time: each page's folders, then its files, then the synced rows of
+ * its span of the key space (after the last page's end, through its own) it does not name —
+ * gone remotely. The pages and the journal share one order (bytes of the path), so each row
+ * is compared exactly once; the feed then goes on from the first page's seq, which replays
+ * whatever landed while the pages were read.
+ */
+async function pagedReconcile(
+  ctx: SyncContext,
+  listPage: NonNullable<SyncContext['client']['listPage']>,
+): Promise<void> {
+  ctx.status.update({ state: 'syncing' });
+  const held = holdForQueuedMoves(ctx);
+  let seq: number | undefined;
+  let after = '';
+  for (;;) {
+    const page = await listPage('', {
+      limit: LIST_PAGE,
+      ...(seq === undefined ? {} : { after, seq }),
+    });
+    seq ??= page.seq;
+    const named = new Set(page.entries.map((e) => e.path));
+    const entries = page.entries.filter((e) => !held(e.path));
+    const dirs = entries.filter((e) => e.kind === 'dir');
+    for (const d of dirs) await ctx.guarded(d.path, () => applyRemoteDir(ctx, d));
+    await applyRemoteFiles(
+      ctx,
+      entries.filter((e) => e.kind === 'file'),
+    );
+    for await (const path of syncedPathsBetween(ctx.journal, after, page.next)) {
+      if (!named.has(path) && !held(path)) await ctx.guarded(path, () => applyRemoteDelete(ctx, path));
+    }
+    if (page.next === undefined) break;
+    after = page.next;
+  }
+  ctx.journal.setMeta('cursor', String(seq));
 }
 
 /**
