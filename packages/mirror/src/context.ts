@@ -61,8 +61,10 @@ export interface MirrorStats {
   conflicts: number;
   /** Moves done as server-side moves on a target. */
   nativeMoves: number;
-  /** Full re-listings (first start, feed reset, provider without a feed). */
+  /** Full re-listings read as changes (first start, feed reset, provider without a feed). */
   relistings: number;
+  /** Verifications run (anti-entropy: each re-lists every replica against the books). */
+  verifications: number;
   /** Target applications that failed and will be retried next step. */
   failures: number;
   /** Log entries found by a verification re-listing (changes the feeds had not reported). */
@@ -80,6 +82,7 @@ export function zeroMirrorStats(): MirrorStats {
     conflicts: 0,
     nativeMoves: 0,
     relistings: 0,
+    verifications: 0,
     failures: 0,
     verifyFound: 0,
     refused: 0,

@@ -146,6 +146,15 @@ export interface MirrorEngineOptions {
     readonly max?: number;
     readonly jitter?: 'equal' | 'full' | 'none';
   };
+  /**
+   * Verify (anti-entropy: every replica re-listed against the books, then compared with the
+   * share) as soon as start()'s first backlog is drained, instead of only after
+   * verifyIntervalMs. For an engine that takes over books another process may have left
+   * half-done (a controller killed mid-write, a crash): whatever it left — a write made but
+   * not recorded, a book row for a write that never landed, a feed change read but lost — is
+   * found and converged then, not an hour later. Default false.
+   */
+  readonly verifyAtStart?: boolean;
   /** Uniform in [0, 1): the backoffs' jitter. Default Math.random (injected by tests). */
   readonly random?: () => number;
   /**
@@ -155,6 +164,9 @@ export interface MirrorEngineOptions {
    */
   readonly timer?: Timer;
 }
+
+/** verifyAtStart: verifications at most, until one finds nothing (see MirrorEngine.verifyIfDue). */
+const START_VERIFICATIONS = 5;
 
 export class MirrorEngine {
   readonly shareId: string;
@@ -171,6 +183,14 @@ export class MirrorEngine {
   private readonly outages: OutageLog;
   private readonly parking: Parking;
   private lastVerify = 0;
+  private readonly verifyAtStart: boolean;
+  /**
+   * verifyAtStart's verifications so far: one per round (nothing pending) until one finds
+   * nothing — a re-listing that logs something does not reconcile in the same pass — at
+   * most START_VERIFICATIONS, then the interval's.
+   */
+  private startVerifications = 0;
+  private startVerified = false;
   /** (replica, path, version) the reconciliation already logged (see anti-entropy.ts). */
   private readonly reconciled = new Set<string>();
   private readonly onRound: MirrorEngineOptions['onRound'];
@@ -216,6 +236,7 @@ export class MirrorEngine {
     this.random = options.random ?? Math.random;
     this.timer = options.timer ?? systemTimer;
     this.verifyIntervalMs = options.verifyIntervalMs ?? 3_600_000;
+    this.verifyAtStart = options.verifyAtStart ?? false;
     this.onRound = options.onRound;
     this.outages = new OutageLog({
       store: this.store,
@@ -405,6 +426,7 @@ export class MirrorEngine {
   async verify(): Promise<number> {
     await this.init();
     this.lastVerify = this.now();
+    this.stats.verifications += 1;
     const found = await relistAgainstBooks(this.ctx, this.reconciled);
     this.stats.verifyFound += found;
     if (found > 0) this.log.warn({ entries: found }, 'verification found changes the feeds had not reported');
@@ -414,6 +436,24 @@ export class MirrorEngine {
     const pruned = await this.store.pruneHeadHistory();
     if (pruned > 0) this.log.debug({ pruned }, 'past head versions no replica holds forgotten');
     return found + applied;
+  }
+
+  /**
+   * start()'s verification, with nothing pending (the books are then all that a restart
+   * would start from): at once the first time with verifyAtStart, else every
+   * verifyIntervalMs (the first interval counted from the first round).
+   */
+  private async verifyIfDue(): Promise<void> {
+    const atStart =
+      this.verifyAtStart && !this.startVerified && this.startVerifications < START_VERIFICATIONS;
+    if (!atStart && (this.verifyIntervalMs <= 0 || this.now() - this.lastVerify < this.verifyIntervalMs))
+      return;
+    if ((await this.store.pendingCount()) !== 0) return;
+    if (atStart) {
+      this.startVerifications += 1;
+      if ((await this.verify()) === 0) this.startVerified = true;
+    } else if (this.lastVerify === 0) this.lastVerify = this.now();
+    else await this.verify();
   }
 
   /** Run steps until stop(); a step's error is logged and the next step retries. */
@@ -429,15 +469,7 @@ export class MirrorEngine {
       while (!this.stopping) {
         try {
           await this.round(true);
-          // With nothing pending: the books are then all that a restart would start from.
-          if (
-            this.verifyIntervalMs > 0 &&
-            this.now() - this.lastVerify >= this.verifyIntervalMs &&
-            (await this.store.pendingCount()) === 0
-          ) {
-            if (this.lastVerify === 0) this.lastVerify = this.now();
-            else await this.verify();
-          }
+          await this.verifyIfDue();
           this.onRound?.({ pending: await this.store.pendingCount() });
         } catch (e) {
           this.log.error({ err: e }, 'mirror step failed');
@@ -478,6 +510,11 @@ export class MirrorEngine {
   /** The first round has run (state loaded, joining members' seeding entries appended). */
   get ready(): boolean {
     return this.initialized;
+  }
+
+  /** verifyAtStart's verification has not yet found the replicas true to the books. */
+  get startVerificationDue(): boolean {
+    return this.verifyAtStart && !this.startVerified;
   }
 
   /** Log entries not yet applied everywhere. */

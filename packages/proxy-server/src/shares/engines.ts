@@ -102,7 +102,9 @@ export class ShareEngines {
   /** Start the engines of the shares already stored (when this instance runs them). */
   async start(): Promise<void> {
     if (!this.engines) return;
-    for (const s of await this.o.registry.all()) await this.restart(s.id);
+    // Engines started here take over books a previous controller (or this process before
+    // a crash) may have left half-done: each verifies once its backlog is drained.
+    for (const s of await this.o.registry.all()) await this.restart(s.id, true);
     if (this.o.registry.shared && !this.resyncTimer) {
       // Shares made, joined or left through another instance: matched here on a period.
       this.resyncTimer = setInterval(() => {
@@ -241,21 +243,27 @@ export class ShareEngines {
     return rows.filter((r) => paths.some((p) => r.op.includes(JSON.stringify(p).slice(1, -1))));
   }
 
-  /** Stop the share's running engine, if any, keeping its totals. */
-  private async stopRunning(shareId: string): Promise<void> {
+  /**
+   * Stop the share's running engine, if any, keeping its totals. Returns whether its
+   * takeover verification was still due (the next engine inherits it).
+   */
+  private async stopRunning(shareId: string): Promise<boolean> {
     const old = this.running.get(shareId);
     this.running.delete(shareId);
-    if (old) {
-      await old.engine.stop();
-      this.addTotals(shareId, old.engine);
-    }
+    if (!old) return false;
+    await old.engine.stop();
+    this.addTotals(shareId, old.engine);
+    return old.engine.startVerificationDue;
   }
 
-  /** Stop the share's engine (if any) and start one for its current members (two or more). */
-  restart(shareId: string): Promise<void> {
+  /**
+   * Stop the share's engine (if any) and start one for its current members (two or more);
+   * `verifyAtStart`: a takeover (MirrorEngineOptions.verifyAtStart).
+   */
+  restart(shareId: string, verifyAtStart = false): Promise<void> {
     const prev = this.chains.get(shareId) ?? Promise.resolve();
     const next = prev.then(async () => {
-      await this.stopRunning(shareId);
+      const due = await this.stopRunning(shareId);
       if (this.closed || !this.engines) {
         this.started.delete(shareId);
         return;
@@ -281,6 +289,7 @@ export class ShareEngines {
         books: this.o.books,
         logger: this.o.log,
         pollIntervalMs: this.o.config.pollIntervalMs,
+        verifyAtStart: verifyAtStart || due,
         ...(this.o.config.probeBackoffMs ? { probeBackoffMs: this.o.config.probeBackoffMs } : {}),
         replicas: await Promise.all(members.map((m) => this.replicaOf(shareId, m))),
         onProgress: ({ applied }) => {
