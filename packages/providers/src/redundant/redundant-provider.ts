@@ -10,16 +10,14 @@
  * parallel, hedged (reading.ts). A backend that fails is marked down; writes go on, and
  * what it missed goes into the outage log, replayed in order when a probe finds it up again
  * (maintenance.ts, which also holds scrub and replacement); the backend set, its health and
- * measured speeds are backends.ts. docs/redundancy.md for operators.
+ * measured speeds are backends.ts. Writes are object-write.ts. docs/redundancy.md for operators.
  */
 import { randomBytes } from 'node:crypto';
-import { createReadStream, createWriteStream, rmSync } from 'node:fs';
-import * as fsp from 'node:fs/promises';
+import { rmSync } from 'node:fs';
 import * as nodePath from 'node:path';
-import { finished } from 'node:stream/promises';
 import { ReedSolomon } from '@weft/reed-solomon-wasm';
-import { checkBody, clampRange, openBody, sha256Hex, throwIfAborted } from '../body.ts';
-import { NotFoundError, TransientError, isProviderError } from '../errors.ts';
+import { clampRange, throwIfAborted } from '../body.ts';
+import { NotFoundError, isProviderError } from '../errors.ts';
 import type { Features } from '../features.ts';
 import { normalizeEntryPath, normalizePath } from '../paths.ts';
 import type {
@@ -33,11 +31,10 @@ import type {
   WriteOptions,
 } from '../provider.ts';
 import { type BackendConfig, type BackendHealth, BackendSet } from './backends.ts';
-import { type BackendStats, place } from './planner.ts';
-import type { LocationRow, ObjectRow, PlacementStore } from './placement-store.ts';
+import { writeObject } from './object-write.ts';
+import type { BackendStats } from './planner.ts';
+import type { ObjectRow, PlacementStore } from './placement-store.ts';
 import { SqlitePlacementStore } from './store.ts';
-import { type EncodedObject, StripeWriter } from './stripe-write.ts';
-import { shardBytesFor } from './striping.ts';
 import { readReplica, readStriped } from './reading.ts';
 
 export type { BackendConfig, BackendHealth } from './backends.ts';
@@ -114,7 +111,8 @@ export class RedundantProvider implements Provider {
   readonly hedgeAfterMs: number;
   private readonly backends: BackendSet;
   private readonly codecs = new Map<string, Promise<ReedSolomon>>();
-  private readonly spoolDir: string;
+  /** Where a write of a stream of unknown length is spooled (object-write.ts). */
+  readonly spoolDir: string;
   private timer: NodeJS.Timeout | undefined;
   private readonly replaying = new Map<string, Promise<void>>();
   private readonly writing = new Set<string>();
@@ -319,7 +317,7 @@ export class RedundantProvider implements Provider {
     // Its blobs are stored before the commit records them: the orphan sweep leaves them alone.
     this.writing.add(id);
     try {
-      return await this.writeObject(id, path, body, options);
+      return await writeObject(this, id, path, body, options);
     } finally {
       this.writing.delete(id);
     }
@@ -328,223 +326,6 @@ export class RedundantProvider implements Provider {
   /** Whether object `id` is being written by this process (stored, not yet committed). */
   isWriting(id: string): boolean {
     return this.writing.has(id);
-  }
-
-  private async writeObject(id: string, path: string, body: Body, options: WriteOptions): Promise<Entry> {
-    const p = normalizeEntryPath(path);
-    throwIfAborted(options.signal);
-    const cond = { ifNotExists: options.ifNotExists, ifRevision: options.ifRevision };
-    await this.store.checkPut(p, cond);
-    const it = openBody(body)[Symbol.asyncIterator]();
-    const head: Buffer[] = [];
-    let headBytes = 0;
-    let ended = false;
-    while (headBytes < this.thresholdBytes) {
-      // The producer may reuse a chunk's buffer once asked for the next one: the chunk held
-      // so far is copied then, the last one never (a large body given whole is not copied).
-      if (head.length > 0) head[head.length - 1] = Buffer.from(head[head.length - 1]!);
-      const r = await it.next();
-      throwIfAborted(options.signal);
-      if (r.done) {
-        ended = true;
-        break;
-      }
-      head.push(Buffer.from(r.value.buffer, r.value.byteOffset, r.value.byteLength));
-      headBytes += r.value.byteLength;
-    }
-    const modifiedMs = options.modifiedMs ?? Date.now();
-    if (ended) {
-      const data = Buffer.concat(head, headBytes);
-      const sha = sha256Hex(data);
-      checkBody(this.name, p, options, data.byteLength, sha);
-      const stored = await this.putReplicated(id, data, sha, options.signal);
-      return this.commit(p, stored, cond, modifiedMs);
-    }
-    // A stream of unknown length is spooled first (the shard size must fit the object);
-    // one of known length goes straight to the backends as it is encoded (issue #17).
-    let spool: string | undefined;
-    try {
-      let source: AsyncIterable<Uint8Array> = chain(head, it);
-      let size = options.size;
-      if (size === undefined) {
-        await fsp.mkdir(this.spoolDir, { recursive: true });
-        spool = await fsp.mkdtemp(nodePath.join(this.spoolDir, 'w-'));
-        const input = nodePath.join(spool, 'input');
-        const out = createWriteStream(input);
-        size = 0;
-        for await (const chunk of source) {
-          throwIfAborted(options.signal);
-          size += chunk.byteLength;
-          if (!out.write(chunk)) await new Promise<void>((r) => out.once('drain', () => r()));
-        }
-        out.end();
-        await finished(out);
-        source = createReadStream(input, { highWaterMark: 1 << 20 });
-      }
-      const stored = await this.putStriped(id, p, source, size, options);
-      return await this.commit(p, stored, cond, modifiedMs);
-    } finally {
-      if (spool) await fsp.rm(spool, { recursive: true, force: true });
-    }
-  }
-
-  private async commit(
-    path: string,
-    stored: { row: Omit<ObjectRow, 'refs'>; locations: Omit<LocationRow, 'object_id'>[] },
-    cond: { ifNotExists?: boolean; ifRevision?: string },
-    modifiedMs: number,
-  ): Promise<Entry> {
-    let result: Awaited<ReturnType<PlacementStore['commitFile']>>;
-    // What a down backend missed is logged in the commit's own transaction.
-    const owed = stored.locations
-      .filter((l) => l.state === 'owed')
-      .map((l) => ({ backend: l.backend, slot: l.slot, blobKey: blobKey(stored.row, l.slot) }));
-    try {
-      result = await this.store.commitFile(path, stored, cond, modifiedMs, owed);
-    } catch (e) {
-      await this.discard(stored);
-      throw e;
-    }
-    this.metrics.loggedWrites += stored.locations.filter((l) => l.state === 'owed').length;
-    await this.release(result.released);
-    return result.entry;
-  }
-
-  /** Remove blobs of an object that was never committed (best effort: unreferenced anyway). */
-  private async discard(stored: {
-    row: Omit<ObjectRow, 'refs'>;
-    locations: Omit<LocationRow, 'object_id'>[];
-  }) {
-    await Promise.all(
-      stored.locations
-        .filter((l) => l.state === 'ok')
-        .map((l) =>
-          this.backends
-            .get(l.backend)
-            ?.provider.remove(blobKey(stored.row, l.slot))
-            .catch(() => undefined),
-        ),
-    );
-  }
-
-  private placementFor(size: number): string[] {
-    const ids = this.backendIds();
-    return [
-      ...place(size, this.stats(ids), {
-        thresholdBytes: this.thresholdBytes,
-        replicas: this.replicas,
-        k: this.k,
-        m: this.m,
-      }).backends,
-    ];
-  }
-
-  /** `sha`: SHA-256 (hex) of `data`, already computed by the caller. */
-  private async putReplicated(id: string, data: Buffer, sha: string, signal?: AbortSignal) {
-    const row = {
-      id,
-      size: data.byteLength,
-      sha256: sha,
-      layout: 'replicated' as const,
-      k: 1,
-      m: 0,
-      shard_bytes: 0,
-      shard_sha: null,
-    };
-    const targets = this.placementFor(data.byteLength);
-    const locations = await Promise.all(
-      targets.map(async (backend, slot) => {
-        const ok = await this.putBlob(backend, blobKey(row, slot), data, data.byteLength, sha, signal);
-        return { slot, backend, blob_sha256: sha, state: ok ? ('ok' as const) : ('owed' as const) };
-      }),
-    );
-    await this.settle({ row, locations }, 1, signal);
-    return { row, locations };
-  }
-
-  /**
-   * Encode `source` (`size` bytes declared) and stream each fragment to its backend as it is
-   * encoded (StripeWriter). A backend whose write fails is owed its fragment (outage log);
-   * the write needs k fragments stored.
-   */
-  private async putStriped(
-    id: string,
-    p: string,
-    source: AsyncIterable<Uint8Array>,
-    size: number,
-    options: WriteOptions,
-  ) {
-    // Placed first: a placement that fails leaves no writer waiting on the caller's signal.
-    const targets = this.placementFor(size);
-    const rs = await this.codec(this.k, this.m);
-    const writer = new StripeWriter(
-      rs,
-      shardBytesFor(size, this.k, this.maxShardBytes),
-      size,
-      options.signal,
-    );
-    const key = (slot: number) => blobKey({ id, layout: 'striped' }, slot);
-    const uploads = targets.map((backend, slot) =>
-      this.putBlob(
-        backend,
-        key(slot),
-        writer.body(slot),
-        writer.fragmentBytes,
-        undefined,
-        writer.signal,
-      ).finally(() => writer.close(slot)),
-    );
-    let enc: EncodedObject;
-    try {
-      enc = await writer.run(source, (n, sha) => checkBody(this.name, p, options, n, sha));
-    } catch (e) {
-      // Nothing was stored whole (the last stripe is held back until the checks pass);
-      // what a backend kept of a fragment is removed, best effort (else the orphan sweep).
-      const oks = await Promise.all(uploads);
-      await Promise.all(
-        targets.map((backend, slot) =>
-          oks[slot]
-            ? this.backends
-                .get(backend)
-                ?.provider.remove(key(slot))
-                .catch(() => undefined)
-            : undefined,
-        ),
-      );
-      throw e;
-    }
-    const oks = await Promise.all(uploads);
-    const row = {
-      id,
-      size: enc.size,
-      sha256: enc.sha256,
-      layout: 'striped' as const,
-      k: enc.k,
-      m: enc.m,
-      shard_bytes: enc.shardBytes,
-      shard_sha: enc.shardSha,
-    };
-    const locations = targets.map((backend, slot) => ({
-      slot,
-      backend,
-      blob_sha256: enc.fragmentSha[slot]!,
-      state: oks[slot] ? ('ok' as const) : ('owed' as const),
-    }));
-    await this.settle({ row, locations }, enc.k, options.signal);
-    return { row, locations };
-  }
-
-  /** A write needs `need` blobs stored (1 replica, k fragments); else it fails, leaving nothing. */
-  private async settle(
-    stored: { row: Omit<ObjectRow, 'refs'>; locations: Omit<LocationRow, 'object_id'>[] },
-    need: number,
-    signal?: AbortSignal,
-  ): Promise<void> {
-    const ok = stored.locations.filter((l) => l.state === 'ok').length;
-    if (ok >= need && !signal?.aborted) return;
-    await this.discard(stored);
-    throwIfAborted(signal);
-    throw new TransientError(`${this.name}: only ${ok} of the ${need} blobs needed could be stored`);
   }
 
   /** Store one blob; false (and the backend marked down) when it could not. Aborts propagate as false too. */
@@ -605,16 +386,4 @@ export function blobKey(o: { id: string; layout: 'replicated' | 'striped' }, slo
 
 async function* once(bytes: Uint8Array): AsyncIterable<Uint8Array> {
   if (bytes.byteLength > 0) yield bytes;
-}
-
-async function* chain(
-  head: readonly Uint8Array[],
-  rest: AsyncIterator<Uint8Array>,
-): AsyncIterable<Uint8Array> {
-  for (const h of head) yield h;
-  for (;;) {
-    const r = await rest.next();
-    if (r.done) return;
-    yield r.value;
-  }
 }
