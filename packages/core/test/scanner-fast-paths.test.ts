@@ -6,40 +6,20 @@
  * answer as asking the \`ignore\` package of the path and each folder above it does.
  */
 import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
 import * as nodePath from 'node:path';
 import ignore, { type Ignore } from 'ignore';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DEFAULT_IGNORES, IgnoreRules, namePrefilter } from '../src/ignore-rules.ts';
-import { Journal } from '../src/journal/journal.ts';
 import { LocalPaths, QUOTE } from '../src/local-path.ts';
 import { scan } from '../src/scanner.ts';
-
-const later = (): number => Date.now() + 10_000; // every file counts as settled
-const journals: Journal[] = [];
-const dirs: string[] = [];
-
-afterEach(async () => {
-  for (const j of journals.splice(0)) j.close();
-  for (const d of dirs.splice(0)) await fsp.rm(d, { recursive: true, force: true });
-});
-
-async function setup(): Promise<{ root: string; journal: Journal }> {
-  const base = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-scanfast-'));
-  dirs.push(base);
-  const root = nodePath.join(base, 'folder');
-  await fsp.mkdir(root);
-  const journal = new Journal(nodePath.join(base, 'journal.db'));
-  journals.push(journal);
-  return { root, journal };
-}
+import { later, scanFolder } from './support/scan-rig.ts';
 
 const putPaths = (ops: readonly { kind: string; path?: string }[]): string[] =>
   ops.flatMap((o) => (o.kind === 'put' && o.path !== undefined ? [o.path] : [])).sort();
 
 describe('the scanner’s plain-name fast path', () => {
   it('still skips names the rules would not send unchanged, and reserved names', async () => {
-    const { root, journal } = await setup();
+    const { root, journal } = await scanFolder('weft-scanfast-');
     await fsp.mkdir(nodePath.join(root, 'sub'));
     for (const name of ['plain.txt', 'a:b.txt', 'x.WeftLink', `q${QUOTE}.txt`, 'ctl\u0001.txt'])
       await fsp.writeFile(nodePath.join(root, 'sub', name), name);

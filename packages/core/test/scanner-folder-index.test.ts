@@ -5,32 +5,13 @@
  * and counts, in a full scan and in a scoped one.
  */
 import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
 import * as nodePath from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { IgnoreRules } from '../src/ignore-rules.ts';
 import { Journal } from '../src/journal/journal.ts';
 import { indexIn } from '../src/journal/scan-index.ts';
 import { type ScanOptions, scan } from '../src/scanner.ts';
-
-const later = (): number => Date.now() + 10_000; // every file counts as settled
-const journals: Journal[] = [];
-const dirs: string[] = [];
-
-afterEach(async () => {
-  for (const j of journals.splice(0)) j.close();
-  for (const d of dirs.splice(0)) await fsp.rm(d, { recursive: true, force: true });
-});
-
-async function setup(): Promise<{ root: string; journal: Journal }> {
-  const base = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-scanidx-'));
-  dirs.push(base);
-  const root = nodePath.join(base, 'folder');
-  await fsp.mkdir(root);
-  const journal = new Journal(nodePath.join(base, 'journal.db'));
-  journals.push(journal);
-  return { root, journal };
-}
+import { later, markSynced, scanFolder } from './support/scan-rig.ts';
 
 async function write(root: string, files: readonly string[]): Promise<void> {
   for (const f of files) {
@@ -43,15 +24,14 @@ async function write(root: string, files: readonly string[]): Promise<void> {
 /** Scan everything, commit, and mark every row synced (as after an upload). */
 async function synced(root: string, journal: Journal): Promise<void> {
   (await scan(root, journal, new IgnoreRules(), { now: later })).commit();
-  for (const r of journal.allFiles())
-    journal.upsertFile({ ...r, syncedRev: `rev-${r.path}`, syncedHash: r.hash });
+  markSynced(journal);
 }
 
 const TREE = ['a.txt', 'd/a', 'd/b/c', 'd/b/d/e', 'd/b.txt', 'd.txt', 'd0/f', 'm/n/o', 'm/p', 'x.txt', 'z/1'];
 
 describe('the index read folder by folder', () => {
   it('gives each folder its own rows and the heads of the rows below it, whatever the names', async () => {
-    const { root, journal } = await setup();
+    const { root, journal } = await scanFolder('weft-scanidx-');
     await write(root, [...TREE, 'd/b/d/e2', 'd/b0', 'd/b-/x', 'd/b/z', 'é/ü', 'z/2/..x']);
     await synced(root, journal);
     const all = journal.allFiles().map((r) => r.path);
@@ -76,7 +56,7 @@ describe('the index read folder by folder', () => {
 
 describe('a rescan compared folder by folder', () => {
   it('finds a nested folder deleted, a file turned folder and back, and a folder moved', async () => {
-    const { root, journal } = await setup();
+    const { root, journal } = await scanFolder('weft-scanidx-');
     await write(root, TREE);
     await synced(root, journal);
     const known = journal.allFiles().filter((r) => r.kind === 'file').length;
@@ -107,7 +87,7 @@ describe('a rescan compared folder by folder', () => {
   });
 
   it('does the same in a scoped scan, with scope entries inside one another', async () => {
-    const { root, journal } = await setup();
+    const { root, journal } = await scanFolder('weft-scanidx-');
     await write(root, TREE);
     await synced(root, journal);
     await fsp.rm(nodePath.join(root, 'd', 'b'), { recursive: true });
@@ -128,7 +108,7 @@ describe('a rescan compared folder by folder', () => {
   });
 
   it('deletes rows below a path whose own row is missing (an index written by another version)', async () => {
-    const { root, journal } = await setup();
+    const { root, journal } = await scanFolder('weft-scanidx-');
     await write(root, TREE);
     await synced(root, journal);
     journal.deleteFile('d/b'); // its row only: d/b/c and d/b/d/e stay

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { IgnoreRules } from '../src/ignore-rules.ts';
 import { Journal } from '../src/journal/journal.ts';
 import { ScanStopped, enqueueScan, scan as rawScan } from '../src/scanner.ts';
+import { later, markSynced, scanFolder } from './support/scan-rig.ts';
 
 /** Scan and commit the index rows, as the engine does. */
 async function scan(...args: Parameters<typeof rawScan>): ReturnType<typeof rawScan> {
@@ -13,24 +14,9 @@ async function scan(...args: Parameters<typeof rawScan>): ReturnType<typeof rawS
   return r;
 }
 
-async function setup(): Promise<{ root: string; journal: Journal }> {
-  const base = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-scan-'));
-  const root = nodePath.join(base, 'folder');
-  await fsp.mkdir(root);
-  return { root, journal: new Journal(nodePath.join(base, 'journal.db')) };
-}
-
-const later = () => Date.now() + 10_000; // every file counts as settled
-
-/** Pretend every row has been synced at its current hash. */
-function markSynced(journal: Journal): void {
-  for (const r of journal.allFiles())
-    journal.upsertFile({ ...r, syncedRev: `rev-${r.path}`, syncedHash: r.hash });
-}
-
 describe('scanner', () => {
   it('finds new files and folders, then nothing on a second scan', async () => {
-    const { root, journal } = await setup();
+    const { root, journal } = await scanFolder();
     await fsp.mkdir(nodePath.join(root, 'docs'));
     await fsp.writeFile(nodePath.join(root, 'docs', 'a.txt'), 'hello');
     await fsp.writeFile(nodePath.join(root, 'b.txt'), 'bee');
@@ -45,7 +31,7 @@ describe('scanner', () => {
   });
 
   it('detects edits by content, not by touch', async () => {
-    const { root, journal } = await setup();
+    const { root, journal } = await scanFolder();
     const f = nodePath.join(root, 'f.txt');
     await fsp.writeFile(f, 'one');
     await scan(root, journal, new IgnoreRules(), { now: later });
@@ -62,7 +48,7 @@ describe('scanner', () => {
     // Filesystems keep coarse timestamps (a jiffy on ext4, 2 s on FAT): an edit right after
     // a scan can leave size, mtime and inode as recorded. Such "racily clean" rows must be
     // re-hashed by the next scan, not trusted (the racy-git problem).
-    const { root, journal } = await setup();
+    const { root, journal } = await scanFolder();
     const f = nodePath.join(root, 'f.txt');
     const t = new Date(); // both writes land on this timestamp, as within one clock tick
     await fsp.writeFile(f, 'one');
@@ -76,7 +62,7 @@ describe('scanner', () => {
   });
 
   it('leaves files still being written for the next scan', async () => {
-    const { root, journal } = await setup();
+    const { root, journal } = await scanFolder();
     await fsp.writeFile(nodePath.join(root, 'growing.bin'), 'partial');
     const r = await scan(root, journal, new IgnoreRules(), { settleMs: 60_000 });
     expect(r.ops).toEqual([]);
@@ -86,7 +72,7 @@ describe('scanner', () => {
   it('with settleMs 0, takes a file written earlier in the millisecond the scan starts in', async () => {
     // Date.now() is whole milliseconds and an mtime has nanoseconds: a file written 0.5 ms
     // into the scan's millisecond was left "unsettled" (an e2e's offline edits flaked on it).
-    const { root, journal } = await setup();
+    const { root, journal } = await scanFolder();
     const f = nodePath.join(root, 'just-written.txt');
     await fsp.writeFile(f, 'now');
     await fsp.utimes(f, 1_700_000_000.0005, 1_700_000_000.0005);
@@ -96,7 +82,7 @@ describe('scanner', () => {
   });
 
   it('sees a rename as a move, and a folder rename as one move', async () => {
-    const { root, journal } = await setup();
+    const { root, journal } = await scanFolder();
     await fsp.mkdir(nodePath.join(root, 'dir'));
     await fsp.writeFile(nodePath.join(root, 'dir', 'x.txt'), 'x');
     await fsp.writeFile(nodePath.join(root, 'y.txt'), 'y');
@@ -113,7 +99,7 @@ describe('scanner', () => {
   });
 
   it('reports deletions top-most only, with the revision of deleted files', async () => {
-    const { root, journal } = await setup();
+    const { root, journal } = await scanFolder();
     await fsp.mkdir(nodePath.join(root, 'd', 'e'), { recursive: true });
     await fsp.writeFile(nodePath.join(root, 'd', 'e', 'f'), 'f');
     await fsp.writeFile(nodePath.join(root, 'g'), 'g');
@@ -130,7 +116,7 @@ describe('scanner', () => {
   });
 
   it('skips symlinks, ignored names and case clashes with warnings, and honours .weftignore', async () => {
-    const { root, journal } = await setup();
+    const { root, journal } = await scanFolder();
     await fsp.writeFile(nodePath.join(root, 'real.txt'), 'r');
     await fsp.symlink('/etc/passwd', nodePath.join(root, 'link'));
     await fsp.writeFile(nodePath.join(root, '.DS_Store'), 'junk');
@@ -154,7 +140,7 @@ describe('scanner', () => {
   });
 
   it('limits itself to the scope it is given', async () => {
-    const { root, journal } = await setup();
+    const { root, journal } = await scanFolder();
     await fsp.mkdir(nodePath.join(root, 'a'));
     await fsp.mkdir(nodePath.join(root, 'b'));
     await fsp.writeFile(nodePath.join(root, 'a', '1'), '1');
@@ -229,7 +215,7 @@ describe('journal queue', () => {
 
 describe('journal index pages', () => {
   it('reads rows at or below a folder a page at a time, the same rows as one read', async () => {
-    const { journal } = await setup();
+    const { journal } = await scanFolder();
     const paths = ['a', 'a!b', 'a/x', 'a/y/z', 'a0', 'b', ...Array.from({ length: 25 }, (_, i) => `a/f${i}`)];
     for (const p of paths)
       journal.upsertFile({
@@ -264,7 +250,7 @@ describe('queueing a large scan', () => {
   }
 
   it('queues in batches, each with its index rows, and lets the event loop run between them', async () => {
-    const { root, journal } = await setup();
+    const { root, journal } = await scanFolder();
     const n = await manyFiles(root);
     const r = await rawScan(root, journal, new IgnoreRules(), { now: later });
     expect(r.ops).toHaveLength(n + 2);
@@ -285,7 +271,7 @@ describe('queueing a large scan', () => {
   });
 
   it('stops between batches with every queued change and its index row together', async () => {
-    const { root, journal } = await setup();
+    const { root, journal } = await scanFolder();
     const n = await manyFiles(root);
     const r = await rawScan(root, journal, new IgnoreRules(), { now: later });
     let batches = 0;
@@ -305,7 +291,7 @@ describe('queueing a large scan', () => {
   });
 
   it('a scan asked to stop throws and writes nothing', async () => {
-    const { root, journal } = await setup();
+    const { root, journal } = await scanFolder();
     await manyFiles(root);
     let checks = 0;
     await expect(
