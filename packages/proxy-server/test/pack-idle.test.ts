@@ -113,6 +113,24 @@ describe('idle flush wait', () => {
     expect(flushes).toBe(2);
   });
 
+  it('takes a quiet of idleMs or more with nothing to flush as the end of a stream, not a gap', () => {
+    const f = idle();
+    waiting = false; // e.g. a stream of bundles whose files were all known
+    const a = f.busy();
+    const b = f.busy();
+    a();
+    b();
+    pass(5000);
+    waiting = true;
+    const c = f.busy();
+    const d = f.busy();
+    c();
+    d();
+    expect(f.delayMs()).toBe(100);
+    pass(100);
+    expect(flushes).toBe(1);
+  });
+
   it('never flushes with nothing waiting, nor with idleMs 0', () => {
     waiting = false;
     const f = idle();

@@ -41,8 +41,12 @@ export class IdleFlush {
    * no idle flush; delayMs() after the last one ends, what is pending is flushed.
    */
   busy(): () => void {
-    if (this.inFlight === 0 && this.quietSince !== undefined)
-      this.gapMs = Math.max(this.gapMs, this.now() - this.quietSince);
+    if (this.inFlight === 0 && this.quietSince !== undefined) {
+      const gap = this.now() - this.quietSince;
+      // Quiet for the longest wait or more (with nothing to flush): a new stream, not a gap.
+      if (gap >= this.idleMs) this.forget();
+      else this.gapMs = Math.max(this.gapMs, gap);
+    }
     this.quietSince = undefined;
     this.bundles++;
     this.inFlight++;
@@ -71,13 +75,16 @@ export class IdleFlush {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       if (this.inFlight > 0 || !this.waiting()) return;
-      // The stream is over: the next one is learnt afresh.
-      this.bundles = 0;
-      this.gapMs = 0;
-      this.quietSince = undefined;
+      this.forget(); // the stream is over: the next one is learnt afresh
       this.flush();
     }, this.delayMs());
     this.timer.unref();
+  }
+
+  private forget(): void {
+    this.bundles = 0;
+    this.gapMs = 0;
+    this.quietSince = undefined;
   }
 
   clear(): void {
