@@ -165,11 +165,9 @@ async function applyOp(
     }
     done.add(logged.origin);
     progressed = true;
-    if (!propagate) {
-      await store.markDone(logged.seq);
-      return { waiting: [], deferred: false, progressed };
-    }
-    await store.markTargetDone(logged.seq, [...done]);
+    // Done (nothing propagates) or done at the origin: recorded by applyAtOrigin, with the books.
+    if (!propagate) return { waiting: [], deferred: false, progressed };
+    if (propagate === 'origin-too') await store.markTargetDone(logged.seq, [...done]);
   }
   const targets = replicas.filter((r) => !done.has(r.id) && can(r.id, false));
   let entry = logged;

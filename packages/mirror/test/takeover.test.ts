@@ -13,8 +13,9 @@ import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MemoryProvider } from '@weft/providers';
+import type { MirrorBooks, ShareStore } from '../src/books-store.ts';
 import { MirrorEngine } from '../src/engine.ts';
-import { SqliteShareStore, migrate } from '../src/store.ts';
+import { SqliteMirrorBooks, SqliteShareStore, migrate } from '../src/store.ts';
 import { text, treeOf } from './helpers.ts';
 
 const MEMBERS = ['ann', 'ben'];
@@ -84,5 +85,85 @@ describe('an engine taking over books (verifyAtStart)', () => {
     // Resumed from the cursors: the verification's listings are not counted as re-listings.
     expect(engine.stats.relistings).toBe(0);
     expect(engine.stats.conflicts).toBe(0);
+  });
+});
+
+/**
+ * Books that die (every later call throws, as for a killed process) right after the first
+ * transaction that made a call named `after` has committed.
+ */
+function dyingBooks(db: Database.Database, after: keyof ShareStore): MirrorBooks {
+  const inner = new SqliteMirrorBooks(db);
+  let dead = false;
+  const wrap = (s: ShareStore): ShareStore =>
+    new Proxy(s, {
+      get(target, key) {
+        if (dead) return () => Promise.reject(new Error('process killed'));
+        if (key === 'transaction')
+          return async <T>(fn: (tx: ShareStore) => Promise<T>): Promise<T> => {
+            let hit = false;
+            const r = await target.transaction((tx) =>
+              fn(
+                new Proxy(tx, {
+                  get(t, k) {
+                    if (k === after) hit = true;
+                    const v: unknown = Reflect.get(t, k);
+                    return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+                  },
+                }),
+              ),
+            );
+            if (hit) dead = true;
+            return r;
+          };
+        const v: unknown = Reflect.get(target, key);
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+  return { share: (id) => wrap(inner.share(id)) };
+}
+
+/** Writes per path a provider was asked to make. */
+class CountingProvider extends MemoryProvider {
+  readonly writes = new Map<string, number>();
+  override write(...args: Parameters<MemoryProvider['write']>): ReturnType<MemoryProvider['write']> {
+    this.writes.set(args[0], (this.writes.get(args[0]) ?? 0) + 1);
+    return super.write(...args);
+  }
+}
+
+describe("a controller killed between an entry's books and its progress", () => {
+  async function killedThenResumed(after: keyof ShareStore) {
+    const db = new Database(':memory:');
+    open.push(db);
+    migrate(db);
+    const ann = new MemoryProvider({ name: 'ann' });
+    const ben = new CountingProvider({ name: 'ben' });
+    const replicas = [ann, ben].map((p, i) => ({
+      id: `r${i}`,
+      member: MEMBERS[i] ?? '',
+      provider: p,
+      root: '',
+    }));
+    await ann.write('seed.txt', text('seed'));
+    await new MirrorEngine({ shareId: 's', db, replicas }).quiesce();
+    for (let i = 0; i < 5; i++) await ann.write(`batch/f${i}.txt`, text(`content ${i}`));
+    const dying = new MirrorEngine({ shareId: 's', books: dyingBooks(db, after), replicas });
+    await expect(dying.step()).rejects.toThrow('process killed');
+    // The next controller, on the same books, without a verification: the log alone.
+    const next = new MirrorEngine({ shareId: 's', db, replicas });
+    for (let i = 0; i < 20 && (await next.step()) > 0; i++);
+    expect(await next.pendingCount()).toBe(0);
+    expect([...(await treeOf(ben, ''))]).toEqual([...(await treeOf(ann, ''))]);
+    return ben;
+  }
+
+  it('after the origin was booked (the share head moved): every file still reaches the other member', async () => {
+    await killedThenResumed('setHead');
+  });
+
+  it('after a target write was recorded: the file is not written there twice', async () => {
+    const ben = await killedThenResumed('touch');
+    for (let i = 0; i < 5; i++) expect(ben.writes.get(`batch/f${i}.txt`)).toBe(1);
   });
 });

@@ -41,6 +41,12 @@ export async function applyFile(
 ): Promise<void> {
   let base = await ctx.store.known(t.id, path);
   const full = fullPath(t, path);
+  if (base?.kind === 'file' && base.sha256 === sha256) {
+    // The books already record this version there (its write was recorded, the entry's
+    // progress not: a crash in between): not written twice if the target still holds it.
+    const cur = await snapshot(t, path, false);
+    if (cur?.kind === 'file' && cur.revision === base.revision) return;
+  }
   for (let attempt = 0; attempt < 5; attempt++) {
     try {
       if (base?.kind === 'dir') break; // a folder where the file goes: conflict
