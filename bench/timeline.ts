@@ -156,6 +156,32 @@ export class Timeline {
     };
   }
 
+  /**
+   * The bundles agent → proxy: how many, their sizes on the wire, and from the first one's
+   * start to the last one's answer, how long none, one, two or more were on their way.
+   */
+  bundleSummary(): string {
+    const b = this.spans.filter((r) => r.hop === 'agent→proxy' && r.path === '/v1/bundles' && r.end > 0);
+    if (b.length === 0) return 'bundles: none';
+    const ev = [...b.map((r) => ({ t: r.start, d: 1 })), ...b.map((r) => ({ t: r.end, d: -1 }))].sort(
+      (x, y) => x.t - y.t || x.d - y.d,
+    );
+    const during = [0, 0, 0];
+    let n = 0;
+    let last = ev[0]?.t ?? 0;
+    for (const e of ev) {
+      during[Math.min(n, 2)]! += e.t - last;
+      n += e.d;
+      last = e.t;
+    }
+    const s = (ms: number): string => (ms / 1000).toFixed(2);
+    return (
+      `bundles: ${b.length} (${b.map((r) => (r.bytesIn / 1024).toFixed(0)).join(', ')} KiB); ` +
+      `from the first sent to the last answered ${s(last - (ev[0]?.t ?? 0))} s: ` +
+      `none on its way ${s(during[0]!)} s, one ${s(during[1]!)} s, two or more ${s(during[2]!)} s`
+    );
+  }
+
   /** The timeline as text: marks and requests in time order, then a CPU strip per process. */
   render(): string {
     const s = (ms: number): string => (ms / 1000).toFixed(2).padStart(6);
@@ -174,6 +200,7 @@ export class Timeline {
     }
     lines.sort((a, b) => a.t - b.t);
     const out = lines.map((l) => l.text);
+    out.push(this.bundleSummary());
     // CPU strip: one character per 100 ms slot, ' ' idle … '█' one full core (2: two cores).
     const glyph = (cores: number): string =>
       cores < 0.05
