@@ -14,6 +14,7 @@ import {
   encodeBundleAsync,
   readAhead,
 } from '@weft/wire';
+import { openReadConfinedSync } from '../../confined-open.ts';
 import { stated } from '../../decisions.ts';
 import { JournalChanges } from '../../journal/changes.ts';
 import type { Op } from '../../ops.ts';
@@ -199,17 +200,20 @@ export async function uploadBundles(
   const read = async (q: Put): Promise<{ q: Put; got: UploadRead | undefined; moved: boolean }> => {
     try {
       const where = ctx.journal.whereNow(q.id, q.op.path);
-      const abs = await ctx.at(where);
-      // On the event loop while reads are quick (loop-gate.ts, issue #16).
+      // On the event loop while reads are quick (loop-gate.ts, issue #16): opened confined in
+      // one step where the platform allows (confined-open.ts), else resolved (ctx.at: a
+      // realpath) and opened.
       let got: UploadRead;
       if (gate.onLoop()) {
+        const fd = openReadConfinedSync(ctx.paths, where);
+        const file = fd ?? (await ctx.at(where));
         const t = performance.now();
         try {
-          got = readForUploadSync(abs, q.op.size, alloc, release);
+          got = readForUploadSync(file, q.op.size, alloc, release);
         } finally {
           gate.took(performance.now() - t);
         }
-      } else got = await readForUpload(abs, q.op.size, alloc, release);
+      } else got = await readForUpload(await ctx.at(where), q.op.size, alloc, release);
       return { q, got, moved: where !== q.op.path };
     } catch {
       return { q, got: undefined, moved: false };

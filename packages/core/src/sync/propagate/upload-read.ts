@@ -97,12 +97,13 @@ const PROBE = Buffer.allocUnsafe(1);
  * given back through `release`). Throws as the system calls do.
  */
 export function readForUploadSync(
-  abs: string,
+  /** The file's path, or a descriptor open for reading (closed here either way). */
+  file: string | number,
   size: number,
   alloc: (size: number) => Buffer,
   release: (b: Buffer) => void,
 ): UploadRead {
-  const fd = fs.openSync(abs, 'r');
+  const fd = typeof file === 'number' ? file : fs.openSync(file, 'r');
   try {
     const buf = alloc(size);
     let n = 0;
