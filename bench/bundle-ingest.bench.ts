@@ -4,12 +4,15 @@
 // Prints the proxy's CPU-seconds (process.cpuUsage: every thread of this process, the
 // client's share small) for the ingest and until every file is in a pack (the packer left to
 // its target, idle flush and timeout; FLUSH=1: flushed at once) — the figure that survives the
-// machine's load, unlike wall time — beside the load average. Printed, never asserted.
+// machine's load, unlike wall time — beside the load average; and the main thread's own
+// CPU-seconds (Linux: /proc/self/task/<pid>/stat), the proxy's one event loop, which work moved
+// to worker threads (the in-place writes, fs/in-place-worker.ts) leaves. Printed, never asserted.
 //
 //   npx tsx bench/bundle-ingest.bench.ts [folder]          (default .cache/small)
 //   SYNC_MS=0 npx tsx bench/bundle-ingest.bench.ts          (fsync per file, no write-ahead log)
 //   node --cpu-prof --import tsx bench/bundle-ingest.bench.ts
 import { createHash, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -66,6 +69,7 @@ try {
   });
   const { token } = await ProxyClient.enrol(server.url, { user: 'bench', deviceName: 'bench', adminToken });
   const client = new ProxyClient({ baseUrl: server.url, token });
+  const main0 = mainThreadCpu();
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   let next = 0;
@@ -80,6 +84,7 @@ try {
   );
   const t1 = performance.now();
   const cpu1 = process.cpuUsage(cpu0);
+  const main1 = mainThreadCpu();
   // The packer left to itself (target size, idle flush, 5 s maximum age) until every small
   // file is in a pack: the tail after the last bundle. FLUSH=1 flushes at once instead.
   if (process.env.FLUSH === '1') await server.packer?.flush();
@@ -88,13 +93,26 @@ try {
   else while (((await server.packer?.pendingCount()) ?? 0) > 0) await new Promise((r) => setTimeout(r, 100));
   const t2 = performance.now();
   const cpu2 = process.cpuUsage(cpu0);
+  const main2 = mainThreadCpu();
   const s = (c: NodeJS.CpuUsage): string => ((c.user + c.system) / 1e6).toFixed(2);
   console.log(
     `${files.length} files in ${bundles.length} bundles (${conc} at a time), ${refused} not applied: ` +
-      `ingest ${((t1 - t0) / 1000).toFixed(2)} s, ${s(cpu1)} CPU-s; all in packs ` +
-      `${((t2 - t0) / 1000).toFixed(2)} s (${((t2 - t1) / 1000).toFixed(2)} s after the last bundle), ${s(cpu2)} CPU-s; load ${(os.loadavg()[0] ?? 0).toFixed(2)}`,
+      `ingest ${((t1 - t0) / 1000).toFixed(2)} s, ${s(cpu1)} CPU-s (main thread ${(main1 - main0).toFixed(2)}); all in packs ` +
+      `${((t2 - t0) / 1000).toFixed(2)} s (${((t2 - t1) / 1000).toFixed(2)} s after the last bundle), ${s(cpu2)} CPU-s ` +
+      `(main thread ${(main2 - main0).toFixed(2)}); load ${(os.loadavg()[0] ?? 0).toFixed(2)}`,
   );
   await server.close();
 } finally {
   await fsp.rm(work, { recursive: true, force: true });
+}
+
+/** CPU-seconds of this process's main thread (utime + stime of its task; NaN off Linux). */
+function mainThreadCpu(): number {
+  try {
+    const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100; // USER_HZ: 100 on Linux
+  } catch {
+    return NaN;
+  }
 }

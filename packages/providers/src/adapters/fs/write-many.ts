@@ -13,6 +13,7 @@ import type { BatchLog } from './batch-log.ts';
 import { parentPath } from '../../paths.ts';
 import type { Change, Entry } from '../../provider.ts';
 import { classify, forEachBounded, fsyncDir } from './util.ts';
+import { writeInPlaceMany } from './in-place-worker.ts';
 
 /** One file for `FsProvider.writeMany`. */
 export interface WriteManyItem {
@@ -165,6 +166,10 @@ async function writeAndPlace(
         parents.set(parent, e instanceof ProviderError ? e : classify(e, t.name, parent));
       }
     });
+    // With the log and no path repeated, the new files are written in place by the worker
+    // threads (in-place-worker.ts), the whole batch in one go; each path counts as being
+    // written in place (t.inPlace) until the batch is done.
+    const inWorkers = logged && distinct ? writeAllInPlace(t, items, staged, keys, parents) : undefined;
     const place = async (k: number): Promise<void> => {
       const s = staged[k]!;
       const abs = t.resolve(s.p);
@@ -172,11 +177,11 @@ async function writeAndPlace(
         const parentError = parents.get(parentPath(s.p));
         if (parentError) throw parentError;
         if (logged) {
-          const st = await t
-            .inPlace(keys[k]!, () => writeInPlace(abs, items[s.i]!, t.fileMode))
-            .catch((e: unknown) => {
-              throw classify(e, t.name, s.p);
-            });
+          const st = await (
+            inWorkers?.[k] ?? t.inPlace(keys[k]!, () => writeInPlace(abs, items[s.i]!, t.fileMode))
+          ).catch((e: unknown) => {
+            throw classify(e, t.name, s.p);
+          });
           if (st) {
             renamed.push({ i: s.i, p: s.p, abs, sha256: s.sha256, st });
             return;
@@ -218,6 +223,41 @@ async function writeAndPlace(
       out[r.i] = entry;
     }
   });
+  return out;
+}
+
+/**
+ * The in-place writes of the staged files whose parent is ready, in the worker threads, one
+ * batch: per staged index, the promise of its stat (undefined: something is there) or error,
+ * registered as that path's in-place write.
+ */
+function writeAllInPlace(
+  t: BatchTarget,
+  items: readonly WriteManyItem[],
+  staged: readonly { i: number; p: string }[],
+  keys: readonly string[],
+  parents: ReadonlyMap<string, Error | undefined>,
+): (Promise<fs.BigIntStats | undefined> | undefined)[] {
+  const todo: number[] = [];
+  for (const [k, s] of staged.entries()) if (!parents.get(parentPath(s.p))) todo.push(k);
+  const batch = writeInPlaceMany(
+    todo.map((k) => {
+      const item = items[staged[k]!.i]!;
+      return {
+        abs: t.resolve(staged[k]!.p),
+        bytes: item.bytes,
+        modifiedMs: item.modifiedMs,
+        mode: t.fileMode,
+      };
+    }),
+  );
+  const out: (Promise<fs.BigIntStats | undefined> | undefined)[] = new Array(staged.length);
+  for (const [j, k] of todo.entries())
+    out[k] = t.inPlace(keys[k]!, async () => {
+      const r = (await batch)[j]!;
+      if (r instanceof Error) throw r;
+      return r === 'exists' ? undefined : r;
+    });
   return out;
 }
 
