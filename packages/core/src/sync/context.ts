@@ -7,7 +7,6 @@
 import { deflateRawSync } from 'node:zlib';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { caseFoldKey } from '@weft/providers/paths';
 import type { EntryInfo } from '@weft/wire';
 import {
   CANDIDATE_BLOCK_SIZES,
@@ -119,6 +118,8 @@ export class SyncContext {
     this.ignore = o.ignore;
     this.small = o.small;
     this.caseInsensitive = o.caseInsensitive;
+    // Only a disk that folds case asks caseClash: only its journal pays the index's upkeep.
+    if (o.caseInsensitive) this.journal.ensureCaseFoldIndex();
     this.blocksInFlight = o.blocksInFlight;
     this.serverTierRate = o.serverTierRate;
     this.now = o.now;
@@ -220,9 +221,12 @@ export class SyncContext {
 
   /** A journal entry whose name differs from `p` only by case. */
   caseClash(p: string): boolean {
-    const key = caseFoldKey(p);
+    // The journal's case-fold index (issue #16: this read every row below the parent, the
+    // whole journal for a file in the root); the rows it names, kept to the parent's as before.
     const parent = p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : '';
-    return this.journal.filesUnder(parent).some((r) => r.path !== p && caseFoldKey(r.path) === key);
+    return this.journal
+      .caseFoldTwins(p)
+      .some((q) => parent === '' || q === parent || q.startsWith(`${parent}/`));
   }
 
   /** Is `p` (or a name the journal holds) already taken? For conflicted-copy names. */
