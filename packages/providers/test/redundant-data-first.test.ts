@@ -6,24 +6,15 @@
  * that count the range reads they serve.
  */
 import { randomBytes } from 'node:crypto';
-import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
-import * as nodePath from 'node:path';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { MemoryProvider } from '../src/adapters/memory.ts';
 import { collect } from '../src/body.ts';
 import type { ReadOptions } from '../src/provider.ts';
-import { openRedundantProvider, type RedundantProvider } from '../src/redundant/index.ts';
 import { OutageProvider } from '../src/testing/index.ts';
 import { type CallInfo, ForwardingProvider } from '../src/wrappers/forwarding.ts';
+import { memoryTier } from './redundant-memory-rig.ts';
 
 const KiB = 1024;
-const open: RedundantProvider[] = [];
-const dirs: string[] = [];
-afterEach(async () => {
-  for (const t of open.splice(0)) await t.close().catch(() => undefined);
-  for (const d of dirs.splice(0)) await fsp.rm(d, { recursive: true, force: true });
-});
 
 class ReadCounting extends ForwardingProvider {
   reads = 0;
@@ -40,19 +31,9 @@ class ReadCounting extends ForwardingProvider {
 }
 
 async function setup() {
-  const dir = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-redundant-data-first-'));
-  dirs.push(dir);
   const counting = [0, 1, 2, 3, 4].map(() => new ReadCounting(new MemoryProvider()));
   const outage = counting.map((c) => new OutageProvider(c));
-  const tier = openRedundantProvider({
-    backends: outage.map((provider, i) => ({ id: `b${i}`, provider })),
-    dir,
-    thresholdBytes: 64 * KiB,
-    maxShardBytes: 16 * KiB,
-    hedgeAfterMs: 60_000,
-    probeIntervalMs: 0,
-  });
-  open.push(tier);
+  const { tier } = await memoryTier('weft-redundant-data-first-', outage);
   const data = randomBytes(3 * 16 * KiB * 59 + 77); // 60 stripes
   await tier.write('big.bin', data);
   const locs = await tier.store.locations((await tier.store.objectOf('big.bin'))!);

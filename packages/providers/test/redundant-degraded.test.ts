@@ -6,10 +6,8 @@
  * backend is hedged around; a write that cannot be made safe fails and leaves nothing.
  */
 import { randomBytes } from 'node:crypto';
-import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
 import * as nodePath from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { collect, sha256Hex } from '../src/body.ts';
 import { MemoryProvider } from '../src/adapters/memory.ts';
 import { NotFoundError, TransientError } from '../src/errors.ts';
@@ -17,13 +15,9 @@ import type { Provider } from '../src/provider.ts';
 import { blobKey, openRedundantProvider, scrub, type RedundantProvider } from '../src/redundant/index.ts';
 import { fragmentSources } from '../src/redundant/reading.ts';
 import { OutageProvider } from '../src/testing/outage.ts';
+import { forwardingTo, openTier, tempDir } from './redundant-memory-rig.ts';
 
 const KiB = 1024;
-const open: RedundantProvider[] = [];
-
-afterEach(async () => {
-  for (const t of open.splice(0)) await t.close().catch(() => undefined);
-});
 
 interface Rig {
   tier: RedundantProvider;
@@ -34,37 +28,20 @@ interface Rig {
 }
 
 async function rig(): Promise<Rig> {
-  const dir = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-redundant-degraded-'));
+  const dir = await tempDir('weft-redundant-degraded-');
   const inner = [0, 1, 2, 3, 4].map(() => new MemoryProvider());
   const outage = inner.map((p) => new OutageProvider(p));
-  const make = (): RedundantProvider => {
-    const t = openRedundantProvider({
-      // The tier closes its backends on close(); these outlive it (a restart keeps the clouds).
-      backends: outage.map((p, i) => ({ id: `b${i}`, provider: unclosable(p) })),
-      dir: nodePath.join(dir, 'tier'),
-      thresholdBytes: 64 * KiB,
-      maxShardBytes: 64 * KiB,
-      hedgeAfterMs: 50,
-      probeIntervalMs: 0,
-    });
-    open.push(t);
-    return t;
-  };
+  // The tier closes its backends on close(); these outlive it (a restart keeps the clouds).
+  const make = (): RedundantProvider =>
+    openTier(
+      nodePath.join(dir, 'tier'),
+      outage.map((p) => forwardingTo(p)),
+      {
+        maxShardBytes: 64 * KiB,
+        hedgeAfterMs: 50,
+      },
+    );
   return { tier: make(), dir, inner, outage, reopen: async () => make() };
-}
-
-function unclosable(p: Provider): Provider {
-  return {
-    name: p.name,
-    features: p.features,
-    list: (d, o) => p.list(d, o),
-    stat: (q, o) => p.stat(q, o),
-    read: (q, o) => p.read(q, o),
-    write: (q, b, o) => p.write(q, b, o),
-    remove: (q, o) => p.remove(q, o),
-    mkdir: (q, o) => p.mkdir(q, o),
-    close: async () => undefined,
-  };
 }
 
 async function readAll(p: Provider, path: string, offset?: number, length?: number): Promise<Buffer> {
@@ -253,28 +230,17 @@ describe('redundant tier, degraded', () => {
   });
 
   it('fetches only the stripes a range read covers, from k fragments', async () => {
-    const dir = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-redundant-range-'));
     const seen: { backend: number; offset?: number; length?: number }[] = [];
     const backends = [0, 1, 2, 3, 4].map((i) => {
       const p = new MemoryProvider();
-      const spy: Provider = {
-        ...unclosable(p),
+      return forwardingTo(p, {
         read: (q, o) => {
           seen.push({ backend: i, offset: o?.offset, length: o?.length });
           return p.read(q, o);
         },
-      };
-      return { id: `b${i}`, provider: spy };
+      });
     });
-    const tier = openRedundantProvider({
-      backends,
-      dir,
-      thresholdBytes: 64 * KiB,
-      maxShardBytes: 16 * KiB,
-      hedgeAfterMs: 60_000,
-      probeIntervalMs: 0,
-    });
-    open.push(tier);
+    const tier = openTier(await tempDir('weft-redundant-range-'), backends);
     const data = randomBytes(10 * 48 * KiB); // ten stripes of 3 × 16 KiB
     await tier.write('r.bin', data);
     seen.length = 0;
@@ -297,13 +263,12 @@ describe('redundant tier, degraded', () => {
   });
 
   it('defaults to the measured choices: replicated below 512 KiB, RS(3, 2) over five backends', async () => {
-    const dir = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-redundant-defaults-'));
     const tier = openRedundantProvider({
       backends: [0, 1, 2, 3, 4].map((i) => ({ id: `m${i}`, provider: new MemoryProvider() })),
-      dir,
+      dir: await tempDir('weft-redundant-defaults-'),
       probeIntervalMs: 0,
     });
-    open.push(tier);
+    onTestFinished(() => tier.close());
     expect([tier.thresholdBytes, tier.replicas, tier.k, tier.m]).toEqual([512 * KiB, 2, 3, 2]);
     await tier.write('below', randomBytes(512 * KiB - 1));
     await tier.write('at', randomBytes(512 * KiB));
@@ -313,7 +278,7 @@ describe('redundant tier, degraded', () => {
   });
 
   it('refuses bad configuration and bad writes without changing anything', async () => {
-    const dir = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-redundant-bad-'));
+    const dir = await tempDir('weft-redundant-bad-');
     const mem = (): { id: string; provider: Provider }[] =>
       [0, 1, 2].map((i) => ({ id: `m${i}`, provider: new MemoryProvider() }));
     expect(() => openRedundantProvider({ backends: mem(), dir, k: 3, m: 2 })).toThrow(/needs 5 backends/);

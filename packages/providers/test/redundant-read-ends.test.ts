@@ -6,21 +6,14 @@
  * read streams count the ones left before their end.
  */
 import { randomBytes } from 'node:crypto';
-import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
-import * as nodePath from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MemoryProvider } from '../src/adapters/memory.ts';
 import { collect } from '../src/body.ts';
 import type { ReadOptions } from '../src/provider.ts';
-import { openRedundantProvider, type RedundantProvider } from '../src/redundant/index.ts';
 import { type CallInfo, ForwardingProvider } from '../src/wrappers/forwarding.ts';
+import { memoryTier } from './redundant-memory-rig.ts';
 
 const KiB = 1024;
-const open: RedundantProvider[] = [];
-afterEach(async () => {
-  for (const t of open.splice(0)) await t.close().catch(() => undefined);
-});
 
 class EndCounting extends ForwardingProvider {
   opened = 0;
@@ -46,17 +39,8 @@ class EndCounting extends ForwardingProvider {
 
 describe('striped reads', () => {
   it('read every range stream to its end, whole and ranged', async () => {
-    const dir = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-redundant-ends-'));
     const backends = [0, 1, 2, 3, 4].map(() => new EndCounting(new MemoryProvider()));
-    const tier = openRedundantProvider({
-      backends: backends.map((provider, i) => ({ id: `b${i}`, provider })),
-      dir,
-      thresholdBytes: 64 * KiB,
-      maxShardBytes: 16 * KiB,
-      hedgeAfterMs: 60_000,
-      probeIntervalMs: 0,
-    });
-    open.push(tier);
+    const { tier } = await memoryTier('weft-redundant-ends-', backends);
     const data = randomBytes(3 * 16 * KiB * 40 + 123); // 41 stripes
     await tier.write('big.bin', data);
     expect(Buffer.compare(await collect(await tier.read('big.bin')), data)).toBe(0);
@@ -65,6 +49,5 @@ describe('striped reads', () => {
     const opened = backends.reduce((n, b) => n + b.opened, 0);
     expect(opened).toBeGreaterThan(10); // many range requests, not one per fragment
     expect(backends.map((b) => b.leftEarly)).toEqual([0, 0, 0, 0, 0]);
-    await fsp.rm(dir, { recursive: true, force: true });
   });
 });

@@ -7,50 +7,32 @@
  * log) while the write succeeds and reads back whole.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
-import * as nodePath from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MemoryProvider } from '../src/adapters/memory.ts';
 import { collect, openBody } from '../src/body.ts';
 import { NotFoundError, TransientError } from '../src/errors.ts';
 import type { Body, Provider, WriteOptions } from '../src/provider.ts';
-import { BLOB_DIR, openRedundantProvider, type RedundantProvider } from '../src/redundant/index.ts';
+import { BLOB_DIR } from '../src/redundant/index.ts';
 import { FRAGMENT_QUEUE } from '../src/redundant/stripe-write.ts';
+import { forwardingTo, memoryTier } from './redundant-memory-rig.ts';
 
 const KiB = 1024;
 const SHARD = 16 * KiB;
-const open: RedundantProvider[] = [];
-afterEach(async () => {
-  for (const t of open.splice(0)) await t.close().catch(() => undefined);
-});
 
 /** A backend whose writes' bodies pass through `tap` (to slow or break them). */
 function tapped(p: Provider, tap: (body: AsyncIterable<Uint8Array>) => AsyncIterable<Uint8Array>): Provider {
-  return {
-    name: p.name,
-    features: p.features,
-    list: (d, o) => p.list(d, o),
-    stat: (q, o) => p.stat(q, o),
-    read: (q, o) => p.read(q, o),
+  return forwardingTo(p, {
     write: (q: string, b: Body, o?: WriteOptions) => p.write(q, tap(openBody(b)), o),
-    remove: (q, o) => p.remove(q, o),
-    mkdir: (q, o) => p.mkdir(q, o),
-    close: async () => undefined,
-  };
+  });
 }
 
 async function rig(taps: ((b: AsyncIterable<Uint8Array>) => AsyncIterable<Uint8Array>)[] = []) {
-  const dir = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-redundant-stripe-write-'));
   const inner = [0, 1, 2, 3, 4].map(() => new MemoryProvider());
-  const tier = openRedundantProvider({
-    backends: inner.map((p, i) => ({ id: `b${i}`, provider: taps[i] ? tapped(p, taps[i]) : p })),
-    dir: nodePath.join(dir, 'tier'),
-    thresholdBytes: 64 * KiB,
+  const backends = inner.map((p, i) => (taps[i] ? tapped(p, taps[i]) : p));
+  const { tier } = await memoryTier('weft-redundant-stripe-write-', backends, {
     maxShardBytes: SHARD,
-    probeIntervalMs: 0,
+    hedgeAfterMs: 2000, // the tier's default
   });
-  open.push(tier);
   return { tier, inner };
 }
 
