@@ -5,7 +5,8 @@
  * of the agent's CPU per file). A bundle's contents are marked sent in one statement, and
  * each outcome transaction (OUTCOMES_PER_TRANSACTION files) clears the marks, sets the
  * synced columns and deletes the queue entries in one statement each, whatever its number
- * of files; the rows end as one statement per file left them. Counted, never timed.
+ * of files; the rows end as one statement per file left them. The recent activity is
+ * written one statement a turn, not one an item. Counted, never timed.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -72,6 +73,10 @@ describe("a bundle upload's journal writes", () => {
     expect(of(/^DELETE FROM sent/)).toBe(transactions);
     expect(of(/^UPDATE files SET synced_rev/)).toBe(transactions);
     expect(of(/^DELETE FROM ops/)).toBe(transactions + 1); // and the folder w's mkdir
+    // The recent activity: one statement for each turn's items (and its trim), not one an item.
+    expect(of(/^INSERT INTO activity/)).toBeGreaterThan(0);
+    expect(of(/^INSERT INTO activity/)).toBe(of(/^DELETE FROM activity/));
+    expect(of(/^INSERT INTO activity/)).toBeLessThanOrEqual(transactions + 2);
     // The rows as one statement per file left them: synced at the server's revision, nothing sent.
     const db = (journal as unknown as { db: Database.Database }).db;
     expect(db.prepare('SELECT count(*) AS n FROM sent').get()).toEqual({ n: 0n });
