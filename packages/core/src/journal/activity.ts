@@ -48,7 +48,7 @@ export class ActivityLog {
     const items = this.buffer.slice(-ACTIVITY_KEPT);
     this.buffer = [];
     if (items.length === 0 || !this.db.open) return 0;
-    // One statement for all of them, in their order (one a item was ~1 % of the agent's CPU
+    // One statement for all of them, in their order (one an item was ~1 % of the agent's CPU
     // per uploaded file, issue #16).
     const rows = JSON.stringify(items.map((i) => [i.atMs, i.kind, i.path, i.detail ?? null, i.row ?? null]));
     this.db.transaction(() => {
