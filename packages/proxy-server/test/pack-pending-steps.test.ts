@@ -59,6 +59,15 @@ describe('sqlite pack index: pending', () => {
       expect(turns).toBeGreaterThanOrEqual(2);
       // A limit stops early, at the first files in the same order.
       expect(await index.pending(5)).toEqual(one.slice(0, 5));
+      // The metrics' count reads the same steps, turns between them, and agrees with COUNT(*).
+      turns = 0;
+      counting = true;
+      setImmediate(tick);
+      const counted = await index.pendingCount();
+      counting = false;
+      expect(counted).toBe(one.length);
+      expect(index.countSteps).toBe(Math.ceil(files / PENDING_STEP));
+      expect(turns).toBeGreaterThanOrEqual(2);
     } finally {
       db.close();
       rmSync(dir, { recursive: true, force: true });
