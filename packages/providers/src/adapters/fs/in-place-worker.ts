@@ -58,7 +58,8 @@ function one(it) {
   }
 }
 parentPort.on('message', (m) => {
-  parentPort.postMessage({ id: m.id, results: m.items.map(one) });
+  const results = m.items.map((it) => one({ ...it, bytes: m.all.subarray(it.at, it.at + it.length) }));
+  parentPort.postMessage({ id: m.id, results });
 });
 `;
 
@@ -90,15 +91,23 @@ class InPlaceWorker {
     return new Promise<Reply>((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
       if (this.waiting.size === 1) w.ref();
-      w.postMessage({
-        id,
-        items: items.map((it) => ({
+      // The share's bytes copied into one buffer moved to the worker: views of a bundle's
+      // buffer would each clone that whole buffer with them.
+      const all = new Uint8Array(items.reduce((n, it) => n + it.bytes.byteLength, 0));
+      let at = 0;
+      const list = items.map((it) => {
+        all.set(it.bytes, at);
+        const out = {
           abs: it.abs,
-          bytes: it.bytes,
+          at,
+          length: it.bytes.byteLength,
           modifiedMs: it.modifiedMs,
           mode: it.mode,
-        })),
+        };
+        at += it.bytes.byteLength;
+        return out;
       });
+      w.postMessage({ id, all, items: list }, [all.buffer]);
     });
   }
 
