@@ -57,12 +57,27 @@ export function throwIfAborted(signal: AbortSignal | undefined): void {
   if (signal?.aborted) throw abortError(signal);
 }
 
-/** Slice [offset, offset+length) out of a buffer, clamped to its bounds. */
-export function clampRange(size: number, offset = 0, length?: number): { start: number; end: number } {
-  if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError(`bad read offset ${offset}`);
+/**
+ * A read's range, checked: `offset` (default 0) and `length` (default: to the end) whole
+ * numbers ≥ 0, else InvalidArgumentError (the contract's error, not a RangeError).
+ */
+export function readRange(options: { offset?: number; length?: number }): {
+  offset: number;
+  length: number | undefined;
+} {
+  const offset = options.offset ?? 0;
+  if (!Number.isSafeInteger(offset) || offset < 0)
+    throw new InvalidArgumentError(`bad read offset ${offset}`);
+  const length = options.length;
   if (length !== undefined && (!Number.isSafeInteger(length) || length < 0)) {
-    throw new RangeError(`bad read length ${length}`);
+    throw new InvalidArgumentError(`bad read length ${length}`);
   }
+  return { offset, length };
+}
+
+/** Slice [offset, offset+length) out of a buffer, clamped to its bounds (readRange's checks). */
+export function clampRange(size: number, offset0 = 0, length0?: number): { start: number; end: number } {
+  const { offset, length } = readRange({ offset: offset0, length: length0 });
   const start = Math.min(offset, size);
   const end = length === undefined ? size : Math.min(size, start + length);
   return { start, end };

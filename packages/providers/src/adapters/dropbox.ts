@@ -19,10 +19,9 @@
 import { createHash } from 'node:crypto';
 import { Dropbox } from 'dropbox';
 import { z } from 'zod';
-import { checkBody, openBody, rechunk, throwIfAborted } from '../body.ts';
+import { checkBody, openBody, readRange, rechunk, throwIfAborted } from '../body.ts';
 import {
   AlreadyExistsError,
-  InvalidArgumentError,
   InvalidPathError,
   NotFoundError,
   PreconditionFailedError,
@@ -285,13 +284,7 @@ export class DropboxProvider implements Provider {
 
   async read(path: string, options: ReadOptions = {}): Promise<AsyncIterable<Uint8Array>> {
     const p = normalizeEntryPath(path);
-    const offset = options.offset ?? 0;
-    const length = options.length;
-    if (!Number.isSafeInteger(offset) || offset < 0)
-      throw new InvalidArgumentError(`bad read offset ${offset}`);
-    if (length !== undefined && (!Number.isSafeInteger(length) || length < 0)) {
-      throw new InvalidArgumentError(`bad read length ${length}`);
-    }
+    const { offset, length } = readRange(options);
     await this.ensureRoot();
     if (length === 0) {
       const e = await this.stat(p, options);

@@ -47,10 +47,9 @@
  */
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { checkBody, openBody, rechunk, throwIfAborted } from '../body.ts';
+import { checkBody, openBody, readRange, rechunk, throwIfAborted } from '../body.ts';
 import {
   AlreadyExistsError,
-  InvalidArgumentError,
   InvalidPathError,
   NotFoundError,
   NotSupportedError,
@@ -174,12 +173,7 @@ export class GDriveProvider implements Provider {
 
   async read(path: string, options: ReadOptions = {}): Promise<AsyncIterable<Uint8Array>> {
     const p = normalizeEntryPath(path);
-    const offset = options.offset ?? 0;
-    const length = options.length;
-    if (!Number.isSafeInteger(offset) || offset < 0)
-      throw new InvalidArgumentError(`bad read offset ${offset}`);
-    if (length !== undefined && (!Number.isSafeInteger(length) || length < 0))
-      throw new InvalidArgumentError(`bad read length ${length}`);
+    const { offset, length } = readRange(options);
     const f = await this.resolve.lookup(p, options.signal);
     if (!f?.id || f.mimeType === FOLDER_MIME) throw new NotFoundError(`${this.name}: no file at ${p}`);
     const size = Number(f.size ?? 0);

@@ -21,7 +21,7 @@ import {
   S3Client,
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
-import { openBody, rechunk, throwIfAborted } from '../body.ts';
+import { openBody, readRange, rechunk, throwIfAborted } from '../body.ts';
 import {
   AlreadyExistsError,
   InvalidArgumentError,
@@ -272,13 +272,7 @@ export class S3Provider implements Provider {
 
   async read(path: string, options: ReadOptions = {}): Promise<AsyncIterable<Uint8Array>> {
     const p = normalizeEntryPath(path);
-    const offset = options.offset ?? 0;
-    if (!Number.isSafeInteger(offset) || offset < 0)
-      throw new InvalidArgumentError(`bad read offset ${offset}`);
-    const length = options.length;
-    if (length !== undefined && (!Number.isSafeInteger(length) || length < 0)) {
-      throw new InvalidArgumentError(`bad read length ${length}`);
-    }
+    const { offset, length } = readRange(options);
     if (length === 0) {
       if (!(await this.headFile(p, options.signal))) throw new NotFoundError(`${this.name}: no file at ${p}`);
       return (async function* () {})();

@@ -30,6 +30,7 @@ export type ConformanceTest =
   | 'listRecursive'
   | 'listMissingFolder'
   | 'rangeRead'
+  | 'rangeReadRejectsBadRange'
   | 'unicodeNames'
   | 'specialCharacterNames'
   | 'hostilePathsRejected'

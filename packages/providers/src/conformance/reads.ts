@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { expect } from 'vitest';
-import { InvalidPathError, NotFoundError } from '../errors.ts';
+import { InvalidArgumentError, InvalidPathError, NotFoundError } from '../errors.ts';
 import { hasServerSideCopy, hasServerSideMove } from '../features.ts';
 import { readAll, listAll, expectReject, HOSTILE_PATHS, type SuiteContext } from './support.ts';
 
@@ -77,6 +77,20 @@ export function checkReads({ fresh, test }: SuiteContext): void {
     expect((await readAll(p, 'r.bin', 100_000)).byteLength).toBe(0);
     expect((await readAll(p, 'r.bin', 200_000, 10)).byteLength).toBe(0);
     expect((await readAll(p, 'r.bin', 10, 0)).byteLength).toBe(0);
+  });
+
+  test('rangeReadRejectsBadRange', async () => {
+    const p = await fresh();
+    await p.write('r.bin', Buffer.from('0123456789'));
+    for (const bad of [
+      { offset: -1 },
+      { offset: 1.5 },
+      { offset: Number.NaN },
+      { length: -1 },
+      { length: 2.5 },
+    ])
+      await expectReject(p.read('r.bin', bad), InvalidArgumentError);
+    expect((await readAll(p, 'r.bin', 2, 3)).toString()).toBe('234');
   });
 
   test('unicodeNames', async () => {

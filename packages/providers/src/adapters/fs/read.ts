@@ -8,8 +8,8 @@ import { createHash } from 'node:crypto';
 import { type BigIntStats, constants as fsc, createReadStream } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { throwIfAborted } from '../../body.ts';
-import { InvalidArgumentError, NotFoundError, TransientError } from '../../errors.ts';
+import { readRange, throwIfAborted } from '../../body.ts';
+import { NotFoundError, TransientError } from '../../errors.ts';
 import { normalizePath } from '../../paths.ts';
 import type { Entry, ListOptions, ReadOptions } from '../../provider.ts';
 import type { HashCache } from './hash-cache.ts';
@@ -153,13 +153,7 @@ export class FsReader {
   /** The bytes of the file at normalized path `p`. */
   async read(p: string, options: ReadOptions = {}): Promise<AsyncIterable<Uint8Array>> {
     const abs = this.c.resolve(p);
-    const offset = options.offset ?? 0;
-    if (!Number.isSafeInteger(offset) || offset < 0)
-      throw new InvalidArgumentError(`bad read offset ${offset}`);
-    const length = options.length;
-    if (length !== undefined && (!Number.isSafeInteger(length) || length < 0)) {
-      throw new InvalidArgumentError(`bad read length ${length}`);
-    }
+    const { offset, length } = readRange(options);
     const handle = await fsp.open(abs, fsc.O_RDONLY | fsc.O_NOFOLLOW).catch(async (e: unknown) => {
       const code = (e as NodeJS.ErrnoException).code;
       if (code === 'ENOENT' || code === 'ENOTDIR') await this.assertRoot();
