@@ -31,14 +31,23 @@ function keysWithin(o: Obj, keys: ReadonlySet<string>, required: readonly string
 
 const count = (v: unknown): boolean => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 
+/**
+ * The last path found canonical: a record names its path twice (its own and its entry's),
+ * checked once (strings are values: the same string is as canonical as before).
+ */
+let lastCanonical = '';
+
 /** EntryPath: at most 4096 characters, canonical (normalizeEntryPath leaves it as it is). */
 function entryPath(v: unknown): boolean {
   if (typeof v !== 'string' || v.length > 4096) return false;
+  if (v === lastCanonical && v !== '') return true;
   try {
-    return normalizeEntryPath(v) === v;
+    if (normalizeEntryPath(v) !== v) return false;
   } catch {
     return false;
   }
+  lastCanonical = v;
+  return true;
 }
 
 const SHA256 = /^[0-9a-f]{64}$/;
