@@ -4,6 +4,7 @@
  * owns the database and delegates its activity methods here.
  */
 import type Database from 'better-sqlite3';
+import { ROWS_PER_STATEMENT, valuesList } from './rows.ts';
 
 /** One activity item as the journal keeps it (status.ts ActivityItem). */
 export interface ActivityRecord {
@@ -48,14 +49,15 @@ export class ActivityLog {
     const items = this.buffer.slice(-ACTIVITY_KEPT);
     this.buffer = [];
     if (items.length === 0 || !this.db.open) return 0;
-    // One statement for all of them, in their order (one an item was ~1 % of the agent's CPU
-    // per uploaded file, issue #16).
-    const rows = JSON.stringify(items.map((i) => [i.atMs, i.kind, i.path, i.detail ?? null, i.row ?? null]));
+    // Multi-row statements, in their order (one a item was ~1 % of the agent's CPU per
+    // uploaded file, issue #16; journal.ts runRows).
     this.db.transaction(() => {
-      this.sql(
-        `INSERT INTO activity(at_ms, kind, path, detail, row_id)
-         SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?) ORDER BY key`,
-      ).run(rows);
+      for (let i = 0; i < items.length; i += ROWS_PER_STATEMENT) {
+        const chunk = items.slice(i, i + ROWS_PER_STATEMENT);
+        this.sql(
+          `INSERT INTO activity(at_ms, kind, path, detail, row_id) VALUES ${valuesList(chunk.length, 5)}`,
+        ).run(chunk.flatMap((t) => [t.atMs, t.kind, t.path, t.detail ?? null, t.row ?? null]));
+      }
       this.sql('DELETE FROM activity WHERE id <= (SELECT MAX(id) FROM activity) - ?').run(ACTIVITY_KEPT);
     })();
     return 1;

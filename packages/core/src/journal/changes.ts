@@ -137,9 +137,10 @@ export class JournalChanges {
 
 /**
  * Record `changes` in one transaction, in order; nothing of them if one fails. Runs of
- * cleared sent marks and synced columns (without a signature) are written one statement per
- * run, not one per file (a bundle's outcomes, issue #16): each touches its own table, and
- * the completed operations between them only the queue (written when the transaction ends),
+ * cleared sent marks and synced columns (without a signature) are written a statement per
+ * run (of up to 64 rows: journal/rows.ts), not one per file (a bundle's outcomes, issue
+ * #16): each touches its own table, and the completed operations between them only the
+ * queue (written when the transaction ends),
  * so only the order among the same kind matters, which a run keeps; any other change ends
  * the run first.
  */

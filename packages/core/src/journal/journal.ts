@@ -12,6 +12,7 @@ import type { Op } from '../ops.ts';
 import { privateDatabaseFile } from '../private-file.ts';
 import { ACTIVITY_KEPT, ActivityLog, type ActivityRecord } from './activity.ts';
 import { OpQueueStore, type QueuedOp } from './op-queue.ts';
+import { ROWS_PER_STATEMENT, valuesList } from './rows.ts';
 import { type RawIndexRow, toIndexRow } from './scan-index.ts';
 
 export type { ActivityRecord } from './activity.ts';
@@ -380,10 +381,26 @@ export class Journal {
       return this.setSynced(r.path, r.rev, r.hash, null, null);
     }
     const last = new Map(rows.map((r) => [r.path, [r.path, r.rev, r.hash]]));
-    this.sql(
-      `UPDATE files SET synced_rev = j.value ->> 1, synced_hash = j.value ->> 2, signature = NULL, signature_block = NULL
-       FROM json_each(?) AS j WHERE files.path = j.value ->> 0`,
-    ).run(JSON.stringify([...last.values()]));
+    this.runRows(
+      (values) =>
+        `WITH v(path, rev, hash) AS (VALUES ${values}) UPDATE files SET synced_rev = v.rev, synced_hash = v.hash,
+         signature = NULL, signature_block = NULL FROM v WHERE files.path = v.path`,
+      [...last.values()],
+      3,
+    );
+  }
+
+  /**
+   * Run `text` with its VALUES list for up to ROWS_PER_STATEMENT rows at a time (`width`
+   * values each), prepared once per row count: a multi-row statement costs ~1.7-2.4 µs a
+   * row against ~2.3-2.7 for one statement a row, and a JSON array through json_each
+   * ~2.8-3.7 (the values are parsed again per column; issue #16, measured alone).
+   */
+  runRows(text: (values: string) => string, rows: readonly (readonly unknown[])[], width: number): void {
+    for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
+      const chunk = rows.slice(i, i + ROWS_PER_STATEMENT);
+      this.sql(text(valuesList(chunk.length, width))).run(chunk.flat());
+    }
   }
 
   deleteFile(path: string): void {
@@ -478,10 +495,14 @@ export class Journal {
   /** Record that these contents are about to be sent (see sql/002_sent.sql). */
   markSent(items: readonly { path: string; sha256: string }[]): void {
     if (items.length === 0) return;
-    // One statement for a whole bundle, not one a file (issue #16).
-    this.sql(
-      'INSERT OR IGNORE INTO sent(path, sha256) SELECT value ->> 0, value ->> 1 FROM json_each(?)',
-    ).run(JSON.stringify(items.map((i) => [i.path, i.sha256])));
+    // One statement per ROWS_PER_STATEMENT files of a bundle, not one a file (issue #16).
+    this.db.transaction(() =>
+      this.runRows(
+        (values) => `INSERT OR IGNORE INTO sent(path, sha256) VALUES ${values}`,
+        items.map((i) => [i.path, i.sha256]),
+        2,
+      ),
+    )();
   }
 
   wasSent(path: string, sha256: string): boolean {
