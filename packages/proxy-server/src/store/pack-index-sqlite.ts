@@ -39,12 +39,16 @@ const PENDING = `SELECT user_id AS userId, path, sha256, size, fs_revision AS fs
  * held the proxy for ~6 CPU-seconds — it stopped answering its agents (issue #16).
  */
 export const PENDING_STEP = 2_000;
+/** Packs whose dead-byte sums markDead recomputes between two turns of the loop. */
+const SUM_STEP = 50;
 
 export class SqlitePackIndex implements PackIndex {
   /** Index rows examined by `pending` (tests). */
   examined = 0;
   /** Steps `pendingCount` took (tests). */
   countSteps = 0;
+  /** Steps `markDead` took (tests). */
+  markSteps = 0;
 
   private readonly claims = new LocalClaims();
 
@@ -217,32 +221,76 @@ export class SqlitePackIndex implements PackIndex {
     ).map(toLocation);
   }
 
+  /**
+   * Date the entries no file refers to any more, undate those referred to again, and sum
+   * each touched pack's dead bytes — in steps of PENDING_STEP pack entries (a keyset on the
+   * content hash, each step its own transaction) with a turn of the loop between steps: one
+   * statement over 1,000,000 entries held the proxy's loop ~0.7 CPU-seconds (issue #16). The
+   * marks only steer the cost model: a repack keeps whatever is referenced when it runs
+   * (liveLocations), so a file linked between two steps loses nothing.
+   */
   async markDead(nowMs: number): Promise<{ died: number; revived: number; entries: number }> {
     const db = this.db;
     const referenced = `EXISTS (SELECT 1 FROM entries e WHERE e.tier = 'small' AND e.sha256 = pack_entries.sha256)`;
-    return db.transaction(() => {
-      const died = db
-        .prepare(
-          `UPDATE pack_entries SET dead_since_ms = ? WHERE dead_since_ms IS NULL AND NOT ${referenced}`,
-        )
-        .run(nowMs).changes;
-      const revived = db
-        .prepare(
-          `UPDATE pack_entries SET dead_since_ms = NULL WHERE dead_since_ms IS NOT NULL AND ${referenced}`,
-        )
-        .run().changes;
-      // Every pack's sums from its entries (TOTAL: Σ s·t exceeds 2^63).
-      if (died + revived > 0)
-        db.prepare(
-          `UPDATE packs SET
-             dead_bytes = (SELECT COALESCE(SUM(length), 0) FROM pack_entries p
-                           WHERE p.pack_id = packs.pack_id AND p.dead_since_ms IS NOT NULL),
-             dead_byte_since_ms = (SELECT TOTAL(CAST(length AS REAL) * dead_since_ms) FROM pack_entries p
-                                   WHERE p.pack_id = packs.pack_id AND p.dead_since_ms IS NOT NULL)`,
-        ).run();
-      const entries = (db.prepare('SELECT COUNT(*) AS n FROM pack_entries').get() as { n: number }).n;
-      return { died, revived, entries };
-    })();
+    const end = db.prepare(
+      'SELECT sha256 FROM pack_entries WHERE sha256 > ? ORDER BY sha256 LIMIT 1 OFFSET ?',
+    );
+    end.pluck(true);
+    const range = (upper: boolean): string => `sha256 > ?${upper ? ' AND sha256 <= ?' : ''}`;
+    const die = (upper: boolean): Database.Statement =>
+      db.prepare(
+        `UPDATE pack_entries SET dead_since_ms = ? WHERE ${range(upper)} AND dead_since_ms IS NULL AND NOT ${referenced}`,
+      );
+    const revive = (upper: boolean): Database.Statement =>
+      db.prepare(
+        `UPDATE pack_entries SET dead_since_ms = NULL WHERE ${range(upper)} AND dead_since_ms IS NOT NULL AND ${referenced}`,
+      );
+    const [dieStep, dieRest, reviveStep, reviveRest] = [die(true), die(false), revive(true), revive(false)];
+    const count = db.prepare('SELECT COUNT(*) FROM pack_entries WHERE sha256 > ?');
+    count.pluck(true);
+    let died = 0;
+    let revived = 0;
+    let entries = 0;
+    let after = '';
+    for (;;) {
+      this.markSteps += 1;
+      const last = end.get(after, PENDING_STEP - 1) as string | undefined;
+      db.transaction(() => {
+        if (last === undefined) {
+          died += dieRest.run(nowMs, after).changes;
+          revived += reviveRest.run(after).changes;
+        } else {
+          died += dieStep.run(nowMs, after, last).changes;
+          revived += reviveStep.run(after, last).changes;
+        }
+      })();
+      if (last === undefined) {
+        entries += Number(count.get(after));
+        break;
+      }
+      entries += PENDING_STEP;
+      after = last;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    if (died + revived === 0) return { died, revived, entries };
+    // Every pack's sums from its dead entries (TOTAL: Σ s·t exceeds 2^63; the partial index
+    // pack_entries_dead holds just those), a step of packs at a time.
+    const sums = db.prepare(
+      `UPDATE packs SET
+         dead_bytes = (SELECT COALESCE(SUM(length), 0) FROM pack_entries p
+                       WHERE p.pack_id = packs.pack_id AND p.dead_since_ms IS NOT NULL),
+         dead_byte_since_ms = (SELECT TOTAL(CAST(length AS REAL) * dead_since_ms) FROM pack_entries p
+                               WHERE p.pack_id = packs.pack_id AND p.dead_since_ms IS NOT NULL)
+       WHERE pack_id = ?`,
+    );
+    const ids = db.prepare('SELECT pack_id FROM packs ORDER BY pack_id').pluck(true).all() as string[];
+    for (let k = 0; k < ids.length; k += SUM_STEP) {
+      db.transaction(() => {
+        for (const id of ids.slice(k, k + SUM_STEP)) sums.run(id);
+      })();
+      if (k + SUM_STEP < ids.length) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    return { died, revived, entries };
   }
 
   async deadPacks(): Promise<DeadPackRow[]> {
