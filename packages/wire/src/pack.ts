@@ -111,15 +111,27 @@ export class PackBuilder {
   /**
    * Append `raw`; `sha256` is computed when not given (and checked when given, unless
    * `hashChecked`: the caller has just checked `raw` against it, as the proxy's bundle
-   * decoder does for the bytes it hands the packer from memory).
+   * decoder does for the bytes it hands the packer from memory). `compress`: whether to
+   * deflate (packStoredForm), or `raw`'s stored form already worked out by that rule
+   * elsewhere (the proxy's pack-worker.ts).
    */
-  add(raw: Uint8Array, sha256?: string, compress = true, hashChecked = false): PackEntry | undefined {
+  add(
+    raw: Uint8Array,
+    sha256?: string,
+    compress: boolean | { bytes: Uint8Array; compression: PackCompressionCode } = true,
+    hashChecked = false,
+  ): PackEntry | undefined {
     const sha = hashChecked && sha256 !== undefined ? sha256 : createHash('sha256').update(raw).digest('hex');
     if (sha256 !== undefined && sha256 !== sha) fail('CHECKSUM_MISMATCH', `content is not ${sha256}`);
     if (raw.byteLength > PACK_MAX_ENTRY_BYTES) fail('TOO_LARGE', `content of ${raw.byteLength} bytes`);
     if (this.seen.has(sha)) return undefined;
     if (this.entries.length >= PACK_MAX_ENTRIES) fail('TOO_LARGE', 'too many entries');
-    const stored = compress ? packStoredForm(raw) : { bytes: raw, compression: 0 as const };
+    const stored =
+      typeof compress === 'object'
+        ? compress
+        : compress
+          ? packStoredForm(raw)
+          : { bytes: raw, compression: 0 as const };
     const entry: PackEntry = {
       sha256: sha,
       offset: this.bodyBytes,

@@ -42,6 +42,7 @@ import type {
 } from './pack-types.ts';
 import { keepFsCopy } from './pack-types.ts';
 import { HotContents } from './pack-hot.ts';
+import { type StoredForm, storedFormOffThread } from './pack-worker.ts';
 import { IdleFlush } from './pack-idle.ts';
 
 export const PACK_PREFIX = 'packs';
@@ -278,15 +279,20 @@ export class Packer {
     // (the same bytes at two paths) is added once.
     // What comes from memory was checked against its hash by the bundle's decoder (offer):
     // not hashed again; what is read back from the filesystem tier is.
-    const read = async (file: PendingContent): Promise<{ bytes: Uint8Array; hot: boolean } | undefined> => {
+    // Each content's stored form (deflated or not) is worked out in a worker thread as it is
+    // read ahead (pack-worker.ts), off the event loop.
+    const read = async (
+      file: PendingContent,
+    ): Promise<{ bytes: Uint8Array; hot: boolean; stored: StoredForm } | undefined> => {
       const hot = this.hot.get(file.sha256);
-      if (hot) return { bytes: hot, hot: true };
+      let bytes: Uint8Array;
       try {
-        return { bytes: await this.o.readSmall(file.userId, file.path), hot: false };
+        bytes = hot ?? (await this.o.readSmall(file.userId, file.path));
       } catch (e) {
         if (e instanceof NotFoundError) return undefined; // deleted meanwhile
         throw e;
       }
+      return { bytes, hot: hot !== undefined, stored: await storedFormOffThread(bytes) };
     };
     // Only the contents this process claimed: another one packing the same content meanwhile
     // (several proxies on one PostgreSQL) keeps it; its paths are looked up again next time.
@@ -306,7 +312,7 @@ export class Packer {
         }
         if (raw === undefined) continue;
         try {
-          builder.add(raw.bytes, file.sha256, true, raw.hot);
+          builder.add(raw.bytes, file.sha256, raw.stored, raw.hot);
         } catch (e) {
           if (e instanceof WireFormatError) continue; // overwritten meanwhile: packed at its next flush
           throw e;
