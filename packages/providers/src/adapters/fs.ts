@@ -450,15 +450,6 @@ export class FsProvider implements Provider {
     return { src };
   }
 
-  /** Entries of a subtree, root first, for the journal. */
-  private async subtreeEntries(p: string): Promise<Entry[]> {
-    const st = await fsp.lstat(this.resolve(p), { bigint: true });
-    const out = [await this.reader.toEntry(p, st, false)];
-    if (st.isDirectory())
-      for await (const e of this.reader.walk(p, this.resolve(p), { recursive: true })) out.push(e);
-    return out;
-  }
-
   async move(from: string, to: string, options: TransferOptions = {}): Promise<Entry> {
     const f = this.norm(from);
     const t = this.norm(to);
@@ -475,7 +466,7 @@ export class FsProvider implements Provider {
       });
       await fsyncDir(nodePath.dirname(this.resolve(t)));
       this.changeLog?.record({ type: 'delete', path: f });
-      const entries = await this.subtreeEntries(t);
+      const entries = await this.reader.subtreeEntries(t);
       for (const e of entries) {
         const sha = hashes.get(e.path);
         if (sha !== undefined) this.hashCache.set(e.path, { revision: e.revision, sha256: sha });
@@ -504,6 +495,7 @@ export class FsProvider implements Provider {
     return this.mutex.run([this.lockKey(f), this.lockKey(t)], async () => {
       const { src } = await this.checkTransfer(f, t, options);
       await this.prepareParents(t);
+      const carried = await this.reader.knownHashesUnder(f, t);
       const tmp = nodePath.join(this.tmpDir, randomBytes(12).toString('hex'));
       try {
         if (src.isDirectory()) {
@@ -525,7 +517,12 @@ export class FsProvider implements Provider {
         throw classify(e, this.name, t);
       }
       await fsyncDir(nodePath.dirname(this.resolve(t)));
-      const entries = await this.subtreeEntries(t);
+      const entries = (await this.reader.subtreeEntries(t)).map((e) => {
+        const sha256 = e.kind === 'file' ? carried.get(e.path) : undefined;
+        if (sha256 === undefined) return e;
+        this.hashCache.set(e.path, { revision: e.revision, sha256 });
+        return { ...e, hash: { algorithm: 'sha256', value: sha256 } } satisfies Entry;
+      });
       for (const e of entries) this.changeLog?.record({ type: 'upsert', path: e.path, entry: e });
       const root = entries[0];
       if (!root) throw new NotFoundError(`${this.name}: not found: ${t}`);

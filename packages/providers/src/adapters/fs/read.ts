@@ -10,7 +10,7 @@ import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { readRange, throwIfAborted } from '../../body.ts';
 import { NotFoundError, TransientError } from '../../errors.ts';
-import { normalizePath } from '../../paths.ts';
+import { isWithin, normalizePath } from '../../paths.ts';
 import type { Entry, ListOptions, ReadOptions } from '../../provider.ts';
 import type { HashCache } from './hash-cache.ts';
 import { classify, revisionOf } from './util.ts';
@@ -182,5 +182,29 @@ export class FsReader {
     const wanted = (length ?? st.size - offset) + 1; // +1: the first read also sees the end
     const highWaterMark = Math.min(1 << 20, Math.max(16 * 1024, wanted));
     return handle.createReadStream({ start: offset, end, signal: options.signal, highWaterMark });
+  }
+
+  /** Entries of a subtree, root first, for the journal. */
+  async subtreeEntries(p: string): Promise<Entry[]> {
+    const st = await fsp.lstat(this.c.resolve(p), { bigint: true });
+    const out = [await this.toEntry(p, st, false)];
+    if (st.isDirectory())
+      for await (const e of this.walk(p, this.c.resolve(p), { recursive: true })) out.push(e);
+    return out;
+  }
+
+  /**
+   * The hashes known of `f` and the files below it that still hold (their revision unchanged),
+   * by the path each gets under `t`: a copy carries them, so the proxy's stat of every file
+   * it copied does not read the file again to hash it (issue #16).
+   */
+  async knownHashesUnder(f: string, t: string): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    const candidates = [...this.c.hashCache.entries()].filter(([k]) => isWithin(k, f));
+    for (const [k, v] of candidates) {
+      const st = await fsp.lstat(this.c.resolve(k), { bigint: true }).catch(() => undefined);
+      if (st?.isFile() && revisionOf(st) === v.revision) out.set(t + k.slice(f.length), v.sha256);
+    }
+    return out;
   }
 }
