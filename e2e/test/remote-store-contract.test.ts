@@ -11,12 +11,13 @@ import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
-import { ProxyClient, type RemoteStore, RemoteError } from '@weft/core';
+import { type ListPageRequest, ProxyClient, type RemoteStore, RemoteError } from '@weft/core';
 import { MemoryServer } from '@weft/core/testing';
 import { type RunningProxyServer, startProxyServer } from '@weft/proxy-server';
 import { delta as rsyncDelta, signature as rsyncSignature, collect } from '@weft/rsync-wasm';
 import {
   type FeedServerMessage,
+  type ListResponse,
   encodeBundle,
   encodeDeltaContainer,
   encodeTransferBlock,
@@ -75,6 +76,17 @@ async function transcript(store: RemoteStore): Promise<unknown[]> {
   await step('list one level', () => store.list('docs', false));
   await step('list a file', () => store.list('c.txt', false));
   await step('list missing', () => store.list('nope', true));
+  // Paged (issue #16): a keyset page, the next one with the first's seq, a folder's pages.
+  const page = (path: string, req: ListPageRequest): Promise<unknown> =>
+    store.listPage ? store.listPage(path, req) : Promise.reject(new Error('listPage missing'));
+  await step('list a page', () => page('', { limit: 2 }));
+  await step('list the next page', async () => {
+    const first = (await page('', { limit: 2 })) as ListResponse;
+    return page('', { limit: 2, seq: first.seq, ...(first.next ? { after: first.next } : {}) });
+  });
+  await step('list a page of a folder', () => page('docs', { limit: 5 }));
+  await step('list a page of a missing folder', () => page('nope', { limit: 2 }));
+  await step('list a page of a file', () => page('c.txt', { limit: 2 }));
   await step('stat', () => store.stat('docs/a.txt'));
   await step('stat missing', () => store.stat('missing.txt'));
   // Conditional writes.
