@@ -5,6 +5,8 @@
  * between pages are in the feed after that seq. Counted: pages, entries per page, entries
  * listed twice (none), and the device's tree against the server's after the feed.
  */
+import * as fsp from 'node:fs/promises';
+import * as nodePath from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ListResponse } from '@weft/wire';
 import type { ListPageRequest } from '../src/remote/remote-store.ts';
@@ -91,9 +93,24 @@ describe('paged full listing', () => {
     for (const p of ['d0/f00.txt', 'd1/f09.txt', 'd2', 'd3/f23.txt']) await a.rm(p);
     await a.sync();
     b.engine.journal.setMeta('cursor', '');
+    // What stays is left alone: same inode after (a span read too far would delete it and
+    // download it again).
+    const kept = b.engine.journal.allFiles().filter((r) => r.kind === 'file' && !r.path.startsWith('d2/'));
+    const inodes = async (): Promise<Map<string, number>> => {
+      const out = new Map<string, number>();
+      for (const r of kept) {
+        const st = await fsp.stat(nodePath.join(b.folder, r.path)).catch(() => undefined);
+        if (st) out.set(r.path, st.ino);
+      }
+      return out;
+    };
+    const before = await inodes();
     const pages = smallPages(b, 5);
     await b.sync();
     expect(pages.length).toBeGreaterThan(2);
+    const after = await inodes();
+    for (const [path, ino] of after) expect(ino, path).toBe(before.get(path));
+    expect(after.size).toBe(before.size - 3); // d0/f00, d1/f09, d3/f23 gone
     for (const p of ['d0/f00.txt', 'd1/f09.txt', 'd2', 'd3/f23.txt']) expect(await b.exists(p)).toBe(false);
     expect(await b.exists('d3/f19.txt')).toBe(true);
     expect(localTree(b)).toEqual(serverTree(cloud));
