@@ -5,7 +5,8 @@
  *
  * - A file whose mtime is younger than `settleMs` may still be being written: it is left
  *   for the next scan (reported in `unsettled`).
- * - A path that vanished while a path with the same inode and size appeared is a move.
+ * - A path that vanished while a path with the same inode (and, for files, size and mtime —
+ *   content for a racily clean row) appeared is a move.
  * - Symlinks and special files are skipped with a warning; names the path rules refuse
  *   are skipped with a warning, and so are names the server reserves (`*.weftlink`, its
  *   link files: one in an ops request fails the whole request); ignored paths are
@@ -24,7 +25,7 @@ import * as nodePath from 'node:path';
 import { MAX_PATH_BYTES, caseFoldKey, normalizePath } from '@weft/providers/paths';
 import type { IgnoreRules } from './ignore-rules.ts';
 import { IGNORE_FILE } from './ignore-rules.ts';
-import type { FileRow, IndexRow, Journal } from './journal/journal.ts';
+import { type FileRow, type IndexRow, type Journal, SMUDGED_MTIME } from './journal/journal.ts';
 import { indexIn, indexRowOf } from './journal/scan-index.ts';
 import { PARTIAL_PREFIX } from './local-fs.ts';
 import { LocalPaths, UnsafeLocalPathError, encodeName, isPlainName } from './local-path.ts';
@@ -402,7 +403,12 @@ export async function scan(
   /** In scope: the path or one of its ancestors is a scope entry (O(depth), not O(scope)). */
   const scoped = (p: string): boolean => scopeSet === undefined || selfOrAncestorIn(p, scopeSet);
 
-  // Moves: a known path gone from disk whose inode (and size, for files) shows up elsewhere, new.
+  // Moves: a known path gone from disk whose inode (and, for files, size and modification
+  // time) shows up elsewhere, new. A rename keeps a file's time; a new file at a freed inode
+  // the filesystem reused has its own (with the size alone, a delete and a create of the
+  // same size were taken for a move). A row too fresh to keep its time (SMUDGED_MTIME, racily
+  // clean) is matched by content instead: the new path is hashed now (rare: such a row at an
+  // inode that shows up elsewhere).
   const goneByInode = new Map<string, Known>();
   // In path order, as the index is (of two gone rows at one inode, the later one counts).
   for (const r of [...known.values()].sort((a, b) => (a.path < b.path ? -1 : 1))) {
@@ -410,10 +416,20 @@ export async function scan(
   }
   const movedFrom = new Set<string>();
   const sortedDisk = [...disk.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
-  for (const e of sortedDisk) {
-    if (known.has(e.path)) continue;
+  const candidate = (e: DiskEntry): Known | undefined => {
+    if (known.has(e.path)) return undefined;
     const from = goneByInode.get(`${e.kind}:${e.inode}`);
-    if (!from || (e.kind === 'file' && from.size !== e.size)) continue;
+    return from && (e.kind === 'dir' || from.size === e.size) ? from : undefined;
+  };
+  const smudged = sortedDisk.filter((e) => e.kind === 'file' && candidate(e)?.mtimeNs === SMUDGED_MTIME);
+  if (smudged.length > 0) await diskIo.hashAll(smudged, () => true);
+  const sameFile = (from: Known, e: DiskEntry): boolean =>
+    from.mtimeNs === SMUDGED_MTIME
+      ? e.hash !== undefined && e.hash === (whole(from)?.hash ?? null)
+      : from.mtimeNs === e.mtimeNs;
+  for (const e of sortedDisk) {
+    const from = candidate(e);
+    if (!from || (e.kind === 'file' && !sameFile(from, e))) continue;
     if (properAncestorIn(from.path, movedFrom)) continue; // inside a moved folder
     if (!from.synced && from.kind === 'file') continue; // never synced: plain create
     ops.push({ kind: 'move', from: from.path, to: e.path, replaces: false });

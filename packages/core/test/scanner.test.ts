@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import * as nodePath from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { IgnoreRules } from '../src/ignore-rules.ts';
-import { Journal } from '../src/journal/journal.ts';
+import { Journal, SMUDGED_MTIME } from '../src/journal/journal.ts';
 import { ScanStopped, enqueueScan, scan as rawScan } from '../src/scanner.ts';
 import { later, markSynced, scanFolder } from './support/scan-rig.ts';
 
@@ -96,6 +96,39 @@ describe('scanner', () => {
       { kind: 'move', from: 'y.txt', to: 'renamed/y2.txt', replaces: false },
     ]);
     expect(journal.getFile('renamed/x.txt')?.syncedRev).toBe('rev-dir/x.txt');
+  });
+
+  it("does not take a new file at a deleted file's inode (reused) for a move when its time differs", async () => {
+    // A file deleted and another created before the scan may get the freed inode; with the
+    // same size the two looked like a rename (CI saw it: a deletion reported as a move). A
+    // rename keeps the file's modification time, a new file has its own.
+    const { root, journal } = await scanFolder();
+    await fsp.writeFile(nodePath.join(root, 'old.txt'), 'aaaa');
+    await fsp.utimes(nodePath.join(root, 'old.txt'), 1_600_000_000, 1_600_000_000);
+    await scan(root, journal, new IgnoreRules(), { now: later });
+    markSynced(journal);
+    await fsp.rm(nodePath.join(root, 'old.txt'));
+    await fsp.writeFile(nodePath.join(root, 'new.txt'), 'bbbb');
+    // The inode reuse made certain: the deleted file's row now names the new file's inode.
+    const ino = (await fsp.stat(nodePath.join(root, 'new.txt'), { bigint: true })).ino;
+    journal.upsertFile({ ...journal.getFile('old.txt')!, inode: ino });
+    const r = await scan(root, journal, new IgnoreRules(), { now: later });
+    expect(r.ops.map((o) => (o.kind === 'move' ? `move ${o.from} ${o.to}` : `${o.kind} ${o.path}`))).toEqual([
+      'put new.txt',
+      'delete old.txt',
+    ]);
+    expect(r.deletedFiles).toBe(1);
+    // The same with a row too fresh to keep its time (racily clean): told apart by content.
+    r.commit();
+    markSynced(journal);
+    await fsp.rm(nodePath.join(root, 'new.txt'));
+    await fsp.writeFile(nodePath.join(root, 'fresh.txt'), 'cccc');
+    const fresh = (await fsp.stat(nodePath.join(root, 'fresh.txt'), { bigint: true })).ino;
+    journal.upsertFile({ ...journal.getFile('new.txt')!, inode: fresh, mtimeNs: SMUDGED_MTIME });
+    const again = await scan(root, journal, new IgnoreRules(), { now: later });
+    expect(
+      again.ops.map((o) => (o.kind === 'move' ? `move ${o.from} ${o.to}` : `${o.kind} ${o.path}`)),
+    ).toEqual(['put fresh.txt', 'delete new.txt']);
   });
 
   it('reports deletions top-most only, with the revision of deleted files', async () => {
