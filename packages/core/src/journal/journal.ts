@@ -11,6 +11,7 @@ import { caseFoldKey } from '@weft/providers/paths';
 import type { Op } from '../ops.ts';
 import { privateDatabaseFile } from '../private-file.ts';
 import { ACTIVITY_KEPT, ActivityLog, type ActivityRecord } from './activity.ts';
+import { PathRecords } from './path-records.ts';
 import { OpQueueStore, type QueuedOp } from './op-queue.ts';
 import { ROWS_PER_STATEMENT, valuesList } from './rows.ts';
 import { type RawIndexRow, toIndexRow } from './scan-index.ts';
@@ -112,6 +113,7 @@ export class Journal {
     this.migrate();
     this.ops = new OpQueueStore(this.db, (text) => this.sql(text));
     this.activity = new ActivityLog(this.db, (text) => this.sql(text));
+    this.records = new PathRecords((text) => this.sql(text));
   }
 
   private migrate(): void {
@@ -427,6 +429,7 @@ export class Journal {
   private readonly ops: OpQueueStore;
   /** Recent activity, written once per turn (activity.ts). */
   private readonly activity: ActivityLog;
+  private readonly records: PathRecords;
 
   /** Times the queue's changes were written to the ops table (tests: once per transaction). */
   get queueWrites(): number {
@@ -520,85 +523,50 @@ export class Journal {
       this.sql('DELETE FROM sent WHERE path IN (SELECT value FROM json_each(?))').run(JSON.stringify(paths));
   }
 
-  // ---------------------------------------------------------------- local names
+  // ---------------------------------------------------------------- local names, transfers, delta history (path-records.ts)
 
   /** Record that the remote entry `path` is stored on disk as `localName` (sql/003). */
   recordLocalName(path: string, localName: string, reason: string): void {
-    this.sql(
-      'INSERT INTO local_names(path, local_name, reason) VALUES (?, ?, ?) ON CONFLICT(path) DO UPDATE SET local_name = excluded.local_name, reason = excluded.reason',
-    ).run(path, localName, reason);
+    this.records.recordLocalName(path, localName, reason);
   }
 
   /** Forget the local names of `path` and everything under it. */
   forgetLocalNamesUnder(path: string): void {
-    this.sql('DELETE FROM local_names WHERE path = ? OR (path >= ? AND path < ?)').run(
-      path,
-      path + '/',
-      path + '0',
-    );
+    this.records.forgetLocalNamesUnder(path);
   }
 
   /** Every entry stored under another local name, by remote path. */
   localNames(): { path: string; localName: string; reason: string }[] {
-    const rows = this.sql('SELECT path, local_name, reason FROM local_names ORDER BY path').all() as {
-      path: string;
-      local_name: string;
-      reason: string;
-    }[];
-    return rows.map((r) => ({ path: r.path, localName: r.local_name, reason: r.reason }));
+    return this.records.localNames();
   }
 
   /** The remote name a local (long-form) name stands for, if this journal recorded it. */
   remoteNameOf(localName: string): string | undefined {
-    const r = this.sql('SELECT path FROM local_names WHERE local_name = ? LIMIT 1').get(localName) as
-      { path: string } | undefined;
-    return r === undefined ? undefined : r.path.slice(r.path.lastIndexOf('/') + 1);
+    return this.records.remoteNameOf(localName);
   }
-
-  // ---------------------------------------------------------------- transfers
 
   /** The large upload of `path` in progress, if one was started (sql/001 `transfers`). */
   getTransfer(path: string): { transferId: string; hash: string; size: number } | undefined {
-    const r = this.sql('SELECT transfer_id, hash, size FROM transfers WHERE path = ?').get(path) as
-      { transfer_id: string; hash: string; size: bigint } | undefined;
-    return r && { transferId: r.transfer_id, hash: r.hash, size: Number(r.size) };
+    return this.records.getTransfer(path);
   }
 
   /** Remember a large upload just started, so a restart resumes it instead of starting over. */
   saveTransfer(path: string, transferId: string, hash: string, size: number): void {
-    this.sql(
-      'INSERT INTO transfers(path, transfer_id, hash, size) VALUES (?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET transfer_id = excluded.transfer_id, hash = excluded.hash, size = excluded.size',
-    ).run(path, transferId, hash, size);
+    this.records.saveTransfer(path, transferId, hash, size);
   }
 
   /** The large upload of `path` is committed (or abandoned). */
   clearTransfer(path: string): void {
-    this.sql('DELETE FROM transfers WHERE path = ?').run(path);
+    this.records.clearTransfer(path);
   }
 
-  // ---------------------------------------------------------------- delta history
-
-  /**
-   * The block-size history of `path` (HyCloud Eq. 1), as stored: undefined when there is
-   * none or the stored row is unreadable.
-   */
+  /** The block-size history of `path` (HyCloud Eq. 1); undefined when none or unreadable. */
   deltaHistory(path: string): { probs: number[]; n: number } | undefined {
-    const r = this.sql('SELECT block_probs, n FROM delta_history WHERE path = ?').get(path) as
-      { block_probs: string; n: bigint } | undefined;
-    if (!r) return undefined;
-    try {
-      const probs = JSON.parse(r.block_probs) as unknown;
-      if (Array.isArray(probs) && probs.every((x) => typeof x === 'number')) return { probs, n: Number(r.n) };
-    } catch {
-      /* corrupt row: treated as none */
-    }
-    return undefined;
+    return this.records.deltaHistory(path);
   }
 
   setDeltaHistory(path: string, probs: readonly number[], n: number): void {
-    this.sql(
-      'INSERT INTO delta_history(path, block_probs, n) VALUES (?, ?, ?) ON CONFLICT(path) DO UPDATE SET block_probs = excluded.block_probs, n = excluded.n',
-    ).run(path, JSON.stringify(probs), n);
+    this.records.setDeltaHistory(path, probs, n);
   }
 
   // ---------------------------------------------------------------- activity (activity.ts)
