@@ -28,59 +28,48 @@
  * call fails as told, before or after its work), `refuseNextOp` (one operation of an `ops`
  * request is refused with a code), `beforeCall` (something happens on the
  * server between two calls), `calls` and `sentOps` (what was asked, for assertions).
+ *
+ * The content calls (commits, bundles, transfers, deltas, signatures, Merkle nodes) are
+ * worked in memory-content.ts; this file holds the door, its test controls and the feed.
  */
-import { randomBytes } from 'node:crypto';
-import {
-  delta as rsyncDelta,
-  loadSignature,
-  patch as rsyncPatch,
-  signature as rsyncSignature,
-  suggestStrongLength,
-} from '@weft/rsync-wasm';
-import {
-  type BlockAck,
-  blockAck,
-  BundleRoom,
-  transferState,
-  type BundleDeferred,
-  type BundleDeferredReason,
-  type BundleEntry,
-  type BundleUploadResponse,
-  type ChangeRecord,
-  type ChangesResponse,
-  type DecodedBundle,
-  type DecodedDeltaContainer,
-  type EntryInfo,
-  type ErrorCode,
-  type FeedServerMessage,
-  type FileOp,
-  type ListResponse,
-  type MerkleChildHash,
-  type MerkleNode,
-  type OpResult,
-  type TransferState,
-  decodeBundle,
-  decodeDeltaContainer,
-  decodeTransferBlock,
-  dirHash,
-  encodeBundle,
-  encodeDeltaContainer,
-  fileLeafHash,
-  isWireFormatError,
-  orderChildren,
-  sha256Hex,
+import type {
+  BlockAck,
+  BundleDeferredReason,
+  BundleUploadResponse,
+  ChangesResponse,
+  DecodedBundle,
+  DecodedDeltaContainer,
+  EntryInfo,
+  ErrorCode,
+  FeedServerMessage,
+  FileOp,
+  ListResponse,
+  MerkleNode,
+  OpResult,
+  TransferState,
 } from '@weft/wire';
+import { decodeBundle, isWireFormatError } from '@weft/wire';
 import { type Disposable, toDisposable } from '../lifecycle.ts';
 import {
   MemoryServerState,
   type Namespace,
-  type Transfer,
   type Writer,
   checkNewPath,
   checkPath,
   fail,
-  signatureBlockSize,
 } from './memory-server.ts';
+import {
+  applyDelta,
+  bundleOf,
+  commitContent,
+  deltaFor,
+  merkleNode,
+  openTransfer,
+  receiveBlock,
+  signatureOf,
+  since,
+  transferStateOf,
+} from './memory-content.ts';
 import { OfflineError, RemoteError } from './proxy-client.ts';
 import type { ListPageRequest, RemoteStore } from './remote-store.ts';
 
@@ -98,12 +87,6 @@ export class MemoryServer extends MemoryServerState {
 }
 
 const FEED_PAGE = 500;
-
-async function collect(source: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
-  const parts: Uint8Array[] = [];
-  for await (const c of source) parts.push(c);
-  return Buffer.concat(parts);
-}
 
 /** One device's view of a MemoryServer: the RemoteStore the engine is given. */
 export class MemoryRemoteStore implements RemoteStore {
@@ -274,7 +257,7 @@ export class MemoryRemoteStore implements RemoteStore {
           case 'copy':
             return s.copy(n, w, op.from, op.to);
           case 'commit':
-            return this.commit(n, op);
+            return commitContent(s, n, w, op);
         }
       } catch (e) {
         if (!(e instanceof RemoteError)) throw e;
@@ -288,39 +271,6 @@ export class MemoryRemoteStore implements RemoteStore {
         };
       }
     });
-  }
-
-  private commit(n: Namespace, op: Extract<FileOp, { op: 'commit' }>): OpResult {
-    if (!op.transferId) {
-      const bytes = n.held.get(op.sha256) === op.size ? this.server.heldContent(n, op.sha256) : undefined;
-      if (!bytes) fail('OBJECT_UNKNOWN', 'the server has no object with that SHA-256 and size; upload it');
-      return this.server.writeFile(n, this.writer, op.path, bytes, op.sha256, op.mtimeMs, op.baseRevision);
-    }
-    const t = n.transfers.get(op.transferId);
-    if (!t) fail('TRANSFER_UNKNOWN', 'no such transfer; open a new one');
-    const st = this.state(n, t);
-    if (st.receivedBytes !== t.size)
-      fail('TRANSFER_INCOMPLETE', `${st.receivedBytes} of ${t.size} bytes received`, {
-        received: st.received,
-      });
-    if (t.sha256 !== op.sha256 || t.size !== op.size || t.path !== op.path)
-      fail('BAD_REQUEST', 'commit does not match the transfer (path, size, sha256)');
-    try {
-      const res = this.server.writeFile(
-        n,
-        this.writer,
-        op.path,
-        t.data,
-        t.sha256,
-        op.mtimeMs,
-        op.baseRevision,
-      );
-      n.transfers.delete(t.id);
-      return res;
-    } catch (e) {
-      if (e instanceof RemoteError && e.code === 'HASH_MISMATCH') n.transfers.delete(t.id);
-      throw e;
-    }
   }
 
   async uploadBundle(bundle: Uint8Array): Promise<BundleUploadResponse['results']> {
@@ -343,37 +293,7 @@ export class MemoryRemoteStore implements RemoteStore {
     paths: readonly string[],
     compress = true,
   ): Promise<{ bundle: DecodedBundle; deferred: { path: string; reason: BundleDeferredReason }[] }> {
-    const n = await this.enter('downloadBundle');
-    if (paths.length < 1 || paths.length > 10_000) fail('BAD_REQUEST', 'between 1 and 10000 paths');
-    if (new Set(paths).size !== paths.length) fail('BAD_REQUEST', 'paths must be distinct');
-    for (const p of paths) checkPath(p);
-    const entries: BundleEntry[] = [];
-    const deferred: BundleDeferred[] = [];
-    const room = new BundleRoom(paths.length);
-    for (const [index, p] of paths.entries()) {
-      const place = room.place(p, n.entries.get(p));
-      if ('reason' in place) {
-        deferred.push({ index, reason: place.reason });
-        continue;
-      }
-      room.take(place.cost);
-      const e = place.entry;
-      entries.push({
-        path: p,
-        rev: e.revision,
-        mtimeMs: e.mtimeMs,
-        sha256: e.sha256,
-        content: n.content.get(p) ?? new Uint8Array(),
-      });
-    }
-    // Through the wire format and back, as the client would read it.
-    const bundle = decodeBundle(
-      encodeBundle(entries, { deferred, compress: compress && entries.length > 0 }),
-    );
-    return {
-      bundle,
-      deferred: bundle.deferred.map((d) => ({ path: paths[d.index] as string, reason: d.reason })),
-    };
+    return bundleOf(await this.enter('downloadBundle'), paths, compress);
   }
 
   async createTransfer(req: {
@@ -383,52 +303,17 @@ export class MemoryRemoteStore implements RemoteStore {
     mtimeMs: number;
     baseRevision?: string | null;
   }): Promise<TransferState> {
-    const n = await this.enter('createTransfer');
-    checkNewPath(req.path);
-    if (!/^[0-9a-f]{64}$/.test(req.sha256)) fail('BAD_REQUEST', 'sha256: lower-case hex SHA-256');
-    const t: Transfer = {
-      id: randomBytes(16).toString('hex'),
-      path: req.path,
-      size: req.size,
-      sha256: req.sha256,
-      mtimeMs: req.mtimeMs,
-      data: new Uint8Array(req.size),
-      ranges: [],
-    };
-    n.transfers.set(t.id, t);
-    return this.state(n, t);
-  }
-
-  private state(n: Namespace, t: Transfer): TransferState {
-    return transferState(t, t.ranges, n.held.get(t.sha256));
+    return openTransfer(await this.enter('createTransfer'), req);
   }
 
   async getTransfer(id: string): Promise<TransferState | undefined> {
     const n = await this.enter('getTransfer');
     const t = n.transfers.get(id);
-    return t ? this.state(n, t) : undefined;
+    return t ? transferStateOf(n, t) : undefined;
   }
 
   async putBlock(id: string, frame: Uint8Array): Promise<BlockAck> {
-    const n = await this.enter('putBlock', frame.byteLength);
-    let b: ReturnType<typeof decodeTransferBlock>;
-    try {
-      b = decodeTransferBlock(frame);
-    } catch (e) {
-      if (isWireFormatError(e)) fail('INVALID_FORMAT', (e as Error).message);
-      throw e;
-    }
-    if (b.transferId !== id) fail('BAD_REQUEST', 'block belongs to another transfer');
-    const t = n.transfers.get(id);
-    if (!t) fail('TRANSFER_UNKNOWN', 'no such transfer; open a new one');
-    if (b.offset + b.payload.byteLength > t.size)
-      fail(
-        'BAD_REQUEST',
-        `block [${b.offset}, ${b.offset + b.payload.byteLength}) lies beyond the file size ${t.size}`,
-      );
-    t.data.set(b.payload, b.offset);
-    t.ranges.push({ offset: b.offset, length: b.payload.byteLength });
-    return blockAck(b, this.state(n, t).receivedBytes);
+    return receiveBlock(await this.enter('putBlock', frame.byteLength), id, frame);
   }
 
   async uploadDelta(
@@ -438,21 +323,7 @@ export class MemoryRemoteStore implements RemoteStore {
     container: Uint8Array,
   ): Promise<OpResult> {
     const n = await this.enter('uploadDelta', container.byteLength);
-    checkNewPath(path);
-    const c = decodeContainer(container);
-    const cur = n.entries.get(path);
-    const old = cur?.sha256 === c.baseSha256 ? n.content.get(path) : this.server.heldContent(n, c.baseSha256);
-    if (!old) fail('DELTA_BASE_UNKNOWN', 'the server does not have the base content; upload the whole file');
-    let bytes: Uint8Array;
-    try {
-      bytes = await collect(rsyncPatch(old, c.delta, { maxOutputBytes: c.targetSize }));
-    } catch (e) {
-      fail('INVALID_FORMAT', (e as Error).message);
-    }
-    if (bytes.byteLength !== c.targetSize || sha256Hex(bytes) !== c.targetSha256)
-      fail('HASH_MISMATCH', 'the patched result does not match the target size and SHA-256');
-    const res = this.server.writeFile(n, this.writer, path, bytes, c.targetSha256, mtimeMs, baseRevision);
-    return res;
+    return applyDelta(this.server, n, this.writer, path, baseRevision, mtimeMs, container);
   }
 
   async downloadDelta(
@@ -460,38 +331,11 @@ export class MemoryRemoteStore implements RemoteStore {
     baseSha256: string,
     signatureBytes: Uint8Array,
   ): Promise<DecodedDeltaContainer> {
-    const n = await this.enter('downloadDelta');
-    let sig: Awaited<ReturnType<typeof loadSignature>>;
-    try {
-      sig = await loadSignature(signatureBytes);
-    } catch (e) {
-      fail('INVALID_FORMAT', (e as Error).message);
-    }
-    checkPath(path);
-    const e = n.entries.get(path);
-    if (!e || e.kind !== 'file' || !e.sha256) fail('NOT_FOUND', 'not found');
-    const content = n.content.get(path) ?? new Uint8Array();
-    const d = await collect(rsyncDelta(sig, content));
-    const encoded = encodeDeltaContainer(
-      { baseSha256, targetSha256: e.sha256, targetSize: e.size, delta: d },
-      { compress: true },
-    );
-    return decodeDeltaContainer(encoded);
+    return deltaFor(await this.enter('downloadDelta'), path, baseSha256, signatureBytes);
   }
 
   async signature(path: string): Promise<{ bytes: Uint8Array; sha256: string; revision: string }> {
-    const n = await this.enter('signature');
-    checkPath(path);
-    const e = n.entries.get(path);
-    if (!e) fail('NOT_FOUND', 'not found');
-    if (e.kind !== 'file' || e.tier !== 'large' || !e.sha256)
-      fail('NOT_FOUND', 'only large files have a signature');
-    const content = n.content.get(path) ?? new Uint8Array();
-    const blockSize = signatureBlockSize(e.size);
-    // Strong hash sized as the proxy sizes it (proxy-server store/link-file.ts signatureStrongLength).
-    const strongLength = Math.min(8, suggestStrongLength(Math.max(1, e.size), blockSize) + 1);
-    const bytes = await collect(rsyncSignature(content, { blockSize, strongLength }));
-    return { bytes, sha256: e.sha256, revision: e.revision };
+    return signatureOf(await this.enter('signature'), path);
   }
 
   async changes(cursor: number, limit = 1000): Promise<ChangesResponse> {
@@ -556,43 +400,4 @@ export class MemoryRemoteStore implements RemoteStore {
       this.feeds.delete(down);
     });
   }
-}
-
-function since(n: Namespace, cursor: number, limit: number): ChangeRecord[] {
-  // Seqs are 1..n.seq in order: record seq s sits at index s - 1.
-  return n.log.slice(cursor, cursor + limit);
-}
-
-function decodeContainer(bytes: Uint8Array): DecodedDeltaContainer {
-  try {
-    return decodeDeltaContainer(bytes);
-  } catch (e) {
-    if (isWireFormatError(e)) fail('INVALID_FORMAT', (e as Error).message);
-    throw e;
-  }
-}
-
-/** A Merkle node as the server's MerkleIndex answers it (hashes defined in @weft/wire). */
-function merkleNode(n: Namespace, path: string): MerkleNode {
-  const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
-  const children = (dir: string): MerkleChildHash[] => {
-    const prefix = dir === '' ? '' : dir + '/';
-    return n.list(dir, false).map((e) => ({
-      name: e.path.slice(prefix.length),
-      kind: e.kind,
-      hash: e.kind === 'file' ? fileLeafHash(e.path, e.sha256 ?? '') : dirHash(e.path, children(e.path)),
-    }));
-  };
-  if (path !== '') {
-    const e = n.entries.get(path);
-    if (!e) return { path };
-    if (e.kind === 'file') return { path, kind: 'file', hash: hex(fileLeafHash(path, e.sha256 ?? '')) };
-  }
-  const kids = children(path);
-  return {
-    path,
-    kind: 'dir',
-    hash: hex(dirHash(path, kids)),
-    children: orderChildren(kids).map((c) => ({ name: c.name, kind: c.kind, hash: hex(c.hash) })),
-  };
 }
