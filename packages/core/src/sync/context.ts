@@ -26,6 +26,7 @@ import type { Op } from '../ops.ts';
 import type { RemoteStore } from '../remote/remote-store.ts';
 import { type ActivityItem, StatusModel } from '../status.ts';
 import { ScanHashes } from './propagate/upload-read.ts';
+import { OwnChanges } from './own-changes.ts';
 
 /** A write the server kept as a conflicted copy, mended after the current request (D23). */
 export interface ServerConflict {
@@ -104,6 +105,8 @@ export class SyncContext {
   readonly scanHashes = new ScanHashes();
   /** Writes the server kept as conflicted copies, mended once the current request is done. */
   readonly serverConflicts: ServerConflict[] = [];
+  /** The feed records of our own recorded writes: a pull steps over them (own-changes.ts). */
+  readonly ownChanges = new OwnChanges();
   /** How the last large upload travelled (for tests and benchmarks). */
   lastUpload: { path: string; mode: 'delta' | 'whole'; bytes: number } | undefined;
   private readonly traceHook: ((event: string, detail: unknown) => void) | undefined;

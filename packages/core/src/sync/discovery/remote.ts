@@ -33,6 +33,10 @@ export async function pull(ctx: SyncContext): Promise<void> {
   }
   let cursor = Number(raw);
   for (;;) {
+    // A run of our own recorded writes right after the cursor is not read back (issue #16).
+    const past = ctx.ownChanges.skip(cursor);
+    if (past !== cursor) ctx.journal.setMeta('cursor', String(past));
+    cursor = past;
     const page = await ctx.client.changes(cursor);
     if (page.reset) {
       await fullReconcile(ctx);

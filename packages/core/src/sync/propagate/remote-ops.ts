@@ -66,6 +66,9 @@ export async function sendOps(ctx: SyncContext, run: readonly { id: number; op: 
         const next = { ...row, syncedRev: r.entry.revision };
         upserted.set(path, next);
         out.upsertFile(next);
+        // A folder made here, recorded synced: a pull steps over its echo (own-changes.ts).
+        // A move's echo is read as before (the rows under a moved folder are not all ours).
+        if (q.op.kind === 'mkdir') ctx.ownChanges.note(r.seq);
       }
     }
   });

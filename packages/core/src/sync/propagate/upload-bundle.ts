@@ -309,7 +309,7 @@ export function putOutcome(
 ): JournalChanges {
   const out = new JournalChanges().completeOp(opId).clearSent(p);
   // The synced columns of its row (when it has one), not a whole row read and written back.
-  if (r?.status === 'applied' && r.entry)
+  if (r?.status === 'applied' && r.entry) {
     out.setSynced(
       p,
       r.entry.revision,
@@ -317,6 +317,9 @@ export function putOutcome(
       signature?.bytes ?? null,
       signature?.block ?? null,
     );
+    // Its echo in the feed would change nothing: a pull steps over it (own-changes.ts).
+    ctx.ownChanges.note(r.seq);
+  }
   if (r?.status === 'error') ctx.status.activity({ kind: 'error', path: p, detail: r.error.message });
   if (r?.status === 'error') {
     const d = ctx.decide(stated(p, 'refused'), { code: r.error.code });
