@@ -13,18 +13,15 @@ import { EventEmitter } from 'node:events';
 import pino, { type Logger } from 'pino';
 import WebSocket from 'ws';
 import { Backoff, parseRetryAfter } from '@weft/providers/backoff';
-import { BUNDLE_OVERHEAD, encodeBundle } from '@weft/wire/bundle';
 import { type Timer, systemTimer } from '../clock.ts';
 import { PeerClosedError } from '../errors.ts';
 import { checkServerProof, PeerAuthError, signUpgrade } from './auth.ts';
-import { planTransfers, TRANSFER_BLOCK_BYTES } from './compare.ts';
+import { TRANSFER_BLOCK_BYTES } from './compare.ts';
 import { AdaptiveCompression, LinkRateEstimator } from './compression.ts';
 import {
   decodeFrame,
   DestinationMessage,
-  encodeFrame,
   FrameTag,
-  NO_FILE,
   parseMessage,
   PROTOCOL_VERSION,
   type SourceMessage,
@@ -32,14 +29,18 @@ import {
 import { toBytes } from './receiver.ts';
 import {
   type BatchRun,
-  encodeLarge,
+  failBatch,
   type FileOutcome,
+  missingSignatures,
+  newBatch,
   outcomes,
   type Pending,
   RestartBatch,
+  sendPlanned,
   type SourceFile,
-  transferBlocks,
-  type TransferMode,
+  takeResult,
+  takeVerdicts,
+  waitFor,
 } from './sender-batch.ts';
 
 export type { FileOutcome, SourceFile, TransferMode } from './sender-batch.ts';
@@ -252,8 +253,7 @@ export class PeerSender extends EventEmitter {
     if (!resumed && this.batches.size > 0) {
       // The destination lost this session (it restarted): every open batch starts over.
       for (const b of this.batches.values()) {
-        b.failure = new RestartBatch('destination restarted');
-        for (const w of b.wake) w();
+        failBatch(b, new RestartBatch('destination restarted'));
       }
       this.unacked.clear();
       this.unackedBytes = 0;
@@ -265,7 +265,7 @@ export class PeerSender extends EventEmitter {
     this.ready = true;
     // Batches still waiting for verdicts or signatures ask again; the destination answers again.
     for (const b of this.batches.values()) {
-      if (!b.verdicts || this.missingSignatures(b)) this.sendBatchMessage(b, ws);
+      if (!b.verdicts || missingSignatures(b)) this.sendBatchMessage(b, ws);
     }
     for (const p of [...this.unacked.values()].sort((a, b) => a.seq - b.seq)) this.transmit(p, ws);
     // Writes whose answer was lost in the break are asked again: they are conditional, so a
@@ -273,10 +273,6 @@ export class PeerSender extends EventEmitter {
     // write path finds its content already there.
     for (const r of this.requests.values()) this.sendControl(r.msg, ws);
     for (const w of this.readyWaiters.splice(0)) w.resolve();
-  }
-
-  private missingSignatures(b: BatchRun): boolean {
-    return (b.verdicts ?? []).some((v, i) => v.verdict === 'changed' && !b.signatures.has(i));
   }
 
   private onBinary(bytes: Uint8Array): void {
@@ -297,14 +293,7 @@ export class PeerSender extends EventEmitter {
     switch (msg.type) {
       case 'verdicts': {
         const b = this.batches.get(msg.batch);
-        if (!b || b.verdicts) return;
-        if (
-          msg.verdicts.length !== b.files.length ||
-          msg.verdicts.some((v, i) => v.path !== b.files[i]?.path)
-        ) {
-          b.failure = new Error('verdicts do not match the batch');
-        } else b.verdicts = msg.verdicts;
-        for (const w of b.wake) w();
+        if (b) takeVerdicts(b, msg.verdicts);
         return;
       }
       case 'ack':
@@ -327,8 +316,7 @@ export class PeerSender extends EventEmitter {
         p.nacks += 1;
         const b = this.batches.get(p.batch);
         if (p.nacks > 3 && b) {
-          b.failure = new Error(`block ${p.seq} refused: ${msg.code} ${msg.message}`);
-          for (const w of b.wake) w();
+          failBatch(b, new Error(`block ${p.seq} refused: ${msg.code} ${msg.message}`));
           return;
         }
         if (this.socket && this.ready) this.transmit(p, this.socket);
@@ -337,22 +325,14 @@ export class PeerSender extends EventEmitter {
       case 'committed':
       case 'failed': {
         const b = this.batches.get(msg.batch);
-        if (!b || b.results.has(msg.path)) return;
-        b.results.set(
-          msg.path,
-          msg.type === 'committed'
-            ? { status: 'committed' }
-            : { status: 'failed', code: msg.code, message: msg.message },
-        );
-        for (const w of b.wake) w();
+        if (b) takeResult(b, msg);
         return;
       }
       case 'error': {
         this.log.warn({ code: msg.code, message: msg.message }, 'peer reported an error');
         const b = msg.batch === undefined ? undefined : this.batches.get(msg.batch);
         if (b) {
-          b.failure = new Error(`peer refused batch ${b.id}: ${msg.code} ${msg.message}`);
-          for (const w of b.wake) w();
+          failBatch(b, new Error(`peer refused batch ${b.id}: ${msg.code} ${msg.message}`));
         }
         return;
       }
@@ -424,22 +404,6 @@ export class PeerSender extends EventEmitter {
     return frame.byteLength;
   }
 
-  private waitFor(b: BatchRun, cond: () => boolean): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const check = (): void => {
-        if (b.failure) {
-          b.wake.delete(check);
-          reject(b.failure);
-        } else if (cond()) {
-          b.wake.delete(check);
-          resolve();
-        }
-      };
-      b.wake.add(check);
-      check();
-    });
-  }
-
   /**
    * Send one batch of pending files; resolves with each file's outcome once the
    * destination reported it (committed, failed) or found it unchanged.
@@ -457,78 +421,23 @@ export class PeerSender extends EventEmitter {
   private async sendOnce(files: readonly SourceFile[]): Promise<FileOutcome[]> {
     if (this.closing) throw new PeerClosedError('sender closed');
     if (!this.socket && !this.reconnectTimer) this.open();
-    const b: BatchRun = {
-      id: this.nextBatch++,
-      files: [...files],
-      verdicts: undefined,
-      signatures: new Map(),
-      results: new Map(),
-      awaiting: 0,
-      wake: new Set(),
-      failure: undefined,
-    };
+    const b = newBatch(this.nextBatch++, files);
     this.batches.set(b.id, b);
     try {
       if (this.ready) this.sendBatchMessage(b);
-      await this.waitFor(b, () => b.verdicts !== undefined);
-      const verdicts = b.verdicts ?? [];
-      const index = new Map(b.files.map((f, i) => [f.path, i]));
-      const wire = new Map<string, number>();
-      const compressed = new Set<string>();
-      const modes = new Map<string, TransferMode>();
-      const plan = planTransfers(b.files, verdicts, this.blockBytes - BUNDLE_OVERHEAD);
-      for (const p of plan.unchanged) modes.set(p, 'unchanged');
-      for (const group of plan.bundles) {
-        const contents = group.map((f) => this.content(b, f.path, index));
-        const decision = this.compression.decide('bundle', contents);
-        const payload = encodeBundle(
-          group.map((f, k) => ({
-            path: f.path,
-            mtimeMs: 0,
-            sha256: f.sha256,
-            content: contents[k] ?? new Uint8Array(),
-          })),
-          { compress: decision.compress },
-        );
-        const bytes = await this.enqueue(b, (seq) =>
-          encodeFrame({
-            tag: FrameTag.Bundle,
-            session: this.session,
-            seq,
-            batch: b.id,
-            file: NO_FILE,
-            payload,
-          }),
-        );
-        const total = group.reduce((n, f) => n + f.size, 0) || 1;
-        for (const f of group) {
-          modes.set(f.path, 'bundle');
-          wire.set(f.path, (bytes * f.size) / total);
-          if (decision.compress) compressed.add(f.path);
-        }
-      }
-      for (const { file, verdict } of plan.large) {
-        const i = index.get(file.path) ?? 0;
-        const content = this.content(b, file.path, index);
-        let signature: Uint8Array | undefined;
-        if (verdict.verdict === 'changed') {
-          await this.waitFor(b, () => b.signatures.has(i));
-          signature = b.signatures.get(i) ?? new Uint8Array();
-        }
-        const large = await encodeLarge(this.compression, file, verdict, content, signature);
-        const { stream, tag } = large;
-        modes.set(file.path, large.mode);
-        if (large.compressed) compressed.add(file.path);
-        let sent = 0;
-        for (const block of transferBlocks(stream, this.blockBytes, large.compressPieces)) {
-          sent += await this.enqueue(b, (seq) =>
-            encodeFrame({ tag, session: this.session, seq, batch: b.id, file: i, payload: block }),
-          );
-        }
-        wire.set(file.path, sent);
-      }
+      await waitFor(b, () => b.verdicts !== undefined);
+      const { modes, wire, compressed } = await sendPlanned(
+        {
+          session: this.session,
+          blockBytes: this.blockBytes,
+          compression: this.compression,
+          enqueue: (run, make) => this.enqueue(run, make),
+        },
+        b,
+        b.verdicts ?? [],
+      );
       const expected = b.files.filter((f) => modes.get(f.path) !== 'unchanged');
-      await this.waitFor(b, () => expected.every((f) => b.results.has(f.path)));
+      await waitFor(b, () => expected.every((f) => b.results.has(f.path)));
       this.sendControl({ type: 'done', batch: b.id });
       return outcomes(b, modes, wire, compressed);
     } finally {
@@ -566,12 +475,6 @@ export class PeerSender extends EventEmitter {
     });
   }
 
-  private content(b: BatchRun, path: string, index: ReadonlyMap<string, number>): Uint8Array {
-    const f = b.files[index.get(path) ?? -1];
-    if (!f) throw new Error(`no content for ${path}`);
-    return f.content;
-  }
-
   async close(): Promise<void> {
     this.closing = true;
     this.reconnectTimer?.();
@@ -581,8 +484,7 @@ export class PeerSender extends EventEmitter {
       r.resolve({ type: 'write-failed', id: r.msg.id, code: 'Transient', message: 'sender closed' });
     this.requests.clear();
     for (const b of this.batches.values()) {
-      b.failure = new PeerClosedError('sender closed');
-      for (const w of b.wake) w();
+      failBatch(b, new PeerClosedError('sender closed'));
     }
     this.releaseWindow();
     const ws = this.socket;
