@@ -77,13 +77,18 @@ export class Selection {
     this.states = new Map(entries);
   }
 
-  /** Not synced at all here: under a folder whose local copy is gone (`excluded`). */
+  /**
+   * Not synced at all here: under a folder whose local copy is gone (`excluded`). Asked of
+   * every path a scan finds (IgnoreRules): with nothing left out, no walk up the path.
+   */
   isExcluded(p: string): boolean {
+    if (this.states.size === 0) return false;
     return selfOrAncestor(p, (q) => this.states.get(q) === 'excluded') !== undefined;
   }
 
   /** Left out by the person's choice (`leaving` or `excluded`). */
   isDeselected(p: string): boolean {
+    if (this.states.size === 0) return false;
     return (
       selfOrAncestor(p, (q) => {
         const s = this.states.get(q);
