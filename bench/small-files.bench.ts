@@ -88,9 +88,12 @@ async function countFiles(dir: string): Promise<{ files: number; bytes: number }
 
 const corpora: Corpus[] = [];
 {
-  const dir = join(ROOT, '.cache', 'small');
-  execFileSync('bash', [SCRIPT, dir, ...PACKAGES], { stdio: 'ignore' });
-  corpora.push({ name: 'npm sources', dir, ...(await countFiles(dir)) });
+  // WEFT_BENCH_NPM=0 skips the npm corpus (a 100k row alone, e.g. to time the packer's tail).
+  if (process.env.WEFT_BENCH_NPM !== '0') {
+    const dir = join(ROOT, '.cache', 'small');
+    execFileSync('bash', [SCRIPT, dir, ...PACKAGES], { stdio: 'ignore' });
+    corpora.push({ name: 'npm sources', dir, ...(await countFiles(dir)) });
+  }
   const n = Number(process.env.WEFT_BENCH_FILES ?? 10_000);
   if (n > 0) {
     const synth = await syntheticTree(n);

@@ -34,10 +34,11 @@ export class BundleService {
       /** One read of a small file's content (store/read-counts.ts). */
       onRead?: (sha256: string) => void;
       /**
-       * The checked bytes of each uploaded entry, before it is written: the packer packs them
-       * from memory instead of reading them back (Packer.offer; bounded there).
+       * The checked bytes of the uploaded entries, before they are written: the packer packs
+       * them from memory instead of reading them back (Packer.offerAll: bounded there; the
+       * bundle waits while the packer is full).
        */
-      offer?: (sha256: string, bytes: Uint8Array) => void;
+      offer?: (entries: readonly { sha256: string; content: Uint8Array }[]) => Promise<void>;
       /** A bundle's ingest began; the call returned says it ended (Packer.busy: the idle flush). */
       busy?: () => () => void;
     },
@@ -100,7 +101,7 @@ export class BundleService {
     for (const e of bundle.entries) checkNewPath(e.path);
     admit(bundle.entries.length);
     // decodeBundle checked every entry's bytes against its SHA-256.
-    if (this.o.offer) for (const e of bundle.entries) this.o.offer(e.sha256, e.content);
+    await this.o.offer?.(bundle.entries);
     // One scheduled operation for the whole bundle: it waits for every earlier operation on
     // any of its paths (stop-and-wait) and is written and committed as one batch.
     const w = writerOf(a);

@@ -256,7 +256,7 @@ export async function startProxyServer(
     scheduler,
     readPackedMany: async (sha256s) => packer?.readDroppedMany(sha256s) ?? new Map<string, Uint8Array>(),
     onRead: (sha) => reads.count(sha),
-    offer: (sha, bytes) => packer?.offer(sha, bytes),
+    offer: async (entries) => packer?.offerAll(entries),
     busy: () => packer?.busy() ?? (() => undefined),
   });
   const deltas = new DeltaService({

@@ -6,19 +6,48 @@
  * for a content the pack index lists as pending under that hash, and only bytes already checked
  * against their hash are offered (the bundle's decoder checks every entry), so PackBuilder.add
  * takes them without hashing them again and a wrong or stale entry cannot end up in a pack.
- * Bounded in bytes; what does not fit (or was evicted) is read from the filesystem tier (and
- * hashed) as before.
+ * Bounded in bytes; a bundle waits for room before its bytes are offered (Packer.room: back-
+ * pressure on the ingest while the packer catches up, bounded in time); what still does not
+ * fit (or was evicted) is read from the filesystem tier (and hashed) as before.
  */
 export class HotContents {
   private readonly bytesBy = new Map<string, { bytes: Uint8Array; gen: number }>();
   private held = 0;
   private gen = 0;
+  /** Bundles waiting for room (whenFits): how many bytes each waits to fit. */
+  private readonly waiters = new Set<{ bytes: number; resolve: () => void }>();
 
-  constructor(private readonly limitBytes: number) {}
+  constructor(readonly limitBytes: number) {}
 
   /** Bytes held now (for tests and metrics). */
   get size(): number {
     return this.held;
+  }
+
+  /** Whether `bytes` more would fit (a bundle larger than the whole limit fits an empty one). */
+  fits(bytes: number): boolean {
+    return this.held === 0 || this.held + bytes <= this.limitBytes;
+  }
+
+  /**
+   * Resolves once `bytes` more fit (bytes taken, swept or cleared); cancel() gives up waiting.
+   */
+  whenFits(bytes: number): { fits: Promise<void>; cancel: () => void } {
+    let w: { bytes: number; resolve: () => void } | undefined;
+    const fits = new Promise<void>((resolve) => {
+      w = { bytes, resolve };
+      if (this.fits(bytes)) resolve();
+      else this.waiters.add(w);
+    });
+    return { fits, cancel: () => void (w && this.waiters.delete(w)) };
+  }
+
+  private wake(): void {
+    for (const w of this.waiters)
+      if (this.fits(w.bytes)) {
+        this.waiters.delete(w);
+        w.resolve();
+      }
   }
 
   /** Keep `bytes` (content `sha256`) if they fit under the limit. */
@@ -39,6 +68,7 @@ export class HotContents {
     if (!e) return;
     this.bytesBy.delete(sha256);
     this.held -= e.bytes.byteLength;
+    if (this.waiters.size > 0) this.wake();
   }
 
   /** A flush begins: returns its mark for sweep(). */
@@ -58,5 +88,6 @@ export class HotContents {
   clear(): void {
     this.bytesBy.clear();
     this.held = 0;
+    this.wake();
   }
 }

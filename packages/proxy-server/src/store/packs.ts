@@ -68,6 +68,9 @@ const FULL_LIST_LIMIT = 100_000;
  */
 export const PACK_CLAIM_TTL_MS = 30 * 60_000;
 
+/** The longest a bundle waits for room in the packer with nothing taken meanwhile (offerAll). */
+const ROOM_WAIT_MS = 5000;
+
 /** Default flush timeout (the Packing paper's 5 s). */
 export const DEFAULT_PACK_TIMEOUT_MS = 5000;
 /**
@@ -144,6 +147,8 @@ export class Packer {
   private readonly owner = randomBytes(8).toString('hex');
   /** Bytes of small files just received, packed without reading them back (pack-hot.ts). */
   private readonly hot: HotContents;
+  /** offerAll gave up waiting with this much held: no bundle waits until less is held. */
+  private roomStalledAt = Number.POSITIVE_INFINITY;
 
   constructor(o: PackerOptions) {
     this.o = o;
@@ -163,12 +168,36 @@ export class Packer {
   }
 
   /**
-   * The bytes of a small file about to be written (bundle ingest): its flush packs them from
-   * memory instead of reading the filesystem-tier copy back (bounded). The caller has checked
-   * `bytes` against `sha256` (BundleService: decodeBundle did): they are not hashed again.
+   * The bytes of the small files a bundle is about to write: their flush packs them from
+   * memory instead of reading the filesystem-tier copies back. The caller has checked each
+   * against its hash (BundleService: decodeBundle did): they are not hashed again.
+   * What the packer holds is bounded (2 × target): while it is full, the bundle waits here for
+   * the packer to take what it holds into packs (back-pressure on the ingest; issue #16: at
+   * 100,000 files, what overflowed was read back file by file, most of a 33 s tail after the
+   * agent was idle). The wait ends without room after ROOM_WAIT_MS with nothing taken (an
+   * object tier down, contents that will not be packed): then, until the packer takes
+   * something again, bundles do not wait, and what does not fit is read back as before.
    */
-  offer(sha256: string, bytes: Uint8Array): void {
-    if (!this.closed) this.hot.offer(sha256, bytes);
+  async offerAll(
+    entries: readonly { readonly sha256: string; readonly content: Uint8Array }[],
+  ): Promise<void> {
+    let bytes = 0;
+    for (const e of entries) bytes += e.content.byteLength;
+    while (!this.closed && !this.hot.fits(bytes) && this.hot.size < this.roomStalledAt) {
+      const held = this.hot.size;
+      const wait = this.hot.whenFits(bytes);
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = await Promise.race([
+        wait.fits.then(() => false),
+        new Promise<boolean>((r) => (timer = setTimeout(() => r(true), ROOM_WAIT_MS))),
+      ]);
+      clearTimeout(timer);
+      wait.cancel();
+      if (timedOut && this.hot.size >= held) this.roomStalledAt = held;
+    }
+    if (this.hot.size < this.roomStalledAt) this.roomStalledAt = Number.POSITIVE_INFINITY;
+    // At once, after the last check: two bundles let in by one pack are not both let in.
+    if (!this.closed) for (const e of entries) this.hot.offer(e.sha256, e.content);
   }
 
   /**
@@ -267,12 +296,18 @@ export class Packer {
     let packs = 0;
     let builder = new PackBuilder();
     let members: PendingContent[] = [];
+    // A full pack is written while the next one fills: at most one write in flight (each holds
+    // a pack's bytes); a failed write fails the flush at the next pack or at its end, and what
+    // it held stays pending (its files are read back by the next flush).
+    let writing: Promise<void> | undefined;
     const write = async (): Promise<void> => {
       if (builder.count === 0) return;
-      await this.writePack(builder, members);
-      packs++;
+      const [full, of] = [builder, members];
       builder = new PackBuilder();
       members = [];
+      await writing;
+      writing = this.writePack(full, of).then(() => void packs++);
+      writing.catch(() => undefined); // awaited at the next pack or the end
     };
     // The files are read several at a time, ahead of the builder (one after another, the
     // 10,029-file drop's flush waited ~12 s on reads; issue #16). A content read twice
@@ -322,7 +357,9 @@ export class Packer {
         if (builder.size >= this.targetBytes) await write();
       }
       await write();
+      await writing;
     } finally {
+      await writing?.catch(() => undefined);
       this.hot.sweep(mark);
       await this.o.index.release([...held], this.owner).catch((e) => this.failed(e));
     }
