@@ -5,11 +5,13 @@
  * content-addressed files written atomically (temporary file, fsync, rename).
  */
 import { randomBytes } from 'node:crypto';
+import { createReadStream } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { migrate } from '@weft/providers/sqlite-migrations';
+import { collect, estimateEliminationRatios, signature } from '@weft/rsync-wasm';
 import { BlockSizePredictor, CANDIDATE_BLOCK_SIZES, type DestinationCache } from './compare.ts';
 
 const SQL_DIR = fileURLToPath(new URL('./sql/', import.meta.url));
@@ -108,6 +110,27 @@ export class PeerCache implements DestinationCache {
   async dropIfUnused(sha256: string): Promise<void> {
     if (this.pinned.has(sha256) || this.hasContent(sha256)) return;
     await fsp.rm(this.objectPath(sha256), { force: true });
+  }
+
+  /** The rsync signature of a cached object (the basis of a changed file), in blocks of `blockSize`. */
+  signature(sha256: string, blockSize: number): Promise<Uint8Array> {
+    return collect(signature(createReadStream(this.objectPath(sha256)), { blockSize }));
+  }
+
+  /**
+   * Step 5, when idle: what each candidate block size would have saved between the cached
+   * `basis` and `target` (both held), folded into the path's history (recordRatios).
+   */
+  async measureRatios(path: string, basis: string, target: string): Promise<void> {
+    const est = await estimateEliminationRatios(
+      createReadStream(this.objectPath(basis)),
+      createReadStream(this.objectPath(target)),
+      { blockSizes: CANDIDATE_BLOCK_SIZES },
+    );
+    this.recordRatios(
+      path,
+      est.map((e) => e.eliminationRatio),
+    );
   }
 
   /** Eq. 1–2: fold one version's measured dedup ratios into the path's history. */

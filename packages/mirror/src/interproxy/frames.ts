@@ -3,6 +3,7 @@
  * messages in WebSocket text frames, blocks in binary frames behind a fixed 32-byte header.
  * Everything received is validated here before any state is touched.
  */
+import type WebSocket from 'ws';
 import { z } from 'zod/v4';
 import { normalizeEntryPath } from '@weft/providers/paths';
 import { MirrorError } from '../errors.ts';
@@ -230,4 +231,24 @@ export function parseMessage<T extends z.ZodType>(schema: T, text: string): z.in
   }
   const r = schema.safeParse(json);
   return r.success ? r.data : undefined;
+}
+
+/** The batch id of a text message that failed validation as a batch, to refuse it by. */
+export function invalidBatchId(text: string): number | undefined {
+  try {
+    const j = JSON.parse(text) as { type?: unknown; batch?: unknown };
+    const id = j.batch;
+    return j.type === 'batch' && typeof id === 'number' && Number.isInteger(id) && id >= 0 && id <= 0xffffffff
+      ? id
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A WebSocket message's data as one byte array. */
+export function toBytes(data: WebSocket.RawData): Uint8Array {
+  if (Array.isArray(data)) return Buffer.concat(data);
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  return data;
 }

@@ -3,6 +3,7 @@
  * each file's spooled part (pieces written at their offsets as they arrive, in any order),
  * and the assembly of a complete part into a cache object — reassembled whole content
  * checked against its SHA-256, or a delta container patched against the cached basis.
+ * Also the per-path locks of a batch's files and the clean-up of a finished batch.
  * The frame handling (hello, batch, done, requests, results) is receiver.ts.
  */
 import { createHash } from 'node:crypto';
@@ -179,4 +180,57 @@ async function hashFile(file: string): Promise<{ sha256: string; size: number }>
     size += (chunk as Buffer).byteLength;
   }
   return { sha256: h.digest('hex'), size };
+}
+
+/**
+ * Per-path order across batches: each file waits for the file in flight at its path before
+ * it (`waits`); `release` (by index) lets the next one go.
+ */
+export function lockPaths(
+  pathBusy: Map<string, Promise<void>>,
+  metas: readonly FileMeta[],
+): { release: Map<number, () => void>; waits: Promise<void>[] } {
+  const release = new Map<number, () => void>();
+  const waits: Promise<void>[] = [];
+  for (const [i, f] of metas.entries()) {
+    const before = pathBusy.get(f.path);
+    if (before) waits.push(before);
+    const done = new Promise<void>((r) => release.set(i, r));
+    const chained = (before ?? Promise.resolve()).then(() => done);
+    pathBusy.set(f.path, chained);
+    void chained.then(() => {
+      if (pathBusy.get(f.path) === chained) pathBusy.delete(f.path);
+    });
+  }
+  return { release, waits };
+}
+
+/**
+ * A batch is over (done, or its compare failed): forget it and its acks, drop its unfinished
+ * parts, unpin the bases of changed files that never arrived, release its path locks.
+ */
+export function dropBatch(cache: PeerCache, s: Session, id: number): void {
+  const b = s.batches.get(id);
+  if (!b) return;
+  s.batches.delete(id);
+  for (const [seq, batch] of s.seqBatch) {
+    if (batch === id) {
+      s.seqBatch.delete(seq);
+      s.acked.delete(seq);
+    }
+  }
+  for (const [i, part] of b.parts) {
+    void part.handle?.then((h) => h.close()).catch(() => undefined);
+    void fsp.rm(part.file, { force: true });
+    b.release.get(i)?.();
+  }
+  // Bases of changed files that never arrived are no longer needed (finished ones are
+  // unpinned after their history update).
+  for (const [i, v] of (b.verdicts ?? []).entries()) {
+    if (v.verdict === 'changed' && !b.results.has(i)) {
+      cache.unpin(v.basisSha256);
+      void cache.dropIfUnused(v.basisSha256);
+    }
+  }
+  for (const r of b.release.values()) r();
 }

@@ -7,12 +7,10 @@
  * this proxy's clouds), updates the cache and, when idle, the block-size history.
  */
 import { randomBytes } from 'node:crypto';
-import { createReadStream } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import pino, { type Logger } from 'pino';
 import type WebSocket from 'ws';
-import { collect, estimateEliminationRatios, signature } from '@weft/rsync-wasm';
 import { decodeBundle } from '@weft/wire/bundle';
 import { WireFormatError } from '@weft/wire/errors';
 import { PeerAuthenticator, serverProof } from './auth.ts';
@@ -20,23 +18,31 @@ import {
   addPiece,
   assemblePart,
   type BatchState,
+  dropBatch,
   FileFailure,
+  lockPaths,
   type Session,
   Semaphore,
 } from './receiver-parts.ts';
+import { answerRequest, type PeerRequest, type PeerRequestHandler } from './receiver-requests.ts';
 import { PeerCache } from './cache.ts';
-import { BatchError, CANDIDATE_BLOCK_SIZES, compareBatch, type FileMeta, type Verdict } from './compare.ts';
+import { BatchError, compareBatch, type FileMeta, type Verdict } from './compare.ts';
 import {
   type DestinationMessage,
   decodeFrame,
   encodeFrame,
   FrameTag,
+  invalidBatchId,
   NO_FILE,
   parseMessage,
   PROTOCOL_VERSION,
   type ResultCode,
   SourceMessage,
+  toBytes,
 } from './frames.ts';
+
+export type { PeerRequest, PeerRequestContext, PeerRequestHandler } from './receiver-requests.ts';
+export { toBytes } from './frames.ts';
 
 export interface ReceivedFile {
   readonly path: string;
@@ -47,23 +53,6 @@ export interface ReceivedFile {
   /** The proxy it came from. */
   readonly peer: string;
 }
-
-/** A control request from a peer (not part of a batch): its bandwidth figures, or a routed write. */
-export type PeerRequest = Extract<SourceMessage, { type: 'bandwidth' | 'write' }>;
-
-export interface PeerRequestContext {
-  /** The peer that asked. */
-  readonly peer: string;
-  /** The pair's secret (to open sealed credentials). */
-  readonly secret: string;
-  /** The cached object file of `sha256` (pinned until the handler returns), if held. */
-  readonly object: (sha256: string) => string | undefined;
-}
-
-export type PeerRequestHandler = (
-  msg: PeerRequest,
-  ctx: PeerRequestContext,
-) => Promise<DestinationMessage | undefined>;
 
 export interface PeerReceiverOptions {
   readonly selfId: string;
@@ -245,18 +234,7 @@ export class PeerReceiver {
       });
       return;
     }
-    const release = new Map<number, () => void>();
-    const waits: Promise<void>[] = [];
-    for (const [i, f] of metas.entries()) {
-      const before = this.pathBusy.get(f.path);
-      if (before) waits.push(before);
-      const done = new Promise<void>((r) => release.set(i, r));
-      const chained = (before ?? Promise.resolve()).then(() => done);
-      this.pathBusy.set(f.path, chained);
-      void chained.then(() => {
-        if (this.pathBusy.get(f.path) === chained) this.pathBusy.delete(f.path);
-      });
-    }
+    const { release, waits } = lockPaths(this.pathBusy, metas);
     const state: BatchState = {
       id,
       files: metas,
@@ -271,10 +249,7 @@ export class PeerReceiver {
         for (const [i, v] of verdicts.entries()) {
           if (v.verdict === 'changed') {
             this.cache.pin(v.basisSha256);
-            const sig = await collect(
-              signature(createReadStream(this.cache.objectPath(v.basisSha256)), { blockSize: v.blockSize }),
-            );
-            state.signatures.set(i, sig);
+            state.signatures.set(i, await this.cache.signature(v.basisSha256, v.blockSize));
           } else if (v.verdict === 'unchanged') {
             state.taken.add(i);
             void this.unchangedElsewhere(s, state, i);
@@ -331,29 +306,7 @@ export class PeerReceiver {
   }
 
   private onDone(s: Session, id: number): void {
-    const b = s.batches.get(id);
-    if (!b) return;
-    s.batches.delete(id);
-    for (const [seq, batch] of s.seqBatch) {
-      if (batch === id) {
-        s.seqBatch.delete(seq);
-        s.acked.delete(seq);
-      }
-    }
-    for (const [i, part] of b.parts) {
-      void part.handle?.then((h) => h.close()).catch(() => undefined);
-      void fsp.rm(part.file, { force: true });
-      b.release.get(i)?.();
-    }
-    // Bases of changed files that never arrived are no longer needed (finished ones are
-    // unpinned after their history update).
-    for (const [i, v] of (b.verdicts ?? []).entries()) {
-      if (v.verdict === 'changed' && !b.results.has(i)) {
-        this.cache.unpin(v.basisSha256);
-        void this.cache.dropIfUnused(v.basisSha256);
-      }
-    }
-    for (const r of b.release.values()) r();
+    dropBatch(this.cache, s, id);
   }
 
   private async onFrame(s: Session, bytes: Uint8Array): Promise<void> {
@@ -487,15 +440,7 @@ export class PeerReceiver {
       this.idle = this.idle
         .then(async () => {
           if (this.closed || result.type !== 'committed') return;
-          const est = await estimateEliminationRatios(
-            createReadStream(this.cache.objectPath(basis)),
-            createReadStream(this.cache.objectPath(file.sha256)),
-            { blockSizes: CANDIDATE_BLOCK_SIZES },
-          );
-          this.cache.recordRatios(
-            file.path,
-            est.map((e) => e.eliminationRatio),
-          );
+          await this.cache.measureRatios(file.path, basis, file.sha256);
         })
         .catch((err: unknown) => this.log.warn({ err }, 'block-size history update failed'))
         .finally(() => {
@@ -520,37 +465,8 @@ export class PeerReceiver {
   }
 
   private async onRequest(s: Session, msg: PeerRequest): Promise<void> {
-    const handler = this.handleRequest;
-    const pinned: string[] = [];
-    let answer: DestinationMessage | undefined;
-    try {
-      if (!handler) throw new Error('this proxy does not take routed requests');
-      answer = await handler(msg, {
-        peer: s.peer,
-        secret: this.auth.secretOf(s.peer) ?? '',
-        object: (sha256) => {
-          if (!this.cache.hasContent(sha256)) return undefined;
-          this.cache.pin(sha256);
-          pinned.push(sha256);
-          return this.cache.objectPath(sha256);
-        },
-      });
-    } catch (e) {
-      if (msg.type === 'write') {
-        const code = (e as { code?: unknown }).code;
-        answer = {
-          type: 'write-failed',
-          id: msg.id,
-          code: typeof code === 'string' ? code.slice(0, 64) : 'INTERNAL',
-          message: (e as Error).message.slice(0, 2000),
-        };
-      } else this.log.warn({ err: e }, 'peer request failed');
-    } finally {
-      for (const h of pinned) {
-        this.cache.unpin(h);
-        void this.cache.dropIfUnused(h);
-      }
-    }
+    const secret = this.auth.secretOf(s.peer) ?? '';
+    const answer = await answerRequest(this.handleRequest, this.cache, this.log, s.peer, secret, msg);
     if (answer) this.send(s, answer);
   }
 
@@ -578,22 +494,4 @@ export class PeerReceiver {
     await this.idle;
     this.cache.close();
   }
-}
-
-function invalidBatchId(text: string): number | undefined {
-  try {
-    const j = JSON.parse(text) as { type?: unknown; batch?: unknown };
-    const id = j.batch;
-    return j.type === 'batch' && typeof id === 'number' && Number.isInteger(id) && id >= 0 && id <= 0xffffffff
-      ? id
-      : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-export function toBytes(data: WebSocket.RawData): Uint8Array {
-  if (Array.isArray(data)) return Buffer.concat(data);
-  if (data instanceof ArrayBuffer) return new Uint8Array(data);
-  return data;
 }

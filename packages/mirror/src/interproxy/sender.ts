@@ -25,8 +25,8 @@ import {
   parseMessage,
   PROTOCOL_VERSION,
   type SourceMessage,
+  toBytes,
 } from './frames.ts';
-import { toBytes } from './receiver.ts';
 import {
   type BatchRun,
   failBatch,
