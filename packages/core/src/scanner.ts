@@ -26,7 +26,7 @@ import { MAX_PATH_BYTES, caseFoldKey, normalizePath } from '@weft/providers/path
 import type { IgnoreRules } from './ignore-rules.ts';
 import { IGNORE_FILE } from './ignore-rules.ts';
 import { type FileRow, type IndexRow, type Journal, SMUDGED_MTIME } from './journal/journal.ts';
-import { indexIn, indexRowOf } from './journal/scan-index.ts';
+import { type RawIndexRow, indexIn, indexRowOf, statMatches, toIndexRow } from './journal/scan-index.ts';
 import { PARTIAL_PREFIX } from './local-fs.ts';
 import { LocalPaths, UnsafeLocalPathError, encodeName, isPlainName } from './local-path.ts';
 import type { Op } from './ops.ts';
@@ -243,11 +243,8 @@ export async function scan(
     // The folder's rows, compared as its entries are found (none while streaming: the rows
     // in the journal are this scan's own).
     const index = streaming ? undefined : await indexIn(realJournal, dirRel);
-    const rowsHere = new Map<string, IndexRow>();
-    for (const r of index?.rows ?? []) {
-      if (r.kind === 'file') knownFilesBefore += 1;
-      rowsHere.set(r.path, r);
-    }
+    const rowsHere = index?.rows ?? new Map<string, RawIndexRow>();
+    knownFilesBefore += index?.files ?? 0;
     /** Subfolders entered (their rows are compared there). */
     const entered = new Set<string>();
     // A path under this folder fits when its bytes (ASCII names: one a character) do.
@@ -312,6 +309,15 @@ export async function scan(
         }
         folded.set(key, rel);
       }
+      const raw = rowsHere.get(rel);
+      if (raw !== undefined) {
+        rowsHere.delete(rel);
+        // A file that matches its row is done with: nothing made or held for it (issue #16).
+        if (!isDir && statMatches(raw, st)) {
+          foundEntries += 1;
+          continue;
+        }
+      }
       const e: DiskEntry = {
         path: rel,
         dir: dirAbs,
@@ -326,18 +332,14 @@ export async function scan(
         disk.set(rel, e);
         walked.push(e);
         if (walked.length >= CHUNK_ENTRIES) await handOver();
-      } else {
-        const r = rowsHere.get(rel);
-        rowsHere.delete(rel);
-        settle(e, r);
-      }
+      } else settle(e, raw && toIndexRow(raw));
       if (isDir) {
         entered.add(rel);
         await walk(nodePath.join(dirAbs, name), rel);
       }
     }
     // Rows with no entry found (gone, or skipped), and what is below a subfolder not entered.
-    for (const r of rowsHere.values()) known.set(r.path, r);
+    for (const r of rowsHere.values()) known.set(r[0], toIndexRow(r));
     for (const b of index?.below ?? []) if (!entered.has(b)) await knowBelow(b);
   };
 

@@ -49,9 +49,22 @@ export function toIndexRow([path, isDir, size, mtimeNs, inode, hashed, synced]: 
   };
 }
 
+/**
+ * Whether a file's stat matches its raw row (a file's, hashed): what `unchanged` (scan-rows.ts)
+ * answers, without making the row's IndexRow — a no-change rescan makes none (issue #16).
+ */
+export function statMatches(
+  [, isDir, size, mtimeNs, inode, hashed]: RawIndexRow,
+  st: { readonly size: bigint; readonly mtimeNs: bigint; readonly ino: bigint },
+): boolean {
+  return isDir === 0n && hashed === 1n && size === st.size && mtimeNs === st.mtimeNs && inode === st.ino;
+}
+
 export interface FolderIndex {
-  /** The rows directly in the folder, in path order. */
-  readonly rows: IndexRow[];
+  /** The raw rows directly in the folder by path, in path order (toIndexRow makes an IndexRow). */
+  readonly rows: Map<string, RawIndexRow>;
+  /** How many of `rows` are files. */
+  readonly files: number;
   /** The paths directly in the folder that have rows below them (subfolders, as the index has them). */
   readonly below: string[];
 }
@@ -66,7 +79,8 @@ export async function indexIn(journal: Journal, dir: string): Promise<FolderInde
   const range = dir === '' ? '' : 'AND path < ?';
   const after = sql(journal.db, `SELECT ${COLUMNS} FROM files WHERE path > ? ${range} ORDER BY path LIMIT ?`);
   const from = sql(journal.db, `SELECT ${COLUMNS} FROM files WHERE path >= ? ${range} ORDER BY path LIMIT ?`);
-  const rows: IndexRow[] = [];
+  const rows = new Map<string, RawIndexRow>();
+  let files = 0;
   const below: string[] = [];
   let bound = prefix;
   let inclusive = false;
@@ -78,7 +92,8 @@ export async function indexIn(journal: Journal, dir: string): Promise<FolderInde
     for (const r of got) {
       const slash = r[0].indexOf('/', prefix.length);
       if (slash < 0) {
-        rows.push(toIndexRow(r));
+        rows.set(r[0], r);
+        if (r[1] === 0n) files += 1;
         bound = r[0];
         inclusive = false;
         continue;
@@ -91,7 +106,7 @@ export async function indexIn(journal: Journal, dir: string): Promise<FolderInde
       skipped = true;
       break;
     }
-    if (!skipped && got.length < page) return { rows, below };
+    if (!skipped && got.length < page) return { rows, files, below };
     page = skipped ? FIRST_PAGE : Math.min(page * 2, MAX_PAGE);
     sinceTurn += got.length;
     if (sinceTurn >= MAX_PAGE) {
