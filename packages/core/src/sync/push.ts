@@ -2,16 +2,17 @@
  * The local → remote half of a pass: the durable queue sent in order, each kind by its
  * propagator. A window of creates (puts and mkdirs, no deletes or moves) sends all its
  * folders first, then all its files — within such a window the two kinds commute — small
- * files in bundles, large ones one by one; a run of other operations goes as one request.
- * Server conflicts met on the way are mended after each request (D23).
+ * files in bundles, large ones beside them (large-lane.ts); a run of other operations goes
+ * as one request, once no large upload is on its way. Server conflicts met on the way are
+ * mended after each request (D23).
  */
 import { MAX_BUNDLE_BYTES } from '@weft/wire';
 import type { Op } from '../ops.ts';
 import type { SyncContext } from './context.ts';
+import { LargeLane } from './large-lane.ts';
 import { sendOps } from './propagate/remote-ops.ts';
 import { uploadBundles } from './propagate/upload-bundle.ts';
 import { ReadSlabs } from './propagate/read-slabs.ts';
-import { uploadLarge } from './propagate/upload-large.ts';
 import { resolveServerConflicts } from './refusals.ts';
 
 export interface PushControl {
@@ -40,14 +41,36 @@ export interface PushControl {
 const EARLY_WINDOW_BYTES = MAX_BUNDLE_BYTES;
 
 export async function push(ctx: SyncContext, control: PushControl): Promise<void> {
+  const lane = new LargeLane(ctx, () => control.paused() || control.stopped());
+  try {
+    await pushWith(ctx, control, lane);
+  } finally {
+    // Never return with an upload on its way (the next push would send it again).
+    await lane.settle();
+  }
+  lane.check();
+  if (!control.paused() && !control.stopped()) await resolveServerConflicts(ctx);
+}
+
+type Put = { id: number; op: Extract<Op, { kind: 'put' }> };
+
+async function pushWith(ctx: SyncContext, control: PushControl, lane: LargeLane): Promise<void> {
   for (;;) {
+    lane.check();
     if (control.paused() || control.stopped()) return;
-    const queue = [...ctx.journal.pendingOps()];
+    // What the lane holds is on its way (or about to be): not sent again.
+    const queue = [...ctx.journal.pendingOps()].filter((q) => !lane.has(q.id));
     if (queue.length === 0) {
       if (control.more && (await control.more())) continue;
-      return;
+      if (!lane.busy) return;
+      await lane.drain();
+      await resolveServerConflicts(ctx);
+      continue;
     }
-    if (control.storageFull()) return pushWhileFull(ctx, queue);
+    if (control.storageFull()) {
+      await lane.drain();
+      return pushWhileFull(ctx, queue);
+    }
     // While the scan goes on its status stays "scanning".
     ctx.status.update(
       control.more
@@ -74,6 +97,9 @@ export async function push(ctx: SyncContext, control: PushControl): Promise<void
         if (q.op.kind === 'put' || q.op.kind === 'mkdir' || run.length >= 500) break;
         run.push(q);
       }
+      // A delete or a move may touch a file on its way: the lane drains first.
+      await lane.drain();
+      await resolveServerConflicts(ctx);
       await sendOps(ctx, run);
       await resolveServerConflicts(ctx);
       continue;
@@ -84,22 +110,35 @@ export async function push(ctx: SyncContext, control: PushControl): Promise<void
     // per file before its read — 100,000 of them were a tenth of a first sync's agent CPU
     // (issue #16). A file that grew to large since is handed back by the bundle upload.
     const small: typeof queue = [];
-    const large: typeof queue = [];
-    for (const q of window) if (q.op.kind === 'put') (q.op.size >= ctx.small ? large : small).push(q);
+    const large: Put[] = [];
+    for (const q of window) if (q.op.kind === 'put') (q.op.size >= ctx.small ? large : small).push(q as Put);
+    if (control.stopped()) return;
+    // Large files go beside the bundles, not after them (issue #16: a 2.1 MiB file's transfer,
+    // commit and signature stopped a 10,029-file drop's bundles for ~3 s). A path met twice in
+    // the window (a journal written before R10), or a put of a path on its way, waits for what
+    // is on its way.
+    const paths = new Set<string>();
+    for (const q of window) if (q.op.kind === 'put') paths.add(q.op.path);
+    let twice = paths.size < small.length + large.length;
+    for (const q of window) if (q.op.kind === 'put' && lane.holds(q.op.path)) twice = true;
+    if (twice) await lane.drain();
+    if (!twice) for (const q of large) lane.add(q);
     // All of them in one stream of full bundles, BUNDLES_IN_FLIGHT on their way while the next
     // fills; a stop lands between requests. (In slices of 2,000 files, each slice ended with a
     // part-filled bundle and waited for every bundle on its way: a 10,029-file drop sent a
     // bundle at a time, with idle gaps on both sides; issue #16.)
-    if (control.stopped()) return;
     const holdTail = window.length === queue.length && (control.scanning?.() ?? false);
-    large.push(...(await uploadBundles(ctx, small, new ReadSlabs(), control.stopped, holdTail)));
+    const grown = await uploadBundles(ctx, small, new ReadSlabs(), control.stopped, holdTail);
     if (control.stopped()) return;
     await resolveServerConflicts(ctx);
-    for (const q of large) {
-      if (control.paused() || control.stopped()) return;
-      ctx.commit(await uploadLarge(ctx, q.id, q.op as Extract<Op, { kind: 'put' }>));
-      await resolveServerConflicts(ctx);
-    }
+    if (twice) {
+      // One at a time, in queue order, after the bundles: as before the lane.
+      for (const q of [...large, ...(grown as Put[])]) {
+        lane.add(q);
+        await lane.drain();
+        await resolveServerConflicts(ctx);
+      }
+    } else for (const q of grown as Put[]) lane.add(q);
   }
 }
 
