@@ -19,7 +19,6 @@
  * - Change feed: `delta` on the root folder, `@odata.nextLink`/`@odata.deltaLink` as the
  *   cursor, 410 resyncRequired → reset.
  */
-import { createHash } from 'node:crypto';
 import {
   type AuthenticationProvider,
   AuthenticationHandler,
@@ -29,8 +28,7 @@ import {
   RedirectHandler,
   ResponseType,
 } from '@microsoft/microsoft-graph-client';
-import { z } from 'zod';
-import { checkBody, openBody, readRange, rechunk, throwIfAborted } from '../body.ts';
+import { readRange, throwIfAborted } from '../body.ts';
 import {
   AlreadyExistsError,
   InvalidPathError,
@@ -69,7 +67,8 @@ import {
 import { OneDriveChangeFeed } from './onedrive/changes.ts';
 import { classifyGraph } from './onedrive/errors.ts';
 import { ChunkRetry } from './chunk-retry.ts';
-import { sessionUpload, simpleUpload } from './onedrive/upload.ts';
+import { awaitCopy } from './onedrive/copy.ts';
+import { uploadBody } from './onedrive/upload.ts';
 
 export { classifyGraph } from './onedrive/errors.ts';
 export type { OneDriveProviderOptions } from './onedrive/api.ts';
@@ -357,73 +356,18 @@ export class OneDriveProvider implements Provider {
   async write(path: string, body: Body, options: WriteOptions = {}): Promise<Entry> {
     const p = normalizeEntryPath(path);
     await this.ensureRoot(options.signal);
-    const sha = createHash('sha256');
-    let chunks: Buffer[] = [];
-    let total = 0;
-    const parts = rechunk(openBody(body), options.size !== undefined ? this.fragment : SIMPLE_MAX)[
-      Symbol.asyncIterator
-    ]();
-    const first = await parts.next();
-    if (!first.done) {
-      chunks.push(first.value);
-      total += first.value.byteLength;
-      sha.update(first.value);
-    }
-    const second = first.done ? ({ done: true, value: undefined } as const) : await parts.next();
-    throwIfAborted(options.signal);
     let item: Item;
     try {
-      if (second.done && total <= SIMPLE_MAX) {
-        checkBody(this.name, p, options, total, sha.digest('hex'));
-        item = await simpleUpload(this.graph, this.itemPath(p), p, chunks[0] ?? Buffer.alloc(0), options);
-      } else {
-        let source: AsyncIterator<Buffer>;
-        let size = options.size;
-        // The body's hash: checked here when the whole body was read first, else as it goes.
-        let hasher: ReturnType<typeof createHash> | undefined;
-        if (size === undefined) {
-          // Graph needs the total in every Content-Range: learn it first.
-          chunks.push(second.value as Buffer);
-          sha.update(second.value as Buffer);
-          total += (second.value as Buffer).byteLength;
-          for (let n = await parts.next(); !n.done; n = await parts.next()) {
-            throwIfAborted(options.signal);
-            chunks.push(n.value);
-            sha.update(n.value);
-            total += n.value.byteLength;
-          }
-          size = total;
-          const all = Buffer.concat(chunks);
-          chunks = [];
-          source = rechunk(
-            (async function* () {
-              yield all;
-            })(),
-            this.fragment,
-          )[Symbol.asyncIterator]();
-          checkBody(this.name, p, options, total, sha.digest('hex'));
-        } else {
-          const firstChunk = chunks[0] ?? Buffer.alloc(0);
-          const rest = parts;
-          source = (async function* () {
-            yield firstChunk;
-            if (!second.done) yield second.value;
-            for (let n = await rest.next(); !n.done; n = await rest.next()) yield n.value;
-          })()[Symbol.asyncIterator]();
-          hasher = createHash('sha256');
-        }
-        item = await sessionUpload(
-          this.graph,
-          this.fetchImpl,
-          this.chunkRetry,
-          this.itemPath(p),
-          p,
-          size,
-          source,
-          hasher,
-          options,
-        );
-      }
+      item = await uploadBody(
+        this.graph,
+        this.fetchImpl,
+        this.chunkRetry,
+        this.fragment,
+        this.itemPath(p),
+        p,
+        body,
+        options,
+      );
     } catch (e) {
       throw await this.refine(e, p, options.ifRevision);
     }
@@ -536,30 +480,9 @@ export class OneDriveProvider implements Provider {
     await res.body?.cancel();
     const monitor = res.headers.get('location');
     if (!monitor) throw new TransientError(`${this.name}: copy ${f}: no monitor URL`);
-    const Job = z.object({ status: z.string(), resourceId: z.string().optional() }).passthrough();
-    for (let attempt = 0; ; attempt++) {
-      throwIfAborted(options.signal);
-      const r = await this.fetchImpl(monitor, options.signal ? { signal: options.signal } : {});
-      const job = Job.parse(await r.json());
-      if (job.status === 'completed' && job.resourceId) {
-        const id = job.resourceId;
-        const item = this.parseItem(
-          await this.call(
-            `get ${t}`,
-            () => this.client.api(`/me/drive/items/${encodeURIComponent(id)}`).get() as Promise<unknown>,
-            options.signal,
-          ),
-        );
-        this.index.set(t, item.id, Boolean(item.folder));
-        return toEntry(t, item);
-      }
-      if (job.status === 'failed' || attempt >= 60) {
-        throw new TransientError(
-          `${this.name}: copy ${f} -> ${t} ${job.status === 'failed' ? 'failed' : 'did not finish'}`,
-        );
-      }
-      await new Promise((done) => setTimeout(done, Math.min(2000, 50 * 2 ** attempt)));
-    }
+    const item = await awaitCopy(this.graph, this.fetchImpl, monitor, f, t, options.signal);
+    this.index.set(t, item.id, Boolean(item.folder));
+    return toEntry(t, item);
   }
 
   latestCursor(options: { signal?: AbortSignal } = {}): Promise<string> {

@@ -6,14 +6,14 @@
  * Conditional writes send `If-Match: <eTag>`; must-not-exist writes use
  * `@microsoft.graph.conflictBehavior=fail`.
  */
-import type { createHash } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { GraphError } from '@microsoft/microsoft-graph-client';
 import { z } from 'zod';
-import { checkBody, throwIfAborted } from '../../body.ts';
+import { checkBody, openBody, rechunk, throwIfAborted } from '../../body.ts';
 import { InvalidArgumentError, TransientError } from '../../errors.ts';
-import type { WriteOptions } from '../../provider.ts';
+import type { Body, WriteOptions } from '../../provider.ts';
 import type { ChunkRetry } from '../chunk-retry.ts';
-import { type GraphCalls, type Item, parseItem } from './api.ts';
+import { type GraphCalls, type Item, parseItem, SIMPLE_MAX } from './api.ts';
 import { classifyGraph } from './errors.ts';
 
 /** A simple upload of `data` to item address `at` (provider path `p`). */
@@ -161,5 +161,77 @@ async function sendFragment(
     if (!Number.isFinite(nextStart)) continue;
     if (nextStart >= end) return undefined;
     sent = Math.max(0, nextStart - offset);
+  }
+}
+
+/**
+ * Write `body` to item address `at` (provider path `p`): a simple upload when it fits in
+ * 4 MiB, else an upload session in fragments of `fragment` bytes. Graph needs the total
+ * size in every fragment, so a body of unknown size above 4 MiB is read into memory first.
+ */
+export async function uploadBody(
+  g: GraphCalls,
+  fetchImpl: typeof fetch,
+  chunkRetry: ChunkRetry,
+  fragment: number,
+  at: string,
+  p: string,
+  body: Body,
+  options: WriteOptions,
+): Promise<Item> {
+  const sha = createHash('sha256');
+  let chunks: Buffer[] = [];
+  let total = 0;
+  const parts = rechunk(openBody(body), options.size !== undefined ? fragment : SIMPLE_MAX)[
+    Symbol.asyncIterator
+  ]();
+  const first = await parts.next();
+  if (!first.done) {
+    chunks.push(first.value);
+    total += first.value.byteLength;
+    sha.update(first.value);
+  }
+  const second = first.done ? ({ done: true, value: undefined } as const) : await parts.next();
+  throwIfAborted(options.signal);
+  if (second.done && total <= SIMPLE_MAX) {
+    checkBody(g.name, p, options, total, sha.digest('hex'));
+    return simpleUpload(g, at, p, chunks[0] ?? Buffer.alloc(0), options);
+  } else {
+    let source: AsyncIterator<Buffer>;
+    let size = options.size;
+    // The body's hash: checked here when the whole body was read first, else as it goes.
+    let hasher: ReturnType<typeof createHash> | undefined;
+    if (size === undefined) {
+      // Graph needs the total in every Content-Range: learn it first.
+      chunks.push(second.value as Buffer);
+      sha.update(second.value as Buffer);
+      total += (second.value as Buffer).byteLength;
+      for (let n = await parts.next(); !n.done; n = await parts.next()) {
+        throwIfAborted(options.signal);
+        chunks.push(n.value);
+        sha.update(n.value);
+        total += n.value.byteLength;
+      }
+      size = total;
+      const all = Buffer.concat(chunks);
+      chunks = [];
+      source = rechunk(
+        (async function* () {
+          yield all;
+        })(),
+        fragment,
+      )[Symbol.asyncIterator]();
+      checkBody(g.name, p, options, total, sha.digest('hex'));
+    } else {
+      const firstChunk = chunks[0] ?? Buffer.alloc(0);
+      const rest = parts;
+      source = (async function* () {
+        yield firstChunk;
+        if (!second.done) yield second.value;
+        for (let n = await rest.next(); !n.done; n = await rest.next()) yield n.value;
+      })()[Symbol.asyncIterator]();
+      hasher = createHash('sha256');
+    }
+    return sessionUpload(g, fetchImpl, chunkRetry, at, p, size, source, hasher, options);
   }
 }
