@@ -16,10 +16,9 @@
  * - Change feed: list_folder/continue (recursive) on a cursor from get_latest_cursor, with
  *   `reset` mapped to the contract's reset; `waitForChanges` is list_folder/longpoll.
  */
-import { createHash } from 'node:crypto';
 import { Dropbox } from 'dropbox';
 import { z } from 'zod';
-import { checkBody, openBody, readRange, rechunk, throwIfAborted } from '../body.ts';
+import { readRange, throwIfAborted } from '../body.ts';
 import {
   AlreadyExistsError,
   InvalidPathError,
@@ -54,15 +53,8 @@ import {
   MiB,
 } from './dropbox/api.ts';
 import { classifyDropbox, classifyResponse, toApiError } from './dropbox/errors.ts';
-import {
-  type BatchItem,
-  CommitBatcher,
-  commitInfo,
-  ContentHasher,
-  finishBatch,
-  writeChunked,
-  writeSmall,
-} from './dropbox/upload.ts';
+import { contentRequest, type DropboxFetch, longpoll } from './dropbox/http.ts';
+import { type BatchItem, CommitBatcher, finishBatch, uploadBody } from './dropbox/upload.ts';
 
 export { classifyDropbox, DropboxApiError } from './dropbox/errors.ts';
 export type { DropboxProviderOptions } from './dropbox/api.ts';
@@ -80,6 +72,8 @@ export class DropboxProvider implements Provider {
   private rootReady: Promise<void> | undefined;
   /** What the upload functions use of this provider. */
   private readonly calls: DropboxCalls;
+  /** Raw requests (outside the SDK) with the base URL and the current token. */
+  private readonly fetcher: DropboxFetch = (url, init) => this.http(url, init);
 
   constructor(private readonly options: DropboxProviderOptions) {
     this.tokens = toTokenSource(options.token);
@@ -253,35 +247,6 @@ export class DropboxProvider implements Provider {
     return entry;
   }
 
-  private contentUrl(endpoint: string): string {
-    return `https://content.dropboxapi.com/2/${endpoint}`;
-  }
-
-  /** A raw request to a content endpoint (downloads with Range). */
-  private async rawContent(
-    endpoint: string,
-    arg: unknown,
-    headers: Record<string, string>,
-    signal?: AbortSignal,
-  ): Promise<Response> {
-    const argHeader = JSON.stringify(arg).replace(
-      /[\u007f-\uffff]/g,
-      (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'),
-    );
-    let res: Response;
-    try {
-      res = await this.http(this.contentUrl(endpoint), {
-        method: 'POST',
-        headers: { authorization: 'Bearer -', 'dropbox-api-arg': argHeader, ...headers },
-        signal,
-      });
-    } catch (e) {
-      if (signal?.aborted) throw e;
-      throw new TransientError(`${this.name}: ${endpoint}: ${String(e)}`, undefined, { cause: e });
-    }
-    return res;
-  }
-
   async read(path: string, options: ReadOptions = {}): Promise<AsyncIterable<Uint8Array>> {
     const p = normalizeEntryPath(path);
     const { offset, length } = readRange(options);
@@ -295,7 +260,14 @@ export class DropboxProvider implements Provider {
       offset === 0 && length === undefined
         ? {}
         : { range: `bytes=${offset}-${length === undefined ? '' : offset + length - 1}` };
-    const res = await this.rawContent('files/download', { path: this.dbxPath(p) }, range, options.signal);
+    const res = await contentRequest(
+      this.fetcher,
+      this.name,
+      'files/download',
+      { path: this.dbxPath(p) },
+      range,
+      options.signal,
+    );
     if (res.status === 416) {
       await res.body?.cancel();
       return (async function* () {})();
@@ -317,38 +289,16 @@ export class DropboxProvider implements Provider {
   async write(path: string, body: Body, options: WriteOptions = {}): Promise<Entry> {
     const p = normalizeEntryPath(path);
     await this.ensureRoot();
-    const parts = rechunk(openBody(body), this.chunkSize)[Symbol.asyncIterator]();
-    const sha = createHash('sha256');
-    const hasher = new ContentHasher();
-    const first = await parts.next();
-    const firstChunk = first.done ? Buffer.alloc(0) : first.value;
-    sha.update(firstChunk);
-    hasher.update(firstChunk);
-    const second = first.done ? { done: true as const, value: undefined } : await parts.next();
-    throwIfAborted(options.signal);
-    const commit = commitInfo(this.dbxPath(p), options);
-    let meta: unknown;
-    try {
-      if (second.done) {
-        checkBody(this.name, p, options, firstChunk.byteLength, sha.digest('hex'));
-        const hash = hasher.hex();
-        meta = await writeSmall(this.calls, this.batcher, p, firstChunk, hash, commit, options.signal);
-      } else {
-        meta = await writeChunked(
-          this.calls,
-          p,
-          firstChunk,
-          second.value,
-          parts,
-          sha,
-          hasher,
-          commit,
-          options,
-        );
-      }
-    } catch (e) {
-      throw await this.refineWriteError(e, p, options);
-    }
+    const meta = await uploadBody(
+      this.calls,
+      this.batcher,
+      this.chunkSize,
+      this.dbxPath(p),
+      p,
+      body,
+      options,
+      (e) => this.refineWriteError(e, p, options),
+    );
     const entry = this.toEntry(this.parseMeta(meta), p);
     if (!entry) throw new TransientError(`${this.name}: write ${p}: no metadata returned`);
     return entry;
@@ -525,29 +475,7 @@ export class DropboxProvider implements Provider {
     timeoutSeconds = 30,
     signal?: AbortSignal,
   ): Promise<{ changes: boolean; backoffMs: number }> {
-    if (!cursor.startsWith(CURSOR_PREFIX)) return { changes: true, backoffMs: 0 };
-    let res: Response;
-    try {
-      res = await this.http('https://notify.dropboxapi.com/2/files/list_folder/longpoll', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
-          cursor: cursor.slice(CURSOR_PREFIX.length),
-          timeout: Math.max(30, Math.min(480, timeoutSeconds)),
-        }),
-        signal,
-      });
-    } catch (e) {
-      if (signal?.aborted) throw e;
-      throw new TransientError(`${this.name}: longpoll: ${String(e)}`, undefined, { cause: e });
-    }
-    if (res.status === 409) {
-      await res.body?.cancel();
-      return { changes: true, backoffMs: 0 }; // reset: the caller's changes() reports it
-    }
-    if (!res.ok) throw await classifyResponse(res, `${this.name}: longpoll`);
-    const body = z.object({ changes: z.boolean(), backoff: z.number().optional() }).parse(await res.json());
-    return { changes: body.changes, backoffMs: (body.backoff ?? 0) * 1000 };
+    return longpoll(this.fetcher, this.name, cursor, timeoutSeconds, signal);
   }
 
   async close(): Promise<void> {

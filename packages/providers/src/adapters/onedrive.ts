@@ -356,21 +356,17 @@ export class OneDriveProvider implements Provider {
   async write(path: string, body: Body, options: WriteOptions = {}): Promise<Entry> {
     const p = normalizeEntryPath(path);
     await this.ensureRoot(options.signal);
-    let item: Item;
-    try {
-      item = await uploadBody(
-        this.graph,
-        this.fetchImpl,
-        this.chunkRetry,
-        this.fragment,
-        this.itemPath(p),
-        p,
-        body,
-        options,
-      );
-    } catch (e) {
-      throw await this.refine(e, p, options.ifRevision);
-    }
+    let item = await uploadBody(
+      this.graph,
+      this.fetchImpl,
+      this.chunkRetry,
+      this.fragment,
+      this.itemPath(p),
+      p,
+      body,
+      options,
+      (e) => this.refine(e, p, options.ifRevision),
+    );
     if (
       options.modifiedMs !== undefined &&
       !item.fileSystemInfo?.lastModifiedDateTime?.startsWith(

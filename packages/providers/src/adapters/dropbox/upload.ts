@@ -8,9 +8,9 @@
 import { createHash } from 'node:crypto';
 import type { Dropbox } from 'dropbox';
 import { z } from 'zod';
-import { checkBody, throwIfAborted } from '../../body.ts';
+import { checkBody, openBody, rechunk, throwIfAborted } from '../../body.ts';
 import { TransientError } from '../../errors.ts';
-import type { WriteOptions } from '../../provider.ts';
+import type { Body, WriteOptions } from '../../provider.ts';
 import { DROPBOX_BLOCK, type DropboxCalls } from './api.ts';
 import { classifyDropbox, DropboxApiError, flattenTags, toApiError } from './errors.ts';
 
@@ -241,4 +241,41 @@ export async function writeChunked(
       contents: Buffer.alloc(0),
     } as unknown as Parameters<Dropbox['filesUploadSessionFinish']>[0]),
   );
+}
+
+/**
+ * Write `body` at Dropbox path `dbxPath` (provider path `p`): one chunk is a small write
+ * (batched when a batcher is given), more an upload session. Resolves with the metadata;
+ * a failure of the upload (not of reading the body) is thrown as `refine` turns it.
+ */
+export async function uploadBody(
+  dbx: DropboxCalls,
+  batcher: CommitBatcher | undefined,
+  chunkSize: number,
+  dbxPath: string,
+  p: string,
+  body: Body,
+  options: WriteOptions,
+  refine: (e: unknown) => Promise<Error>,
+): Promise<unknown> {
+  const parts = rechunk(openBody(body), chunkSize)[Symbol.asyncIterator]();
+  const sha = createHash('sha256');
+  const hasher = new ContentHasher();
+  const first = await parts.next();
+  const firstChunk = first.done ? Buffer.alloc(0) : first.value;
+  sha.update(firstChunk);
+  hasher.update(firstChunk);
+  const second = first.done ? { done: true as const, value: undefined } : await parts.next();
+  throwIfAborted(options.signal);
+  const commit = commitInfo(dbxPath, options);
+  try {
+    if (second.done) {
+      checkBody(dbx.name, p, options, firstChunk.byteLength, sha.digest('hex'));
+      const hash = hasher.hex();
+      return await writeSmall(dbx, batcher, p, firstChunk, hash, commit, options.signal);
+    }
+    return await writeChunked(dbx, p, firstChunk, second.value, parts, sha, hasher, commit, options);
+  } catch (e) {
+    throw await refine(e);
+  }
 }

@@ -168,6 +168,7 @@ async function sendFragment(
  * Write `body` to item address `at` (provider path `p`): a simple upload when it fits in
  * 4 MiB, else an upload session in fragments of `fragment` bytes. Graph needs the total
  * size in every fragment, so a body of unknown size above 4 MiB is read into memory first.
+ * A failure once the first two pieces are read is thrown as `refine` turns it.
  */
 export async function uploadBody(
   g: GraphCalls,
@@ -178,6 +179,7 @@ export async function uploadBody(
   p: string,
   body: Body,
   options: WriteOptions,
+  refine: (e: unknown) => Promise<unknown>,
 ): Promise<Item> {
   const sha = createHash('sha256');
   let chunks: Buffer[] = [];
@@ -193,45 +195,49 @@ export async function uploadBody(
   }
   const second = first.done ? ({ done: true, value: undefined } as const) : await parts.next();
   throwIfAborted(options.signal);
-  if (second.done && total <= SIMPLE_MAX) {
-    checkBody(g.name, p, options, total, sha.digest('hex'));
-    return simpleUpload(g, at, p, chunks[0] ?? Buffer.alloc(0), options);
-  } else {
-    let source: AsyncIterator<Buffer>;
-    let size = options.size;
-    // The body's hash: checked here when the whole body was read first, else as it goes.
-    let hasher: ReturnType<typeof createHash> | undefined;
-    if (size === undefined) {
-      // Graph needs the total in every Content-Range: learn it first.
-      chunks.push(second.value as Buffer);
-      sha.update(second.value as Buffer);
-      total += (second.value as Buffer).byteLength;
-      for (let n = await parts.next(); !n.done; n = await parts.next()) {
-        throwIfAborted(options.signal);
-        chunks.push(n.value);
-        sha.update(n.value);
-        total += n.value.byteLength;
-      }
-      size = total;
-      const all = Buffer.concat(chunks);
-      chunks = [];
-      source = rechunk(
-        (async function* () {
-          yield all;
-        })(),
-        fragment,
-      )[Symbol.asyncIterator]();
+  try {
+    if (second.done && total <= SIMPLE_MAX) {
       checkBody(g.name, p, options, total, sha.digest('hex'));
+      return await simpleUpload(g, at, p, chunks[0] ?? Buffer.alloc(0), options);
     } else {
-      const firstChunk = chunks[0] ?? Buffer.alloc(0);
-      const rest = parts;
-      source = (async function* () {
-        yield firstChunk;
-        if (!second.done) yield second.value;
-        for (let n = await rest.next(); !n.done; n = await rest.next()) yield n.value;
-      })()[Symbol.asyncIterator]();
-      hasher = createHash('sha256');
+      let source: AsyncIterator<Buffer>;
+      let size = options.size;
+      // The body's hash: checked here when the whole body was read first, else as it goes.
+      let hasher: ReturnType<typeof createHash> | undefined;
+      if (size === undefined) {
+        // Graph needs the total in every Content-Range: learn it first.
+        chunks.push(second.value as Buffer);
+        sha.update(second.value as Buffer);
+        total += (second.value as Buffer).byteLength;
+        for (let n = await parts.next(); !n.done; n = await parts.next()) {
+          throwIfAborted(options.signal);
+          chunks.push(n.value);
+          sha.update(n.value);
+          total += n.value.byteLength;
+        }
+        size = total;
+        const all = Buffer.concat(chunks);
+        chunks = [];
+        source = rechunk(
+          (async function* () {
+            yield all;
+          })(),
+          fragment,
+        )[Symbol.asyncIterator]();
+        checkBody(g.name, p, options, total, sha.digest('hex'));
+      } else {
+        const firstChunk = chunks[0] ?? Buffer.alloc(0);
+        const rest = parts;
+        source = (async function* () {
+          yield firstChunk;
+          if (!second.done) yield second.value;
+          for (let n = await rest.next(); !n.done; n = await rest.next()) yield n.value;
+        })()[Symbol.asyncIterator]();
+        hasher = createHash('sha256');
+      }
+      return await sessionUpload(g, fetchImpl, chunkRetry, at, p, size, source, hasher, options);
     }
-    return sessionUpload(g, fetchImpl, chunkRetry, at, p, size, source, hasher, options);
+  } catch (e) {
+    throw await refine(e);
   }
 }
