@@ -13,7 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { collect } from '../src/body.ts';
 import { FsProvider } from '../src/adapters/fs.ts';
 import { AlreadyExistsError } from '../src/errors.ts';
-import { writeInPlaceMany } from '../src/adapters/fs/in-place-worker.ts';
+import { InPlacePool, writeInPlaceMany } from '../src/adapters/fs/in-place-worker.ts';
 
 const N = 200;
 const MTIME = 1_650_000_000_000;
@@ -90,10 +90,97 @@ describe('fs tier: in-place writes in worker threads', () => {
       expect(st.size).toBe(5n);
       expect(st.mtimeMs).toBe(BigInt(MTIME));
       expect((st.mode & 0o777n).toString(8)).toBe('600');
+      // The worker's stat (WorkerStats, not a borrowed prototype) answers as Node's own does.
+      const real = fs.lstatSync(nodePath.join(root, 'new'), { bigint: true });
+      for (const k of ['ino', 'size', 'mode', 'mtimeNs', 'ctimeNs', 'mtimeMs', 'ctimeMs'] as const)
+        expect(st[k]).toBe(real[k]);
+      expect(st.mtime.getTime()).toBe(real.mtime.getTime());
+      expect([st.isDirectory(), st.isSymbolicLink()]).toEqual([false, false]);
       expect(r[1]).toBe('exists');
       expect(fs.readFileSync(nodePath.join(root, 'there'), 'utf8')).toBe('x');
       expect(r[2]).toBeInstanceOf(Error);
       expect((r[2] as NodeJS.ErrnoException).code).toBe('ENOENT');
+    } finally {
+      await fsp.rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it('starts no worker until a write and ends a worker idle for idleMs (the next write starts one again)', async () => {
+    const root = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-fs-inplace-'));
+    const pool = new InPlacePool({ size: 2, idleMs: 50 });
+    try {
+      expect(pool.running).toBe(0);
+      const batch = (tag: string) =>
+        Array.from({ length: 40 }, (_, i) => ({
+          abs: nodePath.join(root, `${tag}${i}`),
+          bytes: Buffer.from(`${tag} ${i}`),
+          mode: 0o600,
+        }));
+      const first = await pool.writeMany(batch('a'));
+      expect(first.every((r) => typeof r === 'object' && !(r instanceof Error) && r.isFile())).toBe(true);
+      expect(pool.running).toBe(2); // 40 files: two shares
+      await expect.poll(() => pool.running, { timeout: 10_000 }).toBe(0);
+      const second = await pool.writeMany(batch('b').slice(0, 3));
+      expect(second.filter((r) => r instanceof Error)).toEqual([]);
+      expect(pool.running).toBe(1); // 3 files: one share
+      expect(fs.readFileSync(nodePath.join(root, 'b2'), 'utf8')).toBe('b 2');
+      await expect.poll(() => pool.running, { timeout: 10_000 }).toBe(0);
+    } finally {
+      await fsp.rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it('a worker dying mid-write fails its share with a clear error; the other share and later writes stand', async () => {
+    const root = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-fs-inplace-'));
+    // Each worker exits after 5 items of a share: the test sends one share of 20 (fails) and,
+    // after, shares below that (answered by a new worker).
+    const pool = new InPlacePool({ size: 1, idleMs: 60_000, exitAfterItems: 5 });
+    try {
+      const items = Array.from({ length: 20 }, (_, i) => ({
+        abs: nodePath.join(root, `f${i}`),
+        bytes: Buffer.from(`file ${i}`),
+        mode: 0o600,
+      }));
+      const r = await pool.writeMany(items);
+      expect(r).toHaveLength(20);
+      for (const x of r) {
+        expect(x).toBeInstanceOf(Error);
+        expect((x as Error).message).toMatch(/in-place write worker exited \(code 70\)/);
+      }
+      // The items written before the crash are whole (never part-written) and stay; a retry
+      // meets them as 'exists' (the temp-and-rename path then replaces them).
+      for (let i = 0; i < 5; i++) expect(fs.readFileSync(items[i]!.abs, 'utf8')).toBe(`file ${i}`);
+      expect(fs.existsSync(items[5]!.abs)).toBe(false);
+      expect(pool.running).toBe(0);
+      const again = await pool.writeMany(items.slice(3, 8));
+      expect(again[0]).toBe('exists');
+      expect(again[1]).toBe('exists');
+      for (const x of again.slice(2))
+        expect(typeof x === 'object' && !(x instanceof Error) && x.isFile()).toBe(true);
+      expect(fs.readFileSync(items[7]!.abs, 'utf8')).toBe('file 7');
+    } finally {
+      await fsp.rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it('a dead worker fails only its own share of a batch', async () => {
+    const root = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-fs-inplace-'));
+    // 39 items: shares of 20 and 19; a worker exits before its 20th item, so only the first
+    // share's worker dies.
+    const pool = new InPlacePool({ size: 2, idleMs: 60_000, exitAfterItems: 19 });
+    try {
+      const items = Array.from({ length: 39 }, (_, i) => ({
+        abs: nodePath.join(root, `f${i}`),
+        bytes: Buffer.from(`f${i}`),
+        mode: 0o600,
+      }));
+      const r = await pool.writeMany(items);
+      for (const x of r.slice(0, 20)) expect(x).toBeInstanceOf(Error);
+      for (const [i, x] of r.slice(20).entries()) {
+        expect(typeof x === 'object' && !(x instanceof Error) && x.isFile()).toBe(true);
+        expect(fs.readFileSync(items[20 + i]!.abs, 'utf8')).toBe(`f${20 + i}`);
+      }
+      expect(pool.running).toBe(1);
     } finally {
       await fsp.rm(root, { recursive: true, force: true });
     }

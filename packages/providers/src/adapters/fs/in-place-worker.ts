@@ -5,13 +5,20 @@
  * the proxy's single thread per small file of a bundle. Here a few worker threads make the
  * same system calls synchronously, one message per share of the batch each way.
  *
- * The worker's code is plain JavaScript given as a string (`eval`), so it runs the same under
- * tsx, vitest and a build. The workers are started on first use and unref'd (they never keep
- * a process alive). Nothing changes on disk compared with writeInPlace: the same calls in the
- * same order per file, O_EXCL so that an existing file is left to the temp-and-rename path.
+ * The worker's code is plain JavaScript given as a string (`eval`) that requires only
+ * node:fs and node:worker_threads (no copy of the app in each worker), so it runs the same
+ * under tsx, vitest and a build. Nothing changes on disk compared with writeInPlace: the same
+ * calls in the same order per file, O_EXCL so that an existing file is left to the
+ * temp-and-rename path.
+ *
+ * Memory (issue #16: the proxy's peak RSS at 100k files went 378–398 → 620–639 MiB with four
+ * always-on workers). An idle worker costs ~9 MiB; what weighed was the bytes: each share's
+ * buffer was moved into the worker and stayed there until the worker's own GC ran, which a
+ * worker that allocates almost nothing rarely does. The buffer now moves back with the reply
+ * (the main thread's frequent GC frees it), workers start on the first write and end after
+ * `idleMs` without work, and their heaps are capped (`resourceLimits`).
  */
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import { Worker } from 'node:worker_threads';
 
 /** One new file to write where it belongs. */
@@ -30,7 +37,7 @@ const fs = require('node:fs');
 const { parentPort } = require('node:worker_threads');
 const FLAGS = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL;
 const KEYS = ['dev', 'mode', 'nlink', 'uid', 'gid', 'rdev', 'blksize', 'ino', 'size', 'blocks',
-  'atimeMs', 'mtimeMs', 'ctimeMs', 'birthtimeMs', 'atimeNs', 'mtimeNs', 'ctimeNs', 'birthtimeNs'];
+  'atimeNs', 'mtimeNs', 'ctimeNs', 'birthtimeNs'];
 function one(it) {
   let fd;
   try {
@@ -58,42 +65,176 @@ function one(it) {
   }
 }
 parentPort.on('message', (m) => {
-  const results = m.items.map((it) => one({ ...it, bytes: m.all.subarray(it.at, it.at + it.length) }));
-  parentPort.postMessage({ id: m.id, results });
+  const results = [];
+  for (const it of m.items) {
+    // Tests only (InPlacePoolOptions.exitAfterItems): the worker dies mid-share.
+    if (m.exitAfter !== undefined && results.length === m.exitAfter) process.exit(70);
+    results.push(one({ ...it, bytes: m.all.subarray(it.at, it.at + it.length) }));
+  }
+  // The bytes go back with the answer: kept here, they would wait for this thread's GC.
+  parentPort.postMessage({ id: m.id, results }, [m.all.buffer]);
 });
 `;
+
+/** The fstat fields the worker sends (the *Ms ones and the Dates are derived here). */
+type StatFields = Record<
+  | 'dev'
+  | 'mode'
+  | 'nlink'
+  | 'uid'
+  | 'gid'
+  | 'rdev'
+  | 'blksize'
+  | 'ino'
+  | 'size'
+  | 'blocks'
+  | 'atimeNs'
+  | 'mtimeNs'
+  | 'ctimeNs'
+  | 'birthtimeNs',
+  bigint
+>;
 
 interface Reply {
   readonly id: number;
   readonly results: readonly (
-    | { st: Record<string, bigint> }
-    | { exists: true }
-    | { error: { message: string; code?: string; syscall?: string } }
+    { st: StatFields } | { exists: true } | { error: { message: string; code?: string; syscall?: string } }
   )[];
 }
 
+const NS_PER_MS = 1_000_000n;
+const toDate = (ns: bigint): Date => new Date(Number(ns / NS_PER_MS));
+
 /**
- * Workers of the pool (a share of a batch each): 4, the thread pool's size, so as many system
- * calls are in flight as before — they spend most of their time blocked (open(2) waits on the
- * folder and the journal: ~0.7 ms each in the 10,029-file bench while the log syncs), not on a core.
+ * The worker's fstat as a BigIntStats. Node's own class is not constructible from outside
+ * (its constructor is internal and has changed between versions), so rather than borrowing a
+ * real instance's prototype this is a plain class with the same fields and methods, built
+ * from the numbers the worker sends; the *Ms fields are derived from the *Ns ones as Node
+ * derives them (whole milliseconds, rounded down).
  */
-const POOL_SIZE = 4;
+class WorkerStats implements fs.BigIntStats {
+  readonly dev: bigint;
+  readonly mode: bigint;
+  readonly nlink: bigint;
+  readonly uid: bigint;
+  readonly gid: bigint;
+  readonly rdev: bigint;
+  readonly blksize: bigint;
+  readonly ino: bigint;
+  readonly size: bigint;
+  readonly blocks: bigint;
+  readonly atimeNs: bigint;
+  readonly mtimeNs: bigint;
+  readonly ctimeNs: bigint;
+  readonly birthtimeNs: bigint;
+  readonly atimeMs: bigint;
+  readonly mtimeMs: bigint;
+  readonly ctimeMs: bigint;
+  readonly birthtimeMs: bigint;
+  readonly atime: Date;
+  readonly mtime: Date;
+  readonly ctime: Date;
+  readonly birthtime: Date;
+
+  constructor(f: StatFields) {
+    this.dev = f.dev;
+    this.mode = f.mode;
+    this.nlink = f.nlink;
+    this.uid = f.uid;
+    this.gid = f.gid;
+    this.rdev = f.rdev;
+    this.blksize = f.blksize;
+    this.ino = f.ino;
+    this.size = f.size;
+    this.blocks = f.blocks;
+    this.atimeNs = f.atimeNs;
+    this.mtimeNs = f.mtimeNs;
+    this.ctimeNs = f.ctimeNs;
+    this.birthtimeNs = f.birthtimeNs;
+    this.atimeMs = f.atimeNs / NS_PER_MS;
+    this.mtimeMs = f.mtimeNs / NS_PER_MS;
+    this.ctimeMs = f.ctimeNs / NS_PER_MS;
+    this.birthtimeMs = f.birthtimeNs / NS_PER_MS;
+    this.atime = toDate(f.atimeNs);
+    this.mtime = toDate(f.mtimeNs);
+    this.ctime = toDate(f.ctimeNs);
+    this.birthtime = toDate(f.birthtimeNs);
+  }
+
+  private type(): bigint {
+    return this.mode & BigInt(fs.constants.S_IFMT);
+  }
+  isFile(): boolean {
+    return this.type() === BigInt(fs.constants.S_IFREG);
+  }
+  isDirectory(): boolean {
+    return this.type() === BigInt(fs.constants.S_IFDIR);
+  }
+  isBlockDevice(): boolean {
+    return this.type() === BigInt(fs.constants.S_IFBLK);
+  }
+  isCharacterDevice(): boolean {
+    return this.type() === BigInt(fs.constants.S_IFCHR);
+  }
+  isSymbolicLink(): boolean {
+    return this.type() === BigInt(fs.constants.S_IFLNK);
+  }
+  isFIFO(): boolean {
+    return this.type() === BigInt(fs.constants.S_IFIFO);
+  }
+  isSocket(): boolean {
+    return this.type() === BigInt(fs.constants.S_IFSOCK);
+  }
+}
+
+export interface InPlacePoolOptions {
+  /** Most workers at once (a share of a batch each). */
+  readonly size?: number;
+  /** A worker with nothing to do for this long ends; the next write starts one again. */
+  readonly idleMs?: number;
+  /** Tests only: each worker exits (code 70) after writing this many items of a share. */
+  readonly exitAfterItems?: number;
+}
+
+/**
+ * Workers of the pool: 1 by default, or WEFT_FS_INPLACE_WORKERS. Measured (issue #16, 100,000
+ * files of 1–16 KiB in batches of 2,000, load 7–11 on 2 cores): the event loop spent 11–15
+ * µs per file with 1, 2 or 4 workers alike (its share is the messages), while all threads
+ * together spent 78–94 / 231–264 / 399 µs per file and the run took 96 s with one worker
+ * against 216 s with two: parallel creates in one folder contend in the kernel. More workers
+ * keep more system calls in flight, which may pay on a high-latency mount (EFS): not measured.
+ */
+const DEFAULT_SIZE = Number(process.env.WEFT_FS_INPLACE_WORKERS ?? 1);
+const DEFAULT_IDLE_MS = 5_000;
 /** Below this many files the batch is not worth splitting across workers. */
 const PER_WORKER_MIN = 16;
-
-/** A real BigIntStats's prototype: the worker's fields become a BigIntStats again (isDirectory…). */
-const BIGINT_STATS_PROTO = Object.getPrototypeOf(fs.lstatSync(os.tmpdir(), { bigint: true })) as object;
+/**
+ * The worker's heap: it holds one share's item list and results at a time (the bytes are an
+ * ArrayBuffer outside the heap), so a few MiB do; V8's defaults would let it grow far more.
+ */
+const RESOURCE_LIMITS = { maxOldGenerationSizeMb: 32, maxYoungGenerationSizeMb: 4 };
 
 class InPlaceWorker {
   private worker: Worker | undefined;
+  private idleTimer: NodeJS.Timeout | undefined;
   private nextId = 0;
   private readonly waiting = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
+
+  constructor(
+    private readonly options: Required<Omit<InPlacePoolOptions, 'exitAfterItems'>> & InPlacePoolOptions,
+  ) {}
+
+  get alive(): boolean {
+    return this.worker !== undefined;
+  }
 
   run(items: readonly InPlaceItem[]): Promise<Reply> {
     const w = this.start();
     const id = this.nextId++;
     return new Promise<Reply>((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
+      if (this.idleTimer) clearTimeout(this.idleTimer);
+      this.idleTimer = undefined;
       if (this.waiting.size === 1) w.ref();
       // The share's bytes copied into one buffer moved to the worker: views of a bundle's
       // buffer would each clone that whole buffer with them.
@@ -111,18 +252,22 @@ class InPlaceWorker {
         at += it.bytes.byteLength;
         return out;
       });
-      w.postMessage({ id, all, items: list }, [all.buffer]);
+      w.postMessage({ id, all, items: list, exitAfter: this.options.exitAfterItems }, [all.buffer]);
     });
   }
 
   private start(): Worker {
     if (this.worker) return this.worker;
-    const w = new Worker(WORKER_SOURCE, { eval: true });
+    const w = new Worker(WORKER_SOURCE, { eval: true, resourceLimits: RESOURCE_LIMITS });
     w.unref();
     w.on('message', (r: Reply) => {
       const waiter = this.waiting.get(r.id);
       this.waiting.delete(r.id);
-      if (this.waiting.size === 0) w.unref();
+      if (this.waiting.size === 0) {
+        w.unref();
+        this.idleTimer = setTimeout(() => this.stop(w), this.options.idleMs);
+        this.idleTimer.unref();
+      }
       waiter?.resolve(r);
     });
     const fail = (e: Error): void => {
@@ -131,34 +276,71 @@ class InPlaceWorker {
       this.waiting.clear();
       for (const x of all) x.reject(e);
     };
-    w.on('error', fail);
-    w.on('exit', (code) => fail(new Error(`in-place write worker exited (${code})`)));
+    w.on('error', (e) => fail(new Error(`in-place write worker failed: ${e.message}`, { cause: e })));
+    w.on('exit', (code) => fail(new Error(`in-place write worker exited (code ${code})`)));
     this.worker = w;
     return w;
   }
+
+  /** End the worker if it is still idle (nothing waiting). */
+  private stop(w: Worker): void {
+    this.idleTimer = undefined;
+    if (this.worker !== w || this.waiting.size > 0) return;
+    this.worker = undefined;
+    void w.terminate();
+  }
 }
 
-const pool: InPlaceWorker[] = [];
+/** A pool of in-place write workers (one per process by default: `writeInPlaceMany`). */
+export class InPlacePool {
+  private readonly workers: InPlaceWorker[] = [];
+  private readonly options: Required<Omit<InPlacePoolOptions, 'exitAfterItems'>> & InPlacePoolOptions;
 
-/**
- * Write each item as a new file where it belongs (O_EXCL), its bytes and time, and take its
- * stat on the open descriptor; results in item order. A file that fails is removed again.
- */
-export async function writeInPlaceMany(items: readonly InPlaceItem[]): Promise<InPlaceResult[]> {
-  if (items.length === 0) return [];
-  const n = Math.max(1, Math.min(POOL_SIZE, Math.floor(items.length / PER_WORKER_MIN)));
-  while (pool.length < n) pool.push(new InPlaceWorker());
-  // Contiguous shares: a folder's files stay together on one worker.
-  const per = Math.ceil(items.length / n);
-  const replies = await Promise.all(
-    Array.from({ length: n }, (_, k) => pool[k]!.run(items.slice(k * per, (k + 1) * per))),
-  );
-  const out: InPlaceResult[] = [];
-  for (const r of replies)
-    for (const x of r.results) {
-      if ('st' in x) out.push(Object.assign(Object.create(BIGINT_STATS_PROTO) as fs.BigIntStats, x.st));
-      else if ('exists' in x) out.push('exists');
-      else out.push(Object.assign(new Error(x.error.message), x.error));
-    }
-  return out;
+  constructor(options: InPlacePoolOptions = {}) {
+    this.options = { size: DEFAULT_SIZE, idleMs: DEFAULT_IDLE_MS, ...options };
+    if (!(Number.isInteger(this.options.size) && this.options.size >= 1))
+      throw new RangeError(`in-place pool size must be a whole number ≥ 1, not ${this.options.size}`);
+  }
+
+  /** Workers running now (started on a write, ended after idleMs without one). */
+  get running(): number {
+    return this.workers.filter((w) => w.alive).length;
+  }
+
+  /**
+   * Write each item as a new file where it belongs (O_EXCL), its bytes and time, and take its
+   * stat on the open descriptor; results in item order. A file that fails is removed again.
+   * A worker that dies mid-share fails that share's items with its error (any of them it had
+   * written stay, whole: the next write of one meets 'exists' and replaces it); the other
+   * shares' answers stand.
+   */
+  async writeMany(items: readonly InPlaceItem[]): Promise<InPlaceResult[]> {
+    if (items.length === 0) return [];
+    const n = Math.max(1, Math.min(this.options.size, Math.floor(items.length / PER_WORKER_MIN)));
+    while (this.workers.length < n) this.workers.push(new InPlaceWorker(this.options));
+    // Contiguous shares: a folder's files stay together on one worker.
+    const per = Math.ceil(items.length / n);
+    const replies = await Promise.all(
+      Array.from({ length: n }, (_, k) => {
+        const share = items.slice(k * per, (k + 1) * per);
+        return this.workers[k]!.run(share).catch((e: Error) => ({ id: -1, results: share.map(() => e) }));
+      }),
+    );
+    const out: InPlaceResult[] = [];
+    for (const r of replies)
+      for (const x of r.results) {
+        if (x instanceof Error) out.push(x);
+        else if ('st' in x) out.push(new WorkerStats(x.st));
+        else if ('exists' in x) out.push('exists');
+        else out.push(Object.assign(new Error(x.error.message), x.error));
+      }
+    return out;
+  }
+}
+
+const pool = new InPlacePool();
+
+/** `InPlacePool.writeMany` on the process's pool. */
+export function writeInPlaceMany(items: readonly InPlaceItem[]): Promise<InPlaceResult[]> {
+  return pool.writeMany(items);
 }
