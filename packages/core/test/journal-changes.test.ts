@@ -2,35 +2,16 @@
  * The journal changes a propagation returns (src/journal/changes.ts) are recorded in order,
  * in one transaction: all of them, or — when one fails — none, the queue included.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { JournalChanges, commitChanges } from '../src/journal/changes.ts';
 import { type FileRow, Journal } from '../src/journal/journal.ts';
+import { fileRow, journalFile } from './support/journal-rig.ts';
 
-const dirs: string[] = [];
-const fresh = (): Journal => {
-  const d = mkdtempSync(join(tmpdir(), 'weft-changes-'));
-  dirs.push(d);
-  return new Journal(join(d, 'journal.db'));
-};
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const fresh = (): Journal => new Journal(journalFile('weft-changes-'));
 
-const file = (path: string, hash: string): FileRow => ({
-  path,
-  kind: 'file',
-  size: 1,
-  mtimeNs: 1n,
-  inode: 1n,
-  hash,
-  syncedRev: 'r1',
-  syncedHash: hash,
-  signature: null,
-  signatureBlock: null,
-});
+/** A file synced at r1 with content `hash`. */
+const file = (path: string, hash: string): FileRow =>
+  fileRow(path, { hash, syncedRev: 'r1', syncedHash: hash });
 
 describe('journal changes', () => {
   it('are recorded in the order they were made', () => {

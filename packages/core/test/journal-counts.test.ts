@@ -5,11 +5,9 @@
  * folder's rows. Counted:
  * the figure against COUNT(*) after every step of a random schedule, and the query plans.
  */
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type FileRow, Journal } from '../src/journal/journal.ts';
+import { fileRow, journalFile } from './support/journal-rig.ts';
 
 let journal: Journal | undefined;
 afterEach(() => {
@@ -18,23 +16,12 @@ afterEach(() => {
 });
 
 function open(): Journal {
-  journal = new Journal(join(mkdtempSync(join(tmpdir(), 'weft-journal-counts-')), 'journal.db'));
+  journal = new Journal(journalFile('weft-journal-counts-'));
   return journal;
 }
 
 function row(path: string, kind: 'file' | 'dir'): FileRow {
-  return {
-    path,
-    kind,
-    size: 1,
-    mtimeNs: 1n,
-    inode: 1n,
-    hash: kind === 'file' ? 'h' : null,
-    syncedRev: null,
-    syncedHash: null,
-    signature: null,
-    signatureBlock: null,
-  };
+  return fileRow(path, { kind, hash: kind === 'file' ? 'h' : null });
 }
 
 function countStar(j: Journal): number {

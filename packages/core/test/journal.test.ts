@@ -1,19 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Journal } from '../src/journal/journal.ts';
 import type { Op } from '../src/ops.ts';
+import { fileRow, journalFile } from './support/journal-rig.ts';
 
-const dirs: string[] = [];
-const fresh = (): string => {
-  const d = mkdtempSync(join(tmpdir(), 'weft-journal-'));
-  dirs.push(d);
-  return join(d, 'journal.db');
-};
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const fresh = (): string => journalFile('weft-journal-');
 
 describe('journal: transfers, delta history, activity', () => {
   it('keeps a large upload in progress across a reopen, until it is cleared', () => {
@@ -50,18 +40,7 @@ describe('journal: transfers, delta history, activity', () => {
 
   it('says the revision a path was last synced at from one column: null when never or unknown', () => {
     const j = new Journal(fresh());
-    const row = {
-      path: 'a.txt',
-      kind: 'file' as const,
-      size: 1,
-      mtimeNs: 1n,
-      inode: 1n,
-      hash: 'h',
-      syncedRev: null,
-      syncedHash: null,
-      signature: null,
-      signatureBlock: null,
-    };
+    const row = fileRow('a.txt');
     expect(j.syncedRevOf('a.txt')).toBeNull();
     j.upsertFile(row);
     expect(j.syncedRevOf('a.txt')).toBeNull();

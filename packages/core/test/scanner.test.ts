@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { IgnoreRules } from '../src/ignore-rules.ts';
 import { Journal, SMUDGED_MTIME } from '../src/journal/journal.ts';
 import { ScanStopped, enqueueScan, scan as rawScan } from '../src/scanner.ts';
+import { fileRow } from './support/journal-rig.ts';
 import { later, markSynced, scanFolder } from './support/scan-rig.ts';
 
 /** Scan and commit the index rows, as the engine does. */
@@ -251,18 +252,7 @@ describe('journal index pages', () => {
     const { journal } = await scanFolder();
     const paths = ['a', 'a!b', 'a/x', 'a/y/z', 'a0', 'b', ...Array.from({ length: 25 }, (_, i) => `a/f${i}`)];
     for (const p of paths)
-      journal.upsertFile({
-        path: p,
-        kind: p === 'a' || p === 'a/y' ? 'dir' : 'file',
-        size: 1,
-        mtimeNs: 1n,
-        inode: 1n,
-        hash: 'h',
-        syncedRev: null,
-        syncedHash: null,
-        signature: null,
-        signatureBlock: null,
-      });
+      journal.upsertFile(fileRow(p, { kind: p === 'a' || p === 'a/y' ? 'dir' : 'file' }));
     for (const dir of ['', 'a', 'a/y', 'nothing']) {
       const paged: string[] = [];
       for await (const r of journal.filesUnderPaged(dir, 4)) paged.push(r.path);

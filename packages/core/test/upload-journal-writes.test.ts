@@ -8,9 +8,6 @@
  * of files; the rows end as one statement per file left them. The recent activity is
  * written 64 items a statement, not one an item. Counted, never timed.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { JournalChanges, commitChanges } from '../src/journal/changes.ts';
@@ -18,13 +15,12 @@ import { type FileRow, Journal } from '../src/journal/journal.ts';
 import { ROWS_PER_STATEMENT } from '../src/journal/rows.ts';
 import { OUTCOMES_PER_TRANSACTION } from '../src/sync/propagate/upload-bundle.ts';
 import { FakeCloud, sha256 } from './support/fake-cloud.ts';
+import { fileRow, journalFile } from './support/journal-rig.ts';
 
 let cloud: FakeCloud | undefined;
-const dirs: string[] = [];
 afterEach(async () => {
   await cloud?.close();
   cloud = undefined;
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
 /** Counts the statements the journal runs, by their text (its prepared statements pass through `sql`). */
@@ -108,23 +104,10 @@ describe("a bundle upload's journal writes", () => {
 });
 
 describe('runs of outcomes in one statement', () => {
-  const row = (path: string): FileRow => ({
-    path,
-    kind: 'file',
-    size: 1,
-    mtimeNs: 1n,
-    inode: 1n,
-    hash: 'h',
-    syncedRev: null,
-    syncedHash: null,
-    signature: null,
-    signatureBlock: null,
-  });
+  const row = (path: string): FileRow => fileRow(path);
 
   it('leave the rows as the changes one by one would, in order (a path twice, a signature, an upsert between)', () => {
-    const d = mkdtempSync(join(tmpdir(), 'weft-journal-writes-'));
-    dirs.push(d);
-    const j = new Journal(join(d, 'journal.db'));
+    const j = new Journal(journalFile('weft-journal-writes-'));
     try {
       for (const p of ['a', 'b', 'c', 'd']) j.upsertFile(row(p));
       j.markSent(['a', 'b', 'c', 'd'].map((path) => ({ path, sha256: `s-${path}` })));
