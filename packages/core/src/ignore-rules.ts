@@ -108,6 +108,11 @@ export class IgnoreRules {
     }
   }
 
+  /** A matcher's answer for `rel`, a folder's with its slash (no closure made per path asked). */
+  private static matches(ig: Ignore, rel: string, isDir: boolean): boolean {
+    return ig.ignores(isDir ? rel + '/' : rel);
+  }
+
   /** Is `path` (a provider path) ignored? `isDir` lets folder-only patterns (`build/`) match. */
   ignores(path: string, isDir = false): boolean {
     if (this.excluded(path)) return true;
@@ -116,7 +121,6 @@ export class IgnoreRules {
       this.root = ignore().add([...DEFAULT_IGNORES, ...this.extra]);
       for (const [folder, text] of this.perFolderText) this.perFolder.set(folder, ignore().add(text));
     }
-    const test = (ig: Ignore, rel: string): boolean => ig.ignores(isDir ? rel + '/' : rel);
     // Every ancestor's .weftignore applies to what is below it; an ignored folder hides its content.
     const slash = path.lastIndexOf('/');
     if (slash > 0) {
@@ -130,7 +134,7 @@ export class IgnoreRules {
           // As the matcher asks of a path's folders (`a/`), and as this always asked.
           verdict =
             this.root.ignores(ancestor + '/') ||
-            test(this.root, ancestor + '/') ||
+            IgnoreRules.matches(this.root, ancestor + '/', isDir) ||
             this.root.ignores(ancestor);
         }
         if (verdicts.size >= MAX_ANCESTOR_VERDICTS) verdicts.clear();
@@ -140,11 +144,16 @@ export class IgnoreRules {
     }
     // The path itself: only when its name could match a root rule at all (namePrefilter).
     const name = slash < 0 ? path : path.slice(slash + 1);
-    if ((this.rootNames === undefined || this.rootNames.test(name)) && test(this.root, path)) return true;
+    if (
+      (this.rootNames === undefined || this.rootNames.test(name)) &&
+      IgnoreRules.matches(this.root, path, isDir)
+    )
+      return true;
+    if (this.perFolder.size === 0) return false; // no .weftignore: no iterator a path
     for (const [folder, ig] of this.perFolder) {
       if (folder !== '' && !path.startsWith(folder + '/')) continue;
       const rel = folder === '' ? path : path.slice(folder.length + 1);
-      if (test(ig, rel)) return true;
+      if (IgnoreRules.matches(ig, rel, isDir)) return true;
       const relSegs = rel.split('/');
       for (let i = 1; i < relSegs.length; i++)
         if (ig.ignores(relSegs.slice(0, i).join('/') + '/')) return true;
