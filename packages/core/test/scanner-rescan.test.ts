@@ -32,7 +32,7 @@ async function folderWith(files: number): Promise<{ root: string; journal: Journ
 }
 
 describe('a no-change rescan', () => {
-  it('hashes nothing and reads no whole row; a changed file is hashed and compared with its row; only what changed is held', async () => {
+  it('hashes nothing, reads no whole row and writes none; a changed file is hashed and compared with its row; only what changed is held', async () => {
     const { root, journal } = await folderWith(30);
     const first = await scan(root, journal, new IgnoreRules(), { now: later });
     first.commit();
@@ -45,10 +45,17 @@ describe('a no-change rescan', () => {
       wholeRows += 1;
       return getFile(p);
     };
+    let writes = 0;
+    for (const m of ['upsertFile', 'deleteFile', 'deleteFilesUnder', 'moveFiles'] as const) {
+      const real = journal[m].bind(journal) as (...a: unknown[]) => unknown;
+      (journal as unknown as Record<string, unknown>)[m] = (...a: unknown[]) => ((writes += 1), real(...a));
+    }
     const again = await scan(root, journal, new IgnoreRules(), { now: later });
+    again.commit();
     expect(again.ops).toEqual([]);
     expect(again.hashedFiles).toBe(0);
     expect(wholeRows).toBe(0);
+    expect(writes).toBe(0); // nothing written to the journal either
     // Nothing held beside the walk once the index is read: the matched entries were let go.
     expect(again.scannedFiles).toBe(33);
     expect(again.heldForComparison).toBe(0);
@@ -61,6 +68,8 @@ describe('a no-change rescan', () => {
     expect(wholeRows).toBe(1);
     expect(edited.heldForComparison).toBe(2); // the edited file and its row
     expect(edited.ops).toMatchObject([{ kind: 'put', path: 'd1/f1.txt', created: false }]);
+    edited.commit();
+    expect(writes).toBe(1); // its row, and only its row
     // A synced file deleted: its delete carries the revision from its whole row.
     await fsp.rm(nodePath.join(root, 'd2', 'f2.txt'));
     const deleted = await scan(root, journal, new IgnoreRules(), { now: later });
