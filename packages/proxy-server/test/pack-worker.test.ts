@@ -1,11 +1,12 @@
 // The packer's deflate in a worker thread (store/pack-worker.ts, issue #16) follows
 // packStoredForm's rule (@weft/wire pack.ts) byte for byte: the worker runs its own copy of
 // the rule (plain JavaScript), so the two are compared on every kind of content the rule
-// tells apart — too small, text, noise, noise at the start and text after, a view of a larger buffer.
+// tells apart — too small, text, noise, noise at the start and text after, a view of a larger buffer —
+// asked for in one turn of the loop, so they go to the worker in one message.
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { PACK_PROBE_BYTES, packStoredForm } from '@weft/wire';
-import { storedFormOffThread } from '../src/store/pack-worker.ts';
+import { packWorkerStats, storedFormOffThread } from '../src/store/pack-worker.ts';
 
 const text = (n: number): Buffer => Buffer.from('export const x = 1; // a line of source\n'.repeat(n));
 
@@ -23,7 +24,10 @@ describe('pack worker', () => {
       Buffer.concat([text(60), randomBytes(PACK_PROBE_BYTES * 2)]),
       big.subarray(100, big.byteLength - 100), // a view: only its own bytes count
     ];
+    const before = packWorkerStats.messages;
     const got = await Promise.all(cases.map((c) => storedFormOffThread(c)));
+    // Asked for in one turn: one message to the worker for all of them.
+    expect(packWorkerStats.messages - before).toBe(1);
     for (const [i, c] of cases.entries()) {
       const want = packStoredForm(c);
       expect(got[i]!.compression, `case ${i}`).toBe(want.compression);

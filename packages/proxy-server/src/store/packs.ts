@@ -56,8 +56,11 @@ export const PACK_PREFIX = 'packs';
  * CostService.packTargetSize() (docs/cost.md) gives the price-driven value for `packs.targetBytes`.
  */
 export const DEFAULT_PACK_TARGET_BYTES = 16 * 1024 * 1024;
-/** Small files read at once while a pack is filled. */
-const READ_AHEAD = 16;
+/**
+ * Small files read at once while a pack is filled (their stored forms go to the deflate worker
+ * in one message per turn of the loop: pack-worker.ts).
+ */
+const READ_AHEAD = 64;
 /** A flush lists every pending small file at least this often, whatever was queued. */
 const FULL_LIST_MS = 10 * 60_000;
 /** At most this many files per listing (the next flush lists the rest). */
