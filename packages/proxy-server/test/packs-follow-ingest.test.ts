@@ -115,4 +115,28 @@ describe('packer following ingest', () => {
       }
     ended();
   });
+
+  it('does not hold bundles while the object tier is down', async () => {
+    const { server, alice } = await setup();
+    const packer = server.packer!;
+    packer['roomWaitMs'] = 100;
+    const objects = packer['o'].objects;
+    const write = vi.spyOn(objects, 'write').mockRejectedValue(new Error('object tier down'));
+    // 12 bundles at once, then 4 more: none packed, every one answered (each waits at most
+    // the room wait with nothing taken, and after one gave up the others do not wait).
+    const sent = Array.from({ length: 16 }, (_, b) => files(`d${b}`, 20, 7000 + 1000 * b));
+    const answers = await Promise.all(sent.slice(0, 12).map((f) => alice.putSmall(f)));
+    for (const f of sent.slice(12)) answers.push(await alice.putSmall(f));
+    for (const a of answers) for (const { result } of a) expect(result.status).toBe('applied');
+    expect(packer['hot'].size).toBeLessThanOrEqual(2 * packer.targetBytes);
+    expect((await packer.stats()).length).toBe(0);
+    // Back up: everything is packed, what was not held read back from the filesystem tier.
+    write.mockRestore();
+    while ((await packer.pendingCount()) > 0) await packer.flush();
+    for (const f of sent)
+      for (const body of Object.values(f)) {
+        const loc = await packer.locate(sha(body));
+        expect(Buffer.from(await packer.read(loc!))).toEqual(body);
+      }
+  });
 });

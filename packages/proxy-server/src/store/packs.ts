@@ -152,6 +152,8 @@ export class Packer {
   private readonly hot: HotContents;
   /** offerAll gave up waiting with this much held: no bundle waits until less is held. */
   private roomStalledAt = Number.POSITIVE_INFINITY;
+  /** How long a bundle waits for room with nothing taken (ROOM_WAIT_MS; tests shorten it). */
+  private roomWaitMs = ROOM_WAIT_MS;
 
   constructor(o: PackerOptions) {
     this.o = o;
@@ -192,7 +194,7 @@ export class Packer {
       let timer: NodeJS.Timeout | undefined;
       const timedOut = await Promise.race([
         wait.fits.then(() => false),
-        new Promise<boolean>((r) => (timer = setTimeout(() => r(true), ROOM_WAIT_MS))),
+        new Promise<boolean>((r) => (timer = setTimeout(() => r(true), this.roomWaitMs))),
       ]);
       clearTimeout(timer);
       wait.cancel();
