@@ -20,6 +20,9 @@ import * as nodePath from 'node:path';
 import { type Disposable, Emitter, toDisposable } from './lifecycle.ts';
 import { PARTIAL_PREFIX } from './local-fs.ts';
 
+/** Folders listed at once while the watches of a tree are set up (the thread pool has 4 threads). */
+const TREE_READS = 4;
+
 export interface WatchOptions {
   /** Quiet time before dirty paths are scanned. Default 300 ms. */
   readonly debounceMs?: number;
@@ -96,23 +99,39 @@ export class FolderWatcher implements Disposable {
     return rel === '' ? this.root : nodePath.join(this.root, ...rel.split('/'));
   }
 
-  /** Watch `rel` and every folder under it (each watched before it is listed: nothing slips between). */
-  private async watchTree(rel: string): Promise<void> {
+  /**
+   * Watch `rel` and every folder under it (each watched before it is listed: nothing slips
+   * between), TREE_READS folders listed at once: one at a time, the thread pool's round trips
+   * were most of an agent's start at 100,000 files (the scan waits for the watches; issue #16).
+   */
+  private watchTree(rel: string): Promise<void> {
     const stack = [rel];
-    while (stack.length > 0 && !this.disposed) {
-      const r = stack.pop() as string;
-      if (this.folders.has(r) || !this.watchFolder(r)) continue;
-      let entries: Dirent[];
-      try {
-        entries = await fsp.readdir(this.abs(r), { withFileTypes: true });
-      } catch {
-        this.unwatch(r); // gone meanwhile
-        continue;
-      }
-      for (const e of entries)
-        if (e.isDirectory() && !e.name.startsWith(PARTIAL_PREFIX))
-          stack.push(r === '' ? e.name : `${r}/${e.name}`);
-    }
+    let reading = 0;
+    return new Promise<void>((done) => {
+      const next = (): void => {
+        while (reading < TREE_READS && stack.length > 0 && !this.disposed) {
+          const r = stack.pop() as string;
+          if (this.folders.has(r) || !this.watchFolder(r)) continue;
+          reading += 1;
+          fsp
+            .readdir(this.abs(r), { withFileTypes: true })
+            .then(
+              (entries: Dirent[]) => {
+                for (const e of entries)
+                  if (e.isDirectory() && !e.name.startsWith(PARTIAL_PREFIX))
+                    stack.push(r === '' ? e.name : `${r}/${e.name}`);
+              },
+              () => this.unwatch(r), // gone meanwhile
+            )
+            .finally(() => {
+              reading -= 1;
+              next();
+            });
+        }
+        if (reading === 0) done(); // nothing left to list (or disposed)
+      };
+      next();
+    });
   }
 
   private watchFolder(rel: string): boolean {
