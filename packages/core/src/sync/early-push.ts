@@ -17,6 +17,7 @@
  */
 import type { SyncContext } from './context.ts';
 import { releasable } from './discovery/held.ts';
+import { BundleFlight } from './propagate/bundle-flight.ts';
 import { type PushControl, push } from './push.ts';
 
 /**
@@ -37,6 +38,8 @@ export class EarlyPush {
   private wake: ((more: boolean) => void) | undefined;
   /** finish(true): the push stops between requests. */
   private stopNow = false;
+  /** The push's bundles on their way (kept across its windows: push.ts). */
+  private readonly bundles = new BundleFlight();
 
   private constructor(
     private readonly ctx: SyncContext,
@@ -68,6 +71,7 @@ export class EarlyPush {
         stopped: () => this.stopNow || this.control.stopped(),
         more: () => this.more(),
         scanning: () => !this.over,
+        bundles: this.bundles,
       };
       this.running = push(this.ctx, control)
         .catch((error: unknown) => {
@@ -84,15 +88,16 @@ export class EarlyPush {
   /**
    * Resolves once the scan may queue more: fewer than `ahead` operations wait, or nothing
    * would drain them — the push waits for more (a queue of folders and empty files is less
-   * than a bundle's worth of bytes), has returned (paused, storage full, failed), or the
-   * engine stops. Called by the scan after each batch it queued.
+   * than a bundle's worth of bytes) with no bundle on its way (their files are in the queue
+   * until answered), has returned (paused, storage full, failed), or the engine stops.
+   * Called by the scan after each batch it queued.
    */
   async room(): Promise<void> {
     while (
       this.ctx.journal.pendingCount() >= this.ahead &&
       this.running !== undefined &&
       !this.settled &&
-      this.wake === undefined &&
+      (this.wake === undefined || this.bundles.unanswered > 0) &&
       !this.stopNow &&
       !this.control.stopped()
     ) {

@@ -10,6 +10,7 @@ import { MAX_BUNDLE_BYTES } from '@weft/wire';
 import type { Op } from '../ops.ts';
 import type { SyncContext } from './context.ts';
 import { LargeLane } from './large-lane.ts';
+import { BundleFlight } from './propagate/bundle-flight.ts';
 import { sendOps } from './propagate/remote-ops.ts';
 import { uploadBundles } from './propagate/upload-bundle.ts';
 import { ReadSlabs } from './propagate/read-slabs.ts';
@@ -35,40 +36,68 @@ export interface PushControl {
    * every bundle on its way: issue #16).
    */
   readonly scanning?: () => boolean;
+  /** The bundles on their way, when the caller watches them (early-push.ts `room()`). */
+  readonly bundles?: BundleFlight;
 }
 
 /** While the scan goes on, creates wait until there are this many bytes of them (a bundle's worth). */
 const EARLY_WINDOW_BYTES = MAX_BUNDLE_BYTES;
 
+/**
+ * What one push has on its way: large uploads (large-lane.ts) and bundles (bundle-flight.ts),
+ * both kept across its windows of creates, and the read buffers its bundles reuse.
+ */
+interface OnTheirWay {
+  readonly lane: LargeLane;
+  readonly bundles: BundleFlight;
+  readonly slabs: ReadSlabs;
+}
+
 export async function push(ctx: SyncContext, control: PushControl): Promise<void> {
   const lane = new LargeLane(ctx, () => control.paused() || control.stopped());
+  const bundles = control.bundles ?? new BundleFlight();
+  let failure: { error: unknown } | undefined;
   try {
-    await pushWith(ctx, control, lane);
-  } finally {
-    // Never return with an upload on its way (the next push would send it again).
-    await lane.settle();
+    await pushWith(ctx, control, { lane, bundles, slabs: new ReadSlabs() });
+  } catch (error) {
+    failure = { error };
   }
+  // Never return with an upload on its way (the next push would send it again).
+  await bundles.settle().catch((error: unknown) => (failure ??= { error }));
+  await lane.settle();
+  if (failure) throw failure.error;
   lane.check();
   if (!control.paused() && !control.stopped()) await resolveServerConflicts(ctx);
 }
 
+/** Wait until nothing is on its way: what comes next may depend on it. */
+async function drain(way: OnTheirWay): Promise<void> {
+  try {
+    await way.bundles.settle();
+  } finally {
+    await way.lane.drain();
+  }
+}
+
 type Put = { id: number; op: Extract<Op, { kind: 'put' }> };
 
-async function pushWith(ctx: SyncContext, control: PushControl, lane: LargeLane): Promise<void> {
+async function pushWith(ctx: SyncContext, control: PushControl, way: OnTheirWay): Promise<void> {
+  const { lane, bundles } = way;
+  const more = (): Promise<boolean> => (control.more ? control.more() : Promise.resolve(false));
   for (;;) {
     lane.check();
     if (control.paused() || control.stopped()) return;
-    // What the lane holds is on its way (or about to be): not sent again.
-    const queue = [...ctx.journal.pendingOps()].filter((q) => !lane.has(q.id));
+    // What is on its way (or about to be) is not sent again.
+    const queue = [...ctx.journal.pendingOps()].filter((q) => !lane.has(q.id) && !bundles.has(q.id));
     if (queue.length === 0) {
-      if (control.more && (await control.more())) continue;
-      if (!lane.busy) return;
-      await lane.drain();
+      if (control.more && (await more())) continue;
+      if (!lane.busy && bundles.size === 0) return;
+      await drain(way);
       await resolveServerConflicts(ctx);
       continue;
     }
     if (control.storageFull()) {
-      await lane.drain();
+      await drain(way);
       return pushWhileFull(ctx, queue);
     }
     // While the scan goes on its status stays "scanning".
@@ -84,12 +113,7 @@ async function pushWith(ctx: SyncContext, control: PushControl, lane: LargeLane)
       window.push(q);
       if (q.op.kind === 'put') bytes += q.op.size;
     }
-    if (
-      control.more &&
-      window.length === queue.length &&
-      bytes < EARLY_WINDOW_BYTES &&
-      (await control.more())
-    )
+    if (control.more && window.length === queue.length && bytes < EARLY_WINDOW_BYTES && (await more()))
       continue;
     if (window.length === 0) {
       const run: typeof queue = [];
@@ -97,8 +121,8 @@ async function pushWith(ctx: SyncContext, control: PushControl, lane: LargeLane)
         if (q.op.kind === 'put' || q.op.kind === 'mkdir' || run.length >= 500) break;
         run.push(q);
       }
-      // A delete or a move may touch a file on its way: the lane drains first.
-      await lane.drain();
+      // A delete or a move may touch a file on its way: that goes first.
+      await drain(way);
       await resolveServerConflicts(ctx);
       await sendOps(ctx, run);
       await resolveServerConflicts(ctx);
@@ -121,18 +145,21 @@ async function pushWith(ctx: SyncContext, control: PushControl, lane: LargeLane)
     for (const q of window) if (q.op.kind === 'put') paths.add(q.op.path);
     let twice = paths.size < small.length + large.length;
     for (const q of window) if (q.op.kind === 'put' && lane.holds(q.op.path)) twice = true;
-    if (twice) await lane.drain();
+    for (const q of large) if (bundles.holds(q.op.path)) twice = true;
+    if (twice) await drain(way);
     if (!twice) for (const q of large) lane.add(q);
     // All of them in one stream of full bundles, BUNDLES_IN_FLIGHT on their way while the next
     // fills; a stop lands between requests. (In slices of 2,000 files, each slice ended with a
     // part-filled bundle and waited for every bundle on its way: a 10,029-file drop sent a
     // bundle at a time, with idle gaps on both sides; issue #16.)
     const holdTail = window.length === queue.length && (control.scanning?.() ?? false);
-    const grown = await uploadBundles(ctx, small, new ReadSlabs(), control.stopped, holdTail);
+    // The bundles of this window may still be on their way as the next one begins.
+    const grown = await uploadBundles(ctx, small, way.slabs, control.stopped, holdTail, bundles);
     if (control.stopped()) return;
     await resolveServerConflicts(ctx);
     if (twice) {
       // One at a time, in queue order, after the bundles: as before the lane.
+      await bundles.settle();
       for (const q of [...large, ...(grown as Put[])]) {
         lane.add(q);
         await lane.drain();

@@ -19,6 +19,7 @@ import { stated } from '../../decisions.ts';
 import { JournalChanges } from '../../journal/changes.ts';
 import type { Op } from '../../ops.ts';
 import type { SyncContext } from '../context.ts';
+import { BundleFlight } from './bundle-flight.ts';
 import { noteServerConflict } from './conflict.ts';
 import { ReadSlabs } from './read-slabs.ts';
 import type { UploadRow } from '../../journal/journal.ts';
@@ -69,6 +70,12 @@ export async function uploadBundles(
    * queued, to be sent with what is queued next (push.ts, while the scan goes on).
    */
   holdTail = false,
+  /**
+   * The bundles on their way, the push's across its windows (bundle-flight.ts): given, those
+   * of this run may still be on their way when it returns — the caller settles them. Not
+   * given, they are all answered and recorded before it returns.
+   */
+  shared?: BundleFlight,
 ): Promise<{ id: number; op: Op }[]> {
   const grown: { id: number; op: Op }[] = [];
   /** `trusted`: sent under its scan's hash (upload-read.ts). */
@@ -76,27 +83,7 @@ export async function uploadBundles(
   let inBatch = new Set<string>();
   let bytes = BUNDLE_OVERHEAD;
   /** The bundles on their way, oldest first (each one's outcome recorded when it resolves). */
-  let sending: { done: Promise<void>; paths: Set<string> }[] = [];
-  const isSending = (path: string): boolean => sending.some((s) => s.paths.has(path));
-  /** Wait for every bundle on its way; the first failure is thrown once all have settled. */
-  const settle = async (): Promise<void> => {
-    const all = sending;
-    sending = [];
-    const failed = (await Promise.allSettled(all.map((s) => s.done))).find((r) => r.status === 'rejected');
-    if (failed) throw failed.reason;
-  };
-  /** Wait for the oldest bundle on its way (its failure thrown after the others settle). */
-  const settleOldest = async (): Promise<void> => {
-    const oldest = sending[0];
-    if (!oldest) return;
-    try {
-      await oldest.done;
-    } catch (e) {
-      await settle().catch(() => undefined);
-      throw e;
-    }
-    sending = sending.filter((s) => s !== oldest);
-  };
+  const flight = shared ?? new BundleFlight();
   /** Set once stopped() said so (or the tail is held): nothing more is sent. */
   let stopping = false;
   let sentAny = false;
@@ -110,7 +97,7 @@ export async function uploadBundles(
     batch = [];
     inBatch = new Set();
     bytes = BUNDLE_OVERHEAD;
-    while (sending.length >= BUNDLES_IN_FLIGHT) await settleOldest();
+    while (flight.size >= BUNDLES_IN_FLIGHT) await flight.settleOldest();
     sentAny = true;
     ctx.journal.markSent(current.map((b) => ({ path: b.entry.path, sha256: b.entry.sha256 })));
     const compress =
@@ -139,8 +126,11 @@ export async function uploadBundles(
     // A request abandoned while its bytes were still being sent, then the buffer reused, can
     // only send a bundle whose CRC-32 trailer fails: the server takes nothing from it.
     const done = send(current, encoded, compress).finally(() => slabs.bundles.give(into));
-    done.catch(() => undefined); // observed here; thrown by settle() or settleOldest()
-    sending.push({ done, paths: new Set(current.map((b) => b.entry.path)) });
+    flight.add(
+      done,
+      new Set(current.map((b) => b.entry.path)),
+      current.map((b) => b.id),
+    );
   };
   const send = async (
     current: readonly { id: number; entry: BundleEntry; trusted: boolean }[],
@@ -149,7 +139,7 @@ export async function uploadBundles(
   ): Promise<void> => {
     const started = performance.now();
     // Bundles on their way together share the link: each is timed as its share of it.
-    const sharing = sending.length + 1;
+    const sharing = flight.size + 1;
     let results: Awaited<ReturnType<typeof ctx.client.uploadBundle>>;
     try {
       results = await ctx.client.uploadBundle(encoded);
@@ -242,7 +232,7 @@ export async function uploadBundles(
       // A bundle holds a path once. The queue puts a path twice in one window no more (R10),
       // but a journal written before may still: the first goes, then the second on its base.
       if (inBatch.has(q.op.path)) await flush();
-      if (isSending(q.op.path)) await settle();
+      if (flight.holds(q.op.path)) await flight.settle();
       if (got === undefined) {
         ctx.commit(new JournalChanges().completeOp(q.id)); // gone since: the scanner queues its delete
         continue;
@@ -285,10 +275,13 @@ export async function uploadBundles(
     if (holdTail && sentAny) stopping = true;
     await flush();
     if (stopping) for (const b of batch) slabs.release(b.entry.content);
-  } finally {
-    // Never return with a bundle's outcome unrecorded (its error, if any, is thrown here).
-    await settle();
+  } catch (e) {
+    await flight.settle().catch(() => undefined);
+    throw e;
   }
+  // Never return with a bundle's outcome unrecorded (its error, if any, is thrown here), unless
+  // the caller keeps them (the push, across its windows).
+  if (!shared) await flight.settle();
   return grown;
 }
 
