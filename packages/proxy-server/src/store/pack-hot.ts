@@ -14,6 +14,8 @@ export class HotContents {
   private readonly bytesBy = new Map<string, { bytes: Uint8Array; gen: number }>();
   private held = 0;
   private gen = 0;
+  /** offerAll gave up waiting with this much held: no wait begins until less is held. */
+  private stalledAt = Number.POSITIVE_INFINITY;
   /** Bundles waiting for room (whenFits): how many bytes each waits to fit. */
   private readonly waiters = new Set<{ bytes: number; resolve: () => void }>();
 
@@ -48,6 +50,35 @@ export class HotContents {
         this.waiters.delete(w);
         w.resolve();
       }
+  }
+
+  /**
+   * Keep the bytes of a bundle's entries once they fit (Packer.offerAll: a bundle waits for the
+   * packer to take what is held into packs). A wait that sees nothing taken for `waitMs` ends
+   * without room (what does not fit is not kept), and then no wait begins until less is held
+   * than when it ended (an object tier down holds no bundle more than once). The entries are
+   * kept in the same turn as the last check: two bundles let in by one pack are not both let in.
+   */
+  async offerAll(
+    entries: readonly { readonly sha256: string; readonly content: Uint8Array }[],
+    waitMs: number,
+  ): Promise<void> {
+    let bytes = 0;
+    for (const e of entries) bytes += e.content.byteLength;
+    while (!this.fits(bytes) && this.held < this.stalledAt) {
+      const held = this.held;
+      const wait = this.whenFits(bytes);
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = await Promise.race([
+        wait.fits.then(() => false),
+        new Promise<boolean>((r) => (timer = setTimeout(() => r(true), waitMs))),
+      ]);
+      clearTimeout(timer);
+      wait.cancel();
+      if (timedOut && this.held >= held) this.stalledAt = held;
+    }
+    if (this.held < this.stalledAt) this.stalledAt = Number.POSITIVE_INFINITY;
+    for (const e of entries) this.offer(e.sha256, e.content);
   }
 
   /** Keep `bytes` (content `sha256`) if they fit under the limit. */

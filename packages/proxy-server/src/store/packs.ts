@@ -150,8 +150,6 @@ export class Packer {
   private readonly owner = randomBytes(8).toString('hex');
   /** Bytes of small files just received, packed without reading them back (pack-hot.ts). */
   private readonly hot: HotContents;
-  /** offerAll gave up waiting with this much held: no bundle waits until less is held. */
-  private roomStalledAt = Number.POSITIVE_INFINITY;
   /** How long a bundle waits for room with nothing taken (ROOM_WAIT_MS; tests shorten it). */
   private roomWaitMs = ROOM_WAIT_MS;
 
@@ -186,23 +184,7 @@ export class Packer {
   async offerAll(
     entries: readonly { readonly sha256: string; readonly content: Uint8Array }[],
   ): Promise<void> {
-    let bytes = 0;
-    for (const e of entries) bytes += e.content.byteLength;
-    while (!this.closed && !this.hot.fits(bytes) && this.hot.size < this.roomStalledAt) {
-      const held = this.hot.size;
-      const wait = this.hot.whenFits(bytes);
-      let timer: NodeJS.Timeout | undefined;
-      const timedOut = await Promise.race([
-        wait.fits.then(() => false),
-        new Promise<boolean>((r) => (timer = setTimeout(() => r(true), this.roomWaitMs))),
-      ]);
-      clearTimeout(timer);
-      wait.cancel();
-      if (timedOut && this.hot.size >= held) this.roomStalledAt = held;
-    }
-    if (this.hot.size < this.roomStalledAt) this.roomStalledAt = Number.POSITIVE_INFINITY;
-    // At once, after the last check: two bundles let in by one pack are not both let in.
-    if (!this.closed) for (const e of entries) this.hot.offer(e.sha256, e.content);
+    if (!this.closed) await this.hot.offerAll(entries, this.roomWaitMs);
   }
 
   /**
