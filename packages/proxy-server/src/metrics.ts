@@ -53,7 +53,7 @@ export class ProxyMetrics {
     collectDefaultMetrics({ register: this.registry, prefix: 'weft_proxy_' });
   }
 
-  /** `weft_pack_pending_files`: small files not yet in a pack, counted at each scrape. */
+  /** `weft_pack_pending_files`: small files not yet in a pack (a counter the database keeps: one row read a scrape). */
   packPending(count: () => Promise<number>): void {
     new Gauge({
       name: 'weft_pack_pending_files',

@@ -3,9 +3,9 @@
  * steps of PENDING_STEP index rows with a turn of the event loop between them — one statement
  * over 1,000,000 packed files held the proxy ~6 CPU-seconds and its agents saw it stop
  * answering. Same files in the same order as the single statement, across steps that split
- * runs of one content hash; turns counted, never timed. The metrics' pending count and the
- * marking of dead pack entries take the same steps (their single statements held the loop
- * ~0.7 CPU-seconds each at 1,000,000).
+ * runs of one content hash; turns counted, never timed. The marking of dead pack entries
+ * takes the same steps (its single statement held the loop ~0.7 CPU-seconds at 1,000,000);
+ * the metrics' pending count is a row kept by triggers (pack-pending-count.test.ts).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -81,11 +81,8 @@ describe('sqlite pack index: pending', () => {
     expect(turns).toBeGreaterThanOrEqual(2);
     // A limit stops early, at the first files in the same order.
     expect(await index.pending(5)).toEqual(one.slice(0, 5));
-    // The metrics' count reads the same steps, turns between them, and agrees with COUNT(*).
-    const counted = await countTurns(() => index.pendingCount());
-    expect(counted.value).toBe(one.length);
-    expect(index.countSteps).toBe(Math.ceil(files / PENDING_STEP));
-    expect(counted.turns).toBeGreaterThanOrEqual(2);
+    // The metrics' count is a row kept by triggers (pack-pending-count.test.ts): the same.
+    expect(await index.pendingCount()).toBe(one.length);
   });
 });
 

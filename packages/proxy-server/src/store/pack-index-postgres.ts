@@ -68,12 +68,10 @@ export class PostgresPackIndex implements PackIndex {
     return rows.map(toPending);
   }
 
+  /** The sum of the rows triggers keep (pg-migrations/011): no count of the small files. */
   async pendingCount(): Promise<number> {
-    const [r] = await this.sql<{ n: number }[]>`
-      SELECT COUNT(*) AS n FROM entries e
-      WHERE tier = 'small' AND sha256 IS NOT NULL
-        AND NOT EXISTS (SELECT 1 FROM pack_entries p WHERE p.sha256 = e.sha256)`;
-    return r?.n ?? 0;
+    const [r] = await this.sql<{ n: string | null }[]>`SELECT SUM(n)::text AS n FROM pack_pending`;
+    return Number(r?.n ?? 0);
   }
 
   async claim(keys: readonly string[], owner: string, nowMs: number, ttlMs: number): Promise<Set<string>> {

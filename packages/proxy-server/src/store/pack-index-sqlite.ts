@@ -45,8 +45,6 @@ const SUM_STEP = 50;
 export class SqlitePackIndex implements PackIndex {
   /** Index rows examined by `pending` (tests). */
   examined = 0;
-  /** Steps `pendingCount` took (tests). */
-  countSteps = 0;
   /** Steps `markDead` took (tests). */
   markSteps = 0;
 
@@ -100,39 +98,13 @@ export class SqlitePackIndex implements PackIndex {
   }
 
   /**
-   * Counted in steps of PENDING_STEP rows of the content-hash index, a turn of the loop
-   * between steps: the metrics scrape asks this, and one COUNT statement over 1,000,000
-   * small files held the proxy's loop ~0.7 CPU-seconds (issue #16). Each step finds its end
-   * by an OFFSET in the index and counts up to it, both inside SQLite (returning the rows to
-   * JS cost ten times the COUNT).
+   * One row kept by triggers (migration 010) with every change of a small entry or of the
+   * global index: the metrics scrape asks this, and counting 1,000,000 small files held the
+   * proxy's loop ~0.7 CPU-seconds a scrape (issue #16).
    */
   async pendingCount(): Promise<number> {
-    const key = "tier = 'small' AND sha256 IS NOT NULL AND (sha256, user_id, path) > (?, ?, ?)";
-    const end = this.db.prepare(
-      `SELECT sha256, user_id, path FROM entries INDEXED BY entries_small_sha256
-        WHERE ${key} ORDER BY sha256, user_id, path LIMIT 1 OFFSET ?`,
-    );
-    end.raw(true);
-    const unpacked = 'NOT EXISTS (SELECT 1 FROM pack_entries p WHERE p.sha256 = e.sha256)';
-    const upTo = this.db.prepare(
-      `SELECT COUNT(*) FROM entries e INDEXED BY entries_small_sha256
-        WHERE ${key} AND (sha256, user_id, path) <= (?, ?, ?) AND ${unpacked}`,
-    );
-    upTo.raw(true);
-    const rest = this.db.prepare(
-      `SELECT COUNT(*) FROM entries e INDEXED BY entries_small_sha256 WHERE ${key} AND ${unpacked}`,
-    );
-    rest.raw(true);
-    let n = 0;
-    let after: [string, string, string] = ['', '', ''];
-    for (;;) {
-      this.countSteps += 1;
-      const last = end.get(...after, PENDING_STEP - 1) as [string, string, string] | undefined;
-      if (last === undefined) return n + Number((rest.get(...after) as [number | bigint])[0]);
-      n += Number((upTo.get(...after, ...last) as [number | bigint])[0]);
-      after = last;
-      await new Promise<void>((resolve) => setImmediate(resolve));
-    }
+    const r = this.db.prepare('SELECT n FROM pack_pending WHERE id = 1').get() as { n: number } | undefined;
+    return r?.n ?? 0;
   }
 
   async claim(keys: readonly string[], owner: string, nowMs: number, ttlMs: number): Promise<Set<string>> {
