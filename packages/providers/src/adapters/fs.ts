@@ -218,6 +218,21 @@ export class FsProvider implements Provider {
     return this.reader.stat(this.norm(path));
   }
 
+  /**
+   * `stat` without hashing: the entry's `hash` only when the hash cache knows it for the
+   * file's current revision. For a caller that needs only to know the file is there (or its
+   * size): `stat` reads the whole file when its hash has left the cache (issue #16: the
+   * proxy's kept versions, a folder's delete checking thousands of them).
+   */
+  async statWithoutHash(path: string): Promise<Entry> {
+    return this.reader.statWithoutHash(this.norm(path));
+  }
+
+  /** Files whose bytes `stat` read to hash them (tests). */
+  get hashReads(): number {
+    return this.reader.hashReads;
+  }
+
   async read(path: string, options: ReadOptions = {}): Promise<AsyncIterable<Uint8Array>> {
     return this.reader.read(this.norm(path), options);
   }

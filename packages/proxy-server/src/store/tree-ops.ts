@@ -125,7 +125,8 @@ export async function copy(d: TreeOpsDeps, w: Writer, from: string, to: string):
     await d.fs.copy(d.nsPath(w.userId, from) + suffix, d.nsPath(w.userId, to) + suffix);
     for (const r of rows) {
       const target = to + r.path.slice(from.length);
-      const st = await d.fs.stat(tierPath(d, w.userId, { ...r, path: target }));
+      // Only its tier revision: no hash (stat would hash files past the cache: issue #16).
+      const st = await d.fs.statWithoutHash(tierPath(d, w.userId, { ...r, path: target }));
       const { revision: _r, ...rest } = r;
       changes.push({ type: 'upsert', entry: { ...rest, path: target, fsRevision: st.revision } });
     }

@@ -42,7 +42,9 @@ export async function keepVersionContent(
       if (r.kind !== 'file' || r.tier !== 'small' || !r.sha256 || missing.has(r.sha256)) continue;
       unpins.push(d.pin(r.sha256));
       try {
-        await d.fs.stat(versionContentKey(r.sha256));
+        // Only whether the copy is there: stat would hash the file once its hash left the
+        // provider's cache (a folder's delete may look up thousands: issue #16).
+        await d.fs.statWithoutHash(versionContentKey(r.sha256));
         continue;
       } catch (e) {
         if (!(e instanceof NotFoundError)) throw e;

@@ -32,6 +32,9 @@ export interface FsReadContext {
 }
 
 export class FsReader {
+  /** Files whose bytes were read to hash them (a stat past the hash cache; tests). */
+  hashReads = 0;
+
   constructor(private readonly c: FsReadContext) {}
 
   async toEntry(p: string, st: BigIntStats, withHash: boolean): Promise<Entry> {
@@ -58,6 +61,7 @@ export class FsReader {
   private async hashOf(p: string, revision: string): Promise<string> {
     const cached = this.c.hashCache.get(p);
     if (cached?.revision === revision) return cached.sha256;
+    this.hashReads += 1;
     const h = createHash('sha256');
     for await (const chunk of createReadStream(this.c.resolve(p))) h.update(chunk as Buffer);
     const sha256 = h.digest('hex');
@@ -148,6 +152,13 @@ export class FsReader {
     const st = await this.lstatEntry(p);
     if (!st) throw new NotFoundError(`${this.c.name}: not found: ${p}`);
     return this.toEntry(p, st, true);
+  }
+
+  /** The entry at normalized path `p`, its SHA-256 only if known without reading the file. */
+  async statWithoutHash(p: string): Promise<Entry> {
+    const st = await this.lstatEntry(p);
+    if (!st) throw new NotFoundError(`${this.c.name}: not found: ${p}`);
+    return this.toEntry(p, st, false);
   }
 
   /** The bytes of the file at normalized path `p`. */
