@@ -26,7 +26,8 @@
 // WEFT_BENCH_TIMELINE=1: each loopback Weft row also prints a timeline of its first run
 // (bench/timeline.ts): every request agent → proxy and proxy → S3 through recording
 // forwarders, the agent's states, and both processes' CPU per 100 ms. WEFT_BENCH_RCLONE=0
-// leaves rclone's rows out (a timeline run needs only Weft's), WEFT_BENCH_SYNCTHING=0 Syncthing's.
+// leaves rclone's rows out (a timeline run needs only Weft's), WEFT_BENCH_SYNCTHING=0 Syncthing's,
+// WEFT_BENCH_NPM=0 the npm corpus (the 100k row alone).
 // Corpus: ../shared/corpus/small-files.sh (lodash, rxjs, date-fns, ramda, lodash-es), cached
 // in .cache/small; the synthetic tree in .cache/many-N (shared with many-files.bench.ts).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
