@@ -203,8 +203,18 @@ export interface InPlacePoolOptions {
  * together spent 78–94 / 231–264 / 399 µs per file and the run took 96 s with one worker
  * against 216 s with two: parallel creates in one folder contend in the kernel. More workers
  * keep more system calls in flight, which may pay on a high-latency mount (EFS): not measured.
+ * Through FsProvider.writeMany with the batch log (20 × 1,000 files, load 7.5–9): the event
+ * loop spent 124 / 79 / 74 µs per file with 0 / 1 / 4 workers, peak RSS 193 / 210 / 273 MiB.
+ * bench/many-files.bench.ts 100000: proxy peak RSS 401 MiB with none, 464 with one (load
+ * 10–13; 620–639 with the four always-on workers before).
  */
 const DEFAULT_SIZE = Number(process.env.WEFT_FS_INPLACE_WORKERS ?? 1);
+
+/**
+ * Whether the process's pool is on: WEFT_FS_INPLACE_WORKERS=0 turns it off, and a batch's
+ * new files are written by the thread pool on the event loop as before (write-many.ts).
+ */
+export const inPlaceWorkersOn = DEFAULT_SIZE !== 0;
 const DEFAULT_IDLE_MS = 5_000;
 /** Below this many files the batch is not worth splitting across workers. */
 const PER_WORKER_MIN = 16;
@@ -338,7 +348,7 @@ export class InPlacePool {
   }
 }
 
-const pool = new InPlacePool();
+const pool = new InPlacePool(inPlaceWorkersOn ? {} : { size: 1 });
 
 /** `InPlacePool.writeMany` on the process's pool. */
 export function writeInPlaceMany(items: readonly InPlaceItem[]): Promise<InPlaceResult[]> {

@@ -13,7 +13,7 @@ import type { BatchLog } from './batch-log.ts';
 import { parentPath } from '../../paths.ts';
 import type { Change, Entry } from '../../provider.ts';
 import { classify, forEachBounded, fsyncDir } from './util.ts';
-import { writeInPlaceMany } from './in-place-worker.ts';
+import { inPlaceWorkersOn, writeInPlaceMany } from './in-place-worker.ts';
 
 /** One file for `FsProvider.writeMany`. */
 export interface WriteManyItem {
@@ -169,7 +169,8 @@ async function writeAndPlace(
     // With the log and no path repeated, the new files are written in place by the worker
     // threads (in-place-worker.ts), the whole batch in one go; each path counts as being
     // written in place (t.inPlace) until the batch is done.
-    const inWorkers = logged && distinct ? writeAllInPlace(t, items, staged, keys, parents) : undefined;
+    const inWorkers =
+      logged && distinct && inPlaceWorkersOn ? writeAllInPlace(t, items, staged, keys, parents) : undefined;
     const place = async (k: number): Promise<void> => {
       const s = staged[k]!;
       const abs = t.resolve(s.p);
