@@ -72,7 +72,7 @@ parentPort.on('message', (m) => {
     results.push(one({ ...it, bytes: m.all.subarray(it.at, it.at + it.length) }));
   }
   // The bytes go back with the answer: kept here, they would wait for this thread's GC.
-  parentPort.postMessage({ id: m.id, results }, [m.all.buffer]);
+  parentPort.postMessage({ id: m.id, results, spare: m.all.buffer }, [m.all.buffer]);
 });
 `;
 
@@ -97,6 +97,8 @@ type StatFields = Record<
 
 interface Reply {
   readonly id: number;
+  /** The share's buffer, back from the worker (reused for the next share). */
+  readonly spare?: ArrayBuffer;
   readonly results: readonly (
     { st: StatFields } | { exists: true } | { error: { message: string; code?: string; syscall?: string } }
   )[];
@@ -205,8 +207,9 @@ export interface InPlacePoolOptions {
  * keep more system calls in flight, which may pay on a high-latency mount (EFS): not measured.
  * Through FsProvider.writeMany with the batch log (20 × 1,000 files, load 7.5–9): the event
  * loop spent 124 / 79 / 74 µs per file with 0 / 1 / 4 workers, peak RSS 193 / 210 / 273 MiB.
- * bench/many-files.bench.ts 100000: proxy peak RSS 401 MiB with none, 464 with one (load
- * 10–13; 620–639 with the four always-on workers before).
+ * bench/many-files.bench.ts 100000, proxy peak RSS: 401–417 MiB with none; with one, 459–464
+ * MiB, and 435–436 once the buffer a share came back in is reused for the next (load 4–13;
+ * 620–639 with the four always-on workers before).
  */
 const DEFAULT_SIZE = Number(process.env.WEFT_FS_INPLACE_WORKERS ?? 1);
 
@@ -224,9 +227,19 @@ const PER_WORKER_MIN = 16;
  */
 const RESOURCE_LIMITS = { maxOldGenerationSizeMb: 32, maxYoungGenerationSizeMb: 4 };
 
+/** The largest share buffer kept for reuse. */
+const SPARE_MAX = 32 * 1024 * 1024;
+/** A share buffer's size: a power of two from 64 KiB, so a spare fits the next share often. */
+function roundUp(n: number): number {
+  let size = 64 * 1024;
+  while (size < n) size *= 2;
+  return size;
+}
+
 class InPlaceWorker {
   private worker: Worker | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
+  private spare: ArrayBuffer | undefined;
   private nextId = 0;
   private readonly waiting = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
 
@@ -248,7 +261,16 @@ class InPlaceWorker {
       if (this.waiting.size === 1) w.ref();
       // The share's bytes copied into one buffer moved to the worker: views of a bundle's
       // buffer would each clone that whole buffer with them.
-      const all = new Uint8Array(items.reduce((n, it) => n + it.bytes.byteLength, 0));
+      const total = items.reduce((n, it) => n + it.bytes.byteLength, 0);
+      // The buffer the last share came back in, when big enough: a new one per share is
+      // garbage the main thread's GC frees only once enough such memory piled up.
+      const spare = this.spare !== undefined && this.spare.byteLength >= total ? this.spare : undefined;
+      this.spare = undefined;
+      const all = new Uint8Array(
+        spare ?? new ArrayBuffer(total <= SPARE_MAX ? roundUp(total) : total),
+        0,
+        total,
+      );
       let at = 0;
       const list = items.map((it) => {
         all.set(it.bytes, at);
@@ -271,6 +293,7 @@ class InPlaceWorker {
     const w = new Worker(WORKER_SOURCE, { eval: true, resourceLimits: RESOURCE_LIMITS });
     w.unref();
     w.on('message', (r: Reply) => {
+      if (r.spare !== undefined && r.spare.byteLength <= SPARE_MAX) this.spare = r.spare;
       const waiter = this.waiting.get(r.id);
       this.waiting.delete(r.id);
       if (this.waiting.size === 0) {
@@ -297,6 +320,7 @@ class InPlaceWorker {
     this.idleTimer = undefined;
     if (this.worker !== w || this.waiting.size > 0) return;
     this.worker = undefined;
+    this.spare = undefined;
     void w.terminate();
   }
 }
