@@ -241,6 +241,8 @@ class InPlaceWorker {
   private idleTimer: NodeJS.Timeout | undefined;
   private spare: ArrayBuffer | undefined;
   private nextId = 0;
+  /** Threads started (tests). */
+  starts = 0;
   private readonly waiting = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
 
   constructor(
@@ -291,6 +293,7 @@ class InPlaceWorker {
   private start(): Worker {
     if (this.worker) return this.worker;
     const w = new Worker(WORKER_SOURCE, { eval: true, resourceLimits: RESOURCE_LIMITS });
+    this.starts += 1;
     w.unref();
     w.on('message', (r: Reply) => {
       if (r.spare !== undefined && r.spare.byteLength <= SPARE_MAX) this.spare = r.spare;
@@ -334,6 +337,11 @@ export class InPlacePool {
     this.options = { size: DEFAULT_SIZE, idleMs: DEFAULT_IDLE_MS, ...options };
     if (!(Number.isInteger(this.options.size) && this.options.size >= 1))
       throw new RangeError(`in-place pool size must be a whole number ≥ 1, not ${this.options.size}`);
+  }
+
+  /** Worker threads started so far (tests). */
+  get started(): number {
+    return this.workers.reduce((n, w) => n + w.starts, 0);
   }
 
   /** Workers running now (started on a write, ended after idleMs without one). */
