@@ -133,6 +133,27 @@ describe('fs tier: in-place writes in worker threads', () => {
     }
   });
 
+  it('a write right after an idle stop is not failed by the stopped worker ending (found by reading 04df680)', async () => {
+    const root = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-fs-inplace-'));
+    const pool = new InPlacePool({ size: 1, idleMs: 5 });
+    try {
+      // The stopped worker's 'exit' comes a little after terminate(): a write sent at once
+      // goes to a new worker, whose share must not be failed by the old one's end.
+      for (let round = 0; round < 5; round++) {
+        const item = { abs: nodePath.join(root, `f${round}`), bytes: Buffer.from(`r${round}`), mode: 0o600 };
+        const first = await pool.writeMany([item]);
+        expect(first.filter((r) => r instanceof Error)).toEqual([]);
+        while (pool.running > 0) await new Promise((resolve) => setTimeout(resolve, 1));
+        const again = await pool.writeMany([{ ...item, abs: `${item.abs}-again` }]);
+        expect(again.filter((r) => r instanceof Error)).toEqual([]);
+        expect(fs.readFileSync(`${item.abs}-again`, 'utf8')).toBe(`r${round}`);
+        while (pool.running > 0) await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+    } finally {
+      await fsp.rm(root, { recursive: true, force: true });
+    }
+  });
+
   it('a worker dying mid-write fails its share with a clear error; the other share and later writes stand', async () => {
     const root = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-fs-inplace-'));
     // Each worker exits after 5 items of a share: the test sends one share of 20 (fails) and,

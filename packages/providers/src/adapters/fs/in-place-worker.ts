@@ -307,7 +307,9 @@ class InPlaceWorker {
       waiter?.resolve(r);
     });
     const fail = (e: Error): void => {
-      if (this.worker === w) this.worker = undefined;
+      // A worker stop() ended had nothing waiting; what waits now is a newer worker's share.
+      if (this.worker !== w) return;
+      this.worker = undefined;
       const all = [...this.waiting.values()];
       this.waiting.clear();
       for (const x of all) x.reject(e);
