@@ -13,13 +13,10 @@ import {
   ApiError,
   type ApiHandlers,
   type CloudProvider,
-  DEFAULT_SETTINGS,
   type Devices,
-  emptyFolderStatus,
   type FolderStatusDto,
   type Settings,
   type Sharing,
-  SettingsSchema,
   AccountSchema,
 } from '@weft/ui-contract';
 import type { TokenStore } from '@weft/providers';
@@ -31,18 +28,31 @@ import { Emitter, type Disposable } from '../lifecycle.ts';
 import { OfflineError, type ProxyClient, RemoteError } from '../remote/proxy-client.ts';
 import { serverStatus } from '../remote/server-pool.ts';
 import { type SecretStore, secretTokenStore } from '../secret-store.ts';
-import type { FolderStatus } from '../status.ts';
 import { applySelection, selectiveView } from './selective-view.ts';
-import { type ShareBackend, ShareApiError, httpShareBackend } from './share-client.ts';
+import { type ShareBackend, ShareApiError } from './share-client.ts';
 import { toShare } from './share-words.ts';
 import { versionHandlers } from './versions-view.ts';
 import { storageHealthHandlers } from './storage-health-view.ts';
 import type { SyncedFolders } from '../synced-folders.ts';
 import { combinedStatus, folderHandlers } from './folders-view.ts';
 import { syncControlHandlers } from './sync-control.ts';
+import {
+  ACCOUNTS_FILE,
+  CLOUD_NAMES,
+  NO_SESSION,
+  SETTINGS_FILE,
+  costStorageHandlers,
+  defaultShares,
+  folderPath,
+  loadSettings,
+  notEnrolledStatus,
+  toStatusDto,
+  writePrivate,
+} from './service-common.ts';
 
 export { availabilityText, toShare } from './share-words.ts';
 export { copyIsMine } from './sync-control.ts';
+export { loadSettings, notEnrolledStatus, toStatusDto } from './service-common.ts';
 
 /** The engine and its server, once this device is enrolled with Weft storage. */
 export interface UiSession {
@@ -103,69 +113,6 @@ export interface UiService extends Disposable {
   onStatus(listener: () => void): Disposable;
   /** Settings as saved (read at agent start for ignore patterns and mass-delete limits). */
   settings(): Settings;
-}
-
-const SETTINGS_FILE = 'settings.json';
-const ACCOUNTS_FILE = 'accounts.json';
-const CLOUD_NAMES: Record<CloudProvider, string> = {
-  dropbox: 'Dropbox',
-  gdrive: 'Google Drive',
-  onedrive: 'OneDrive',
-};
-
-const NOT_ENROLLED = 'This computer is not connected to Weft storage yet. Connect it under Accounts.';
-const NO_SESSION = 'Connect Weft storage first (Accounts).';
-
-/** What the status screen shows before enrolment. */
-export function notEnrolledStatus(folder: string): FolderStatusDto {
-  return { ...emptyFolderStatus(folder), state: 'offline', error: NOT_ENROLLED };
-}
-
-/** A folder as people type it ('/Team/Plans/') as a provider path ('Team/Plans'). */
-function folderPath(folder: string): string {
-  const p = folder
-    .trim()
-    .replace(/\\/g, '/')
-    .replace(/^\/+|\/+$/g, '');
-  if (p === '') throw new ApiError('bad-request', 'Name a folder (a whole cloud cannot be shared).');
-  return p;
-}
-
-/** Saved settings, defaults for anything missing or invalid. */
-export async function loadSettings(stateDir: string): Promise<Settings> {
-  try {
-    const raw: unknown = JSON.parse(await fsp.readFile(nodePath.join(stateDir, SETTINGS_FILE), 'utf8'));
-    const parsed = SettingsSchema.partial().safeParse(raw);
-    return { ...DEFAULT_SETTINGS, ...(parsed.success ? parsed.data : {}) };
-  } catch {
-    return { ...DEFAULT_SETTINGS };
-  }
-}
-
-export function toStatusDto(s: FolderStatus): FolderStatusDto {
-  return {
-    ...s,
-    transfers: s.transfers.map((t) => ({ ...t, etaSeconds: t.etaSeconds })),
-    recent: [...s.recent],
-    conflicts: [...s.conflicts],
-    warnings: [...s.warnings],
-    storedAs: s.storedAs && s.storedAs.length > 0 ? s.storedAs.map((x) => ({ ...x })) : undefined,
-    massDeletePending: s.state === 'paused' && /would delete/.test(s.error ?? ''),
-    storage: s.storage
-      ? {
-          usedBytes: s.storage.usedBytes,
-          limitBytes: s.storage.limitBytes,
-          checkedAtMs: s.storage.checkedAtMs,
-          ...(s.storage.full ? { full: { ...s.storage.full } } : {}),
-        }
-      : undefined,
-  };
-}
-
-async function writePrivate(file: string, data: unknown): Promise<void> {
-  const tmp = `${file}.tmp`;
-  await fsp.writeFile(tmp, JSON.stringify(data, null, 2), { mode: 0o600 });
-  await fsp.rename(tmp, file);
 }
 
 export async function createUiService(options: UiServiceOptions): Promise<UiService> {
@@ -348,47 +295,7 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       now,
       status,
     }),
-    getCost: async () => {
-      const s = options.session();
-      if (!s) return { available: false, reason: NO_SESSION };
-      try {
-        const c = await s.client.cost();
-        const pick = (b: typeof c.mine) => ({ soFar: b.soFar, projected: b.projected });
-        return {
-          available: true,
-          month: c.month,
-          elapsed: c.elapsed,
-          tables: c.tables,
-          mine: pick(c.mine),
-          proxy: pick(c.proxy),
-          requests: c.mine.requests,
-          egressBytes: c.mine.egressBytes,
-          history: c.history,
-        };
-      } catch (e) {
-        return { available: false, reason: e instanceof Error ? e.message : String(e) };
-      }
-    },
-    getStorage: async () => {
-      const list = await session().client.list('', true);
-      const split = {
-        filesystemTierBytes: 0,
-        filesystemTierFiles: 0,
-        objectTierBytes: 0,
-        objectTierFiles: 0,
-      };
-      for (const e of list.entries) {
-        if (e.kind !== 'file') continue;
-        if (e.tier === 'large') {
-          split.objectTierBytes += e.size;
-          split.objectTierFiles++;
-        } else {
-          split.filesystemTierBytes += e.size;
-          split.filesystemTierFiles++;
-        }
-      }
-      return split;
-    },
+    ...costStorageHandlers({ session: options.session, required: session }),
     getSettings: async () => settings,
     setSettings: async (patch) => {
       settings = { ...settings, ...patch };
@@ -568,9 +475,4 @@ export async function createUiService(options: UiServiceOptions): Promise<UiServ
       changed.dispose();
     },
   };
-}
-
-function defaultShares(s: UiSession): ShareBackend {
-  // Where the agent is now: after a failover the share API goes to the same instance.
-  return httpShareBackend({ server: () => s.client.baseUrl, token: s.token });
 }
