@@ -15,17 +15,17 @@
  * (`.weft-fs/changes.jsonl`). Changes made to the directory by other programs are not in
  * it — the proxy owns its tier; a periodic listing catches anything else.
  *
- * Also here: fs/read.ts (listings, stats and reads), fs/journal.ts (that journal and its
+ * Also here: fs/options.ts (how it is opened), fs/temp-file.ts (a write's and a copy's temp
+ * file; a transfer's checks), fs/read.ts (listings, stats and reads), fs/journal.ts (that journal and its
  * cursors), fs/write-many.ts (the batch write), fs/batch-log.ts (the batch write's write-ahead log: one sync per batch),
  * fs/write-ahead.ts (that log wired into this provider: open and replay, checkpoint before
  * another mutation), fs/util.ts (revisions, the case probe, Node errors in the contract's
  * terms, the features).
  */
-import { createHash, randomBytes } from 'node:crypto';
-import { type BigIntStats, constants as fsc } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import type { BigIntStats } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { openBody, throwIfAborted } from '../body.ts';
 import {
   AlreadyExistsError,
   InvalidArgumentError,
@@ -49,44 +49,20 @@ import type {
   TransferOptions,
   WriteOptions,
 } from '../provider.ts';
-import type { BatchLogOptions, BatchLogStats } from './fs/batch-log.ts';
+import type { BatchLogStats } from './fs/batch-log.ts';
 import { HashCache } from './fs/hash-cache.ts';
 import { FS_STATE_DIR, FsReader } from './fs/read.ts';
 import { FsJournal } from './fs/journal.ts';
 import { type BatchTarget, type WriteManyItem, writeMany } from './fs/write-many.ts';
 import { WriteAhead, writeAheadDir } from './fs/write-ahead.ts';
+import type { FsProviderOptions } from './fs/options.ts';
+import { checkTransfer, copyToTemp, writeTemp } from './fs/temp-file.ts';
 
 export type { WriteManyItem } from './fs/write-many.ts';
 import { classify, fsFeatures, fsyncDir, isAbort, probeCaseSensitive, revisionOf } from './fs/util.ts';
 
 export { FS_STATE_DIR } from './fs/read.ts';
-
-export interface FsProviderOptions {
-  readonly root: string;
-  /** Apply the portable (Windows-safe) path rules. Default: on when the filesystem folds case. */
-  readonly portable?: boolean;
-  /** Journal lines kept before compaction; older cursors then get `reset`. Default 200,000. */
-  readonly maxJournal?: number;
-  /**
-   * Keep the change feed (a journal line per change, `changes()`); default true. A caller that
-   * keeps its own feed and never reads this one (the proxy: SQLite) turns it off, and with
-   * it the JSON line written per file (issue #16): `features.changeFeed` is then false.
-   */
-  readonly changeFeed?: boolean;
-  /** SHA-256s of files kept in memory by path (fs/hash-cache.ts); default 10,000. */
-  readonly hashCacheEntries?: number;
-  /**
-   * Keep everything to the owner, whatever the umask: the root and every folder made 0700,
-   * every file 0600 (a server's storage tier). Default: 0755/0644 less the umask.
-   */
-  readonly private?: boolean;
-  /**
-   * Batch writes (`writeMany`) through a write-ahead log (fs/batch-log.ts): one sync per
-   * batch instead of an fsync per file and folder, the files synced together at a checkpoint
-   * and rewritten from the log at the next open after a crash. Default off.
-   */
-  readonly batchLog?: boolean | BatchLogOptions;
-}
+export type { FsProviderOptions } from './fs/options.ts';
 
 export class FsProvider implements Provider {
   readonly name: string;
@@ -241,35 +217,13 @@ export class FsProvider implements Provider {
     const p = this.norm(path);
     const abs = this.resolve(p);
     const tmp = nodePath.join(this.tmpDir, randomBytes(12).toString('hex'));
-    const hash = createHash('sha256');
-    let received = 0;
     try {
-      const fh = await fsp.open(tmp, 'wx', this.fileMode).catch(async (e: unknown) => {
-        if ((e as NodeJS.ErrnoException).code === 'ENOENT') await this.reader.assertRoot();
-        throw e;
+      const sha256 = await writeTemp(tmp, body, options, {
+        name: this.name,
+        path: p,
+        fileMode: this.fileMode,
+        assertRoot: () => this.reader.assertRoot(),
       });
-      try {
-        for await (const chunk of openBody(body)) {
-          throwIfAborted(options.signal);
-          hash.update(chunk);
-          received += chunk.byteLength;
-          await fh.write(chunk);
-        }
-        throwIfAborted(options.signal);
-        if (options.size !== undefined && options.size !== received) {
-          throw new InvalidArgumentError(
-            `${this.name}: expected ${options.size} bytes for ${p}, received ${received}`,
-          );
-        }
-        if (options.modifiedMs !== undefined) {
-          const t = new Date(options.modifiedMs);
-          await fh.utimes(t, t);
-        }
-        await fh.sync();
-      } finally {
-        await fh.close();
-      }
-      const sha256 = hash.digest('hex');
       if (options.sha256 !== undefined && options.sha256.toLowerCase() !== sha256) {
         throw new InvalidArgumentError(`${this.name}: SHA-256 of the bytes received for ${p} does not match`);
       }
@@ -449,20 +403,8 @@ export class FsProvider implements Provider {
     });
   }
 
-  private async checkTransfer(f: string, t: string, options: TransferOptions): Promise<{ src: BigIntStats }> {
-    const src = await this.reader.lstatEntry(f);
-    if (!src) throw new NotFoundError(`${this.name}: not found: ${f}`);
-    const sameName = this.lockKey(f) === this.lockKey(t);
-    if (!sameName && isWithin(this.lockKey(t), this.lockKey(f))) {
-      throw new InvalidPathError(`${this.name}: cannot put ${f} inside itself`, t);
-    }
-    const dst = sameName && f !== t ? undefined : await this.reader.lstatEntry(t);
-    if (dst && !sameName) {
-      if (dst.isDirectory() || src.isDirectory() || !options.overwrite) {
-        throw new AlreadyExistsError(`${this.name}: ${t} exists`);
-      }
-    }
-    return { src };
+  private checkTransfer(f: string, t: string, options: TransferOptions): Promise<{ src: BigIntStats }> {
+    return checkTransfer(this.reader, this.name, (p) => this.lockKey(p), f, t, options);
   }
 
   async move(from: string, to: string, options: TransferOptions = {}): Promise<Entry> {
@@ -513,19 +455,7 @@ export class FsProvider implements Provider {
       const carried = await this.reader.knownHashesUnder(f, t);
       const tmp = nodePath.join(this.tmpDir, randomBytes(12).toString('hex'));
       try {
-        if (src.isDirectory()) {
-          await fsp.cp(this.resolve(f), tmp, {
-            recursive: true,
-            errorOnExist: true,
-            preserveTimestamps: true,
-          });
-        } else {
-          await fsp.copyFile(this.resolve(f), tmp, fsc.COPYFILE_EXCL);
-          const fh = await fsp.open(tmp, 'r+');
-          await fh.utimes(new Date(Number(src.atimeMs)), new Date(Number(src.mtimeMs)));
-          await fh.sync();
-          await fh.close();
-        }
+        await copyToTemp(this.resolve(f), src, tmp);
         await fsp.rename(tmp, this.resolve(t));
       } catch (e) {
         await fsp.rm(tmp, { recursive: true, force: true });
