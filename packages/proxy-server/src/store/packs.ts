@@ -19,16 +19,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { collect, NotFoundError, type Provider } from '@weft/providers';
+import { NotFoundError, type Provider } from '@weft/providers';
 import {
   coalescePackRanges,
-  decodePackFooter,
-  decodePackTrailer,
-  PACK_TRAILER_SIZE,
   PackBuilder,
   type PackEntry,
+  PACK_TRAILER_SIZE,
   readAhead,
-  unpackEntry,
   WireFormatError,
 } from '@weft/wire';
 import type { PackIndex } from './pack-index.ts';
@@ -44,51 +41,28 @@ import { keepFsCopy } from './pack-types.ts';
 import { HotContents } from './pack-hot.ts';
 import { type StoredForm, storedFormOffThread } from './pack-worker.ts';
 import { IdleFlush } from './pack-idle.ts';
+import {
+  FULL_LIST_LIMIT,
+  FULL_LIST_MS,
+  PACK_CLAIM_TTL_MS,
+  packKey,
+  READ_AHEAD,
+  ROOM_WAIT_MS,
+  DEFAULT_PACK_IDLE_FRACTION,
+  DEFAULT_PACK_TARGET_BYTES,
+  DEFAULT_PACK_TIMEOUT_MS,
+} from './pack-config.ts';
+import { copyLiveEntries, newPackId, toIterable } from './pack-repack.ts';
+import { indexUnindexedPacks, readPackEntry, readPackFooter, readPackRanges } from './pack-read.ts';
 
-export const PACK_PREFIX = 'packs';
-/**
- * Default pack target: 16 MiB (restic's pack size). One measurement so far (64 MiB of random
- * bytes PUT to s3proxy on loopback, this 2-core machine under other load, one run): 1 MiB packs
- * 13 MiB/s, 4 MiB 21 MiB/s, 16 MiB 16 MiB/s, 64 MiB 33 MiB/s — throughput is within noise
- * above 4 MiB, so the choice rests on requests and latency: 16 MiB puts the 10,029-file corpus
- * (30 MB) in 2–3 PUTs (~4,000× fewer than one per file), a pack fills (and is durable) sooner
- * than at 64 MiB, and a repack rewrites at most 16 MiB. A proper sweep in bench/ is still to do;
- * CostService.packTargetSize() (docs/cost.md) gives the price-driven value for `packs.targetBytes`.
- */
-export const DEFAULT_PACK_TARGET_BYTES = 16 * 1024 * 1024;
-/**
- * Small files read at once while a pack is filled (their stored forms go to the deflate worker
- * in one message per turn of the loop: pack-worker.ts).
- */
-const READ_AHEAD = 64;
-/** A flush lists every pending small file at least this often, whatever was queued. */
-const FULL_LIST_MS = 10 * 60_000;
-/** At most this many files per listing (the next flush lists the rest). */
-const FULL_LIST_LIMIT = 100_000;
-/**
- * How long a flush's or a repack's claim holds (ms): longer than any flush (a 100,000-file
- * listing packs in minutes); the work of a process that died is taken over after it.
- */
-export const PACK_CLAIM_TTL_MS = 30 * 60_000;
-
-/** The longest a bundle waits for room in the packer with nothing taken meanwhile (offerAll). */
-const ROOM_WAIT_MS = 5000;
-
-/** Default flush timeout (the Packing paper's 5 s). */
-export const DEFAULT_PACK_TIMEOUT_MS = 5000;
-/**
- * Default idle flush (issue #16), as a fraction of the timeout: what is pending is packed once
- * no bundle has been in flight for at most timeout / 5 — 1 s with the paper's 5 s; less after a
- * stream of bundles without gaps, learnt per stream (pack-idle.ts) — instead of waiting out the
- * timeout (still the maximum age). A stream of bundles from one agent comes back to back, so
- * its packs stay full; a drop's last pack reaches the object tier soon after its last bundle
- * instead of up to 5 s.
- */
-export const DEFAULT_PACK_IDLE_FRACTION = 1 / 5;
-
-export function packKey(packId: string): string {
-  return `${PACK_PREFIX}/${packId}`;
-}
+export {
+  DEFAULT_PACK_IDLE_FRACTION,
+  DEFAULT_PACK_TARGET_BYTES,
+  DEFAULT_PACK_TIMEOUT_MS,
+  PACK_CLAIM_TTL_MS,
+  PACK_PREFIX,
+  packKey,
+} from './pack-config.ts';
 
 export {
   type FsCopyPolicy,
@@ -355,7 +329,7 @@ export class Packer {
   }
 
   private async writePack(builder: PackBuilder, members: PendingContent[]): Promise<string> {
-    const packId = `${this.now().toString(36)}-${randomBytes(8).toString('hex')}`;
+    const packId = newPackId(this.now());
     const { chunks, entries, size } = builder.finish();
     await this.o.objects.write(packKey(packId), () => toIterable(chunks), { size });
     await this.o.index.addPack(packId, size, entries, false, this.now());
@@ -376,30 +350,8 @@ export class Packer {
   }
 
   /** The footer of a pack, read with two ranged reads (trailer, then footer). */
-  async readFooter(packId: string, size?: number): Promise<PackEntry[]> {
-    const key = packKey(packId);
-    const total = size ?? (await this.o.objects.stat(key)).size;
-    if (total < PACK_TRAILER_SIZE) throw new WireFormatError('pack', 'TRUNCATED', `${key} is ${total} bytes`);
-    const trailerBytes = await collect(
-      await this.o.objects.read(key, { offset: total - PACK_TRAILER_SIZE, length: PACK_TRAILER_SIZE }),
-    );
-    const trailer = decodePackTrailer(trailerBytes, total);
-    const footer = await collect(
-      await this.o.objects.read(key, {
-        offset: trailer.footerOffset,
-        length: total - PACK_TRAILER_SIZE - trailer.footerOffset,
-      }),
-    );
-    return decodePackFooter(footer, trailer);
-  }
-
-  private async *listPacks(): AsyncIterable<{ packId: string; size: number }> {
-    try {
-      for await (const e of this.o.objects.list(PACK_PREFIX))
-        if (e.kind === 'file') yield { packId: e.path.slice(e.path.lastIndexOf('/') + 1), size: e.size };
-    } catch (e) {
-      if (!(e instanceof NotFoundError)) throw e;
-    }
+  readFooter(packId: string, size?: number): Promise<PackEntry[]> {
+    return readPackFooter(this.o.objects, packId, size);
   }
 
   /**
@@ -413,36 +365,13 @@ export class Packer {
   }
 
   /** Index the packs present in the object tier but not in the tables (a crash after the PUT). */
-  async recoverUnindexed(move = false): Promise<number> {
-    const known = await this.o.index.packIds();
-    const found: { packId: string; size: number }[] = [];
-    for await (const p of this.listPacks()) if (!known.has(p.packId)) found.push(p);
-    found.sort((a, b) => (a.packId < b.packId ? -1 : 1));
-    let n = 0;
-    for (const p of found) {
-      try {
-        await this.o.index.addPack(
-          p.packId,
-          p.size,
-          await this.readFooter(p.packId, p.size),
-          move,
-          this.now(),
-        );
-        n++;
-      } catch (e) {
-        if (!(e instanceof WireFormatError)) throw e;
-        this.o.log.warn({ err: e, pack: p.packId }, 'unreadable pack footer: pack ignored');
-      }
-    }
-    return n;
+  recoverUnindexed(move = false): Promise<number> {
+    return indexUnindexedPacks(this.o.objects, this.o.index, this.o.log, this.now, move);
   }
 
   /** One packed content, streamed from one ranged read of its pack. */
-  async read(loc: PackLocation): Promise<Uint8Array> {
-    const stored = await collect(
-      await this.o.objects.read(packKey(loc.packId), { offset: loc.offset, length: loc.length }),
-    );
-    return unpackEntry(stored, loc);
+  read(loc: PackLocation): Promise<Uint8Array> {
+    return readPackEntry(this.o.objects, loc);
   }
 
   /**
@@ -470,22 +399,8 @@ export class Packer {
    * Many packed contents: ranges of one pack closer than `maxGap` are fetched in one read.
    * Returns hash → bytes for every location given.
    */
-  async readMany(locs: readonly PackLocation[], maxGap?: number): Promise<Map<string, Uint8Array>> {
-    const byPack = new Map<string, PackLocation[]>();
-    for (const l of locs) byPack.set(l.packId, [...(byPack.get(l.packId) ?? []), l]);
-    const out = new Map<string, Uint8Array>();
-    for (const [packId, list] of byPack)
-      for (const g of coalescePackRanges(list, maxGap)) {
-        const bytes = await collect(
-          await this.o.objects.read(packKey(packId), { offset: g.offset, length: g.length }),
-        );
-        for (const l of g.entries)
-          out.set(
-            l.sha256,
-            unpackEntry(bytes.subarray(l.offset - g.offset, l.offset - g.offset + l.length), l),
-          );
-      }
-    return out;
+  readMany(locs: readonly PackLocation[], maxGap?: number): Promise<Map<string, Uint8Array>> {
+    return readPackRanges(this.o.objects, locs, maxGap);
   }
 
   /** Live and dead bytes of every pack (or one). */
@@ -566,32 +481,10 @@ export class Packer {
   }
 
   private async rewriteClaimed(st: PackStats): Promise<RepackOutcome> {
-    const packId = st.packId;
     while (this.flushing) await this.flushing.catch(() => undefined);
-    const live = await this.liveLocations(packId);
-    let newId = '';
-    let newSize = 0;
-    let liveBytes = 0;
-    if (live.length > 0) {
-      const bytes = await this.readMany(live);
-      const b = new PackBuilder();
-      for (const l of live) {
-        b.add(bytes.get(l.sha256)!, l.sha256);
-        liveBytes += l.length;
-      }
-      newId = `${this.now().toString(36)}-${randomBytes(8).toString('hex')}`;
-      const { chunks, entries, size } = b.finish();
-      await this.o.objects.write(packKey(newId), () => toIterable(chunks), { size });
-      await this.o.index.addPack(newId, size, entries, true, this.now());
-      newSize = size;
-    }
-    // Contents dropped from the index leave the fs_dropped set: their reads go to the fs tier.
-    await this.o.index.removePack(packId);
-    await this.o.objects.remove(packKey(packId)).catch((e) => {
-      if (!(e instanceof NotFoundError)) throw e;
-    });
-    const outcome: RepackOutcome = { packId, into: newId, oldSize: st.size, newSize, liveBytes };
-    this.o.log.info({ pack: packId, into: newId, stats: st, outcome }, 'pack repacked');
+    const live = await this.liveLocations(st.packId);
+    const outcome = await copyLiveEntries(this.o.objects, this.o.index, st, live, this.now);
+    this.o.log.info({ pack: st.packId, into: outcome.into, stats: st, outcome }, 'pack repacked');
     return outcome;
   }
 
@@ -603,8 +496,4 @@ export class Packer {
     this.idle.clear();
     while (this.flushing) await this.flushing.catch(() => undefined);
   }
-}
-
-async function* toIterable(chunks: Uint8Array[]): AsyncIterable<Uint8Array> {
-  for (const c of chunks) yield c;
 }
