@@ -51,6 +51,21 @@ function absolute(p: nodePath.PlatformPath, root: string): string {
   return abs.length > 1 && abs.endsWith(p.sep) && !/^[A-Za-z]:\\$/.test(abs) ? abs.slice(0, -1) : abs;
 }
 
+/**
+ * The last absolute root normalised (per flavour), as absolute() gave it: every file an upload
+ * reads is mapped under the same folder, and its root was normalised again each time (~2 % of
+ * the agent's CPU in a first sync's upload path, issue #16). Absolute roots only (a relative
+ * one depends on the working directory).
+ */
+let lastBase: { p: nodePath.PlatformPath; root: string; base: string } | undefined;
+
+function absoluteBase(p: nodePath.PlatformPath, root: string): string {
+  if (lastBase !== undefined && lastBase.p === p && lastBase.root === root) return lastBase.base;
+  const base = absolute(p, root);
+  if (p.isAbsolute(root)) lastBase = { p, root, base };
+  return base;
+}
+
 /** A remote path mapped to this disk. */
 export interface MappedPath {
   /** Absolute path inside the folder. */
@@ -84,7 +99,7 @@ export function mapRemotePath(
     if (e.reason !== undefined) encoded.push({ index: names.length, reason: e.reason });
     names.push(e.name);
   }
-  const base = absolute(p, root);
+  const base = absoluteBase(p, root);
   const prefix = base.endsWith(p.sep) ? base : base + p.sep;
   const abs = prefix + names.join(p.sep);
   // Defence in depth: whatever the names hold, the joined path must stay strictly inside,

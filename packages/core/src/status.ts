@@ -102,7 +102,8 @@ export interface UploadCompression {
   readonly last: 'deflate' | 'raw';
 }
 
-const MAX_RECENT = 200;
+/** Recent activity items kept in the status. */
+export const MAX_RECENT = 200;
 
 export class StatusModel {
   private status: FolderStatus;

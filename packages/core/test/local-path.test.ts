@@ -252,6 +252,20 @@ describe('mapping remote paths onto a local disk', () => {
       }
     }
   });
+
+  it('maps under each root it is given, one after another (the last root is remembered)', () => {
+    // mapRemotePath keeps the last absolute root normalised: a different root, flavour or a
+    // root spelt unnormalised must each give their own place, whatever was mapped before.
+    const cases: [string, PathRules, string][] = [
+      ['/home/me/Weft', 'posix', '/home/me/Weft/a/b'],
+      ['/home/you/Weft/', 'posix', '/home/you/Weft/a/b'],
+      ['/home/me/./x/../Weft', 'posix', '/home/me/Weft/a/b'],
+      ['C:\\Users\\me\\Weft', 'win32', 'C:\\Users\\me\\Weft\\a\\b'],
+      ['/', 'posix', '/a/b'],
+    ];
+    for (let round = 0; round < 2; round++)
+      for (const [root, rules, abs] of cases) expect(mapRemotePath(root, 'a/b', rules).abs).toBe(abs);
+  });
 });
 
 describe('symbolic links inside the folder', () => {
