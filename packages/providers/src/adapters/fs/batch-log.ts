@@ -3,7 +3,8 @@
  * `writeMany` appends the whole batch — every file's path, modification time and bytes — to
  * one log segment and syncs that ONE file; the files themselves are then written and renamed
  * into place without an fsync each. A checkpoint later makes them durable together (one
- * syncfs(2) of the filesystem, `sync -f`; per-file fsyncs where that is missing) and deletes
+ * syncfs(2) of the filesystem, `sync -f` run by a helper shell started once: tier-sync.ts;
+ * per-file fsyncs where that is missing) and deletes
  * the segment. At open, before anything else reads the tier (the proxy's reconcile()), the
  * segments left by a crash are replayed: every logged file whose content on disk differs from
  * its last logged write (lost with the page cache) is written again.
@@ -28,11 +29,10 @@
  * A record cut short or failing its CRC (a crash while it was appended: never acknowledged)
  * ends the segment's replay. An unknown version aborts the open.
  */
-import { execFile } from 'node:child_process';
 import { crc32 } from 'node:zlib';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { promisify } from 'node:util';
+import { TierSync } from './tier-sync.ts';
 import { fsyncDir } from './util.ts';
 
 const MAGIC = 0x4c424657; // "WFBL" read little-endian
@@ -61,6 +61,10 @@ export interface BatchLogStats {
   syncs: number;
   /** Checkpoints done (each: one syncfs, or per-file fsyncs as a fallback). */
   checkpoints: number;
+  /** syncfs helper shells started (tier-sync.ts): each one fork of this process. */
+  syncfsStarts: number;
+  /** Tier syncs done by syncfs (the rest fell back to per-file fsyncs). */
+  syncfs: number;
   /** Files written again by a replay at open. */
   replayed: number;
 }
@@ -79,7 +83,14 @@ interface Segment {
 }
 
 export class BatchLog {
-  readonly stats: BatchLogStats = { appends: 0, syncs: 0, checkpoints: 0, replayed: 0 };
+  readonly stats: BatchLogStats = {
+    appends: 0,
+    syncs: 0,
+    checkpoints: 0,
+    syncfsStarts: 0,
+    syncfs: 0,
+    replayed: 0,
+  };
   private current: Segment | undefined;
   private readonly sealed: Segment[] = [];
   private nextSeq: number;
@@ -88,6 +99,7 @@ export class BatchLog {
   private timer: NodeJS.Timeout | undefined;
   private readonly checkpointMs: number;
   private readonly checkpointBytes: number;
+  private readonly tierSync: TierSync;
 
   private constructor(
     private readonly dir: string,
@@ -100,6 +112,7 @@ export class BatchLog {
     this.nextSeq = firstSeq;
     this.checkpointMs = o.checkpointMs ?? 1000;
     this.checkpointBytes = o.checkpointBytes ?? 64 * 1024 * 1024;
+    this.tierSync = new TierSync(syncRoot);
   }
 
   /**
@@ -261,12 +274,13 @@ export class BatchLog {
 
   /** syncfs(2) of the tier's filesystem (`sync -f`), else an fsync of each file and folder. */
   private async syncTier(files: readonly string[]): Promise<void> {
-    try {
-      await promisify(execFile)('sync', ['-f', this.syncRoot]);
+    const synced = await this.tierSync.sync();
+    this.stats.syncfsStarts = this.tierSync.stats.starts;
+    if (synced) {
+      this.stats.syncfs++;
       return;
-    } catch {
-      // No `sync -f` (not GNU coreutils): fsync what was written, one by one.
     }
+    // No `sync -f` (not GNU coreutils, no shell, the helper died): fsync what was written.
     const dirs = new Set<string>();
     for (const f of files) {
       dirs.add(nodePath.dirname(f));
@@ -286,6 +300,7 @@ export class BatchLog {
     await this.checkpoint();
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    this.tierSync.close();
   }
 }
 
