@@ -49,8 +49,25 @@ export class ProxyMetrics {
     registers: [this.registry],
   });
 
+  readonly packPendingCorrections = new Counter({
+    name: 'weft_pack_pending_corrections_total',
+    help: 'Corrections of the kept pack pending count by a recount (PostgreSQL: concurrent commits can leave it off)',
+    registers: [this.registry],
+  });
+  readonly packPendingDrift = new Counter({
+    name: 'weft_pack_pending_drift_files_total',
+    help: 'Files by which the kept pack pending count was found off and corrected (sum of |recount - counter|)',
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'weft_proxy_' });
+  }
+
+  /** A correction of the kept pack pending count by `delta` files (store/pack-pending-reconcile.ts). */
+  packPendingCorrected(delta: number): void {
+    this.packPendingCorrections.inc();
+    this.packPendingDrift.inc(Math.abs(delta));
   }
 
   /** `weft_pack_pending_files`: small files not yet in a pack (a counter the database keeps: one row read a scrape). */

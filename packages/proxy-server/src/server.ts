@@ -65,6 +65,7 @@ import { SqliteMetadataStore } from './store/sqlite.ts';
 import { registerRedundantMetrics } from './redundant-tier.ts';
 import { openClusterOrdering, openPacking, openProviders } from './server-setup.ts';
 import { openStorageMaintenance } from './storage-maintenance.ts';
+import { PENDING_RECONCILE_MS, PendingReconciler } from './store/pack-pending-reconcile.ts';
 import { userObjectKeys } from './store/user-objects.ts';
 import { TransferService } from './transfers.ts';
 import { VersionService } from './versions.ts';
@@ -405,6 +406,19 @@ export async function startProxyServer(
     start: () => packGc?.start(),
     stop: () => packGc?.stop(),
   });
+  // PostgreSQL: the pack pending count's drift (concurrent commits) recounted away at start and
+  // every 10 minutes when idle, on the controller (store/pack-pending-reconcile.ts).
+  const reconcilePending = tables.packs.reconcilePending?.bind(tables.packs);
+  if (reconcilePending && config.packs.enabled) {
+    const fix = new PendingReconciler({
+      reconcile: reconcilePending,
+      log,
+      intervalMs: PENDING_RECONCILE_MS,
+      busy: () => scheduler.depth > 0,
+      onCorrection: (delta) => metrics.packPendingCorrected(delta),
+    });
+    leaderJobs.add('pack-pending', { start: () => fix.start(), stop: () => fix.stop() });
+  }
   if (pg && ordering)
     leaderJobs.add(
       'reconcile',

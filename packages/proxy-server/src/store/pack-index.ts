@@ -12,6 +12,7 @@
  * names its owner and expires, so the claims of a process that died are taken over later.
  */
 import type { PackEntry } from '@weft/wire';
+import type { PendingReconcile } from './pack-pending-reconcile.ts';
 import type { PackLocation, PendingContent } from './pack-types.ts';
 
 /** A pack's row and its live bytes (PackStats without the figures the packer derives). */
@@ -40,6 +41,11 @@ export interface PackIndex {
   pendingAt(paths: readonly { readonly userId: string; readonly path: string }[]): Promise<PendingContent[]>;
   /** How many small files `pending` would list (unbounded). */
   pendingCount(): Promise<number>;
+  /**
+   * Recount the pending files and correct the kept count by any drift (PostgreSQL only, where
+   * concurrent commits can leave it off: pack-pending-reconcile.ts). Absent: it cannot drift.
+   */
+  reconcilePending?(): Promise<PendingReconcile>;
   /**
    * Claim `keys` for `owner` until `nowMs + ttlMs`: a key is taken when nobody holds it, when
    * `owner` already does, or when its holder's claim expired. Returns the keys now held.
