@@ -180,7 +180,7 @@ export async function uploadBundles(
       const end = Math.min(current.length, start + OUTCOMES_PER_TRANSACTION);
       for (let i = start; i < end; i++) {
         const b = current[i] as (typeof current)[number];
-        out.add(putOutcome(ctx, b.id, b.entry.path, b.entry.sha256, results[i]?.result, undefined, uploaded));
+        putOutcome(ctx, b.id, b.entry.path, b.entry.sha256, results[i]?.result, undefined, uploaded, out);
       }
       ctx.commit(out);
       // The status changes once for these files, not once per file.
@@ -307,8 +307,10 @@ export function putOutcome(
   signature?: { bytes: Buffer; block: number },
   /** Given: an applied write's path goes here, for the caller to record as activity with others. */
   uploaded?: string[],
+  /** Given: the changes are added to it (a bundle's outcomes: no list of their own per file). */
+  into?: JournalChanges,
 ): JournalChanges {
-  const out = new JournalChanges().completeOp(opId).clearSent(p);
+  const out = (into ?? new JournalChanges()).completeOp(opId).clearSent(p);
   // The synced columns of its row (when it has one), not a whole row read and written back.
   if (r?.status === 'applied' && r.entry) {
     out.setSynced(
