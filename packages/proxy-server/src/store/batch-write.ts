@@ -222,7 +222,9 @@ async function writeBatch(
   const byDepth = new Map<number, string[]>();
   for (const dir of newDirs) {
     const d = dir.split('/').length;
-    byDepth.set(d, [...(byDepth.get(d) ?? []), dir]);
+    const level = byDepth.get(d);
+    if (level) level.push(dir);
+    else byDepth.set(d, [dir]);
   }
   const dirChanges = new Map<string, ChangeInput>();
   for (const d of [...byDepth.keys()].sort((x, y) => x - y)) {
@@ -245,12 +247,16 @@ async function writeBatch(
     const c = dirChanges.get(dir);
     if (c) changes.push(c);
   }
-  const writable = jobs.filter((j) => {
-    const d = ancestors(j.path).find((a) => dirErrors.has(a));
-    if (d === undefined) return true;
-    fail(j.i, dirErrors.get(d));
-    return false;
-  });
+  // (No folder failed, the usual case: no per-file walk of its ancestors.)
+  const writable =
+    dirErrors.size === 0
+      ? jobs
+      : jobs.filter((j) => {
+          const d = ancestors(j.path).find((a) => dirErrors.has(a));
+          if (d === undefined) return true;
+          fail(j.i, dirErrors.get(d));
+          return false;
+        });
   // The versions these files replace stay restorable: their bytes are put aside first.
   // (Each one's entry was read when it was decided; the scheduler holds its path since.)
   const replaced: EntryInfo[] = [];

@@ -93,7 +93,11 @@ export async function readPackRanges(
   maxGap?: number,
 ): Promise<Map<string, Uint8Array>> {
   const byPack = new Map<string, PackLocation[]>();
-  for (const l of locs) byPack.set(l.packId, [...(byPack.get(l.packId) ?? []), l]);
+  for (const l of locs) {
+    const list = byPack.get(l.packId);
+    if (list) list.push(l);
+    else byPack.set(l.packId, [l]);
+  }
   const out = new Map<string, Uint8Array>();
   for (const [packId, list] of byPack)
     for (const g of coalescePackRanges(list, maxGap)) {
