@@ -129,6 +129,26 @@ describe.skipIf('missing' in bins)(
       expect(await index.pendingCount()).toBe(await recount());
     });
 
+    it('a statement appends one delta whatever its rows; a fold keeps the sum', async () => {
+      const { sql, index, recount } = await database();
+      await sql`INSERT INTO entries (user_id, path, kind, size, mtime_ms, revision, sha256, tier, fs_revision)
+        SELECT 'u', 'm' || i, 'file', 1, 1, 'r', md5(i::text), 'small', 'f' FROM generate_series(1, 500) i`;
+      // Per-row triggers updating one row 500 times in a transaction made each update step over
+      // the versions before it (pg-migrations/013): now one row is appended for the statement.
+      const deltas = async () =>
+        (await sql<{ n: number }[]>`SELECT COUNT(*)::int AS n FROM pack_pending_delta`)[0]!.n;
+      expect(await deltas()).toBe(1);
+      await sql.begin(async (tx) => {
+        for (let i = 0; i < 20; i++)
+          await tx`INSERT INTO entries (user_id, path, kind, size, mtime_ms, revision, sha256, tier, fs_revision)
+            VALUES ('u', ${`s${i}`}, 'file', 1, 1, 'r', ${hex(i)}, 'small', 'f')`;
+      });
+      expect(await deltas()).toBe(21);
+      expect(await index.pendingCount()).toBe(520);
+      expect(await deltas(), 'folded by the count').toBe(0);
+      expect(await index.pendingCount()).toBe(await recount());
+    });
+
     it('the reconciler runs at start, reports the correction and stops', async () => {
       const { sql, index, put, recount } = await database();
       for (let i = 0; i < 5; i++) await put(sql, `f${i}`, i);

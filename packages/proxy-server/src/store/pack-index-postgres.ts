@@ -17,7 +17,12 @@ import type { PackEntry } from '@weft/wire';
 import { type DeadPackRow, type PackIndex, type PackRowStats } from './pack-index.ts';
 import { type LocationSql, toLocation } from './pack-index-sqlite.ts';
 import type { PackLocation, PendingContent } from './pack-types.ts';
-import { type PendingReconcile, reconcilePostgresPending } from './pack-pending-reconcile.ts';
+import {
+  foldPendingDeltas,
+  keptPendingCount,
+  type PendingReconcile,
+  reconcilePostgresPending,
+} from './pack-pending-reconcile.ts';
 import { inTransaction, type Sql } from './postgres-db.ts';
 
 interface PendingSql {
@@ -69,10 +74,13 @@ export class PostgresPackIndex implements PackIndex {
     return rows.map(toPending);
   }
 
-  /** The sum of the rows triggers keep (pg-migrations/011) and the reconcile corrects (012): no count of the small files. */
+  /**
+   * The count triggers keep (pg-migrations/011, 013: one delta row per statement, folded here
+   * first) and the reconcile corrects (012): no count of the small files.
+   */
   async pendingCount(): Promise<number> {
-    const [r] = await this.sql<{ n: string | null }[]>`SELECT SUM(n)::text AS n FROM pack_pending`;
-    return Number(r?.n ?? 0);
+    await foldPendingDeltas(this.sql);
+    return keptPendingCount(this.sql);
   }
 
   /** The kept count corrected by any drift concurrent commits left (pack-pending-reconcile.ts). */

@@ -5,7 +5,8 @@
  * other is packing (or whose pack it removes) — can each miss the other's row, and the sum
  * stays one off from then on. A reconcile finds and removes any such drift:
  *
- * - In one REPEATABLE READ transaction it reads the counter's sum, then recounts the pending
+ * - It folds the counter's appended deltas (pg-migrations/013) into its rows, then, in one
+ *   REPEATABLE READ transaction, reads the counter's sum and recounts the pending
  *   files in steps of `step` entries (keyset on the primary key, a turn of the event loop
  *   between steps), all under the same snapshot: the difference is exactly the drift left by
  *   the transactions committed before it. Writes committed meanwhile are in neither figure and
@@ -18,7 +19,7 @@
  * (deferred while `busy()`, at most `intervalMs` more), logging and counting each correction.
  */
 import type { Logger } from 'pino';
-import type { Sql } from './postgres-db.ts';
+import type { Sql, Tx } from './postgres-db.ts';
 
 /** Between reconciles in a running proxy (ms). */
 export const PENDING_RECONCILE_MS = 10 * 60_000;
@@ -45,6 +46,24 @@ interface StepRow {
   last_path: string | null;
 }
 
+/**
+ * Fold the counter's appended deltas (pg-migrations/013: one row per statement that changed
+ * the count) into slot 0, in one statement: each delta is deleted and added exactly once,
+ * also with several proxies folding at once (a second DELETE skips the rows the first took).
+ */
+export async function foldPendingDeltas(sql: Sql): Promise<void> {
+  await sql`WITH d AS (DELETE FROM pack_pending_delta RETURNING n)
+    UPDATE pack_pending SET n = n + (SELECT SUM(n) FROM d) WHERE slot = 0 AND EXISTS (SELECT 1 FROM d)`;
+}
+
+/** The kept count: the rows of pack_pending and the deltas not folded yet. */
+export async function keptPendingCount(sql: Sql | Tx): Promise<number> {
+  const [c] = await sql<{ n: string | null }[]>`
+    SELECT ((SELECT COALESCE(SUM(n), 0) FROM pack_pending)
+          + (SELECT COALESCE(SUM(n), 0) FROM pack_pending_delta))::text AS n`;
+  return Number(c?.n ?? 0);
+}
+
 /** Recount the pending small files and correct the counter by the drift (see above). */
 export async function reconcilePostgresPending(
   sql: Sql,
@@ -52,11 +71,11 @@ export async function reconcilePostgresPending(
 ): Promise<PendingReconcile> {
   const step = options.step ?? RECONCILE_STEP;
   const between = options.betweenSteps ?? (() => new Promise<void>((resolve) => setImmediate(resolve)));
+  await foldPendingDeltas(sql);
   try {
     return (await sql.begin('isolation level repeatable read', async (tx) => {
       // The first statement fixes the snapshot: the counter as it is in it.
-      const [c] = await tx<{ n: string | null }[]>`SELECT SUM(n)::text AS n FROM pack_pending`;
-      const counter = Number(c?.n ?? 0);
+      const counter = await keptPendingCount(tx);
       let recount = 0;
       let steps = 0;
       let after: [string, string] | undefined;
