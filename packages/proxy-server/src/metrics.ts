@@ -70,7 +70,7 @@ export class ProxyMetrics {
     this.packPendingDrift.inc(Math.abs(delta));
   }
 
-  /** `weft_pack_pending_files`: small files not yet in a pack (a counter the database keeps: one row read a scrape). */
+  /** `weft_pack_pending_files`: small files not yet in a pack (a counter the database keeps: a few rows read a scrape). */
   packPending(count: () => Promise<number>): void {
     new Gauge({
       name: 'weft_pack_pending_files',
