@@ -33,12 +33,14 @@ const READ_AHEAD = 16;
  * transactions: a 4 MiB bundle of ~500 small files recorded in one held the agent's UI for
  * hundreds of milliseconds on a loaded machine (issue #16), before the outcomes were written
  * a statement per kind of change. With 64 a transaction, the commits were a third of recording
- * them (a 30k-file drop's profile: 0.5 of 1.4 s, ~3 ms a transaction); with 256 the commits
- * took 0.23 s and a transaction ~12 ms (profiled, load 10).
+ * them (a 30k-file drop's profile: 0.5 of 1.4 s; ~0.8 ms a commit). 256 took them to ~0.2 s,
+ * but a transaction then held the loop 6.5 ms (median) and up to 73–112 ms under load 10–12
+ * (profiled; 64: 3.2 and 42 ms at load 6.5), past the UI's 100 ms: 128 halves 64's commits
+ * for about half 256's hold (not profiled alone).
  * Each file's outcome still leaves the queue with its effect in one transaction; a crash
  * between two only re-sends the rest, which the server recognises.
  */
-export const OUTCOMES_PER_TRANSACTION = 256;
+export const OUTCOMES_PER_TRANSACTION = 128;
 
 /**
  * Bundles on their way at once. Two: while the server writes and fsyncs one bundle's files,
