@@ -32,11 +32,12 @@ const READ_AHEAD = 16;
  * Outcomes of one bundle recorded per transaction, with a turn of the event loop between
  * transactions: a 4 MiB bundle of ~500 small files recorded in one held the agent's UI for
  * hundreds of milliseconds on a loaded machine (issue #16), before the outcomes were written
- * a statement per kind of change. With 64 a transaction, the commits were a third of recording
- * them (a 30k-file drop's profile: 0.5 of 1.4 s; ~0.8 ms a commit). 256 took them to ~0.2 s,
- * but a transaction then held the loop 6.5 ms (median) and up to 73–112 ms under load 10–12
- * (profiled; 64: 3.2 and 42 ms at load 6.5), past the UI's 100 ms: 128 halves 64's commits
- * for about half 256's hold (not profiled alone).
+ * a statement per kind of change. Fewer transactions, fewer commits: a 30k-file drop's profile
+ * spent 0.5 s of 1.4 recording outcomes in commits at 64 a transaction, 0.2 s at 256 and 0.45 s
+ * at 128 (single runs, load 6–12: noisy). A
+ * transaction's median hold of the loop was 3.2 ms at 64, 4.0 at 128, 6.5 at 256; the longest
+ * holds (42–194 ms) were single statements, the process descheduled under load. 128: half the
+ * commits of 64, the UI's turns kept short.
  * Each file's outcome still leaves the queue with its effect in one transaction; a crash
  * between two only re-sends the rest, which the server recognises.
  */
