@@ -225,6 +225,16 @@ describe.skipIf(clusterUnavailable() !== undefined)(
       expect(c.alive().length).toBe(3);
       expect(relayKilledMidUpload).toBe(true);
 
+      // One folder made through each live instance, pinned (no failover): the merged op log
+      // below must hold more than one instance's operations. The devices' own requests may all
+      // have gone to one instance: their clients move to the nearest that answers, and under
+      // load a slow answer is a timeout (clean-clone CI saw every op logged by one instance).
+      for (const x of c.alive()) {
+        const pinned = new ProxyClient({ baseUrl: x.url, token: laptop.token });
+        const [made] = await pinned.ops([{ op: 'mkdir', path: `made at ${x.id}` }]);
+        expect(made?.status).toBe('applied');
+      }
+
       // The storm test's end: quiesce, note what must survive, settle, compare.
       const quiesce = async (): Promise<void> => {
         for (const d of devices) d.engine.pause();
