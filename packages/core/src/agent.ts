@@ -37,6 +37,7 @@ import { privateDir, writePrivateFile } from './private-file.ts';
 import { DAY_MS, TrashJanitor, automaticTrashCap } from './trash-purge.ts';
 import { withoutFolderRoots } from './remote/scoped-store.ts';
 import { SyncedFolders } from './synced-folders.ts';
+import { withTrace } from './trace-file.ts';
 
 export interface AgentOptions {
   readonly folder: string;
@@ -207,6 +208,7 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
       deviceName: d.deviceName,
       watch: options.watch ?? true,
       settleMs: options.settleMs,
+      ...withTrace(),
     });
     await engine.start();
     await serverWatch?.stop();

@@ -119,6 +119,7 @@ export class BundleService {
               sha256: e.sha256,
               mtimeMs: e.mtimeMs,
               base: e.rev,
+              own: e.own,
               checked: true, // by decodeBundle
               pathChecked: true, // above, before admitting the bundle
             })),

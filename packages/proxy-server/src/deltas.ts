@@ -21,6 +21,8 @@ export interface DeltaUploadRequest {
   readonly path: string;
   readonly baseRevision: string | null | undefined;
   readonly mtimeMs: number;
+  /** Contents sent here whose answer never came, comma-separated (DeltaUploadQuery.own). */
+  readonly own?: string | undefined;
 }
 
 export class DeltaService {
@@ -104,7 +106,16 @@ export class DeltaService {
         paths: [q.path],
         bytes: size,
         run: () =>
-          store.writeFile(w, q.path, { file: tmp, size }, c.targetSha256, q.mtimeMs, q.baseRevision, true),
+          store.writeFile(
+            w,
+            q.path,
+            { file: tmp, size },
+            c.targetSha256,
+            q.mtimeMs,
+            q.baseRevision,
+            true,
+            q.own?.split(','),
+          ),
       });
     } finally {
       await base.release();

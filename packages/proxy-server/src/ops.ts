@@ -66,14 +66,14 @@ export class OpService {
       case 'mkdir':
         return store.mkdir(w, op.path);
       case 'delete':
-        return store.remove(w, op.path, op.baseRevision);
+        return store.remove(w, op.path, op.baseRevision, op.own);
       case 'move':
         return store.move(w, op.from, op.to);
       case 'copy':
         return store.copy(w, op.from, op.to);
       case 'commit': {
         if (!op.transferId)
-          return store.linkObject(w, op.path, op.sha256, op.size, op.mtimeMs, op.baseRevision);
+          return store.linkObject(w, op.path, op.sha256, op.size, op.mtimeMs, op.baseRevision, op.own);
         const { t, file } = await transfers.complete(a, op.transferId);
         if (t.sha256 !== op.sha256 || t.size !== op.size || t.path !== op.path) {
           throw new ApiError('BAD_REQUEST', 'commit does not match the transfer (path, size, sha256)');
@@ -86,6 +86,8 @@ export class OpService {
             t.sha256,
             op.mtimeMs,
             op.baseRevision,
+            false,
+            op.own,
           );
           await transfers.remove(t.id);
           return res;

@@ -228,6 +228,8 @@ export interface UploadLargeOptions {
   readonly mtimeMs?: number;
   /** The commit's baseRevision (absent: none sent). */
   readonly baseRevision?: string | null;
+  /** The commit's own contents (CommitOp.own). */
+  readonly own?: string[];
   /** 'stream' (default): over /v1/stream, every block acknowledged; 'put': one PUT /v1/transfers/{id}/blocks each. */
   readonly via?: 'stream' | 'put';
   /** With 'stream': at most this many frames per connection (default all in one). */
@@ -267,6 +269,7 @@ export async function uploadLarge(
     mtimeMs,
     transferId: t.transferId,
     ...(options.baseRevision !== undefined ? { baseRevision: options.baseRevision } : {}),
+    ...(options.own ? { own: options.own } : {}),
   });
   if (!r) throw new Error('no result');
   return r;

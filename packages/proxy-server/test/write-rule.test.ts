@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decideWrite, type WriteTarget } from '@weft/wire';
+import { decideWrite, deleteConflict, type WriteTarget } from '@weft/wire';
 
 const SHA = 'a'.repeat(64);
 const OTHER = 'b'.repeat(64);
@@ -60,4 +60,26 @@ describe('the write rule shared by single writes and bundle entries', () => {
       });
     }
   }
+});
+
+describe('own contents: a file holding content the writer sent and never heard back about', () => {
+  const MINE = 'c'.repeat(64);
+  const mine: WriteTarget = { kind: 'file', revision: 'r1', sha256: MINE };
+
+  it('is the writer’s base whatever base it names: written over, no conflict', () => {
+    for (const base of [null, 'r0', 'r2', undefined])
+      expect(decideWrite(mine, base, SHA, [OTHER, MINE]).action).toBe('write');
+    expect(deleteConflict('a.txt', mine, 'r0', [MINE])).toBeUndefined();
+  });
+
+  it('changes nothing when the file there holds other content, or none is named', () => {
+    expect(decideWrite(mine, null, SHA, [OTHER]).action).toBe('conflict');
+    expect(decideWrite(mine, 'r0', SHA, []).action).toBe('conflict');
+    expect(decideWrite(mine, 'r0', SHA).action).toBe('conflict');
+    // A file without a known hash is never taken for ours.
+    expect(decideWrite({ kind: 'file', revision: 'r1' }, 'r0', SHA, [MINE]).action).toBe('conflict');
+    expect(deleteConflict('a.txt', mine, 'r0', [OTHER])?.kind).toBe('delete-modified');
+    // A folder stays in the way.
+    expect(decideWrite({ kind: 'dir', revision: 'r1' }, null, SHA, [MINE]).action).toBe('refuse-folder');
+  });
 });

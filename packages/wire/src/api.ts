@@ -230,7 +230,17 @@ export const PathQuery = z.object({ path: EntryPath });
 // ---------------------------------------------------------------- operations
 
 export const MkdirOp = z.object({ op: z.literal('mkdir'), path: EntryPath });
-export const DeleteOp = z.object({ op: z.literal('delete'), path: EntryPath, baseRevision: BaseRevision });
+/**
+ * Contents (SHA-256s) this device sent to the path before and never heard the answer for: a
+ * file there holding one of them is its own write, as good as the base (write-rule.ts).
+ */
+export const OwnContents = z.array(Sha256).min(1).max(16);
+export const DeleteOp = z.object({
+  op: z.literal('delete'),
+  path: EntryPath,
+  baseRevision: BaseRevision,
+  own: OwnContents.optional(),
+});
 export const MoveOp = z.object({
   op: z.literal('move'),
   from: EntryPath,
@@ -251,6 +261,7 @@ export const CommitOp = z.object({
   mtimeMs: Ms,
   baseRevision: BaseRevision,
   transferId: TransferId.optional(),
+  own: OwnContents.optional(),
 });
 export const FileOp = z
   .discriminatedUnion('op', [MkdirOp, DeleteOp, MoveOp, CopyOp, CommitOp])
@@ -443,6 +454,11 @@ export const DeltaUploadQuery = z.object({
   /** Server revision the delta was computed against (the client's last synced version). */
   baseRevision: Revision,
   mtimeMs: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+  /** OwnContents (CommitOp.own), comma-separated: contents sent here whose answer never came. */
+  own: z
+    .string()
+    .regex(/^[0-9a-f]{64}(,[0-9a-f]{64}){0,15}$/, 'up to 16 comma-separated lower-case hex SHA-256s')
+    .optional(),
 });
 export const DeltaDownloadQuery = z.object({
   path: EntryPath,

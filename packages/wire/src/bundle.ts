@@ -25,6 +25,8 @@ export const BUNDLE_MAGIC = ascii('WFTB');
 export const BUNDLE_VERSION = 1;
 /** Version of a bundle answering a batch download: entries, then deferred records. */
 export const BUNDLE_VERSION_DEFERRED = 2;
+/** Version of an upload bundle whose entries name contents of their own: entries, then own records. */
+export const BUNDLE_VERSION_OWN = 3;
 export const BUNDLE_HEADER_SIZE = 24;
 export const BUNDLE_TRAILER_SIZE = 4;
 /** Default (and maximum) size of an encoded bundle: one transfer block. */
@@ -37,6 +39,10 @@ export const MAX_REVISION_LENGTH = 255;
 export const MAX_BUNDLE_DEFERRED = 65_536;
 /** Bytes of one deferred record: request index (u32) and reason (u8). */
 export const BUNDLE_DEFERRED_RECORD_SIZE = 5;
+/** Bytes of one own record: entry index (u32) and a SHA-256. */
+export const BUNDLE_OWN_RECORD_SIZE = 36;
+/** Most own records one entry may carry. */
+export const MAX_OWN_PER_ENTRY = 16;
 
 const FLAG_COMPRESSED = 0x01;
 const REV_NONE = 0;
@@ -59,6 +65,13 @@ export interface BundleEntry {
   /** Lower-case hex SHA-256 of `content`. */
   readonly sha256: string;
   readonly content: Uint8Array;
+  /**
+   * Upload only: contents (hex SHA-256s) this device sent to `path` before and never heard
+   * the answer for (an agent killed with them on the wire). A file there holding one of them
+   * is this device's own write, so the entry is written over it as over its base revision
+   * (write-rule.ts). At most MAX_OWN_PER_ENTRY; carried as own records (version 3).
+   */
+  readonly own?: readonly string[];
 }
 
 /**
@@ -110,7 +123,7 @@ export interface DecodeBundleOptions {
 }
 
 export interface DecodedBundle {
-  readonly version: 1 | 2;
+  readonly version: 1 | 2 | 3;
   readonly compressed: boolean;
   readonly entries: BundleEntry[];
   /** Version 2 only (empty in version 1): the requested paths left out, and why. */
@@ -128,10 +141,15 @@ export function sha256Hex(bytes: Uint8Array): string {
   return createHash('sha256').update(bytes).digest('hex');
 }
 
-/** Bytes one entry takes in the entries area; lets a packer fill a bundle up to its limit. */
-export function bundleEntrySize(path: string, rev: BundleRevision, size: number): number {
+/**
+ * Bytes one entry takes in the entries area, with its `own` records if it has any; lets a
+ * packer fill a bundle up to its limit.
+ */
+export function bundleEntrySize(path: string, rev: BundleRevision, size: number, own = 0): number {
   const revBytes = typeof rev === 'string' ? 1 + rev.length : 0;
-  return 2 + Buffer.byteLength(path, 'utf8') + 1 + revBytes + 8 + 4 + 32 + size;
+  return (
+    2 + Buffer.byteLength(path, 'utf8') + 1 + revBytes + 8 + 4 + 32 + size + BUNDLE_OWN_RECORD_SIZE * own
+  );
 }
 
 /** Fixed overhead of a bundle besides its entries. */
@@ -201,7 +219,7 @@ function checkRevision(rev: string): void {
 export function encodeBundle(entries: readonly BundleEntry[], options: EncodeBundleOptions = {}): Uint8Array {
   const area = entriesArea(entries, options);
   if (options.compress !== true) return frameInPlace(area, entries.length, options);
-  return frameBundle(area.raw, deflate(area.raw), entries.length, options);
+  return frameBundle(area.raw, deflate(area.raw), entries.length, options, area.own);
 }
 
 /**
@@ -215,7 +233,7 @@ export async function encodeBundleAsync(
 ): Promise<Uint8Array> {
   const area = entriesArea(entries, options);
   if (options.compress !== true) return frameInPlace(area, entries.length, options);
-  return frameBundle(area.raw, await deflateAsync(area.raw), entries.length, options);
+  return frameBundle(area.raw, await deflateAsync(area.raw), entries.length, options, area.own);
 }
 
 /**
@@ -228,13 +246,17 @@ export async function encodeBundleAsync(
 function entriesArea(
   entries: readonly BundleEntry[],
   options: EncodeBundleOptions,
-): { readonly writer: ByteWriter; readonly raw: Uint8Array } {
+): { readonly writer: ByteWriter; readonly raw: Uint8Array; readonly own: number } {
   if (entries.length > MAX_BUNDLE_ENTRIES)
     bad('TOO_LARGE', `${entries.length} entries (max ${MAX_BUNDLE_ENTRIES})`);
   const seen = new Set<string>();
+  let ownCount = 0;
+  for (const e of entries) ownCount += e.own?.length ?? 0;
+  if (ownCount > 0 && options.deferred) bad('BAD_FIELD', 'own records in a download answer');
   // Sized up front (exact for ASCII paths; the writer grows if not): one allocation, not a
   // doubling copy per step of a 4 MiB area.
-  let estimate = BUNDLE_DEFERRED_RECORD_SIZE * (options.deferred?.length ?? 0);
+  let estimate =
+    BUNDLE_DEFERRED_RECORD_SIZE * (options.deferred?.length ?? 0) + BUNDLE_OWN_RECORD_SIZE * ownCount;
   for (const e of entries)
     estimate +=
       2 + e.path.length + 1 + (typeof e.rev === 'string' ? 1 + e.rev.length : 0) + 44 + e.content.byteLength;
@@ -261,6 +283,7 @@ function entriesArea(
     }
     body.u64(e.mtimeMs).u32(e.content.byteLength).hex(e.sha256).bytes(e.content);
   }
+  if (ownCount > 0) writeOwnRecords(body, entries);
   const deferred = options.deferred;
   if (deferred) {
     if (deferred.length > MAX_BUNDLE_DEFERRED)
@@ -277,12 +300,25 @@ function entriesArea(
   }
   const raw = body.written().subarray(BUNDLE_HEADER_SIZE);
   if (raw.byteLength > MAX_BUNDLE_RAW_BYTES) bad('TOO_LARGE', `entries area of ${raw.byteLength} bytes`);
-  return { writer: body, raw };
+  return { writer: body, raw, own: ownCount };
+}
+
+/** Own records, after the entries: entry index and SHA-256, by entry. */
+function writeOwnRecords(body: ByteWriter, entries: readonly BundleEntry[]): void {
+  entries.forEach((e, i) => {
+    const own = e.own ?? [];
+    if (own.length > MAX_OWN_PER_ENTRY)
+      bad('TOO_LARGE', `${own.length} own records for ${JSON.stringify(e.path)} (max ${MAX_OWN_PER_ENTRY})`);
+    for (const sha of own) {
+      if (!isSha256Hex(sha)) bad('BAD_FIELD', `an own record of ${JSON.stringify(e.path)} is not a SHA-256`);
+      body.u32(i).hex(sha);
+    }
+  });
 }
 
 /** An uncompressed bundle: the header and trailer written around its entries area, in its buffer. */
 function frameInPlace(
-  area: { readonly writer: ByteWriter; readonly raw: Uint8Array },
+  area: { readonly writer: ByteWriter; readonly raw: Uint8Array; readonly own: number },
   count: number,
   options: EncodeBundleOptions,
 ): Uint8Array {
@@ -290,7 +326,7 @@ function frameInPlace(
   const end = writer.offset;
   checkTotal(raw.byteLength, options);
   writer.offset = 0;
-  header(writer, raw.byteLength, raw.byteLength, count, false, options);
+  header(writer, raw.byteLength, raw.byteLength, count, false, options, area.own);
   writer.offset = end;
   writer.u32(crc32(writer.written()));
   return writer.written();
@@ -309,17 +345,18 @@ function header(
   count: number,
   compressed: boolean,
   options: EncodeBundleOptions,
+  own: number,
 ): void {
   const deferred = options.deferred;
   out
     .bytes(BUNDLE_MAGIC)
-    .u8(deferred ? BUNDLE_VERSION_DEFERRED : BUNDLE_VERSION)
+    .u8(deferred ? BUNDLE_VERSION_DEFERRED : own > 0 ? BUNDLE_VERSION_OWN : BUNDLE_VERSION)
     .u8(compressed ? FLAG_COMPRESSED : 0)
     .u16(0)
     .u32(count)
     .u32(rawBytes)
     .u32(storedBytes)
-    .u32(deferred ? deferred.length : 0);
+    .u32(deferred ? deferred.length : own);
 }
 
 /** Header, the deflated entries area, CRC trailer. */
@@ -328,12 +365,13 @@ function frameBundle(
   stored: Uint8Array,
   count: number,
   options: EncodeBundleOptions,
+  own: number,
 ): Uint8Array {
   checkTotal(stored.byteLength, options);
   const size = BUNDLE_HEADER_SIZE + stored.byteLength + BUNDLE_TRAILER_SIZE;
   // `into` held the entries area (`raw`), read by now: the deflated bytes go over it.
   const out = new ByteWriter(options.into && options.into.byteLength >= size ? options.into : size);
-  header(out, raw.byteLength, stored.byteLength, count, true, options);
+  header(out, raw.byteLength, stored.byteLength, count, true, options, own);
   out.bytes(stored);
   out.u32(crc32(out.written()));
   return out.written();
@@ -347,7 +385,7 @@ export function decodeBundle(bytes: Uint8Array, options: DecodeBundleOptions = {
   if (!startsWith(bytes, BUNDLE_MAGIC)) bad('BAD_MAGIC', 'not a Weft bundle (magic "WFTB")');
   r.take(4, 'the magic');
   const version = r.u8('the version');
-  if (version !== BUNDLE_VERSION && version !== BUNDLE_VERSION_DEFERRED)
+  if (version !== BUNDLE_VERSION && version !== BUNDLE_VERSION_DEFERRED && version !== BUNDLE_VERSION_OWN)
     bad('UNSUPPORTED_VERSION', `unknown version ${version}`);
   const flags = r.u8('the flags');
   if ((flags & ~FLAG_COMPRESSED) !== 0) bad('BAD_HEADER', `unknown flags 0x${flags.toString(16)}`);
@@ -355,10 +393,15 @@ export function decodeBundle(bytes: Uint8Array, options: DecodeBundleOptions = {
   const count = r.u32('the entry count');
   const rawLength = r.u32('the raw length');
   const storedLength = r.u32('the stored length');
-  const deferredCount = r.u32(version === BUNDLE_VERSION ? 'reserved' : 'the deferred count');
-  if (version === BUNDLE_VERSION && deferredCount !== 0) bad('BAD_HEADER', 'reserved bytes are not zero');
+  // Version 1: reserved; 2: the deferred count; 3: the own-record count.
+  const records = r.u32(version === BUNDLE_VERSION ? 'reserved' : 'the record count');
+  if (version === BUNDLE_VERSION && records !== 0) bad('BAD_HEADER', 'reserved bytes are not zero');
+  const deferredCount = version === BUNDLE_VERSION_DEFERRED ? records : 0;
+  const ownCount = version === BUNDLE_VERSION_OWN ? records : 0;
   if (deferredCount > MAX_BUNDLE_DEFERRED)
     bad('TOO_LARGE', `${deferredCount} deferred records (max ${MAX_BUNDLE_DEFERRED})`);
+  if (version === BUNDLE_VERSION_OWN && (ownCount === 0 || ownCount > MAX_OWN_PER_ENTRY * count))
+    bad('BAD_HEADER', `${ownCount} own records for ${count} entries`);
   if (count > MAX_BUNDLE_ENTRIES) bad('TOO_LARGE', `${count} entries (max ${MAX_BUNDLE_ENTRIES})`);
   if (rawLength > MAX_BUNDLE_RAW_BYTES) bad('TOO_LARGE', `entries area of ${rawLength} bytes`);
   const compressed = (flags & FLAG_COMPRESSED) !== 0;
@@ -406,6 +449,7 @@ export function decodeBundle(bytes: Uint8Array, options: DecodeBundleOptions = {
       rev === undefined ? { path, mtimeMs, sha256, content } : { path, rev, mtimeMs, sha256, content },
     );
   }
+  if (ownCount > 0) readOwnRecords(body, entries, ownCount);
   const deferred: BundleDeferred[] = [];
   for (let i = 0; i < deferredCount; i++) {
     const index = body.u32('a deferred index');
@@ -417,5 +461,29 @@ export function decodeBundle(bytes: Uint8Array, options: DecodeBundleOptions = {
     deferred.push({ index, reason });
   }
   body.expectEnd('the entries area');
-  return { version: version === BUNDLE_VERSION ? 1 : 2, compressed, entries, deferred };
+  return { version: version as 1 | 2 | 3, compressed, entries, deferred };
+}
+
+/** Own records (version 3): by increasing entry index, at most MAX_OWN_PER_ENTRY an entry. */
+function readOwnRecords(body: ByteReader, entries: BundleEntry[], count: number): void {
+  let last = -1;
+  let own: string[] = [];
+  const flush = (): void => {
+    if (last >= 0) entries[last] = { ...(entries[last] as BundleEntry), own };
+  };
+  for (let i = 0; i < count; i++) {
+    const index = body.u32('an own record index');
+    if (index >= entries.length) bad('BAD_FIELD', `own record ${i}: entry ${index} does not exist`);
+    if (index < last) bad('BAD_FIELD', `own record ${i}: entry indices not in order`);
+    if (index !== last) {
+      flush();
+      last = index;
+      own = [];
+    }
+    const sha = bytesToHex(body.take(32, 'an own SHA-256'));
+    if (own.length === MAX_OWN_PER_ENTRY)
+      bad('TOO_LARGE', `more than ${MAX_OWN_PER_ENTRY} own records for entry ${index}`);
+    own.push(sha);
+  }
+  flush();
 }

@@ -14,10 +14,16 @@
  * | nothing                     | any                         | write                       |
  * | a file, other content       | undefined (unconditional)   | write                       |
  * | a file, other content       | its revision                | write                       |
+ * | a file, content in `own`    | any                         | write                       |
  * | a file, other content       | null (must not exist)       | conflict: conflicted copy   |
  * | a file, other content       | another revision            | conflict: conflicted copy   |
  *
  * Same content already current is never a conflict (Syncthing's rule).
+ *
+ * `own`: contents this device sent to the path before and never heard the answer for (its
+ * agent was killed with the write on the wire, and the server finished it after the new
+ * agent had read the feed; issue #16). A file holding one of them is the device's own
+ * write, as good as its base: writing over it loses nothing the device has not seen.
  */
 import type { ConflictReport } from './api.ts';
 
@@ -42,11 +48,12 @@ export function decideWrite(
   current: WriteTarget | undefined,
   base: string | null | undefined,
   sha256: string,
+  own?: readonly string[],
 ): WriteDecision {
   if (current?.kind === 'dir') return { action: 'refuse-folder' };
   if (current === undefined) return { action: 'write' };
   if (current.sha256 === sha256) return { action: 'unchanged' };
-  if (base === undefined || base === current.revision) return { action: 'write' };
+  if (base === undefined || base === current.revision || isOwn(current, own)) return { action: 'write' };
   return { action: 'conflict', baseRevision: base, serverRevision: current.revision };
 }
 
@@ -74,8 +81,10 @@ export function deleteConflict(
   path: string,
   current: WriteTarget | undefined,
   base: string | null | undefined,
+  own?: readonly string[],
 ): ConflictReport | undefined {
   if (typeof base !== 'string' || current?.kind !== 'file' || current.revision === base) return undefined;
+  if (isOwn(current, own)) return undefined;
   return {
     path,
     conflictPath: '',
@@ -83,4 +92,9 @@ export function deleteConflict(
     baseRevision: base,
     serverRevision: current.revision,
   };
+}
+
+/** A file holding content the writer sent and never heard back about (see decideWrite). */
+function isOwn(current: WriteTarget, own: readonly string[] | undefined): boolean {
+  return current.sha256 !== undefined && own !== undefined && own.includes(current.sha256);
 }

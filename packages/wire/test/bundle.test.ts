@@ -2,6 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   BUNDLE_MAGIC,
+  BUNDLE_OVERHEAD,
+  bundleEntrySize,
   decodeBundle,
   encodeBundle,
   encodeBundleAsync,
@@ -74,8 +76,86 @@ describe('bundle', () => {
 
   it('rejectsUnknownVersion', () => {
     const bytes = encodeBundle([]);
-    bytes[4] = 3;
+    bytes[4] = 4;
     expect(rejects(bytes).code).toBe('UNSUPPORTED_VERSION');
+  });
+
+  const sha = (n: number): string => sha256Hex(new Uint8Array([n]));
+  const entry = (path: string, own?: string[]) => {
+    const content = new TextEncoder().encode(path);
+    return { path, mtimeMs: 1, sha256: sha256Hex(content), content, ...(own ? { own } : {}) };
+  };
+  const recrc = (b: Uint8Array): Uint8Array => {
+    new DataView(b.buffer, b.byteOffset).setUint32(
+      b.byteLength - 4,
+      crc32(b.subarray(0, b.byteLength - 4)),
+      true,
+    );
+    return b;
+  };
+
+  it('carriesOwnContentsAsVersion3AndOnlyThen', () => {
+    for (const compress of [false, true]) {
+      const entries = [entry('a.txt'), entry('b.txt', [sha(1), sha(2)]), entry('c.txt', [sha(3)])];
+      const bytes = encodeBundle(entries, { compress });
+      expect(bytes[4]).toBe(3);
+      expect(new DataView(bytes.buffer, bytes.byteOffset).getUint32(20, true)).toBe(3);
+      const decoded = decodeBundle(bytes);
+      expect(decoded.version).toBe(3);
+      expect(decoded.entries.map((e) => [e.path, e.own])).toEqual([
+        ['a.txt', undefined],
+        ['b.txt', [sha(1), sha(2)]],
+        ['c.txt', [sha(3)]],
+      ]);
+      // Sized as the packer counts it: 36 bytes an own record.
+      if (!compress) {
+        const sizes = entries.reduce(
+          (n, e) => n + bundleEntrySize(e.path, undefined, e.content.byteLength, e.own?.length),
+          0,
+        );
+        expect(bytes.byteLength).toBe(BUNDLE_OVERHEAD + sizes);
+      }
+    }
+    // No own contents (or empty lists): version 1, byte for byte.
+    expect(encodeBundle([entry('a.txt', [])])).toEqual(encodeBundle([entry('a.txt')]));
+    expect(encodeBundle([entry('a.txt')])[4]).toBe(1);
+    // Never in a download answer.
+    expect(() => encodeBundle([entry('a.txt', [sha(1)])], { deferred: [] })).toThrow(WireFormatError);
+    expect(() =>
+      encodeBundle([
+        entry(
+          'a.txt',
+          Array.from({ length: 17 }, (_, i) => sha(i)),
+        ),
+      ]),
+    ).toThrow(/own records/);
+    expect(() => encodeBundle([entry('a.txt', ['not a hash'])])).toThrow(/not a SHA-256/);
+  });
+
+  it('rejectsBadOwnRecords', () => {
+    // Layout: header 24, entries, then records of 4 + 32 bytes; the last record's index is at -40.
+    const two = () => encodeBundle([entry('a.txt', [sha(1)]), entry('b.txt', [sha(2)])]);
+    const noEntry = two();
+    noEntry[noEntry.byteLength - 40] = 2;
+    expect(rejects(recrc(noEntry)).code).toBe('BAD_FIELD');
+    const order = two();
+    order[order.byteLength - 40 - 36] = 1; // the first record now names entry 1, the second entry 1... then 0
+    order[order.byteLength - 40] = 0;
+    expect(rejects(recrc(order)).code).toBe('BAD_FIELD');
+    const none = two();
+    none[20] = 0;
+    expect(rejects(recrc(none)).code).toBe('BAD_HEADER');
+    const tooMany = two();
+    tooMany[20] = 33; // above 16 × 2 entries
+    expect(rejects(recrc(tooMany)).code).toBe('BAD_HEADER');
+    const short = two();
+    short[20] = 3;
+    expect(rejects(recrc(short)).code).toBe('TRUNCATED');
+    // Seventeen for one entry: too many.
+    const many = Array.from({ length: 16 }, (_, i) => sha(i));
+    const full = encodeBundle([entry('a.txt', many), entry('b.txt', [sha(99)])]);
+    full[full.byteLength - 40] = 0;
+    expect(rejects(recrc(full)).code).toBe('TOO_LARGE');
   });
 
   const deferredRecords = fc

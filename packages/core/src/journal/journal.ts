@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { migrate } from '@weft/providers/sqlite-migrations';
 import { caseFoldKey } from '@weft/providers/paths';
+import { MAX_OWN_PER_ENTRY } from '@weft/wire';
 import type { Op } from '../ops.ts';
 import { privateDatabaseFile } from '../private-file.ts';
 import { ACTIVITY_KEPT, ActivityLog, type ActivityRecord } from './activity.ts';
@@ -415,6 +416,27 @@ export class Journal {
 
   wasSent(path: string, sha256: string): boolean {
     return this.sql('SELECT 1 FROM sent WHERE path = ? AND sha256 = ?').get(path, sha256) !== undefined;
+  }
+
+  /**
+   * Contents sent to these paths whose outcome was never recorded (an agent killed with them
+   * on the wire, a request cut off), by path, at most MAX_OWN_PER_ENTRY each: a write names
+   * them, so the server takes a file holding one as ours (wire/write-rule.ts; issue #16).
+   * `except` (path → hash) leaves out the content about to be sent itself.
+   */
+  unanswered(paths: readonly string[], except?: (path: string) => string | undefined): Map<string, string[]> {
+    const out = new Map<string, string[]>();
+    if (paths.length === 0) return out;
+    const rows = this.sql('SELECT path, sha256 FROM sent WHERE path IN (SELECT value FROM json_each(?))')
+      .raw(true)
+      .all(JSON.stringify(paths)) as [string, string][];
+    for (const [path, sha] of rows) {
+      if (except?.(path) === sha) continue;
+      const list = out.get(path) ?? [];
+      if (list.length < MAX_OWN_PER_ENTRY) list.push(sha);
+      out.set(path, list);
+    }
+    return out;
   }
 
   clearSent(path: string): void {

@@ -67,7 +67,7 @@ export function commitContent(
   if (!op.transferId) {
     const bytes = n.held.get(op.sha256) === op.size ? server.heldContent(n, op.sha256) : undefined;
     if (!bytes) fail('OBJECT_UNKNOWN', 'the server has no object with that SHA-256 and size; upload it');
-    return server.writeFile(n, writer, op.path, bytes, op.sha256, op.mtimeMs, op.baseRevision);
+    return server.writeFile(n, writer, op.path, bytes, op.sha256, op.mtimeMs, op.baseRevision, op.own);
   }
   const t = n.transfers.get(op.transferId);
   if (!t) fail('TRANSFER_UNKNOWN', 'no such transfer; open a new one');
@@ -79,7 +79,7 @@ export function commitContent(
   if (t.sha256 !== op.sha256 || t.size !== op.size || t.path !== op.path)
     fail('BAD_REQUEST', 'commit does not match the transfer (path, size, sha256)');
   try {
-    const res = server.writeFile(n, writer, op.path, t.data, t.sha256, op.mtimeMs, op.baseRevision);
+    const res = server.writeFile(n, writer, op.path, t.data, t.sha256, op.mtimeMs, op.baseRevision, op.own);
     n.transfers.delete(t.id);
     return res;
   } catch (e) {
@@ -179,6 +179,7 @@ export async function applyDelta(
   baseRevision: string,
   mtimeMs: number,
   container: Uint8Array,
+  own?: readonly string[],
 ): Promise<OpResult> {
   checkNewPath(path);
   const c = decodeContainer(container);
@@ -193,7 +194,7 @@ export async function applyDelta(
   }
   if (bytes.byteLength !== c.targetSize || sha256Hex(bytes) !== c.targetSha256)
     fail('HASH_MISMATCH', 'the patched result does not match the target size and SHA-256');
-  const res = server.writeFile(n, writer, path, bytes, c.targetSha256, mtimeMs, baseRevision);
+  const res = server.writeFile(n, writer, path, bytes, c.targetSha256, mtimeMs, baseRevision, own);
   return res;
 }
 

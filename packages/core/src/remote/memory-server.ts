@@ -279,12 +279,13 @@ export class MemoryServerState {
     sha256: string,
     mtimeMs: number,
     base: string | null | undefined,
+    own?: readonly string[],
   ): OpResult {
     checkNewPath(path);
     if (sha256Hex(bytes) !== sha256)
       fail('HASH_MISMATCH', 'SHA-256 of the content does not match the declared one');
     const cur = n.entries.get(path);
-    const d = decideWrite(cur, base, sha256);
+    const d = decideWrite(cur, base, sha256, own);
     if (d.action === 'refuse-folder') fail('ALREADY_EXISTS', 'a folder exists at that path', { path });
     if (d.action === 'unchanged' && cur) return { status: 'applied', entry: cur, seq: NOOP_SEQ };
     if (d.action === 'conflict') {
@@ -330,7 +331,7 @@ export class MemoryServerState {
         const d =
           planned.get(item.path) === 'dir'
             ? ({ action: 'refuse-folder' } as const)
-            : decideWrite(cur, item.rev, item.sha256);
+            : decideWrite(cur, item.rev, item.sha256, item.own);
         if (d.action === 'refuse-folder')
           fail('ALREADY_EXISTS', 'a folder exists at that path', { path: item.path });
         if (d.action === 'unchanged' && cur) {
@@ -389,7 +390,16 @@ export class MemoryServerState {
     for (const i of large) {
       const item = items[i] as BundleEntry;
       try {
-        results[i] = this.writeFile(n, w, item.path, item.content, item.sha256, item.mtimeMs, item.rev);
+        results[i] = this.writeFile(
+          n,
+          w,
+          item.path,
+          item.content,
+          item.sha256,
+          item.mtimeMs,
+          item.rev,
+          item.own,
+        );
       } catch (e) {
         failed(i, e);
       }
@@ -411,11 +421,17 @@ export class MemoryServerState {
   }
 
   /** @internal */
-  remove(n: Namespace, w: Writer, path: string, base: string | null | undefined): OpResult {
+  remove(
+    n: Namespace,
+    w: Writer,
+    path: string,
+    base: string | null | undefined,
+    own?: readonly string[],
+  ): OpResult {
     checkPath(path);
     const cur = n.entries.get(path);
     if (!cur) return { status: 'applied', seq: NOOP_SEQ };
-    const conflict = deleteConflict(path, cur, base);
+    const conflict = deleteConflict(path, cur, base, own);
     if (conflict) return { status: 'conflict', conflict, entry: cur, seq: NOOP_SEQ };
     const records = this.record(n, [{ type: 'delete', path }], w);
     return { status: 'applied', seq: records.at(-1)?.seq ?? NOOP_SEQ };

@@ -140,6 +140,36 @@ export class MemoryRemoteStore implements RemoteStore {
   }
 
   /**
+   * The next call of `method` fails with `error` at once and its work is held back: the
+   * server does it when the test calls the returned function — a request of a process killed
+   * with it on the wire, which the server goes on with after a new process started (issue #16:
+   * a dead agent's commit landed after the restarted agent's pull).
+   */
+  holdNext(method: keyof RemoteStore, error: Error): () => Promise<void> {
+    const self = this as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    const original = self[method];
+    if (!original) throw new Error(`no method ${method}`);
+    let held: unknown[] | undefined;
+    self[method] = async (...args: unknown[]): Promise<unknown> => {
+      delete self[method]; // the prototype's method again
+      held = args;
+      throw error;
+    };
+    return async () => {
+      if (!held) throw new Error(`no call of ${method} was held`);
+      const args = held;
+      held = undefined;
+      const down = this.down;
+      this.down = false; // the server does the work whatever the device's network does now
+      try {
+        await original.apply(this, args);
+      } finally {
+        this.down = down;
+      }
+    };
+  }
+
+  /**
    * The next namespace operation `match` picks is refused with `code` (once), as the server
    * refuses one operation of a request for a reason of its own; the others are applied.
    */
@@ -251,7 +281,7 @@ export class MemoryRemoteStore implements RemoteStore {
           case 'mkdir':
             return s.mkdir(n, w, op.path);
           case 'delete':
-            return s.remove(n, w, op.path, op.baseRevision);
+            return s.remove(n, w, op.path, op.baseRevision, op.own);
           case 'move':
             return s.move(n, w, op.from, op.to);
           case 'copy':
@@ -321,9 +351,10 @@ export class MemoryRemoteStore implements RemoteStore {
     baseRevision: string,
     mtimeMs: number,
     container: Uint8Array,
+    own?: readonly string[],
   ): Promise<OpResult> {
     const n = await this.enter('uploadDelta', container.byteLength);
-    return applyDelta(this.server, n, this.writer, path, baseRevision, mtimeMs, container);
+    return applyDelta(this.server, n, this.writer, path, baseRevision, mtimeMs, container, own);
   }
 
   async downloadDelta(

@@ -412,11 +412,10 @@ export class ProxyClient implements RemoteStore {
     baseRevision: string,
     mtimeMs: number,
     container: Uint8Array,
+    own?: readonly string[],
   ): Promise<OpResult> {
-    return this.parseJson(
-      await this.request('POST', '/deltas', { query: { path, baseRevision, mtimeMs }, body: container }),
-      OpResult,
-    );
+    const query = { path, baseRevision, mtimeMs, ...(own && own.length > 0 ? { own: own.join(',') } : {}) };
+    return this.parseJson(await this.request('POST', '/deltas', { query, body: container }), OpResult);
   }
 
   async downloadDelta(

@@ -86,7 +86,14 @@ export interface RemoteStore {
   /** One transfer block sent to the instance at `url` only (never moved to another). */
   putBlockAt?(url: string, id: string, frame: Uint8Array): Promise<BlockAck>;
   /** Replace a file by patching its `baseRevision` with an encoded delta container. */
-  uploadDelta(path: string, baseRevision: string, mtimeMs: number, container: Uint8Array): Promise<OpResult>;
+  /** `own`: contents sent to `path` whose answer never came (CommitOp.own). */
+  uploadDelta(
+    path: string,
+    baseRevision: string,
+    mtimeMs: number,
+    container: Uint8Array,
+    own?: readonly string[],
+  ): Promise<OpResult>;
   /** A delta from the version with `baseSha256` (described by its signature) to the current one. */
   downloadDelta(path: string, baseSha256: string, signatureBytes: Uint8Array): Promise<DecodedDeltaContainer>;
   /**

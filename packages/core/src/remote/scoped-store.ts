@@ -146,8 +146,8 @@ export function scopedRemote(client: RemoteStore, root: string): RemoteStore {
       return t ? { ...t, path: back(t.path) } : undefined;
     },
     putBlock: (id, frame) => client.putBlock(id, frame),
-    uploadDelta: async (path, base, mtimeMs, container) =>
-      result(await client.uploadDelta(out(path), base, mtimeMs, container)),
+    uploadDelta: async (path, base, mtimeMs, container, own) =>
+      result(await client.uploadDelta(out(path), base, mtimeMs, container, own)),
     downloadDelta: (path, base, signature) => client.downloadDelta(out(path), base, signature),
     signature: (path) => client.signature(out(path)),
     changes: async (cursor, limit) => {

@@ -38,6 +38,8 @@ export interface BatchFile {
   readonly mtimeMs: number;
   /** Base revision of a conditional write (see api.md): undefined, null (must not exist) or a revision. */
   readonly base: string | null | undefined;
+  /** Contents the writer sent here and never heard back about: a file holding one is its own (write-rule.ts). */
+  readonly own?: readonly string[] | undefined;
   /** The caller checked `sha256` against the bytes (decodeBundle does): they are not hashed again. */
   readonly checked?: boolean;
   /** The caller ran checkNewPath on `path` (BundleService does, for the whole bundle first). */
@@ -69,6 +71,7 @@ export interface BatchWriteDeps {
     sha256: string,
     mtimeMs: number,
     base: string | null | undefined,
+    own?: readonly string[],
   ): Promise<OpResult>;
 }
 
@@ -136,7 +139,7 @@ export async function writeBatchFiles(
       const d =
         planned.get(item.path) === 'dir'
           ? ({ action: 'refuse-folder' } as const)
-          : decideWrite(cur, item.base, item.sha256);
+          : decideWrite(cur, item.base, item.sha256, item.own);
       if (d.action === 'refuse-folder')
         throw new ApiError('ALREADY_EXISTS', 'a folder exists at that path', { path: item.path });
       if (d.action === 'unchanged' && cur) {
@@ -327,6 +330,7 @@ async function writeBatch(
         item.sha256,
         item.mtimeMs,
         item.base,
+        item.own,
       );
     } catch (e) {
       fail(i, e);

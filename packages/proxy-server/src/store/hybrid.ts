@@ -272,13 +272,14 @@ export class HybridStore {
     mtimeMs: number,
     base: string | null | undefined,
     knownSha?: boolean,
+    own?: readonly string[],
   ): Promise<OpResult> {
     checkNewPath(path);
     const actual = knownSha ? sha256 : await contentSha(content);
     if (actual !== sha256)
       throw new ApiError('HASH_MISMATCH', 'SHA-256 of the content does not match the declared one');
     const cur = await this.meta.getEntry(w.userId, path);
-    const d = decideWrite(cur, base, sha256);
+    const d = decideWrite(cur, base, sha256, own);
     if (d.action === 'refuse-folder')
       throw new ApiError('ALREADY_EXISTS', 'a folder exists at that path', { path });
     if (d.action === 'unchanged' && cur) return { status: 'applied', entry: publicEntry(cur), seq: NOOP_SEQ };
@@ -310,8 +311,8 @@ export class HybridStore {
         record: (u, changes, writer) => this.record(u, changes, writer),
         conflictPathFor: (writer, p, taken) => this.conflictPathFor(writer, p, taken),
         keepContent: (u, rows) => this.keepContent(u, rows),
-        writeFile: (writer, p, content, sha, mtimeMs, base) =>
-          this.writeFile(writer, p, content, sha, mtimeMs, base, true),
+        writeFile: (writer, p, content, sha, mtimeMs, base, own) =>
+          this.writeFile(writer, p, content, sha, mtimeMs, base, true, own),
       },
       w,
       items,
@@ -408,6 +409,7 @@ export class HybridStore {
     size: number,
     mtimeMs: number,
     base: string | null | undefined,
+    own?: readonly string[],
   ): Promise<OpResult> {
     return linkObject(
       {
@@ -415,7 +417,7 @@ export class HybridStore {
         smallFileBytes: this.o.smallFileBytes,
         pin: (sha) => this.pin(sha),
         stageObject: (sha, n) => this.stageObject(sha, n),
-        writeFile: (content, known) => this.writeFile(w, path, content, sha256, mtimeMs, base, known),
+        writeFile: (content, known) => this.writeFile(w, path, content, sha256, mtimeMs, base, known, own),
       },
       w.userId,
       sha256,
@@ -429,8 +431,13 @@ export class HybridStore {
     return mkdir(this.treeDeps(), w, path);
   }
 
-  remove(w: Writer, path: string, base: string | null | undefined): Promise<OpResult> {
-    return remove(this.treeDeps(), w, path, base);
+  remove(
+    w: Writer,
+    path: string,
+    base: string | null | undefined,
+    own?: readonly string[],
+  ): Promise<OpResult> {
+    return remove(this.treeDeps(), w, path, base, own);
   }
 
   move(w: Writer, from: string, to: string): Promise<OpResult> {

@@ -60,11 +60,12 @@ export async function remove(
   w: Writer,
   path: string,
   base: string | null | undefined,
+  own?: readonly string[],
 ): Promise<OpResult> {
   checkUserPath(path);
   const cur = await d.meta.getEntry(w.userId, path);
   if (!cur) return { status: 'applied', seq: NOOP_SEQ }; // already gone: idempotent
-  const conflict = deleteConflict(path, cur, base);
+  const conflict = deleteConflict(path, cur, base, own);
   if (conflict) return { status: 'conflict', conflict, entry: publicEntry(cur), seq: NOOP_SEQ };
   const unkeep = await d.keepContent(w.userId, [
     cur,

@@ -17,6 +17,9 @@ export async function sendOps(ctx: SyncContext, run: readonly { id: number; op: 
   const wire: FileOp[] = [];
   /** Where each queued operation's wire operations start; a narrowed delete may have several or none. */
   const starts: number[] = [];
+  // Contents sent to a path to delete whose answer never came: a file holding one is ours.
+  const deletes = run.flatMap(({ op }) => (op.kind === 'delete' && op.revision ? [op.path] : []));
+  const unanswered = ctx.journal.unanswered(deletes);
   for (const { op } of run) {
     starts.push(wire.length);
     switch (op.kind) {
@@ -26,8 +29,15 @@ export async function sendOps(ctx: SyncContext, run: readonly { id: number; op: 
       case 'delete': {
         const narrowed = op.revision ? undefined : await narrowFolderDelete(ctx, op.path);
         if (narrowed) wire.push(...narrowed.map((path): FileOp => ({ op: 'delete', path })));
-        else
-          wire.push({ op: 'delete', path: op.path, ...(op.revision ? { baseRevision: op.revision } : {}) });
+        else {
+          const own = unanswered.get(op.path);
+          wire.push({
+            op: 'delete',
+            path: op.path,
+            ...(op.revision ? { baseRevision: op.revision } : {}),
+            ...(own ? { own } : {}),
+          });
+        }
         break;
       }
       case 'move':
@@ -55,6 +65,8 @@ export async function sendOps(ctx: SyncContext, run: readonly { id: number; op: 
   run.forEach((q, i) => {
     const r = results[i];
     out.completeOp(q.id);
+    // Gone there: what was sent to it and never answered can no longer be its content.
+    if (r?.status === 'applied' && q.op.kind === 'delete') out.clearSent(q.op.path);
     if (r?.status === 'applied' && (q.op.kind === 'mkdir' || q.op.kind === 'move') && r.entry) {
       const path = q.op.kind === 'mkdir' ? q.op.path : q.op.to;
       const row = upserted.get(path) ?? ctx.journal.getFile(path);

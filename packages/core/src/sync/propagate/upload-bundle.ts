@@ -225,6 +225,8 @@ export async function uploadBundles(
   const folderDev = (await fsp.stat(ctx.paths.root, { bigint: true }).catch(() => undefined))?.dev;
   /** Index rows of the puts before rowsTo, read ROWS_PER_QUERY at a time. */
   let rows = new Map<string, UploadRow>();
+  /** Contents sent to those paths whose answer never came (journal.unanswered), read with them. */
+  let unanswered = new Map<string, string[]>();
   let rowsTo = 0;
   /** Paths put in a bundle by this call: met again, their row is read again (after its outcome). */
   const bundled = new Set<string>();
@@ -238,7 +240,9 @@ export async function uploadBundles(
       const at = index++;
       if (at >= rowsTo) {
         rowsTo = Math.min(puts.length, at + ROWS_PER_QUERY);
-        rows = ctx.journal.uploadRows(puts.slice(at, rowsTo).map((p) => p.op.path));
+        const paths = puts.slice(at, rowsTo).map((p) => p.op.path);
+        rows = ctx.journal.uploadRows(paths);
+        unanswered = ctx.journal.unanswered(paths);
       }
       // A bundle holds a path once. The queue puts a path twice in one window no more (R10),
       // but a journal written before may still: the first goes, then the second on its base.
@@ -269,15 +273,19 @@ export async function uploadBundles(
       });
       if (trusted) ctx.scanHashes.trusted += 1;
       else ctx.scanHashes.hashed += 1;
+      const sha256 = trusted ? q.op.hash : createHash('sha256').update(content).digest('hex');
+      // Sent before and never answered (a crash): named, so the server takes it as ours.
+      const own = unanswered.get(q.op.path)?.filter((s) => s !== sha256);
       const entry: BundleEntry = {
         path: q.op.path,
         rev: row?.syncedRev ?? null,
         mtimeMs: Number(stat.mtimeMs),
-        sha256: trusted ? q.op.hash : createHash('sha256').update(content).digest('hex'),
+        sha256,
         content,
+        ...(own && own.length > 0 ? { own } : {}),
       };
       bundled.add(entry.path);
-      const size = bundleEntrySize(entry.path, entry.rev, content.byteLength);
+      const size = bundleEntrySize(entry.path, entry.rev, content.byteLength, entry.own?.length);
       if (bytes + size > MAX_BUNDLE_BYTES) await flush();
       batch.push({ id: q.id, entry, trusted });
       inBatch.add(entry.path);
@@ -314,6 +322,7 @@ export function putOutcome(
   into?: JournalChanges,
 ): JournalChanges {
   const out = (into ?? new JournalChanges()).completeOp(opId).clearSent(p);
+  if (ctx.tracing) ctx.trace('outcome', { path: p, sha, result: r });
   // The synced columns of its row (when it has one), not a whole row read and written back.
   if (r?.status === 'applied' && r.entry) {
     out.setSynced(

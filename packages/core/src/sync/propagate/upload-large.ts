@@ -86,8 +86,9 @@ export async function uploadLarge(
     // Once made, the delta goes unless it turned out no smaller than the file.
     if (container && container.byteLength < size) {
       try {
+        const own = ctx.journal.unanswered([op.path], () => sha).get(op.path);
         ctx.journal.markSent([{ path: op.path, sha256: sha }]);
-        const r = await ctx.client.uploadDelta(op.path, row.syncedRev, mtimeMs, container);
+        const r = await ctx.client.uploadDelta(op.path, row.syncedRev, mtimeMs, container, own);
         const sig = await signatureOf(abs, row.signatureBlock ?? blockSize);
         ctx.status.save('deltaBytesSaved', Math.max(0, size - container.byteLength));
         ctx.status.update({ bytesUploaded: ctx.status.get().bytesUploaded + container.byteLength });
@@ -217,6 +218,8 @@ async function uploadWhole(
     ctx.uploadRate.add(size, (performance.now() - started) / 1000);
     ctx.status.update({ bytesUploaded: ctx.status.get().bytesUploaded + size });
   }
+  // Sent before and never answered (a crash): named, so the server takes a file holding one as ours.
+  const own = ctx.journal.unanswered([p], () => sha).get(p);
   ctx.journal.markSent([{ path: p, sha256: sha }]);
   const [r] = await client.ops([
     {
@@ -230,6 +233,7 @@ async function uploadWhole(
       // found by the engine harness: test/fake-cloud-transfers.test.ts).
       ...(state.haveObject ? {} : { transferId }),
       ...(baseRevision === null ? { baseRevision: null } : { baseRevision }),
+      ...(own ? { own } : {}),
     },
   ]);
   ctx.journal.clearTransfer(p);
