@@ -209,14 +209,6 @@ describe('bundle', () => {
     expect(() => encodeBundle([], { deferred: [{ index: 1, reason: 'why' as 'later' }] })).toThrow(
       /unknown deferred reason/,
     );
-    const recrc = (b: Uint8Array): Uint8Array => {
-      new DataView(b.buffer, b.byteOffset).setUint32(
-        b.byteLength - 4,
-        crc32(b.subarray(0, b.byteLength - 4)),
-        true,
-      );
-      return b;
-    };
     // A version-1 bundle with a deferred count; a version-2 one with an unknown reason or
     // with decreasing indices.
     const v1 = encodeBundle([]);
