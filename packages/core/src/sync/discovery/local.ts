@@ -70,6 +70,7 @@ export async function discoverLocal(
     detectCaseClashes: ctx.caseInsensitive,
     shouldStop: o.stopped,
     paths: ctx.paths,
+    scanBytes: ctx.scanBytes,
     ...(early ? { found } : {}),
   });
   ctx.trace('scan', scanned.ops);

@@ -4,6 +4,8 @@
  * and the outcome of each file's write recorded with its queue entry in one transaction.
  */
 import { createHash } from 'node:crypto';
+import type { BigIntStats } from 'node:fs';
+import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import {
   type BundleEntry,
@@ -23,7 +25,13 @@ import { BundleFlight } from './bundle-flight.ts';
 import { noteServerConflict } from './conflict.ts';
 import { ReadSlabs } from './read-slabs.ts';
 import type { UploadRow } from '../../journal/journal.ts';
-import { type UploadRead, readForUpload, readForUploadSync, scanHashHolds } from './upload-read.ts';
+import {
+  type UploadRead,
+  readForUpload,
+  readForUploadSync,
+  sameAsScanned,
+  scanHashHolds,
+} from './upload-read.ts';
 
 /** Files read ahead of the bundle being filled (each < 2 MiB: at most 32 MiB held). */
 const READ_AHEAD = 16;
@@ -198,9 +206,41 @@ export async function uploadBundles(
   const gate = ctx.paths.gate;
   const alloc = (size: number): Buffer => slabs.alloc(size);
   const release = (b: Buffer): void => slabs.release(b);
-  const read = async (q: Put): Promise<{ q: Put; got: UploadRead | undefined; moved: boolean }> => {
+  /**
+   * The bytes this process's scan read of the file and hashed as the put's, when a stat of the
+   * path now shows that very file unchanged since before the scan (upload-read.ts sameAsScanned;
+   * scan-bytes.ts): no second open and read (issue #16). Else undefined: read from disk.
+   */
+  const fromScan = async (q: Put): Promise<UploadRead | undefined> => {
+    const hashedAfterMs = ctx.scanHashes.hashedAfter(q.op);
+    if (hashedAfterMs === undefined) return undefined;
+    const s = ctx.scanBytes.take(q.op.path, q.op.hash, alloc);
+    if (s === undefined) return undefined;
+    let now: BigIntStats | undefined;
+    if (gate.onLoop()) {
+      const t = performance.now();
+      try {
+        now = fs.lstatSync(s.abs, { bigint: true, throwIfNoEntry: false });
+      } catch {
+        now = undefined;
+      } finally {
+        gate.took(performance.now() - t);
+      }
+    } else now = await fsp.lstat(s.abs, { bigint: true }).catch(() => undefined);
+    if (now !== undefined && sameAsScanned(now, s.stat, hashedAfterMs))
+      return { content: s.content, stat: now };
+    slabs.release(s.content);
+    return undefined;
+  };
+  const read = async (
+    q: Put,
+  ): Promise<{ q: Put; got: UploadRead | undefined; moved: boolean; scanned?: boolean }> => {
     try {
       const where = ctx.journal.whereNow(q.id, q.op.path);
+      if (where === q.op.path) {
+        const got = await fromScan(q);
+        if (got !== undefined) return { q, got, moved: false, scanned: true };
+      }
       // On the event loop while reads are quick (loop-gate.ts, issue #16): opened confined in
       // one step where the platform allows (confined-open.ts), else resolved (ctx.at: a
       // realpath) and opened.
@@ -232,7 +272,7 @@ export async function uploadBundles(
   const bundled = new Set<string>();
   let index = 0;
   try {
-    for await (const { q, got, moved } of readAhead(puts, READ_AHEAD, read)) {
+    for await (const { q, got, moved, scanned } of readAhead(puts, READ_AHEAD, read)) {
       if (stopping) {
         if (got) slabs.release(got.content);
         break;
@@ -262,15 +302,18 @@ export async function uploadBundles(
       const row = bundled.has(q.op.path)
         ? ctx.journal.uploadRows([q.op.path]).get(q.op.path)
         : rows.get(q.op.path);
-      const trusted = scanHashHolds({
-        op: q.op,
-        movedSince: moved,
-        hashedAfterMs: ctx.scanHashes.hashedAfter(q.op),
-        row,
-        bytesRead: content.byteLength,
-        stat,
-        folderDev,
-      });
+      // The scan's own bytes of it (fromScan) hash to the put's hash: it hashed those very bytes.
+      const trusted =
+        scanned === true ||
+        scanHashHolds({
+          op: q.op,
+          movedSince: moved,
+          hashedAfterMs: ctx.scanHashes.hashedAfter(q.op),
+          row,
+          bytesRead: content.byteLength,
+          stat,
+          folderDev,
+        });
       if (trusted) ctx.scanHashes.trusted += 1;
       else ctx.scanHashes.hashed += 1;
       const sha256 = trusted ? q.op.hash : createHash('sha256').update(content).digest('hex');

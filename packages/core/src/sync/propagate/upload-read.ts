@@ -81,6 +81,27 @@ export function scanHashHolds(o: {
   );
 }
 
+/**
+ * Whether `now`, a stat of the path taken for the upload, shows the very file the scan read
+ * (scan-bytes.ts), not written since before that scan began: the same inode on the same
+ * device, its size, mtime and ctime as the scan's stat after its read, and that ctime older
+ * than the scan's start by more than RACY_MS (see the module comment: every write, truncation,
+ * rename and `utimes` sets the ctime to the current time, which no one can set back). Then
+ * the scan's bytes are the file's bytes now; a symbolic link or anything else swapped in is not
+ * a regular file, or another inode.
+ */
+export function sameAsScanned(now: BigIntStats, scanned: BigIntStats, hashedAfterMs: number): boolean {
+  return (
+    now.isFile() &&
+    now.ino === scanned.ino &&
+    now.dev === scanned.dev &&
+    now.size === scanned.size &&
+    now.mtimeNs === scanned.mtimeNs &&
+    now.ctimeNs === scanned.ctimeNs &&
+    now.ctimeNs < BigInt(hashedAfterMs - RACY_MS) * 1_000_000n
+  );
+}
+
 /** A file read whole, with its stat taken on the same descriptor after the read. */
 export interface UploadRead {
   readonly content: Buffer;

@@ -1,0 +1,158 @@
+/**
+ * The bytes of small files the scan read to hash them, kept for the bundle upload that sends
+ * them next (issue #16: every small file was read twice — by the scan to hash it, then by the
+ * upload, with its own open, readlink, reads, fstat and close).
+ *
+ * Kept by path, with the hash and the stat the scan took of the file on the same descriptor
+ * after reading it (scan-disk.ts). The upload takes an entry only for a put of this process's
+ * scan with the same hash, and sends its bytes only when a stat of the path now shows the very
+ * file the scan read, unchanged since before the scan began (upload-bundle.ts, sameAsScanned):
+ * anything else — edited, replaced, moved, a symbolic link swapped in — is read from disk as
+ * before, confined to the folder. The bytes never come from anywhere but the scan's own read.
+ *
+ * Bounded in bytes: copied into a few reused slabs (a buffer per file was the garbage that
+ * read-slabs.ts was written to avoid), filled in turn. The upload takes an entry by copying its
+ * bytes out at once (into its read slabs: a copy of a small file is a fraction of the system
+ * calls it saves), so nothing here is pinned by an upload. When every slab is full the oldest
+ * is written over only once nothing in it is still to be taken — all taken, or the upload has
+ * taken from a later slab (it sends in the scan's order: what it passed is not coming), or it
+ * was filled more than STALE_MS ago (puts cancelled, an upload stopped) — else the new file is
+ * not kept and the upload reads it from disk. A scan running far ahead of the upload (the
+ * queue lets it be 20,000 operations ahead, early-push.ts) so keeps what the upload meets
+ * next, not what it meets last (the oldest written over: nothing was ever found).
+ */
+import type { BigIntStats } from 'node:fs';
+
+/** Bytes of one slab. */
+export const SCAN_BYTES_SLAB = 4 * 1024 * 1024;
+/** Bytes kept at most (the agent's RSS at 100,000 files stays under 250 MB; issue #16). */
+export const SCAN_BYTES_MAX = 32 * 1024 * 1024;
+/** A full slab older than this is written over whatever it holds (milliseconds). */
+export const STALE_MS = 120_000;
+
+/** A small file as the scan read it. */
+export interface ScannedFile {
+  /** Where the scan read it. */
+  readonly abs: string;
+  /** Its bytes, copied out (take's `alloc`). */
+  readonly content: Buffer;
+  /** Its stat, taken on the descriptor after the read. */
+  readonly stat: BigIntStats;
+}
+
+interface Slab {
+  readonly buf: Buffer;
+  used: number;
+  /** Its turn in the filling order, and when that began (clock()). */
+  turn: number;
+  since: number;
+  /** Entries in it not taken, replaced or forgotten. */
+  live: number;
+  /** Paths kept in it (an entry of another slab under the same path is left alone). */
+  paths: string[];
+}
+
+interface Entry {
+  readonly abs: string;
+  readonly hash: string;
+  readonly bytes: Buffer;
+  readonly stat: BigIntStats;
+  readonly slab: Slab;
+}
+
+export class ScanBytes {
+  /**
+   * Files kept, taken, forgotten unread when their slab was written over, and not kept for
+   * want of room (tests, benches).
+   */
+  kept = 0;
+  taken = 0;
+  forgotten = 0;
+  full = 0;
+  private readonly entries = new Map<string, Entry>();
+  private readonly slabs: Slab[] = [];
+  /** The slab being filled (an index into slabs). */
+  private at = -1;
+  private turns = 0;
+  /** Slabs of this turn or before have nothing the upload is still to take. */
+  private passed = -1;
+
+  constructor(
+    private readonly maxBytes = SCAN_BYTES_MAX,
+    private readonly slabBytes = SCAN_BYTES_SLAB,
+    /** Milliseconds (a test's clock). */
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  /** Keep a copy of `content` (the scan's read, in its reused buffer) for the upload. */
+  keep(path: string, abs: string, hash: string, content: Buffer, stat: BigIntStats): void {
+    const n = content.byteLength;
+    this.forget(path); // an older read of it is not what is on disk now
+    const slab = n === 0 || n > this.slabBytes ? undefined : this.room(n);
+    if (slab === undefined) return;
+    const bytes = slab.buf.subarray(slab.used, slab.used + n);
+    content.copy(bytes);
+    slab.used += n;
+    slab.paths.push(path);
+    slab.live += 1;
+    this.entries.set(path, { abs, hash, bytes, stat, slab });
+    this.kept += 1;
+  }
+
+  /**
+   * The scan's read of `path`, when it hashed to `hash`: its bytes copied into `alloc(size)`
+   * (the caller's), or undefined. Either way the entry is gone from here.
+   */
+  take(path: string, hash: string, alloc: (size: number) => Buffer): ScannedFile | undefined {
+    const e = this.forget(path);
+    if (e === undefined || e.hash !== hash) return undefined;
+    this.passed = Math.max(this.passed, e.slab.turn - 1);
+    const content = alloc(e.bytes.byteLength);
+    e.bytes.copy(content);
+    this.taken += 1;
+    return { abs: e.abs, content, stat: e.stat };
+  }
+
+  /** Entries kept and not taken (tests). */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** The entry of `path`, out of the cache. */
+  private forget(path: string): Entry | undefined {
+    const e = this.entries.get(path);
+    if (e === undefined) return undefined;
+    this.entries.delete(path);
+    e.slab.live -= 1;
+    return e;
+  }
+
+  /** A slab with `n` bytes free: the current one, a new one, the oldest written over, or none. */
+  private room(n: number): Slab | undefined {
+    const cur = this.slabs[this.at];
+    if (cur !== undefined && cur.used + n <= cur.buf.length) return cur;
+    const next = (this.at + 1) % Math.max(1, Math.floor(this.maxBytes / this.slabBytes));
+    let slab = this.slabs[next];
+    const now = this.clock();
+    if (slab === undefined) {
+      slab = { buf: Buffer.allocUnsafeSlow(this.slabBytes), used: 0, turn: 0, since: 0, live: 0, paths: [] };
+      this.slabs[next] = slab;
+    } else {
+      if (slab.live > 0 && slab.turn > this.passed && now - slab.since < STALE_MS) {
+        this.full += 1;
+        return undefined;
+      }
+      for (const p of slab.paths)
+        if (this.entries.get(p)?.slab === slab) {
+          this.forget(p);
+          this.forgotten += 1;
+        }
+      slab.paths = [];
+      slab.used = 0;
+    }
+    slab.turn = this.turns++;
+    slab.since = now;
+    this.at = next;
+    return slab;
+  }
+}
