@@ -140,6 +140,8 @@ export interface ProxyProcess {
   readonly url: string;
   metrics(): Promise<string>;
   peakRssMiB(): number;
+  /** CPU-seconds (user + system) the proxy has used so far. */
+  cpuSeconds(): number;
   stop(): Promise<void>;
 }
 
@@ -159,7 +161,9 @@ export async function startProxy(
     JSON.stringify({ dataDir: join(dir, 'data'), adminToken: admin, logLevel: 'warn', objectTier, ...more }),
     { mode: 0o600 },
   );
-  const child = spawn(process.execPath, [PROXY, '--config', config], {
+  // WEFT_BENCH_PROXY_NODE_ARGS: node flags for the proxy, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof'.
+  const nodeArgs = process.env.WEFT_BENCH_PROXY_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  const child = spawn(process.execPath, [...nodeArgs, PROXY, '--config', config], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const url = await new Promise<string>((ok, fail) => {
@@ -176,6 +180,7 @@ export async function startProxy(
     url,
     metrics: async () => (await fetch(new URL('/metrics', url))).text(),
     peakRssMiB: () => peakRssMiB(child.pid),
+    cpuSeconds: () => cpuSeconds(child.pid),
     stop: async () => {
       if (child.exitCode !== null) return;
       const exited = new Promise((r) => child.once('exit', r));

@@ -240,6 +240,9 @@ async function weftRow(c: Corpus, label: string, link: ThrottledLink | undefined
           ? { onSpawn: (pid) => timeline.sample('agent', pid), onState: (s) => timeline.mark(`agent ${s}`) }
           : {}),
       });
+      console.error(
+        `${c.name}, ${label}: CPU-s to durable — proxy ${proxy.cpuSeconds().toFixed(1)}, agent ${first.cpuSeconds.toFixed(1)} (load ${load()})`,
+      );
       if (timeline) {
         timeline.stop();
         console.error(`timeline of ${c.name}, ${label} (load ${load()}):\n${timeline.render()}`);

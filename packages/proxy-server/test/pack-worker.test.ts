@@ -13,6 +13,7 @@ const text = (n: number): Buffer => Buffer.from('export const x = 1; // a line o
 describe('pack worker', () => {
   it('gives the stored form packStoredForm gives', async () => {
     const big = Buffer.concat([randomBytes(100), text(200), randomBytes(100)]);
+    const noise = randomBytes(1024);
     const cases: Uint8Array[] = [
       new Uint8Array(0),
       Buffer.from('short'),
@@ -23,6 +24,10 @@ describe('pack worker', () => {
       Buffer.concat([randomBytes(PACK_PROBE_BYTES), text(300)]),
       Buffer.concat([text(60), randomBytes(PACK_PROBE_BYTES * 2)]),
       big.subarray(100, big.byteLength - 100), // a view: only its own bytes count
+      // Noise repeated: 1 KiB blocks are noise to the entropy gate (stored); 128-byte blocks
+      // are not, and deflate (probe, then the whole) shrinks them.
+      Buffer.concat(Array.from({ length: 5 }, () => noise.subarray(0, 1024))),
+      Buffer.concat(Array.from({ length: 40 }, () => noise.subarray(0, 128))),
     ];
     const before = packWorkerStats.messages;
     const got = await Promise.all(cases.map((c) => storedFormOffThread(c)));

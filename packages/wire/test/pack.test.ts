@@ -4,6 +4,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import {
   coalescePackRanges,
   decodePack,
+  looksLikeNoise,
   PACK_PROBE_BYTES,
   PACK_TRAILER_SIZE,
   PackBuilder,
@@ -91,6 +92,26 @@ describe('pack format', () => {
     expect(packStoredForm(mixed).compression).toBe(0);
     // Up to twice the probe, the whole is tried: the same start with zeros after deflates.
     expect(packStoredForm(mixed.subarray(0, 2 * PACK_PROBE_BYTES)).compression).toBe(1);
+  });
+
+  it('tells noise by the byte entropy of the probe before any deflate (issue #16)', () => {
+    for (let k = 0; k < 20; k++) expect(looksLikeNoise(randomBytes(PACK_PROBE_BYTES))).toBe(true);
+    expect(looksLikeNoise(randomBytes(1024))).toBe(true);
+    expect(looksLikeNoise(new Uint8Array(PACK_PROBE_BYTES))).toBe(false);
+    expect(looksLikeNoise(Buffer.from('export const x = 1; // a line of source\n'.repeat(60)))).toBe(false);
+    // Base64 (6 bits a byte) is not noise: Huffman coding shrinks it, and it is deflated.
+    const b64 = Buffer.from(randomBytes(3 * PACK_PROBE_BYTES).toString('base64'));
+    expect(looksLikeNoise(b64.subarray(0, PACK_PROBE_BYTES))).toBe(false);
+    expect(packStoredForm(b64).compression).toBe(1);
+    // The price: noise repeated within the probe is stored, though deflate would shrink it.
+    const block = randomBytes(1024);
+    const repeated = Buffer.concat([block, block, block, block, block]);
+    expect(looksLikeNoise(repeated.subarray(0, PACK_PROBE_BYTES))).toBe(true);
+    expect(packStoredForm(repeated).compression).toBe(0);
+    // A short block repeated has the entropy of its few bytes: probed by deflate, deflated.
+    const short = Buffer.concat(Array.from({ length: 40 }, () => block.subarray(0, 128)));
+    expect(looksLikeNoise(short.subarray(0, PACK_PROBE_BYTES))).toBe(false);
+    expect(packStoredForm(short).compression).toBe(1);
   });
 
   it('rejects any corrupted trailer or footer with a WireFormatError, never anything else', () => {

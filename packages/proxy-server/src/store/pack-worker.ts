@@ -15,7 +15,7 @@
  * ~20 µs a file (0.6 of 2.2 CPU-s of packing in a 30,000-file drop; issue #16).
  */
 import { Worker } from 'node:worker_threads';
-import { PACK_DEFLATE_LEVEL, PACK_PROBE_BYTES, type PackCompressionCode } from '@weft/wire';
+import { PACK_DEFLATE_LEVEL, PACK_NOISE_BITS, PACK_PROBE_BYTES, type PackCompressionCode } from '@weft/wire';
 
 /** A content as a pack stores it. */
 export interface StoredForm {
@@ -29,9 +29,20 @@ const BATCH_BYTES = 1024 * 1024;
 const WORKER_SOURCE = `
 const { deflateRawSync } = require('node:zlib');
 const { parentPort, workerData } = require('node:worker_threads');
-const { probeBytes, level } = workerData;
+const { probeBytes, level, noiseBits } = workerData;
+const cLogC = Float64Array.from({ length: probeBytes + 1 }, (_, c) => (c > 0 ? c * Math.log2(c) : 0));
+const counts = new Int32Array(256);
+function looksLikeNoise(probe) {
+  const n = probe.byteLength;
+  counts.fill(0);
+  for (let i = 0; i < n; i++) counts[probe[i]]++;
+  let sum = 0;
+  for (let b = 0; b < 256; b++) sum += cLogC[counts[b]];
+  return Math.log2(n) - sum / n >= noiseBits;
+}
 function form(raw) {
   if (raw.byteLength > 2 * probeBytes) {
+    if (looksLikeNoise(raw.subarray(0, probeBytes))) return { compression: 0 };
     const probe = deflateRawSync(raw.subarray(0, probeBytes), { level: 1 });
     if (probe.byteLength > probeBytes - (probeBytes >> 4)) return { compression: 0 };
   }
@@ -79,7 +90,7 @@ function start(): Worker {
   if (worker) return worker;
   const w = new Worker(WORKER_SOURCE, {
     eval: true,
-    workerData: { probeBytes: PACK_PROBE_BYTES, level: PACK_DEFLATE_LEVEL },
+    workerData: { probeBytes: PACK_PROBE_BYTES, level: PACK_DEFLATE_LEVEL, noiseBits: PACK_NOISE_BITS },
   });
   w.unref();
   w.on('message', (r: Reply) => {
