@@ -68,15 +68,16 @@ export async function writeMany(
   options: { readonly concurrency?: number } = {},
 ): Promise<(Entry | Error)[]> {
   const out: (Entry | Error)[] = new Array<Entry | Error>(items.length);
-  const staged: { i: number; p: string; tmp: string; sha256: string }[] = [];
+  const staged: Staged[] = [];
   // 0. Paths and hashes checked; with the write-ahead log, the whole batch logged and synced
-  //    at once (batch-log.ts), so the files below need no fsync of their own.
-  const valid: { i: number; p: string; sha256: string }[] = [];
+  //    at once (batch-log.ts), so the files below need no fsync of their own. Each path is
+  //    resolved once here (its absolute path kept for the steps below; issue #16).
+  const valid: Valid[] = [];
   for (const [i, item] of items.entries()) {
     let p = '';
     try {
       p = t.norm(item.path);
-      t.resolve(p);
+      const abs = t.resolve(p);
       const sha256 =
         item.sha256Checked && item.sha256 !== undefined
           ? item.sha256.toLowerCase()
@@ -84,7 +85,7 @@ export async function writeMany(
       if (item.sha256 !== undefined && item.sha256.toLowerCase() !== sha256) {
         throw new InvalidArgumentError(`${t.name}: SHA-256 of the bytes for ${p} does not match`);
       }
-      valid.push({ i, p, sha256 });
+      valid.push({ i, p, abs, key: t.lockKey(p), sha256 });
     } catch (e) {
       out[i] = e instanceof ProviderError ? e : classify(e, t.name, p || item.path);
     }
@@ -97,8 +98,8 @@ export async function writeMany(
           path: v.p,
           bytes: items[v.i]!.bytes,
           ...(items[v.i]!.modifiedMs !== undefined ? { modifiedMs: items[v.i]!.modifiedMs } : {}),
-          abs: t.resolve(v.p),
-          key: t.lockKey(v.p),
+          abs: v.abs,
+          key: v.key,
         })),
       );
     } catch (e) {
@@ -113,12 +114,24 @@ export async function writeMany(
   }
 }
 
+/** An item whose path and hash passed: its normalized path, absolute path and lock key. */
+interface Valid {
+  readonly i: number;
+  readonly p: string;
+  readonly abs: string;
+  readonly key: string;
+  readonly sha256: string;
+}
+
+/** A valid item on its way into place (`tmp`: its temp file, '' for none). */
+type Staged = Valid & { tmp: string };
+
 async function writeAndPlace(
   t: BatchTarget,
   items: readonly WriteManyItem[],
-  valid: readonly { i: number; p: string; sha256: string }[],
+  valid: readonly Valid[],
   out: (Entry | Error)[],
-  staged: { i: number; p: string; tmp: string; sha256: string }[],
+  staged: Staged[],
   concurrency: number,
 ): Promise<(Entry | Error)[]> {
   const logged = t.log !== undefined;
@@ -127,12 +140,11 @@ async function writeAndPlace(
   //    rewrites), or through a temp file when one is already there (readers see old or new).
   if (logged) for (const v of valid) staged.push({ ...v, tmp: '' });
   await forEachBounded(logged ? 0 : valid.length, concurrency, async (k) => {
-    const { i, p, sha256 } = valid[k]!;
-    const item = items[i]!;
+    const v = valid[k]!;
     try {
-      staged.push({ i, p, tmp: await writeTemp(t, item, true), sha256 });
+      staged.push({ ...v, tmp: await writeTemp(t, items[v.i]!, true) });
     } catch (e) {
-      out[i] = e instanceof ProviderError ? e : classify(e, t.name, p);
+      out[v.i] = e instanceof ProviderError ? e : classify(e, t.name, v.p);
     }
   });
   staged.sort((a, b) => a.i - b.i);
@@ -146,7 +158,7 @@ async function writeAndPlace(
     st?: import('node:fs').BigIntStats;
   }[] = [];
   const dirs = new Set<string>();
-  const keys = staged.map((s) => t.lockKey(s.p));
+  const keys = staged.map((s) => s.key);
   const distinct = new Set(keys).size === keys.length;
   await t.mutex.run(keys, async () => {
     // Distinct parents prepared in parallel (prepareParents tolerates a folder made meanwhile).
@@ -173,7 +185,7 @@ async function writeAndPlace(
       logged && distinct && inPlaceWorkersOn ? writeAllInPlace(t, items, staged, keys, parents) : undefined;
     const place = async (k: number): Promise<void> => {
       const s = staged[k]!;
-      const abs = t.resolve(s.p);
+      const abs = s.abs;
       try {
         const parentError = parents.get(parentPath(s.p));
         if (parentError) throw parentError;
@@ -235,7 +247,7 @@ async function writeAndPlace(
 function writeAllInPlace(
   t: BatchTarget,
   items: readonly WriteManyItem[],
-  staged: readonly { i: number; p: string }[],
+  staged: readonly Staged[],
   keys: readonly string[],
   parents: ReadonlyMap<string, Error | undefined>,
 ): (Promise<fs.BigIntStats | undefined> | undefined)[] {
@@ -245,7 +257,7 @@ function writeAllInPlace(
     todo.map((k) => {
       const item = items[staged[k]!.i]!;
       return {
-        abs: t.resolve(staged[k]!.p),
+        abs: staged[k]!.abs,
         bytes: item.bytes,
         modifiedMs: item.modifiedMs,
         mode: t.fileMode,
