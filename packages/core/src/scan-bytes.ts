@@ -36,8 +36,19 @@ export interface ScannedFile {
   readonly abs: string;
   /** Its bytes, copied out (take's `alloc`). */
   readonly content: Buffer;
-  /** Its stat, taken on the descriptor after the read. */
-  readonly stat: BigIntStats;
+  /** Its identity as the stat the scan took on the descriptor after the read showed it. */
+  readonly id: FileIdentity;
+}
+
+/**
+ * What of a stat tells the file is the same: four BigInts kept, not a whole BigIntStats (~20;
+ * kept for seconds they were the agent's old-generation garbage).
+ */
+export interface FileIdentity {
+  readonly ino: bigint;
+  readonly dev: bigint;
+  readonly mtimeNs: bigint;
+  readonly ctimeNs: bigint;
 }
 
 interface Slab {
@@ -52,12 +63,13 @@ interface Slab {
   paths: string[];
 }
 
-interface Entry {
+interface Entry extends FileIdentity {
   readonly abs: string;
   readonly hash: string;
-  readonly bytes: Buffer;
-  readonly stat: BigIntStats;
   readonly slab: Slab;
+  /** Where its bytes are in the slab (offsets, not a view: an object less per file). */
+  readonly at: number;
+  readonly size: number;
 }
 
 export class ScanBytes {
@@ -69,6 +81,8 @@ export class ScanBytes {
   taken = 0;
   forgotten = 0;
   full = 0;
+  /** Bytes of the entries kept and not taken, replaced or forgotten (isFull). */
+  private liveBytes = 0;
   private readonly entries = new Map<string, Entry>();
   private readonly slabs: Slab[] = [];
   /** The slab being filled (an index into slabs). */
@@ -90,12 +104,14 @@ export class ScanBytes {
     this.forget(path); // an older read of it is not what is on disk now
     const slab = n === 0 || n > this.slabBytes ? undefined : this.room(n);
     if (slab === undefined) return;
-    const bytes = slab.buf.subarray(slab.used, slab.used + n);
-    content.copy(bytes);
+    const at = slab.used;
+    content.copy(slab.buf, at, 0, n);
     slab.used += n;
     slab.paths.push(path);
     slab.live += 1;
-    this.entries.set(path, { abs, hash, bytes, stat, slab });
+    this.liveBytes += n;
+    const { ino, dev, mtimeNs, ctimeNs } = stat;
+    this.entries.set(path, { abs, hash, slab, at, size: n, ino, dev, mtimeNs, ctimeNs });
     this.kept += 1;
   }
 
@@ -107,15 +123,34 @@ export class ScanBytes {
     const e = this.forget(path);
     if (e === undefined || e.hash !== hash) return undefined;
     this.passed = Math.max(this.passed, e.slab.turn - 1);
-    const content = alloc(e.bytes.byteLength);
-    e.bytes.copy(content);
+    const content = alloc(e.size);
+    e.slab.buf.copy(content, 0, e.at, e.at + e.size);
     this.taken += 1;
-    return { abs: e.abs, content, stat: e.stat };
+    return { abs: e.abs, content, id: e };
+  }
+
+  /**
+   * Whether half the cache or more holds what the upload is still to take: the scan's next
+   * chunk of files (CHUNK_ENTRIES, up to ~16 MiB of small files) may not fit (early-push.ts:
+   * the scan then waits for the upload).
+   */
+  isFull(): boolean {
+    return this.liveBytes * 2 >= this.maxBytes;
   }
 
   /** Entries kept and not taken (tests). */
   get size(): number {
     return this.entries.size;
+  }
+
+  /** The slab filled after the current one. */
+  private nextAt(): number {
+    return (this.at + 1) % Math.max(1, Math.floor(this.maxBytes / this.slabBytes));
+  }
+
+  /** Whether `slab` (full) still holds what the upload is to take, and is not stale. */
+  private holds(slab: Slab, now: number): boolean {
+    return slab.live > 0 && slab.turn > this.passed && now - slab.since < STALE_MS;
   }
 
   /** The entry of `path`, out of the cache. */
@@ -124,6 +159,7 @@ export class ScanBytes {
     if (e === undefined) return undefined;
     this.entries.delete(path);
     e.slab.live -= 1;
+    this.liveBytes -= e.size;
     return e;
   }
 
@@ -131,14 +167,14 @@ export class ScanBytes {
   private room(n: number): Slab | undefined {
     const cur = this.slabs[this.at];
     if (cur !== undefined && cur.used + n <= cur.buf.length) return cur;
-    const next = (this.at + 1) % Math.max(1, Math.floor(this.maxBytes / this.slabBytes));
+    const next = this.nextAt();
     let slab = this.slabs[next];
     const now = this.clock();
     if (slab === undefined) {
       slab = { buf: Buffer.allocUnsafeSlow(this.slabBytes), used: 0, turn: 0, since: 0, live: 0, paths: [] };
       this.slabs[next] = slab;
     } else {
-      if (slab.live > 0 && slab.turn > this.passed && now - slab.since < STALE_MS) {
+      if (this.holds(slab, now)) {
         this.full += 1;
         return undefined;
       }

@@ -227,8 +227,7 @@ export async function uploadBundles(
         gate.took(performance.now() - t);
       }
     } else now = await fsp.lstat(s.abs, { bigint: true }).catch(() => undefined);
-    if (now !== undefined && sameAsScanned(now, s.stat, hashedAfterMs))
-      return { content: s.content, stat: now };
+    if (now !== undefined && sameAsScanned(now, s, hashedAfterMs)) return { content: s.content, stat: now };
     slabs.release(s.content);
     return undefined;
   };

@@ -24,6 +24,7 @@ import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import type { UploadRow } from '../../journal/journal.ts';
 import type { Op } from '../../ops.ts';
+import type { FileIdentity } from '../../scan-bytes.ts';
 
 /** Timestamps younger than this are not trusted to show a change (the journal's RACY_MS). */
 export const RACY_MS = 2_000;
@@ -90,14 +91,19 @@ export function scanHashHolds(o: {
  * the scan's bytes are the file's bytes now; a symbolic link or anything else swapped in is not
  * a regular file, or another inode.
  */
-export function sameAsScanned(now: BigIntStats, scanned: BigIntStats, hashedAfterMs: number): boolean {
+export function sameAsScanned(
+  now: BigIntStats,
+  scanned: { readonly content: Buffer; readonly id: FileIdentity },
+  hashedAfterMs: number,
+): boolean {
+  const { id } = scanned;
   return (
     now.isFile() &&
-    now.ino === scanned.ino &&
-    now.dev === scanned.dev &&
-    now.size === scanned.size &&
-    now.mtimeNs === scanned.mtimeNs &&
-    now.ctimeNs === scanned.ctimeNs &&
+    now.ino === id.ino &&
+    now.dev === id.dev &&
+    now.size === BigInt(scanned.content.byteLength) &&
+    now.mtimeNs === id.mtimeNs &&
+    now.ctimeNs === id.ctimeNs &&
     now.ctimeNs < BigInt(hashedAfterMs - RACY_MS) * 1_000_000n
   );
 }
