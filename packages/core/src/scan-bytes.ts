@@ -129,6 +129,11 @@ export class ScanBytes {
     return { abs: e.abs, content, id: e };
   }
 
+  /** Let go of the read of `path`, if kept (the upload will not take it: see upload-bundle.ts). */
+  drop(path: string): void {
+    this.forget(path);
+  }
+
   /**
    * Whether half the cache or more holds what the upload is still to take: the scan's next
    * chunk of files (CHUNK_ENTRIES, up to ~16 MiB of small files) may not fit (early-push.ts:

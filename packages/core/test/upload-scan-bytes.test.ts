@@ -96,6 +96,22 @@ describe("the scan's bytes in a bundle upload", () => {
     expect(cloud.serverTree().size).toBe(files.size); // 11 files and the folder docs/
   });
 
+  it('are let go, not taken, once no scan hash is trusted', async () => {
+    cloud = new FakeCloud();
+    const d = await cloud.addDevice('laptop');
+    await d.engine.waitIdle();
+    const ctx = (d.engine as unknown as { ctx: SyncContext }).ctx;
+    for (let i = 0; i < 5; i++) await d.write(`f${i}.txt`, `file ${i}`);
+    d.offline = true;
+    await d.sync().catch(() => undefined);
+    expect(ctx.scanBytes.size).toBe(5);
+    ctx.scanHashes.distrust(); // as after a failed bundle holding files sent under it
+    d.offline = false;
+    await d.sync();
+    for (let i = 0; i < 5; i++) expect(cloud.serverTree().get(`f${i}.txt`)).toBe(sha256(`file ${i}`));
+    expect([ctx.scanBytes.taken, ctx.scanBytes.size]).toEqual([0, 0]);
+  });
+
   it('keeps at most its bytes, what the upload meets next first, and hands out copies', () => {
     const stat = {} as BigIntStats;
     let now = 0;
@@ -139,6 +155,10 @@ describe("the scan's bytes in a bundle upload", () => {
     // Another hash (the put is not of this read) hands nothing out, and forgets the entry.
     expect(bytes.take('f7', 'other', alloc)).toBeUndefined();
     expect(take(7)).toBeUndefined();
+    keep(10);
+    expect(bytes.size).toBe(2);
+    bytes.drop('f10');
+    expect(take(10)).toBeUndefined();
     // Too large for a slab: not kept, and an older read of the path is forgotten.
     expect(bytes.size).toBe(1); // f8
     bytes.keep('f8', '/abs/f8', 'h8b', Buffer.alloc(33), stat);

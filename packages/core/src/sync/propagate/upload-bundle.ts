@@ -213,7 +213,10 @@ export async function uploadBundles(
    */
   const fromScan = async (q: Put): Promise<UploadRead | undefined> => {
     const hashedAfterMs = ctx.scanHashes.hashedAfter(q.op);
-    if (hashedAfterMs === undefined) return undefined;
+    if (hashedAfterMs === undefined) {
+      ctx.scanBytes.drop(q.op.path); // not this process's scan's put, or distrusted: let it go
+      return undefined;
+    }
     const s = ctx.scanBytes.take(q.op.path, q.op.hash, alloc);
     if (s === undefined) return undefined;
     let now: BigIntStats | undefined;
