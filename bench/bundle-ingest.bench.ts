@@ -6,13 +6,15 @@
 // its target, idle flush and timeout; FLUSH=1: flushed at once) — the figure that survives the
 // machine's load, unlike wall time — beside the load average; and the main thread's own
 // CPU-seconds (Linux: /proc/self/task/<pid>/stat), the proxy's one event loop, which work moved
-// to worker threads (the in-place writes, fs/in-place-worker.ts) leaves. Printed, never asserted.
+// to worker threads (the in-place writes, fs/in-place-worker.ts) leaves; then every thread's
+// user and system CPU-seconds over the run (the client's share is on the main thread). Printed,
+// never asserted.
 //
 //   npx tsx bench/bundle-ingest.bench.ts [folder]          (default .cache/small)
 //   SYNC_MS=0 npx tsx bench/bundle-ingest.bench.ts          (fsync per file, no write-ahead log)
 //   node --cpu-prof --import tsx bench/bundle-ingest.bench.ts
 import { createHash, randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -69,6 +71,7 @@ try {
   });
   const { token } = await ProxyClient.enrol(server.url, { user: 'bench', deviceName: 'bench', adminToken });
   const client = new ProxyClient({ baseUrl: server.url, token });
+  const snap0 = threadSnap();
   const main0 = mainThreadCpu();
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
@@ -101,9 +104,37 @@ try {
       `${((t2 - t0) / 1000).toFixed(2)} s (${((t2 - t1) / 1000).toFixed(2)} s after the last bundle), ${s(cpu2)} CPU-s ` +
       `(main thread ${(main2 - main0).toFixed(2)}); load ${(os.loadavg()[0] ?? 0).toFixed(2)}`,
   );
+  {
+    // Each thread's CPU over the run (Linux): the event loop, the in-place writer (its system
+    // time is the kernel's file creation), the pack deflate worker, V8's GC helpers, libuv's pool.
+    const snap1 = threadSnap();
+    const rows: [string, number, number][] = [];
+    for (const [t, [name, u, sy]] of snap1) {
+      const o = snap0.get(t);
+      rows.push([`${t === String(process.pid) ? 'MAIN' : name}/${t}`, u - (o?.[1] ?? 0), sy - (o?.[2] ?? 0)]);
+    }
+    for (const [k, u, sy] of rows.sort((x, y) => y[1] + y[2] - x[1] - x[2]))
+      if (u + sy > 0.05) console.log(`  thread ${k}: user ${u.toFixed(2)} sys ${sy.toFixed(2)}`);
+  }
   await server.close();
 } finally {
   await fsp.rm(work, { recursive: true, force: true });
+}
+
+/** Every thread of this process: its name, user and system CPU-seconds (empty off Linux). */
+function threadSnap(): Map<string, [string, number, number]> {
+  const m = new Map<string, [string, number, number]>();
+  try {
+    for (const t of readdirSync('/proc/self/task')) {
+      const stat = readFileSync(`/proc/self/task/${t}/stat`, 'utf8');
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      m.set(t, [name, Number(f[11]) / 100, Number(f[12]) / 100]);
+    }
+  } catch {
+    // not Linux, or a thread ended while read
+  }
+  return m;
 }
 
 /** CPU-seconds of this process's main thread (utime + stime of its task; NaN off Linux). */
