@@ -69,6 +69,11 @@ describe('ServerWatch', () => {
     asked.length = 0;
     await watch.round();
     expect(asked).toEqual([A, B]);
+    // One probe past its timeout is a slow answer, not yet a hung instance; two in a row are.
+    expect(pool.view().map((v) => v.up)).toEqual([true, true]);
+    asked.length = 0;
+    await watch.round();
+    expect(asked).toEqual([A, B]);
     expect(pool.view().map((v) => v.up)).toEqual([true, false]);
     asked.length = 0;
     await watch.round(); // B is left alone during its backoff
@@ -79,6 +84,39 @@ describe('ServerWatch', () => {
     const again = await loadServerPool(stateDir, { home: A });
     expect(again.view().map((v) => v.url)).toEqual([A, B]);
     expect((await loadServerPool(stateDir, { home: C })).view().map((v) => v.url)).toEqual([C]);
+  });
+
+  it('keepsRequestsInFlightThroughOneSlowProbeOfTheOnlyInstance', async () => {
+    // CI under load: one probe of a busy proxy took longer than its timeout; the pool took the
+    // only instance for down and abandoned the upload under way, and the agent said Offline.
+    const pool = new ServerPool({ home: A, downBackoff: { baseMs: 60_000, capMs: 60_000 } });
+    const abandoned: string[] = [];
+    pool.onDown((url) => abandoned.push(url));
+    let slow = true;
+    const watch = new ServerWatch({
+      pool,
+      probeTimeoutMs: 20,
+      ask: (_url, signal) =>
+        slow
+          ? new Promise((_, reject) =>
+              signal.addEventListener('abort', () => reject(new OfflineError('timed out'))),
+            )
+          : Promise.resolve(undefined),
+    });
+    await watch.round();
+    expect(abandoned).toEqual([]);
+    expect(pool.view()[0]?.up).toBe(true);
+    // It answers again: the strike is forgotten; a later single slow probe is again only slow.
+    slow = false;
+    await watch.round();
+    slow = true;
+    await watch.round();
+    expect(abandoned).toEqual([]);
+    // Hung for two probes in a row: down, and what waited on it is abandoned.
+    await watch.round();
+    expect(abandoned).toEqual([A]);
+    expect(pool.view()[0]?.up).toBe(false);
+    watch.dispose();
   });
 
   it('movesOffTheCurrentInstanceWhenItsProbeFails', async () => {

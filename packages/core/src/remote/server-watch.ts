@@ -82,14 +82,19 @@ export class ServerWatch implements Disposable {
       if (this.stopped) return;
       if (!pool.due(url)) continue;
       const started = performance.now();
+      const signal = AbortSignal.timeout(this.o.probeTimeoutMs ?? 5_000);
       try {
-        const list = await this.o.ask(url, AbortSignal.timeout(this.o.probeTimeoutMs ?? 5_000));
+        const list = await this.o.ask(url, signal);
         pool.answered(url, performance.now() - started);
         if (list && (url === current || !learnt)) learnt = list;
       } catch (e) {
         // Refused (a revoked token, an older server): it answered, so it is there.
         if (e instanceof RemoteError && e.status < 500) pool.answered(url, performance.now() - started);
-        else pool.failed(url, e instanceof RemoteError ? 'unavailable' : 'unreachable');
+        // Past its timeout: slow (a busy proxy, a loaded machine) or hung — a strike, as a 5xx
+        // is; two in a row and it is down. Taken for down at once, the only instance's uploads
+        // under way were abandoned and the agent said Offline (CI under load).
+        else if (e instanceof RemoteError || signal.aborted) pool.failed(url, 'unavailable');
+        else pool.failed(url, 'unreachable');
       }
     }
     if (learnt) pool.learn(learnt);
