@@ -32,10 +32,11 @@ export const STALE_MS = 120_000;
 
 /** A small file as the scan read it. */
 export interface ScannedFile {
+  readonly path: string;
   /** Where the scan read it. */
   readonly abs: string;
-  /** Its bytes, copied out (take's `alloc`). */
-  readonly content: Buffer;
+  /** Its size in bytes. */
+  readonly size: number;
   /** Its identity as the stat the scan took on the descriptor after the read showed it. */
   readonly id: FileIdentity;
 }
@@ -63,13 +64,11 @@ interface Slab {
   paths: string[];
 }
 
-interface Entry extends FileIdentity {
-  readonly abs: string;
+interface Entry extends ScannedFile {
   readonly hash: string;
   readonly slab: Slab;
   /** Where its bytes are in the slab (offsets, not a view: an object less per file). */
   readonly at: number;
-  readonly size: number;
 }
 
 export class ScanBytes {
@@ -78,6 +77,8 @@ export class ScanBytes {
    * want of room (tests, benches).
    */
   kept = 0;
+  /** Files the upload found kept under the put's hash (peek), and those it sent (take). */
+  met = 0;
   taken = 0;
   forgotten = 0;
   full = 0;
@@ -111,22 +112,38 @@ export class ScanBytes {
     slab.live += 1;
     this.liveBytes += n;
     const { ino, dev, mtimeNs, ctimeNs } = stat;
-    this.entries.set(path, { abs, hash, slab, at, size: n, ino, dev, mtimeNs, ctimeNs });
+    this.entries.set(path, { path, abs, hash, slab, at, size: n, id: { ino, dev, mtimeNs, ctimeNs } });
     this.kept += 1;
   }
 
   /**
-   * The scan's read of `path`, when it hashed to `hash`: its bytes copied into `alloc(size)`
-   * (the caller's), or undefined. Either way the entry is gone from here.
+   * The scan's read of `path`, when it hashed to `hash` (else undefined, and a read of
+   * other bytes is let go): still here, to be checked against the file before take().
    */
-  take(path: string, hash: string, alloc: (size: number) => Buffer): ScannedFile | undefined {
-    const e = this.forget(path);
-    if (e === undefined || e.hash !== hash) return undefined;
+  peek(path: string, hash: string): ScannedFile | undefined {
+    const e = this.entries.get(path);
+    if (e === undefined) return undefined;
+    if (e.hash !== hash) {
+      this.forget(path);
+      return undefined;
+    }
+    this.met += 1;
+    return e;
+  }
+
+  /**
+   * The bytes of `file` (from peek), copied into `alloc(size)` (the caller's), or undefined
+   * when they are gone since (written over, kept again). Either way the entry is let go.
+   */
+  take(file: ScannedFile, alloc: (size: number) => Buffer): Buffer | undefined {
+    const e = this.entries.get(file.path);
+    if (e !== file) return undefined;
+    this.forget(file.path);
     this.passed = Math.max(this.passed, e.slab.turn - 1);
     const content = alloc(e.size);
     e.slab.buf.copy(content, 0, e.at, e.at + e.size);
     this.taken += 1;
-    return { abs: e.abs, content, id: e };
+    return content;
   }
 
   /** Let go of the read of `path`, if kept (the upload will not take it: see upload-bundle.ts). */

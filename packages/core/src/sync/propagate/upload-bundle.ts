@@ -28,6 +28,7 @@ import type { UploadRow } from '../../journal/journal.ts';
 import {
   type UploadRead,
   readForUpload,
+  RACY_MS,
   readForUploadSync,
   sameAsScanned,
   scanHashHolds,
@@ -217,22 +218,31 @@ export async function uploadBundles(
       ctx.scanBytes.drop(q.op.path); // not this process's scan's put, or distrusted: let it go
       return undefined;
     }
-    const s = ctx.scanBytes.take(q.op.path, q.op.hash, alloc);
-    if (s === undefined) return undefined;
+    const kept = ctx.scanBytes.peek(q.op.path, q.op.hash);
+    if (kept === undefined) return undefined;
+    // Changed within the margin of the scan's start: never sent from its read (sameAsScanned).
+    if (kept.id.ctimeNs >= BigInt(hashedAfterMs - RACY_MS) * 1_000_000n) {
+      ctx.scanBytes.drop(q.op.path);
+      return undefined;
+    }
     let now: BigIntStats | undefined;
     if (gate.onLoop()) {
       const t = performance.now();
       try {
-        now = fs.lstatSync(s.abs, { bigint: true, throwIfNoEntry: false });
+        now = fs.lstatSync(kept.abs, { bigint: true, throwIfNoEntry: false });
       } catch {
         now = undefined;
       } finally {
         gate.took(performance.now() - t);
       }
-    } else now = await fsp.lstat(s.abs, { bigint: true }).catch(() => undefined);
-    if (now !== undefined && sameAsScanned(now, s, hashedAfterMs)) return { content: s.content, stat: now };
-    slabs.release(s.content);
-    return undefined;
+    } else now = await fsp.lstat(kept.abs, { bigint: true }).catch(() => undefined);
+    // Checked before the copy: a file read again gets no second buffer from the slabs.
+    if (now === undefined || !sameAsScanned(now, kept, hashedAfterMs)) {
+      ctx.scanBytes.drop(q.op.path);
+      return undefined;
+    }
+    const content = ctx.scanBytes.take(kept, alloc); // undefined: written over meanwhile
+    return content === undefined ? undefined : { content, stat: now };
   };
   const read = async (
     q: Put,

@@ -93,7 +93,7 @@ export function scanHashHolds(o: {
  */
 export function sameAsScanned(
   now: BigIntStats,
-  scanned: { readonly content: Buffer; readonly id: FileIdentity },
+  scanned: { readonly size: number; readonly id: FileIdentity },
   hashedAfterMs: number,
 ): boolean {
   const { id } = scanned;
@@ -101,7 +101,7 @@ export function sameAsScanned(
     now.isFile() &&
     now.ino === id.ino &&
     now.dev === id.dev &&
-    now.size === BigInt(scanned.content.byteLength) &&
+    now.size === BigInt(scanned.size) &&
     now.mtimeNs === id.mtimeNs &&
     now.ctimeNs === id.ctimeNs &&
     now.ctimeNs < BigInt(hashedAfterMs - RACY_MS) * 1_000_000n
