@@ -10,9 +10,8 @@ import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { BoundedTasks } from './bounded-tasks.ts';
-import { sha256File } from './local-fs.ts';
+import { readWholeSync, sha256File } from './local-fs.ts';
 import type { LoopGate } from './loop-gate.ts';
-import type { ScanBytes } from './scan-bytes.ts';
 import type { DiskEntry } from './scan-rows.ts';
 
 /**
@@ -41,51 +40,21 @@ const HASH_SLICE_BYTES = 4 * 1024 * 1024;
  */
 export const LOOP_SLICE_MS = 10;
 
-/** open's flags for a file the scan hashes: a symbolic link or a FIFO swapped in is not followed or waited on. */
-const OPEN_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK;
-/** A one-byte probe for growth past the stat's size (reads on the loop only). */
-const PROBE = Buffer.allocUnsafe(1);
-
 /**
- * The hash of a small file read on the event loop into `scratch`, or 'unsettled' (it changed
- * while read: its size, mtime or inode moved) or 'gone' (unreadable or vanished). The stat
- * after the read is taken on the descriptor (one lookup of the path, not two; issue #16): a
- * file renamed over the path before the open is another inode, one renamed over it after is
- * seen by the next scan (the row records the inode read). The bytes go to `keep`
- * with that stat (scan-bytes.ts).
+ * The hash of a small file read on the event loop into `scratch` (local-fs.ts readWholeSync),
+ * or 'unsettled' (it changed while read: its size or mtime moved) or 'gone' (unreadable or vanished).
  */
-function hashOnLoop(
-  abs: string,
-  e: { path: string; size: number; mtimeNs: bigint; inode: bigint },
-  scratch: Buffer,
-  keep?: ScanBytes,
-): string {
-  let fd: number | undefined;
+function hashOnLoop(abs: string, e: { size: number; mtimeNs: bigint }, scratch: Buffer): string {
   try {
-    fd = fs.openSync(abs, OPEN_FLAGS);
-    const buf = e.size <= scratch.length ? scratch.subarray(0, e.size) : Buffer.allocUnsafe(e.size);
-    let n = 0;
-    while (n < e.size) {
-      const got = fs.readSync(fd, buf, n, e.size - n, null);
-      if (got === 0) break;
-      n += got;
-    }
-    if (n < e.size || fs.readSync(fd, PROBE, 0, 1, null) > 0) return 'unsettled';
-    const again = fs.fstatSync(fd, { bigint: true });
-    if (again.mtimeNs !== e.mtimeNs || Number(again.size) !== e.size || again.ino !== e.inode)
-      return 'unsettled';
-    const hash = createHash('sha256').update(buf).digest('hex');
-    keep?.keep(e.path, abs, hash, buf, again);
-    return hash;
+    const into = (n: number): Buffer =>
+      n <= scratch.length ? scratch.subarray(0, n) : Buffer.allocUnsafe(n);
+    const hash = createHash('sha256')
+      .update(readWholeSync(abs, into, e.size).content)
+      .digest('hex');
+    const again = fs.lstatSync(abs, { bigint: true }); // the path: a file renamed over it counts
+    return again.mtimeNs !== e.mtimeNs || Number(again.size) !== e.size ? 'unsettled' : hash;
   } catch {
     return 'gone';
-  } finally {
-    if (fd !== undefined)
-      try {
-        fs.closeSync(fd);
-      } catch {
-        /* closed either way */
-      }
   }
 }
 
@@ -117,8 +86,6 @@ export class ScanDisk {
     private readonly stopCheck: () => void,
     /** Milliseconds, as performance.now() (a test's clock). */
     private readonly clock: () => number = () => performance.now(),
-    /** Where the bytes of small files hashed on the loop are kept for the upload (scan-bytes.ts). */
-    private readonly bytes?: ScanBytes,
   ) {}
 
   /** A turn of the event loop now; the slices start again. */
@@ -181,7 +148,7 @@ export class ScanDisk {
       if (e.size <= SCRATCH_BYTES && this.gate.onLoop()) {
         if (this.hashedSinceTurn >= HASH_SLICE_BYTES || this.msSinceTurn >= LOOP_SLICE_MS) await this.turn();
         const t = this.clock();
-        e.hash = hashOnLoop(absOf(e), e, this.scratch, this.bytes); // never throws: 'gone'
+        e.hash = hashOnLoop(absOf(e), e, this.scratch); // never throws: 'gone'
         this.tookOnLoop(this.clock() - t);
         this.hashedSinceTurn += e.size + 4096;
         continue;

@@ -3,7 +3,6 @@
  * error of a scan asked to stop.
  */
 import type { LocalPaths } from './local-path.ts';
-import type { ScanBytes } from './scan-bytes.ts';
 import type { Op } from './ops.ts';
 
 export interface ScanOptions {
@@ -16,8 +15,6 @@ export interface ScanOptions {
   readonly now?: () => number;
   /** How local names map to remote ones. Default: this host's rules, long names from the journal. */
   readonly paths?: LocalPaths;
-  /** Where the bytes of the small files it hashes are kept for the upload (scan-bytes.ts). */
-  readonly scanBytes?: ScanBytes;
   /**
    * Checked between files and folders: once it returns true the scan stops and throws
    * ScanStopped (a partial walk must never read as deletions). The engine's stop().

@@ -95,7 +95,7 @@ export async function scan(
   const folded = new Map<string, string>();
   const detectClashes = options.detectCaseClashes ?? false;
 
-  const diskIo = new ScanDisk(paths.gate, stopCheck, undefined, options.scanBytes);
+  const diskIo = new ScanDisk(paths.gate, stopCheck);
 
   /**
    * The journal's rows that the scan still compares, and the entries found on disk that it

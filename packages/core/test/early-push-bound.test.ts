@@ -18,7 +18,6 @@ import { CHUNK_ENTRIES, scan } from '../src/scanner.ts';
 import type { SyncContext } from '../src/sync/context.ts';
 import { discoverLocal } from '../src/sync/discovery/local.ts';
 import { EarlyPush } from '../src/sync/early-push.ts';
-import { ScanBytes } from '../src/scan-bytes.ts';
 import { FakeCloud, type FakeDevice } from './support/fake-cloud.ts';
 
 let cloud: FakeCloud | undefined;
@@ -41,8 +40,6 @@ async function firstScan(
   d: FakeDevice,
   files: number,
   ahead?: number,
-  /** Given: the scan's bytes are kept in this (scan-bytes.ts), and the floor of room() when it is full. */
-  bytes?: { cache: ScanBytes; ahead: number },
 ): Promise<{ most: number; early: EarlyPush }> {
   for (let i = 0; i < files; i++) await d.write(`drop/d${i % 8}/f${i}.txt`, `file ${i} `.repeat(1000));
   const ctx = (d.engine as unknown as { ctx: SyncContext }).ctx;
@@ -53,9 +50,8 @@ async function firstScan(
     most = Math.max(most, n);
     return n;
   };
-  if (bytes) (ctx as { scanBytes: ScanBytes }).scanBytes = bytes.cache;
   const control = { paused: () => false, stopped: () => false, storageFull: () => false };
-  const early = EarlyPush.forScan(ctx, control, true, ahead, bytes?.ahead);
+  const early = EarlyPush.forScan(ctx, control, true, ahead);
   if (!early) throw new Error('no early push');
   const outcome = await discoverLocal(
     ctx,
@@ -95,36 +91,6 @@ describe('early push: the scan stays a bounded number of operations ahead', () =
     const files = 3 * CHUNK_ENTRIES;
     const { most } = await firstScan(d, files, Number.POSITIVE_INFINITY);
     expect(most).toBeGreaterThan(500 + CHUNK_ENTRIES + 16);
-  });
-});
-
-describe("early push: the scan stays within the scan's bytes of the upload", () => {
-  // Files of ~8–10 KB: half a cache of 24 MiB holds a chunk (CHUNK_ENTRIES, ~9 MB), the whole not four.
-  const small = (): ScanBytes => new ScanBytes(24 * 1024 * 1024, 1024 * 1024);
-
-  it('waits for the push while the cache is full, so the upload sends every file from it', async () => {
-    cloud = new FakeCloud();
-    const d = await cloud.addDevice('laptop', { watch: false });
-    await d.engine.waitIdle();
-    slowBundles(d, 200);
-    const files = 4 * CHUNK_ENTRIES;
-    const cache = small();
-    const { early } = await firstScan(d, files, Number.POSITIVE_INFINITY, { cache, ahead: 1 });
-    expect(early.waits).toBeGreaterThan(0);
-    expect(cache.met).toBe(files);
-    expect(cache.size).toBe(0);
-  });
-
-  it('without the floor the scan runs ahead and the upload reads most files again', async () => {
-    cloud = new FakeCloud();
-    const d = await cloud.addDevice('laptop', { watch: false });
-    await d.engine.waitIdle();
-    slowBundles(d, 200);
-    const files = 4 * CHUNK_ENTRIES;
-    const cache = small();
-    await firstScan(d, files, Number.POSITIVE_INFINITY, { cache, ahead: Number.POSITIVE_INFINITY });
-    expect(cache.full).toBeGreaterThan(0);
-    expect(cache.met).toBeLessThan(files);
   });
 });
 

@@ -25,7 +25,6 @@ import { LocalPaths, UnsafeLocalPathError, describeEncoding, hostPathRules } fro
 import type { Op } from '../ops.ts';
 import type { RemoteStore } from '../remote/remote-store.ts';
 import { type ActivityItem, StatusModel } from '../status.ts';
-import { ScanBytes } from '../scan-bytes.ts';
 import { ScanHashes } from './propagate/upload-read.ts';
 import { OwnChanges } from './own-changes.ts';
 
@@ -104,8 +103,6 @@ export class SyncContext {
   readonly idleEstimates: { path: string; oldCopy: string; newFile: string }[] = [];
   /** The puts this process's scans hashed, and when those scans began (upload-read.ts). */
   readonly scanHashes = new ScanHashes();
-  /** The bytes of small files those scans read, for the upload to send (scan-bytes.ts). */
-  readonly scanBytes = new ScanBytes();
   /** Writes the server kept as conflicted copies, mended once the current request is done. */
   readonly serverConflicts: ServerConflict[] = [];
   /** The feed records of our own recorded writes: a pull steps over them (own-changes.ts). */

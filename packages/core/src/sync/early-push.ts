@@ -26,15 +26,6 @@ import { type PushControl, push } from './push.ts';
  */
 export const QUEUE_AHEAD = 20_000;
 
-/**
- * While the bytes the scan keeps for the upload are half full (scan-bytes.ts ScanBytes.isFull:
- * its next chunk may not fit), the scan waits as long as this many
- * operations or more are queued: the upload then sends each small file from the scan's read
- * instead of reading it again (issue #16; a scan 20,000 operations ahead found ~25 % of them
- * still kept at 100,000 files), and still has several bundles' worth queued meanwhile.
- */
-export const SCAN_BYTES_AHEAD = 3_000;
-
 /** How often a scan waiting for room looks at the queue again (ms). */
 const ROOM_POLL_MS = 10;
 
@@ -54,24 +45,21 @@ export class EarlyPush {
     private readonly ctx: SyncContext,
     private readonly control: PushControl,
     private readonly ahead: number,
-    private readonly bytesAhead: number,
   ) {}
 
   /**
    * An early push for the scan about to begin, or undefined when it must wait for the scan.
-   * `ahead`: the most operations the scan may queue ahead of it (QUEUE_AHEAD; tests), and
-   * `bytesAhead` while the scan's bytes are full (SCAN_BYTES_AHEAD; tests).
+   * `ahead`: the most operations the scan may queue ahead of it (QUEUE_AHEAD; tests).
    */
   static forScan(
     ctx: SyncContext,
     control: PushControl,
     online: boolean,
     ahead = QUEUE_AHEAD,
-    bytesAhead = SCAN_BYTES_AHEAD,
   ): EarlyPush | undefined {
     if (!online || control.paused() || control.stopped() || control.storageFull()) return undefined;
     if (ctx.journal.pendingCount() > 0 || releasable(ctx).length > 0) return undefined;
-    return new EarlyPush(ctx, control, ahead, bytesAhead);
+    return new EarlyPush(ctx, control, ahead);
   }
 
   /** The scan queued more operations: start sending, or wake the push waiting for them. */
@@ -98,8 +86,7 @@ export class EarlyPush {
   }
 
   /**
-   * Resolves once the scan may queue more: fewer than `ahead` operations wait (`bytesAhead`
-   * while the scan's bytes are full), or nothing
+   * Resolves once the scan may queue more: fewer than `ahead` operations wait, or nothing
    * would drain them — the push waits for more (a queue of folders and empty files is less
    * than a bundle's worth of bytes) with no bundle on its way (their files are in the queue
    * until answered), has returned (paused, storage full, failed), or the engine stops.
@@ -107,8 +94,7 @@ export class EarlyPush {
    */
   async room(): Promise<void> {
     while (
-      this.ctx.journal.pendingCount() >=
-        (this.ctx.scanBytes.isFull() ? Math.min(this.ahead, this.bytesAhead) : this.ahead) &&
+      this.ctx.journal.pendingCount() >= this.ahead &&
       this.running !== undefined &&
       !this.settled &&
       (this.wake === undefined || this.bundles.unanswered > 0) &&

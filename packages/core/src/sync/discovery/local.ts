@@ -70,7 +70,6 @@ export async function discoverLocal(
     detectCaseClashes: ctx.caseInsensitive,
     shouldStop: o.stopped,
     paths: ctx.paths,
-    scanBytes: ctx.scanBytes,
     ...(early ? { found } : {}),
   });
   ctx.trace('scan', scanned.ops);

@@ -4,8 +4,6 @@
  * and the outcome of each file's write recorded with its queue entry in one transaction.
  */
 import { createHash } from 'node:crypto';
-import type { BigIntStats } from 'node:fs';
-import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import {
   type BundleEntry,
@@ -25,14 +23,7 @@ import { BundleFlight } from './bundle-flight.ts';
 import { noteServerConflict } from './conflict.ts';
 import { ReadSlabs } from './read-slabs.ts';
 import type { UploadRow } from '../../journal/journal.ts';
-import {
-  type UploadRead,
-  readForUpload,
-  RACY_MS,
-  readForUploadSync,
-  sameAsScanned,
-  scanHashHolds,
-} from './upload-read.ts';
+import { type UploadRead, readForUpload, readForUploadSync, scanHashHolds } from './upload-read.ts';
 
 /** Files read ahead of the bundle being filled (each < 2 MiB: at most 32 MiB held). */
 const READ_AHEAD = 16;
@@ -207,52 +198,9 @@ export async function uploadBundles(
   const gate = ctx.paths.gate;
   const alloc = (size: number): Buffer => slabs.alloc(size);
   const release = (b: Buffer): void => slabs.release(b);
-  /**
-   * The bytes this process's scan read of the file and hashed as the put's, when a stat of the
-   * path now shows that very file unchanged since before the scan (upload-read.ts sameAsScanned;
-   * scan-bytes.ts): no second open and read (issue #16). Else undefined: read from disk.
-   */
-  const fromScan = async (q: Put): Promise<UploadRead | undefined> => {
-    const hashedAfterMs = ctx.scanHashes.hashedAfter(q.op);
-    if (hashedAfterMs === undefined) {
-      ctx.scanBytes.drop(q.op.path); // not this process's scan's put, or distrusted: let it go
-      return undefined;
-    }
-    const kept = ctx.scanBytes.peek(q.op.path, q.op.hash);
-    if (kept === undefined) return undefined;
-    // Changed within the margin of the scan's start: never sent from its read (sameAsScanned).
-    if (kept.id.ctimeNs >= BigInt(hashedAfterMs - RACY_MS) * 1_000_000n) {
-      ctx.scanBytes.drop(q.op.path);
-      return undefined;
-    }
-    let now: BigIntStats | undefined;
-    if (gate.onLoop()) {
-      const t = performance.now();
-      try {
-        now = fs.lstatSync(kept.abs, { bigint: true, throwIfNoEntry: false });
-      } catch {
-        now = undefined;
-      } finally {
-        gate.took(performance.now() - t);
-      }
-    } else now = await fsp.lstat(kept.abs, { bigint: true }).catch(() => undefined);
-    // Checked before the copy: a file read again gets no second buffer from the slabs.
-    if (now === undefined || !sameAsScanned(now, kept, hashedAfterMs)) {
-      ctx.scanBytes.drop(q.op.path);
-      return undefined;
-    }
-    const content = ctx.scanBytes.take(kept, alloc); // undefined: written over meanwhile
-    return content === undefined ? undefined : { content, stat: now };
-  };
-  const read = async (
-    q: Put,
-  ): Promise<{ q: Put; got: UploadRead | undefined; moved: boolean; scanned?: boolean }> => {
+  const read = async (q: Put): Promise<{ q: Put; got: UploadRead | undefined; moved: boolean }> => {
     try {
       const where = ctx.journal.whereNow(q.id, q.op.path);
-      if (where === q.op.path) {
-        const got = await fromScan(q);
-        if (got !== undefined) return { q, got, moved: false, scanned: true };
-      }
       // On the event loop while reads are quick (loop-gate.ts, issue #16): opened confined in
       // one step where the platform allows (confined-open.ts), else resolved (ctx.at: a
       // realpath) and opened.
@@ -284,7 +232,7 @@ export async function uploadBundles(
   const bundled = new Set<string>();
   let index = 0;
   try {
-    for await (const { q, got, moved, scanned } of readAhead(puts, READ_AHEAD, read)) {
+    for await (const { q, got, moved } of readAhead(puts, READ_AHEAD, read)) {
       if (stopping) {
         if (got) slabs.release(got.content);
         break;
@@ -314,18 +262,15 @@ export async function uploadBundles(
       const row = bundled.has(q.op.path)
         ? ctx.journal.uploadRows([q.op.path]).get(q.op.path)
         : rows.get(q.op.path);
-      // The scan's own bytes of it (fromScan) hash to the put's hash: it hashed those very bytes.
-      const trusted =
-        scanned === true ||
-        scanHashHolds({
-          op: q.op,
-          movedSince: moved,
-          hashedAfterMs: ctx.scanHashes.hashedAfter(q.op),
-          row,
-          bytesRead: content.byteLength,
-          stat,
-          folderDev,
-        });
+      const trusted = scanHashHolds({
+        op: q.op,
+        movedSince: moved,
+        hashedAfterMs: ctx.scanHashes.hashedAfter(q.op),
+        row,
+        bytesRead: content.byteLength,
+        stat,
+        folderDev,
+      });
       if (trusted) ctx.scanHashes.trusted += 1;
       else ctx.scanHashes.hashed += 1;
       const sha256 = trusted ? q.op.hash : createHash('sha256').update(content).digest('hex');

@@ -24,7 +24,6 @@ import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import type { UploadRow } from '../../journal/journal.ts';
 import type { Op } from '../../ops.ts';
-import type { FileIdentity } from '../../scan-bytes.ts';
 
 /** Timestamps younger than this are not trusted to show a change (the journal's RACY_MS). */
 export const RACY_MS = 2_000;
@@ -79,32 +78,6 @@ export function scanHashHolds(o: {
     stat.ino === row.inode &&
     stat.dev === o.folderDev &&
     stat.ctimeNs < BigInt(o.hashedAfterMs - RACY_MS) * 1_000_000n
-  );
-}
-
-/**
- * Whether `now`, a stat of the path taken for the upload, shows the very file the scan read
- * (scan-bytes.ts), not written since before that scan began: the same inode on the same
- * device, its size, mtime and ctime as the scan's stat after its read, and that ctime older
- * than the scan's start by more than RACY_MS (see the module comment: every write, truncation,
- * rename and `utimes` sets the ctime to the current time, which no one can set back). Then
- * the scan's bytes are the file's bytes now; a symbolic link or anything else swapped in is not
- * a regular file, or another inode.
- */
-export function sameAsScanned(
-  now: BigIntStats,
-  scanned: { readonly size: number; readonly id: FileIdentity },
-  hashedAfterMs: number,
-): boolean {
-  const { id } = scanned;
-  return (
-    now.isFile() &&
-    now.ino === id.ino &&
-    now.dev === id.dev &&
-    now.size === BigInt(scanned.size) &&
-    now.mtimeNs === id.mtimeNs &&
-    now.ctimeNs === id.ctimeNs &&
-    now.ctimeNs < BigInt(hashedAfterMs - RACY_MS) * 1_000_000n
   );
 }
 
