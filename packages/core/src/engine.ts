@@ -216,10 +216,19 @@ export class Engine implements Disposable {
           link: this.link,
           pending: () => this.journal.pendingCount(),
         });
-        if (next === 'stop') return;
+        if (next === 'stop') return this.stillPaused();
         this.again = true;
       }
+      this.stillPaused();
     } while (this.again && !this.stopped);
+  }
+
+  /**
+   * Paused while a pass was on its way: the pass wrote its own state at its end (idle,
+   * syncing, offline…) over "paused"; the person's pause stands (test/pause-during-pass.test.ts).
+   */
+  private stillPaused(): void {
+    if (this.gate.byPerson && this.status.get().state !== 'paused') this.status.update({ state: 'paused' });
   }
 
   /** True once the server has refused this device's token (sync/remote-link.ts). */

@@ -22,6 +22,12 @@ export class PauseGate {
     return this.until > 0 || this.state.massDeletePending;
   }
 
+  /** Paused by the person (not a mass-delete question), the pause not over yet. */
+  get byPerson(): boolean {
+    if (this.until > 0 && this.now() >= this.until) this.until = 0;
+    return this.until > 0;
+  }
+
   pause(untilMs: number): void {
     this.until = untilMs;
   }

@@ -1,0 +1,40 @@
+/**
+ * Paused while a pass is on its way: the pass ends, and the status still says paused (CI, the
+ * tray popover e2e: the pass that was running when "Pause for 1 hour" was clicked ended by
+ * writing its own state — idle — over "paused", so the popover showed "Up to date" with the
+ * pause buttons while the engine stayed paused, and "Resume syncing" was gone).
+ */
+import { describe, expect, it } from 'vitest';
+import { onCloud } from './support/cloud-run.ts';
+
+describe('pause during a pass', () => {
+  it('the pass on its way ends without writing over the paused state', () =>
+    onCloud(async (cloud) => {
+      const a = await cloud.addDevice('laptop');
+      await a.write('a.txt', 'one');
+      await a.sync();
+      // The next pass waits in its pull until the person has paused.
+      let release: () => void = () => undefined;
+      const held = new Promise<void>((r) => (release = r));
+      let entered: () => void = () => undefined;
+      const inPull = new Promise<void>((r) => (entered = r));
+      a.remote.beforeCall = async (m) => {
+        if (m !== 'changes') return;
+        a.remote.beforeCall = undefined;
+        entered();
+        await held;
+      };
+      await a.write('b.txt', 'two');
+      const pass = a.sync();
+      await inPull;
+      a.engine.pause();
+      expect(a.engine.getStatus().state).toBe('paused');
+      release();
+      await pass;
+      expect(a.engine.getStatus().state).toBe('paused');
+      a.engine.resume();
+      await a.sync();
+      expect(a.engine.getStatus().state).toBe('idle');
+      expect(cloud.serverTree().has('b.txt')).toBe(true);
+    }));
+});
