@@ -6,21 +6,18 @@
  */
 import { appendFileSync } from 'node:fs';
 
-export function traceToFile(
-  file = process.env.WEFT_TRACE_FILE,
-): ((event: string, detail: unknown) => void) | undefined {
-  if (!file) return undefined;
-  return (event, detail) => {
-    try {
-      appendFileSync(file, `${JSON.stringify({ t: Date.now(), pid: process.pid, event, detail })}\n`);
-    } catch {
-      // A trace that cannot be written is dropped: debugging aid, never a failure of sync.
-    }
-  };
-}
-
 /** `{ trace }` for engine options when WEFT_TRACE_FILE is set, else nothing. */
-export function withTrace(): { trace?: (event: string, detail: unknown) => void } {
-  const trace = traceToFile();
-  return trace ? { trace } : {};
+export function withTrace(file = process.env.WEFT_TRACE_FILE): {
+  trace?: (event: string, detail: unknown) => void;
+} {
+  if (!file) return {};
+  return {
+    trace: (event, detail) => {
+      try {
+        appendFileSync(file, `${JSON.stringify({ t: Date.now(), pid: process.pid, event, detail })}\n`);
+      } catch {
+        // A trace that cannot be written is dropped: debugging aid, never a failure of sync.
+      }
+    },
+  };
 }

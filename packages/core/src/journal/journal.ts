@@ -421,17 +421,17 @@ export class Journal {
   /**
    * Contents sent to these paths whose outcome was never recorded (an agent killed with them
    * on the wire, a request cut off), by path, at most MAX_OWN_PER_ENTRY each: a write names
-   * them, so the server takes a file holding one as ours (wire/write-rule.ts; issue #16).
-   * `except` (path → hash) leaves out the content about to be sent itself.
+   * them, so the server takes a file holding one as ours (wire/write-rule.ts; issue #16). The
+   * content about to be sent may be among them: harmless, the same content there is never a
+   * conflict anyway.
    */
-  unanswered(paths: readonly string[], except?: (path: string) => string | undefined): Map<string, string[]> {
+  unanswered(paths: readonly string[]): Map<string, string[]> {
     const out = new Map<string, string[]>();
     if (paths.length === 0) return out;
     const rows = this.sql('SELECT path, sha256 FROM sent WHERE path IN (SELECT value FROM json_each(?))')
       .raw(true)
       .all(JSON.stringify(paths)) as [string, string][];
     for (const [path, sha] of rows) {
-      if (except?.(path) === sha) continue;
       const list = out.get(path) ?? [];
       if (list.length < MAX_OWN_PER_ENTRY) list.push(sha);
       out.set(path, list);

@@ -18,8 +18,7 @@ export class PauseGate {
 
   /** Paused by the person (until `untilMs`) or waiting for a mass-delete answer. */
   get paused(): boolean {
-    if (this.until > 0 && this.now() >= this.until) this.until = 0;
-    return this.until > 0 || this.state.massDeletePending;
+    return this.byPerson || this.state.massDeletePending;
   }
 
   /** Paused by the person (not a mass-delete question), the pause not over yet. */

@@ -275,14 +275,14 @@ export async function uploadBundles(
       else ctx.scanHashes.hashed += 1;
       const sha256 = trusted ? q.op.hash : createHash('sha256').update(content).digest('hex');
       // Sent before and never answered (a crash): named, so the server takes it as ours.
-      const own = unanswered.get(q.op.path)?.filter((s) => s !== sha256);
+      const own = unanswered.get(q.op.path);
       const entry: BundleEntry = {
         path: q.op.path,
         rev: row?.syncedRev ?? null,
         mtimeMs: Number(stat.mtimeMs),
         sha256,
         content,
-        ...(own && own.length > 0 ? { own } : {}),
+        ...(own ? { own } : {}),
       };
       bundled.add(entry.path);
       const size = bundleEntrySize(entry.path, entry.rev, content.byteLength, entry.own?.length);

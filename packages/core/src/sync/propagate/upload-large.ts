@@ -86,7 +86,7 @@ export async function uploadLarge(
     // Once made, the delta goes unless it turned out no smaller than the file.
     if (container && container.byteLength < size) {
       try {
-        const own = ctx.journal.unanswered([op.path], () => sha).get(op.path);
+        const own = ctx.journal.unanswered([op.path]).get(op.path);
         ctx.journal.markSent([{ path: op.path, sha256: sha }]);
         const r = await ctx.client.uploadDelta(op.path, row.syncedRev, mtimeMs, container, own);
         const sig = await signatureOf(abs, row.signatureBlock ?? blockSize);
@@ -219,7 +219,7 @@ async function uploadWhole(
     ctx.status.update({ bytesUploaded: ctx.status.get().bytesUploaded + size });
   }
   // Sent before and never answered (a crash): named, so the server takes a file holding one as ours.
-  const own = ctx.journal.unanswered([p], () => sha).get(p);
+  const own = ctx.journal.unanswered([p]).get(p);
   ctx.journal.markSent([{ path: p, sha256: sha }]);
   const [r] = await client.ops([
     {
