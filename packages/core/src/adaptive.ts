@@ -129,23 +129,31 @@ export interface CompressionLevel {
 }
 
 /**
- * Eq. 3–4: with deduplication ratio γ, a compressor running at r_a (input bytes/s) with
- * ratio β, and a link of r_t bytes/s, the compute path delivers
- * r_c = (1−γ)·r_a·r_b / (β(1−γ)·r_a + β·r_b) where r_b is the decompression side (taken equal
- * to r_a when unknown). Returns the strongest level with r_c ≥ r_t, or undefined: send raw.
+ * CoCloud Eq. 3–4, as the paper has them: the send path hashes (r_a, for deduplication with
+ * ratio γ) and then compresses (r_b, each level's rate, with its ratio β), in series, and its
+ * output must keep up with the link (r_t):
+ *   r'_a = (1−γ)/β · r_a,  r'_b = r_b/β,  r_c = 1 / (1/r'_a + 1/r'_b).
+ * Returns the strongest level with r_c ≥ r_t, or undefined: send raw.
+ *
+ * `hashRate` defaults to no hashing on the path (r'_a infinite): the agent hashes a file when
+ * it scans it, not when it sends it. (Until issue #16's shaped-link run this took r_b for a
+ * decompression rate "equal to r_a when unknown" and the level's rate for r_a, so r_c came out
+ * at r/(2β), half the compressor's output: at 50 Mbit/s every bundle went raw — 31 MB for a
+ * corpus deflate shrinks ~3×. packages/mirror's interproxy/compare.ts reads the paper the same
+ * way as this now.)
  */
 export function chooseCompression(
   levels: readonly CompressionLevel[],
   linkRate: number,
   gamma = 0,
-  decompressRate?: number,
+  hashRate = Number.POSITIVE_INFINITY,
 ): CompressionLevel | undefined {
   let best: CompressionLevel | undefined;
   for (const l of levels) {
-    if (l.ratio <= 1) continue;
-    const ra = l.rate;
-    const rb = decompressRate ?? l.rate;
-    const rc = ((1 - gamma) * ra * rb) / (l.ratio * (1 - gamma) * ra + l.ratio * rb);
+    if (l.ratio <= 1 || l.rate <= 0) continue;
+    const ra = gamma >= 1 ? Number.POSITIVE_INFINITY : ((1 - gamma) / l.ratio) * hashRate;
+    const rb = l.rate / l.ratio;
+    const rc = 1 / (1 / ra + 1 / rb);
     if (rc >= linkRate && (!best || l.ratio > best.ratio)) best = l;
   }
   return best;

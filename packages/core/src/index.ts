@@ -11,7 +11,7 @@ export {
 } from './cloud-clients.ts';
 export { ProxyClient, RemoteError, OfflineError } from './remote/proxy-client.ts';
 export { ServerPool, type ServerInstance, type ServerPoolOptions } from './remote/server-pool.ts';
-export type { ListPageRequest, RemoteStore } from './remote/remote-store.ts';
+export type { ListPageRequest, RemoteStore, RequestTiming } from './remote/remote-store.ts';
 export {
   StatusModel,
   type FolderStatus,

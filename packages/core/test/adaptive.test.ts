@@ -148,16 +148,29 @@ describe('adaptive compression (CoCloud Eq. 3–4)', () => {
     { level: 6, ratio: 3, rate: 40e6 },
     { level: 9, ratio: 3.2, rate: 5e6 },
   ];
-  it('picks the strongest level that still outruns the link', () => {
-    // r_c = (1−γ)·r_a·r_b / (β(1−γ)·r_a + β·r_b), with r_b = r_a: level 9 → 0.78 MB/s,
-    // level 6 → 6.7 MB/s, level 1 → 50 MB/s.
+  it('picks the strongest level whose output still outruns the link', () => {
+    // No hashing on the send path: r_c = r_b/β — level 9 → 1.56 MB/s, level 6 → 13.3 MB/s,
+    // level 1 → 100 MB/s.
     expect(chooseCompression(levels, 0.5e6)?.level).toBe(9);
     expect(chooseCompression(levels, 5e6)?.level).toBe(6);
     expect(chooseCompression(levels, 40e6)?.level).toBe(1);
-    expect(chooseCompression(levels, 100e6)).toBeUndefined();
-    // Deduplication (γ) leaves less to compress, so the compute path slows relative to the link.
-    expect(chooseCompression(levels, 5e6, 0.5)?.level).toBe(1);
+    expect(chooseCompression(levels, 150e6)).toBeUndefined();
     expect(chooseCompression([{ level: 1, ratio: 1, rate: 1e9 }], 1)).toBeUndefined();
+  });
+
+  it('slows the compute path by a hash in series (r_a), less the deduplicated share (γ)', () => {
+    // r'_a = (1−γ)/β·r_a: a 6 MB/s hash before level 6 → r_c = 1/(1/2 + 1/13.3) MB/s = 1.74 MB/s.
+    expect(chooseCompression(levels, 5e6, 0, 6e6)).toBeUndefined();
+    expect(chooseCompression(levels, 1.5e6, 0, 6e6)?.level).toBe(6);
+    // Half of it deduplicated: half as much to hash per byte sent — r'_a = 0.5/3·20 = 3.3 MB/s.
+    expect(chooseCompression(levels, 2e6, 0.5, 20e6)?.level).toBe(6);
+    // Without the deduplication, level 6 no longer keeps up; level 1 (r'_a = 3 MB/s) does.
+    expect(chooseCompression(levels, 2e6, 0, 6e6)?.level).toBe(1);
+  });
+
+  it('compresses a corpus deflating 3× at 30 MB/s for a 50 Mbit/s link (the shaped-link run sent it raw)', () => {
+    // r_c = 30/3 = 10 MB/s ≥ 6.25 MB/s; read as before (r/(2β) = 5 MB/s) it was sent raw.
+    expect(chooseCompression([{ level: 6, ratio: 3, rate: 30e6 }], 6.25e6)?.level).toBe(6);
   });
 });
 
@@ -184,6 +197,11 @@ describe('compression advisor (CoCloud Eq. 3–4 on measured samples)', () => {
     expect(a.shouldCompress(data, 1e6)).toBe(true);
   });
 
+  it('compresses for a 50 Mbit/s link a sample deflating 3× at 30 MB/s (issue #16’s shaped-link run went raw)', () => {
+    expect(new CompressionAdvisor(measureWith(3, 30e6)).shouldCompress(data, 6.25e6)).toBe(true);
+    expect(new CompressionAdvisor(measureWith(3, 30e6)).shouldCompress(data, 50e6)).toBe(false);
+  });
+
   it('deflates a sample of at most COMPRESSION_SAMPLE_BYTES of a bundle, on the event loop', () => {
     // Issue #16: 256 KiB a sample was ~4 µs of CPU per file of a first sync.
     const sizes: number[] = [];
@@ -201,8 +219,8 @@ describe('compression advisor (CoCloud Eq. 3–4 on measured samples)', () => {
   });
 
   it('keeps its choice while the link stays within the hysteresis band', () => {
-    // ratio 4, 100 MB/s: r_c = r_a / (2β) = 12.5 MB/s (decompression taken as fast as compression).
-    const rc = 100e6 / 8;
+    // ratio 4, 100 MB/s: r_c = r_b / β = 25 MB/s.
+    const rc = 100e6 / 4;
     const a = new CompressionAdvisor(measureWith(4, 100e6), 0.3);
     expect(a.choice).toBeUndefined();
     expect(a.shouldCompress(data, rc * 0.95)).toBe(true);

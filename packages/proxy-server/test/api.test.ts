@@ -1,5 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ChangesResponse, EntryInfo, ListResponse } from '@weft/wire';
+import {
+  type ChangesResponse,
+  encodeBundle,
+  type EntryInfo,
+  type ListResponse,
+  parseServerTiming,
+  SERVER_TIMING_HEADER,
+} from '@weft/wire';
 import { startTestServer, TestClient, sha } from './helpers.ts';
 
 let server: Awaited<ReturnType<typeof startTestServer>>;
@@ -145,6 +152,26 @@ describe('small files through bundles', () => {
     expect(seqs).toEqual(seqs.map((_, i) => i + 1));
     const tail = await alice.json<ChangesResponse>('GET', `/v1/changes?cursor=${page.cursor + 100}`);
     expect(tail.reset).toBe(true);
+  });
+
+  it('statesItsOwnTimeInServerTiming', async () => {
+    // The agent takes it off a bundle request's time to learn its link's rate (issue #16).
+    const content = new TextEncoder().encode('timed');
+    const body = encodeBundle([
+      { path: 'timed.txt', mtimeMs: 1_700_000_000_000, sha256: sha(content), content },
+    ]);
+    const started = performance.now();
+    const res = await alice.req('POST', '/v1/bundles', body);
+    const elapsed = performance.now() - started;
+    expect(res.status).toBe(200);
+    const serverMs = parseServerTiming(res.headers.get(SERVER_TIMING_HEADER));
+    expect(serverMs).toBeDefined();
+    expect(serverMs!).toBeGreaterThan(0);
+    expect(serverMs!).toBeLessThanOrEqual(elapsed);
+    // Errors say it too (a refused bundle's time is the server's as well).
+    const bad = await alice.req('POST', '/v1/bundles', new Uint8Array([1, 2, 3]));
+    expect(bad.status).toBe(400);
+    expect(parseServerTiming(bad.headers.get(SERVER_TIMING_HEADER))).toBeDefined();
   });
 
   it('rejectsBadInputWith4xx', async () => {

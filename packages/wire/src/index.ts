@@ -22,3 +22,4 @@ export {
 } from './conflict.ts';
 export * from './pack.ts';
 export * from './fast-check.ts';
+export * from './server-timing.ts';

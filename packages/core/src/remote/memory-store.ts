@@ -71,7 +71,7 @@ import {
   transferStateOf,
 } from './memory-content.ts';
 import { OfflineError, RemoteError } from './proxy-client.ts';
-import type { ListPageRequest, RemoteStore } from './remote-store.ts';
+import type { ListPageRequest, RemoteStore, RequestTiming } from './remote-store.ts';
 
 export type { MemoryServerOptions } from './memory-server.ts';
 
@@ -100,6 +100,11 @@ export class MemoryRemoteStore implements RemoteStore {
   readonly sentOps: FileOp[] = [];
   /** Runs before each call reaches the server (a test makes other things happen first). */
   beforeCall: ((method: string) => Promise<void>) | undefined;
+  /**
+   * Whether uploadBundle tells its own time (what `beforeCall` held it included), as the
+   * proxy's Server-Timing header does; false: a server that does not say.
+   */
+  reportsServerTime = true;
 
   constructor(
     readonly server: MemoryServerState,
@@ -303,7 +308,16 @@ export class MemoryRemoteStore implements RemoteStore {
     });
   }
 
-  async uploadBundle(bundle: Uint8Array): Promise<BundleUploadResponse['results']> {
+  async uploadBundle(bundle: Uint8Array, timing?: RequestTiming): Promise<BundleUploadResponse['results']> {
+    const started = performance.now();
+    try {
+      return await this.ingestBundle(bundle);
+    } finally {
+      if (timing && this.reportsServerTime) timing.serverMs = performance.now() - started;
+    }
+  }
+
+  private async ingestBundle(bundle: Uint8Array): Promise<BundleUploadResponse['results']> {
     const n = await this.enter('uploadBundle', bundle.byteLength);
     let decoded: DecodedBundle;
     try {

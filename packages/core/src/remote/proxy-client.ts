@@ -36,13 +36,15 @@ import {
   decodeDeltaContainer,
   type DecodedBundle,
   type DecodedDeltaContainer,
+  parseServerTiming,
+  SERVER_TIMING_HEADER,
 } from '@weft/wire';
 import type { Disposable } from '../lifecycle.ts';
 import { type ApiRequest, ApiRequests, apiUrl } from './api-requests.ts';
 import { RemoteError, ensureOk, parseJson, safeFetch } from './http-errors.ts';
 import { openFeedSocket } from './feed-socket.ts';
 import { ByteRateLimiter } from './rate-limit.ts';
-import type { ListPageRequest, RemoteStore } from './remote-store.ts';
+import type { ListPageRequest, RemoteStore, RequestTiming } from './remote-store.ts';
 import type { ServerPool } from './server-pool.ts';
 
 export interface ProxyClientOptions {
@@ -317,10 +319,14 @@ export class ProxyClient implements RemoteStore {
     return (await this.parseJson(await this.request('POST', '/ops', { json: { ops } }), OpsResponse)).results;
   }
 
-  async uploadBundle(bundle: Uint8Array): Promise<BundleUploadResponse['results']> {
+  async uploadBundle(bundle: Uint8Array, timing?: RequestTiming): Promise<BundleUploadResponse['results']> {
     // Checked by hand when every result is applied (wire fast-check.ts: zod cost a few µs a
     // file, issue #16), by the schema otherwise; a malformed answer is refused either way.
     const res = await this.request('POST', '/bundles', { body: bundle });
+    if (timing) {
+      const serverMs = parseServerTiming(res.headers.get(SERVER_TIMING_HEADER));
+      if (serverMs !== undefined) timing.serverMs = serverMs;
+    }
     return (await this.parseJson(res, BundleUploadResponseCheck)).results;
   }
 

@@ -33,6 +33,12 @@ export interface ListPageRequest {
   readonly seq?: number;
 }
 
+/** What a remote said of its own time on one request (wire/server-timing.ts). */
+export interface RequestTiming {
+  /** Milliseconds the server spent from the whole request body to its answer; unset: unknown. */
+  serverMs?: number;
+}
+
 export interface RemoteStore {
   /** Every entry under `path` ('' = the root), recursively or one level. */
   list(path?: string, recursive?: boolean): Promise<ListResponse>;
@@ -56,9 +62,11 @@ export interface RemoteStore {
   /**
    * Upload an encoded bundle of small files (docs/formats/bundle.md); one result per entry.
    * The bytes are the caller's again once the call settles (the agent reuses its buffers):
-   * nothing of them may be kept.
+   * nothing of them may be kept. When given, `timing.serverMs` is set to the server's own time
+   * on the request where the server says it (the proxy's Server-Timing header), so that the
+   * caller can tell the link's time from the server's.
    */
-  uploadBundle(bundle: Uint8Array): Promise<BundleUploadResponse['results']>;
+  uploadBundle(bundle: Uint8Array, timing?: RequestTiming): Promise<BundleUploadResponse['results']>;
   /** Download small files in one bundle; each path comes back either as an entry or deferred. */
   downloadBundle(
     paths: readonly string[],

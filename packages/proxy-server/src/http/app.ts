@@ -2,14 +2,20 @@
  * The Fastify instance every route module registers on: TLS when configured, the body
  * parsers, WebSockets, errors as `{error: {code, message, details}}`, device-token
  * authentication of every /v1 route (read from the store on each request, so a revocation
- * takes effect at once) but enrolment and /v1/admin/* (which check the admin token), and
- * per-request metrics.
+ * takes effect at once) but enrolment and /v1/admin/* (which check the admin token), the
+ * proxy's own time as a Server-Timing header, and per-request metrics.
  */
 import { readFileSync } from 'node:fs';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import websocket from '@fastify/websocket';
 import type { Logger } from 'pino';
-import { API_PREFIX, BLOCK_HEADER_SIZE, MAX_BLOCK_PAYLOAD } from '@weft/wire';
+import {
+  API_PREFIX,
+  BLOCK_HEADER_SIZE,
+  formatServerTiming,
+  MAX_BLOCK_PAYLOAD,
+  SERVER_TIMING_HEADER,
+} from '@weft/wire';
 import { type AuthContext, bearer, hashSecret } from '../auth.ts';
 import type { ProxyConfig } from '../config.ts';
 import { ApiError, toApiError } from '../errors.ts';
@@ -22,6 +28,8 @@ import { SlowClientGuard } from './slow-clients.ts';
 declare module 'fastify' {
   interface FastifyRequest {
     auth?: AuthContext;
+    /** When the handler began, the body parsed (performance.now(); the Server-Timing header). */
+    handlerStartMs?: number;
   }
 }
 
@@ -100,6 +108,16 @@ export async function createHttpApp(o: {
     const device = found.device;
     await devices.seen(device.id, Date.now());
     req.auth = { userId: device.userId, deviceId: device.id, deviceName: device.name };
+  });
+  // The proxy's own time on each request (wire/server-timing.ts), from the parsed body to the
+  // response: the agent takes it off the request's time to measure its link (issue #16).
+  app.addHook('preHandler', async (req: FastifyRequest) => {
+    req.handlerStartMs = performance.now();
+  });
+  app.addHook('onSend', async (req, reply, payload) => {
+    if (req.handlerStartMs !== undefined && !reply.hasHeader(SERVER_TIMING_HEADER))
+      void reply.header(SERVER_TIMING_HEADER, formatServerTiming(performance.now() - req.handlerStartMs));
+    return payload;
   });
   app.addHook('onResponse', async (req, reply) => {
     metrics.requests.inc({
