@@ -96,6 +96,9 @@ export class Engine implements Disposable {
       stopped: () => this.stopped,
     });
     this.gate = new PauseGate(this.state, options.now ?? Date.now);
+    // The person's pause stands over the states a pass writes (a pass on its way when the
+    // pause came goes on to its end; test/pause-during-pass.test.ts).
+    this.status.holdState(() => (this.gate.byPerson ? 'paused' : undefined));
   }
 
   static async open(options: EngineOptions): Promise<Engine> {
@@ -224,8 +227,9 @@ export class Engine implements Disposable {
   }
 
   /**
-   * Paused while a pass was on its way: the pass wrote its own state at its end (idle,
-   * syncing, offline…) over "paused"; the person's pause stands (test/pause-during-pass.test.ts).
+   * Paused while a pass was on its way: the states a pass writes are held back while the
+   * pause lasts (StatusModel.holdState); one it is not held from (an error) is put back to
+   * "paused" at the pass's end — the person's pause stands (test/pause-during-pass.test.ts).
    */
   private stillPaused(): void {
     if (this.gate.byPerson && this.status.get().state !== 'paused') this.status.update({ state: 'paused' });

@@ -102,6 +102,9 @@ export interface UploadCompression {
   readonly last: 'deflate' | 'raw';
 }
 
+/** The states a sync pass writes as it goes (StatusModel.holdState holds them back). */
+const PASS_STATES: ReadonlySet<FolderState> = new Set(['idle', 'scanning', 'syncing', 'offline']);
+
 /** Recent activity items kept in the status. */
 export const MAX_RECENT = 200;
 
@@ -128,8 +131,28 @@ export class StatusModel {
     return this.status;
   }
 
+  /** While it returns a state, that state stands over the pass states an update names. */
+  private heldState: (() => FolderState | undefined) | undefined;
+
+  /**
+   * Hold the state: while `held()` returns one, an update naming `idle`, `scanning`, `syncing`
+   * or `offline` (the states a pass writes as it goes) shows that one instead; its other fields
+   * still change. The engine holds "paused" while the person's pause lasts: a pass already on
+   * its way when the pause came flipped the state to syncing and back (the tray re-renders its
+   * buttons on each flip: "Resume syncing" went from under a click). Other states (error,
+   * removed, full) are not held.
+   */
+  holdState(held: () => FolderState | undefined): void {
+    this.heldState = held;
+  }
+
   update(patch: Partial<FolderStatus>): void {
-    this.status = { ...this.status, ...patch };
+    let p = patch;
+    if (p.state !== undefined && PASS_STATES.has(p.state)) {
+      const held = this.heldState?.();
+      if (held !== undefined && held !== p.state) p = { ...p, state: held };
+    }
+    this.status = { ...this.status, ...p };
     this.emitter.fire(this.status);
   }
 
