@@ -217,20 +217,34 @@ async function weftRow(c: Corpus, label: string, link: ThrottledLink | undefined
   const admin = randomBytes(24).toString('hex');
   const timeline = process.env.WEFT_BENCH_TIMELINE === '1' && !link ? new Timeline() : undefined;
   const s3Fwd = timeline ? await timeline.forwarder('proxy→s3', s3.endpoint) : undefined;
+  // Through the shaped link the proxy names the link's end as its URL (publicUrl): it lists
+  // itself there in /v1/cluster/instances, and with its listen URL the agent moved off the
+  // link to the proxy's own port after its first probe — the shaped rows ran mostly on loopback.
+  const target = { host: '127.0.0.1', port: 0 };
+  const linkEnd = link ? await link.forward(target) : undefined;
   try {
-    const proxy = await startProxy(work, admin, {
-      type: 's3',
-      bucket: s3.bucket,
-      prefix: 'weft',
-      endpoint: s3Fwd?.url ?? s3.endpoint,
-      region: s3.region,
-      forcePathStyle: true,
-      accessKeyId: s3.accessKeyId,
-      secretAccessKey: s3.secretAccessKey,
-    });
+    const proxy = await startProxy(
+      work,
+      admin,
+      {
+        type: 's3',
+        bucket: s3.bucket,
+        prefix: 'weft',
+        endpoint: s3Fwd?.url ?? s3.endpoint,
+        region: s3.region,
+        forcePathStyle: true,
+        accessKeyId: s3.accessKeyId,
+        secretAccessKey: s3.secretAccessKey,
+      },
+      linkEnd ? { publicUrl: linkEnd.url } : {},
+    );
+    target.port = Number(new URL(proxy.url).port);
+    const upBefore = link?.stats.bytesUp ?? 0;
     const proxyVia = timeline
       ? await timeline.forwarder('agent→proxy', proxy.url)
-      : await via(link, proxy.url);
+      : linkEnd
+        ? { url: linkEnd.url, close: async () => undefined }
+        : await via(undefined, proxy.url);
     try {
       const { token } = await ProxyClient.enrol(proxy.url, {
         user: 'bench',
@@ -253,7 +267,9 @@ async function weftRow(c: Corpus, label: string, link: ThrottledLink | undefined
       // "Stored and durable in S3": the agent idle and every small file in a pack (the packer
       // flushes at its target size, once no bundle has been in flight for its idle time, or
       // after its 5 s timeout, whichever first — as it would in production).
-      console.error(`${c.name}, ${label}: corpus read into the page cache in ${(await warm(c.dir)).toFixed(1)} s`);
+      console.error(
+        `${c.name}, ${label}: corpus read into the page cache in ${(await warm(c.dir)).toFixed(1)} s`,
+      );
       timeline?.sample('proxy', proxy.child.pid);
       timeline?.sample('bench', process.pid); // the forwarders' own CPU share
       const first = await runAgent({
@@ -264,7 +280,8 @@ async function weftRow(c: Corpus, label: string, link: ThrottledLink | undefined
           : {}),
       });
       console.error(
-        `${c.name}, ${label}: CPU-s to durable — proxy ${proxy.cpuSeconds().toFixed(1)}, agent ${first.cpuSeconds.toFixed(1)} (load ${load()})`,
+        `${c.name}, ${label}: CPU-s to durable — proxy ${proxy.cpuSeconds().toFixed(1)}, agent ${first.cpuSeconds.toFixed(1)} (load ${load()})` +
+          (link ? `; ${((link.stats.bytesUp - upBefore) / 1e6).toFixed(1)} MB went up through the link` : ''),
       );
       if (timeline) {
         timeline.stop();
@@ -303,6 +320,7 @@ async function weftRow(c: Corpus, label: string, link: ThrottledLink | undefined
       await proxyVia.close();
     }
   } finally {
+    await linkEnd?.close();
     timeline?.stop();
     await s3Fwd?.close();
     await s3.stop();
@@ -337,7 +355,9 @@ async function rcloneRow(c: Corpus, label: string, link: ThrottledLink | undefin
     for (const k of ['AWS_CA_BUNDLE', 'AWS_PROFILE', 'AWS_CONFIG_FILE', 'AWS_SHARED_CREDENTIALS_FILE'])
       delete env[k];
     const logFile = join(work, 'rclone.log');
-    console.error(`${c.name}, ${label}: corpus read into the page cache in ${(await warm(c.dir)).toFixed(1)} s`);
+    console.error(
+      `${c.name}, ${label}: corpus read into the page cache in ${(await warm(c.dir)).toFixed(1)} s`,
+    );
     const t0 = performance.now();
     let rss = 0;
     // rclone runs in its own process, so the link (in this one) must not wait on it.

@@ -210,4 +210,31 @@ describe('ServerPool', () => {
     clock.advance(1_000);
     expect(p.steerable(C)).toBe(C);
   });
+
+  it('neverMovesFromHttpsToPlainHttp', () => {
+    // A proxy behind a TLS-terminating load balancer, with no publicUrl, lists its own listen
+    // URL: an agent that enrolled over https must not take its token there in the clear.
+    const home = 'https://weft.example.com';
+    const inside = 'http://10.0.0.5:8080';
+    const other = 'https://b.weft.example.com';
+    const p = new ServerPool({ home, downBackoff: { baseMs: 1_000, capMs: 8_000, jitter: 'none' } });
+    p.learn([
+      { url: inside, id: 'x', state: 'active', availableBps: 1e9 },
+      { url: other, id: 'b', state: 'active' },
+    ]);
+    expect(p.snapshot().instances.map((i) => i.url)).toEqual([home, other]);
+    for (let i = 0; i < 3; i++) p.answered(inside, 1);
+    expect(p.steerable(inside)).toBeUndefined();
+    expect(p.failed(home, 'unreachable')).toEqual({ current: other, moved: true });
+    // Nor from a saved list (servers.json is the agent's own file, but an older one may hold it).
+    const again = ServerPool.restore(
+      { home, current: inside, instances: [{ url: home }, { url: inside }, { url: other }] },
+      { home },
+    );
+    expect(again.snapshot().instances.map((i) => i.url)).toEqual([home, other]);
+    expect(again.current).toBe(home);
+    // Plain http among plain http stays as it was (a LAN or loopback deployment).
+    const { p: plain } = pool();
+    expect(plain.snapshot().instances.map((i) => i.url)).toEqual([A, B, C]);
+  });
 });

@@ -17,6 +17,8 @@
  *   server, then the order listed.
  * - All down: requests go to the instance whose backoff ends first (and fail fast while it
  *   is away); the engine's own retry timer keeps the pace.
+ * - Never from https to plain http: an instance listed at an http URL is ignored by an agent
+ *   that enrolled over https (its token would cross the network in the clear).
  * - Moving back to a nearer instance has hysteresis: it must have answered
  *   `returnAfterAnswers` probes in a row since it was last down, be at most `returnRttRatio`
  *   of the current one's round trip (or the current one is draining), and the agent must
@@ -124,7 +126,7 @@ export class ServerPool {
     if (!s || typeof s !== 'object' || typeof s.home !== 'string' || !Array.isArray(s.instances)) return pool;
     if (normalServerUrl(s.home) !== pool.home) return pool;
     for (const i of s.instances) {
-      if (!i || typeof i.url !== 'string' || !/^https?:\/\//.test(i.url)) continue;
+      if (!i || typeof i.url !== 'string' || !pool.acceptable(i.url)) continue;
       const m = pool.add(i);
       if (typeof i.rttMs === 'number' && Number.isFinite(i.rttMs) && i.rttMs >= 0) m.rttMs = i.rttMs;
     }
@@ -187,7 +189,7 @@ export class ServerPool {
    * URL that an answer alone named.
    */
   steerable(named: string | undefined): string | undefined {
-    if (named === undefined || !/^https?:\/\//.test(named)) return undefined;
+    if (named === undefined || !this.acceptable(named)) return undefined;
     const m = this.members.get(normalServerUrl(named));
     return m && m.url !== this.currentUrl && this.isUp(m) ? m.url : undefined;
   }
@@ -205,7 +207,7 @@ export class ServerPool {
   learn(list: readonly ServerInstance[]): void {
     const listed = new Set<string>();
     for (const i of list) {
-      if (!/^https?:\/\//.test(i.url)) continue;
+      if (!this.acceptable(i.url)) continue;
       const m = this.add(i);
       listed.add(m.url);
     }
@@ -354,6 +356,17 @@ export class ServerPool {
       for (let i = 0; i < ka.length; i++) if (ka[i] !== kb[i]) return ka[i]! - kb[i]!;
       return 0;
     });
+  }
+
+  /**
+   * Whether the agent may talk to a listed instance at `url`: http(s) only, and never plain
+   * http when it enrolled over https — an instance behind a TLS-terminating load balancer
+   * with no `publicUrl` lists its own listen URL (`http://10.0.0.5:8080`), and an agent that
+   * could reach it moved there and sent its device token in the clear.
+   */
+  private acceptable(url: string): boolean {
+    if (!/^https?:\/\//i.test(url)) return false;
+    return !(/^https:/i.test(this.home) && /^http:/i.test(url));
   }
 
   private add(i: ServerInstance): Member {
