@@ -237,4 +237,33 @@ describe('ServerPool', () => {
     const { p: plain } = pool();
     expect(plain.snapshot().instances.map((i) => i.url)).toEqual([A, B, C]);
   });
+
+  it('neverTakesItsTokenToThisMachineUnlessItEnrolledHere', () => {
+    // A proxy listening on 0.0.0.0 with no publicUrl lists http://127.0.0.1:PORT: on the
+    // agent's machine that is whatever listens on that port there.
+    const home = 'http://nas.local:8080';
+    const lan = 'http://10.0.0.7:8080';
+    const p = new ServerPool({ home });
+    p.learn([
+      { url: 'http://127.0.0.1:8080', state: 'active', availableBps: 1e9 },
+      { url: 'http://127.1.2.3:8080', state: 'active' },
+      { url: 'http://0x7f000001:8081', state: 'active' },
+      { url: 'http://localhost:8080', state: 'active' },
+      { url: 'http://app.localhost:8080', state: 'active' },
+      { url: 'http://0.0.0.0:8080', state: 'active' },
+      { url: 'http://[::1]:8080', state: 'active' },
+      { url: 'http://[::]:8080', state: 'active' },
+      { url: 'http://[::ffff:127.0.0.1]:8080', state: 'active' },
+      { url: lan, state: 'active' },
+    ]);
+    expect(p.snapshot().instances.map((i) => i.url)).toEqual([home, lan]);
+    expect(p.steerable('http://127.0.0.1:8080')).toBeUndefined();
+    // Enrolled on this machine (npm start, the tests' clusters): its other local instances stand.
+    const local = new ServerPool({ home: 'http://127.0.0.1:9000' });
+    local.learn([{ url: 'http://127.0.0.1:9000' }, { url: 'http://127.0.0.1:9001' }]);
+    expect(local.snapshot().instances.map((i) => i.url)).toEqual([
+      'http://127.0.0.1:9000',
+      'http://127.0.0.1:9001',
+    ]);
+  });
 });

@@ -18,7 +18,9 @@
  * - All down: requests go to the instance whose backoff ends first (and fail fast while it
  *   is away); the engine's own retry timer keeps the pace.
  * - Never from https to plain http: an instance listed at an http URL is ignored by an agent
- *   that enrolled over https (its token would cross the network in the clear).
+ *   that enrolled over https (its token would cross the network in the clear). Nor to this
+ *   machine (loopback or unspecified address) unless it enrolled there: a proxy listening on
+ *   0.0.0.0 lists itself at 127.0.0.1, which elsewhere is the agent's own machine.
  * - Moving back to a nearer instance has hysteresis: it must have answered
  *   `returnAfterAnswers` probes in a row since it was last down, be at most `returnRttRatio`
  *   of the current one's round trip (or the current one is draining), and the agent must
@@ -366,7 +368,10 @@ export class ServerPool {
    */
   private acceptable(url: string): boolean {
     if (!/^https?:\/\//i.test(url)) return false;
-    return !(/^https:/i.test(this.home) && /^http:/i.test(url));
+    if (/^https:/i.test(this.home) && /^http:/i.test(url)) return false;
+    // A proxy listening on 0.0.0.0 with no publicUrl lists http://127.0.0.1:PORT: on another
+    // machine that is the agent's own, where whatever listens on that port got the token.
+    return !onThisMachine(url) || onThisMachine(this.home);
   }
 
   private add(i: ServerInstance): Member {
@@ -409,4 +414,24 @@ export function serverStatus(pool: ServerPool): {
     up: all.filter((v) => v.up).length,
     failovers: pool.failovers,
   };
+}
+
+/** Whether a URL names this machine: localhost, 127.0.0.0/8, ::1, or an unspecified address. */
+function onThisMachine(url: string): boolean {
+  let host: string;
+  try {
+    host = new URL(url).hostname.toLowerCase();
+  } catch {
+    return false;
+  }
+  if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
+  return (
+    host === 'localhost' ||
+    host.endsWith('.localhost') ||
+    /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host) ||
+    host === '0.0.0.0' ||
+    host === '::1' ||
+    host === '::' ||
+    /^::ffff:(7f[0-9a-f]{2}:|0:0$)/.test(host) // IPv4-mapped 127.x and 0.0.0.0, as URL writes them
+  );
 }
