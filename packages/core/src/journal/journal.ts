@@ -12,6 +12,7 @@ import { MAX_OWN_PER_ENTRY } from '@weft/wire';
 import type { Op } from '../ops.ts';
 import { privateDatabaseFile } from '../private-file.ts';
 import { ACTIVITY_KEPT, ActivityLog, type ActivityRecord } from './activity.ts';
+import { Checkpointer } from './checkpointer.ts';
 import { PathRecords } from './path-records.ts';
 import { OpQueueStore, type QueuedOp } from './op-queue.ts';
 import { ROWS_PER_STATEMENT, valuesList } from './rows.ts';
@@ -37,7 +38,14 @@ const SQL_DIR = fileURLToPath(new URL('./sql/', import.meta.url));
 export class Journal {
   readonly db: Database.Database;
 
-  constructor(file: string) {
+  /** The WAL's checkpoints, in a worker thread (checkpointer.ts); undefined: in this connection. */
+  readonly checkpointer: Checkpointer | undefined;
+
+  /**
+   * `checkpointInWorker` (default true): the WAL's checkpoints, and their disk syncs, in a
+   * worker thread instead of on the event loop (checkpointer.ts).
+   */
+  constructor(file: string, o: { readonly checkpointInWorker?: boolean } = {}) {
     privateDatabaseFile(file);
     this.db = new Database(file);
     this.db.pragma('journal_mode = WAL');
@@ -58,6 +66,8 @@ export class Journal {
     this.ops = new OpQueueStore(this.db, (text) => this.sql(text));
     this.activity = new ActivityLog(this.db, (text) => this.sql(text));
     this.records = new PathRecords((text) => this.sql(text));
+    this.checkpointer =
+      o.checkpointInWorker === false || file === ':memory:' ? undefined : Checkpointer.start(this.db, file);
   }
 
   private migrate(): void {
@@ -78,6 +88,7 @@ export class Journal {
 
   close(): void {
     this.flushActivity();
+    this.checkpointer?.close();
     this.db.close();
   }
 
