@@ -54,6 +54,7 @@ import {
   startProxy,
   syncthingScan,
   syntheticTree,
+  warm,
 } from './agent-procs.ts';
 
 const S3 = PRICE_TABLES['s3-standard'];
@@ -86,27 +87,6 @@ async function countFiles(dir: string): Promise<{ files: number; bytes: number }
     }
   }
   return { files, bytes };
-}
-
-/**
- * Every file of the corpus read once, so that each row starts with it in the OS's page cache:
- * the rows ran one after another, and the first to read a cold corpus paid its disk (the
- * agent's first scan of the 100k tree: 13.6 s of reads cold, 1.6 s warm) while the next
- * found it warm — Weft's rows, run first, were measured cold and rclone's warm. A file just
- * dropped into a folder is in the cache anyway. Returns the seconds it took (printed).
- */
-async function warm(dir: string): Promise<number> {
-  const t0 = performance.now();
-  const files: string[] = [];
-  for (const e of await fsp.readdir(dir, { withFileTypes: true, recursive: true }))
-    if (e.isFile()) files.push(join(e.parentPath, e.name));
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 16 }, async () => {
-      while (next < files.length) await fsp.readFile(files[next++]!);
-    }),
-  );
-  return (performance.now() - t0) / 1000;
 }
 
 const corpora: Corpus[] = [];
