@@ -6,6 +6,22 @@
  */
 import { describe, expect, it } from 'vitest';
 import { onCloud } from './support/cloud-run.ts';
+import type { FakeDevice } from './support/fake-cloud.ts';
+
+/** The device's next pull waits until `release()`; `inPull` resolves once it is waiting. */
+function holdNextPull(a: FakeDevice): { inPull: Promise<void>; release: () => void } {
+  let release: () => void = () => undefined;
+  const held = new Promise<void>((r) => (release = r));
+  let entered: () => void = () => undefined;
+  const inPull = new Promise<void>((r) => (entered = r));
+  a.remote.beforeCall = async (m) => {
+    if (m !== 'changes') return;
+    a.remote.beforeCall = undefined;
+    entered();
+    await held;
+  };
+  return { inPull, release };
+}
 
 describe('pause during a pass', () => {
   it('the pass on its way ends without writing over the paused state', () =>
@@ -14,16 +30,7 @@ describe('pause during a pass', () => {
       await a.write('a.txt', 'one');
       await a.sync();
       // The next pass waits in its pull until the person has paused.
-      let release: () => void = () => undefined;
-      const held = new Promise<void>((r) => (release = r));
-      let entered: () => void = () => undefined;
-      const inPull = new Promise<void>((r) => (entered = r));
-      a.remote.beforeCall = async (m) => {
-        if (m !== 'changes') return;
-        a.remote.beforeCall = undefined;
-        entered();
-        await held;
-      };
+      const { inPull, release } = holdNextPull(a);
       await a.write('b.txt', 'two');
       const pass = a.sync();
       await inPull;
@@ -50,16 +57,7 @@ describe('pause during a pass', () => {
       await b.sync();
       await b.write('from-b.txt', 'pulled while paused');
       await b.sync();
-      let release: () => void = () => undefined;
-      const held = new Promise<void>((r) => (release = r));
-      let entered: () => void = () => undefined;
-      const inPull = new Promise<void>((r) => (entered = r));
-      a.remote.beforeCall = async (m) => {
-        if (m !== 'changes') return;
-        a.remote.beforeCall = undefined;
-        entered();
-        await held;
-      };
+      const { inPull, release } = holdNextPull(a);
       await a.write('b.txt', 'two');
       const pass = a.sync();
       await inPull;
