@@ -29,6 +29,9 @@ import { RemoteLink } from './sync/remote-link.ts';
 import { FolderWatcher } from './watcher.ts';
 
 export type { EngineOptions } from './engine-options.ts';
+
+/** The longest setTimeout wait (2^31 − 1 ms, ~24.8 days). */
+const MAX_TIMER_MS = 2_147_483_647;
 export { DEVICE_REMOVED_MESSAGE, DEVICE_UNKNOWN_MESSAGE } from './engine-options.ts';
 
 export class Engine implements Disposable {
@@ -249,13 +252,47 @@ export class Engine implements Disposable {
     if (this.link.removed) return;
     this.gate.pause(untilMs);
     this.status.update({ state: 'paused', pausedUntilMs: untilMs });
+    this.armPauseEnd(untilMs);
   }
 
   resume(): void {
     if (this.link.removed) return;
+    this.clearPauseEnd();
     this.gate.resume();
     this.status.update({ state: 'idle', pausedUntilMs: undefined });
     this.kick();
+  }
+
+  /** Ends a pause for a while when its time is up (PauseGate only stops holding passes back). */
+  private pauseEnd: NodeJS.Timeout | undefined;
+
+  /**
+   * "Pause for 1 hour" ends by itself: at `untilMs` the status leaves "paused" and a pass
+   * sends what waited — nothing else may come to start one (pause-expiry.test.ts). A pause
+   * until resumed sets no timer; a wait past setTimeout's limit (~24.8 days) is re-armed.
+   */
+  private armPauseEnd(untilMs: number, leastMs = 0): void {
+    this.clearPauseEnd();
+    if (untilMs >= Number.MAX_SAFE_INTEGER) return;
+    const now = this.options.now ?? Date.now;
+    const wait = Math.min(Math.max(leastMs, untilMs - now()), MAX_TIMER_MS);
+    this.pauseEnd = setTimeout(() => {
+      this.pauseEnd = undefined;
+      if (this.stopped || this.link.removed) return;
+      if (this.gate.byPerson) {
+        this.armPauseEnd(untilMs, 1000); // not yet: a wait longer than one timer, or a clock behind
+        return;
+      }
+      if (this.status.get().state === 'paused')
+        this.status.update({ state: 'idle', pausedUntilMs: undefined });
+      this.kick();
+    }, wait);
+    this.pauseEnd.unref();
+  }
+
+  private clearPauseEnd(): void {
+    if (this.pauseEnd) clearTimeout(this.pauseEnd);
+    this.pauseEnd = undefined;
   }
 
   /** The person's answer to a mass delete: send the deletes, or bring the files back. */
@@ -298,6 +335,7 @@ export class Engine implements Disposable {
   /** Let the current pass finish its write, then stop everything. */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.clearPauseEnd();
     this.link.dispose();
     this.store.dispose();
     while (this.running) await this.running.catch(() => undefined);
