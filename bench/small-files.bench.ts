@@ -222,9 +222,7 @@ async function weftRow(c: Corpus, label: string, link: ThrottledLink | undefined
     const upBefore = link?.stats.bytesUp ?? 0;
     const proxyVia = timeline
       ? await timeline.forwarder('agent→proxy', proxy.url)
-      : linkEnd
-        ? { url: linkEnd.url, close: async () => undefined }
-        : await via(undefined, proxy.url);
+      : { url: linkEnd?.url ?? proxy.url, close: async () => undefined };
     try {
       const { token } = await ProxyClient.enrol(proxy.url, {
         user: 'bench',

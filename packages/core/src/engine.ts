@@ -29,10 +29,10 @@ import { RemoteLink } from './sync/remote-link.ts';
 import { FolderWatcher } from './watcher.ts';
 
 export type { EngineOptions } from './engine-options.ts';
+export { DEVICE_REMOVED_MESSAGE, DEVICE_UNKNOWN_MESSAGE } from './engine-options.ts';
 
 /** The longest setTimeout wait (2^31 − 1 ms, ~24.8 days). */
 const MAX_TIMER_MS = 2_147_483_647;
-export { DEVICE_REMOVED_MESSAGE, DEVICE_UNKNOWN_MESSAGE } from './engine-options.ts';
 
 export class Engine implements Disposable {
   readonly status: StatusModel;

@@ -37,14 +37,6 @@ function write(j: Journal, mib: number, tag: string): void {
     })();
 }
 
-async function until(what: () => boolean, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!what()) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 describe('the journal’s checkpoints in a worker thread', () => {
   it('the agent’s connection checkpoints nothing; the worker keeps the WAL small; nothing is lost', async () => {
     const file = nodePath.join(await scratch(), 'journal.db');
@@ -54,13 +46,13 @@ describe('the journal’s checkpoints in a worker thread', () => {
     expect(c.stats.running).toBe(true);
     expect(autocheckpoint(j)).toBe(0);
     write(j, 16, 'a');
-    await until(() => c.stats.pages > 0);
+    await expect.poll(() => c.stats.pages > 0, { timeout: 10_000, interval: 20 }).toBe(true);
     const afterFirst = fs.statSync(`${file}-wal`).size;
     // Four more bursts, each checkpointed before the next: the WAL is started over, not grown.
     for (const tag of ['b', 'c', 'd', 'e']) {
       const pages = c.stats.pages;
       write(j, 16, tag);
-      await until(() => c.stats.pages > pages);
+      await expect.poll(() => c.stats.pages > pages, { timeout: 10_000, interval: 20 }).toBe(true);
     }
     expect(fs.statSync(`${file}-wal`).size).toBeLessThan(afterFirst * 2);
     j.close();
@@ -75,7 +67,7 @@ describe('the journal’s checkpoints in a worker thread', () => {
     await c.ready();
     expect(autocheckpoint(j)).toBe(0);
     await c.killWorker();
-    await until(() => !c.stats.running);
+    await expect.poll(() => c.stats.running, { timeout: 10_000, interval: 20 }).toBe(false);
     expect(autocheckpoint(j)).toBe(1000);
     write(j, 1, 'x'); // still writes
     j.close();
@@ -88,7 +80,7 @@ describe('the journal’s checkpoints in a worker thread', () => {
     j.db.pragma('wal_autocheckpoint = 0'); // as if the worker had taken over, then…
     const c = Checkpointer.start(j.db, file, { module: nodePath.join(os.tmpdir(), 'no-such-sqlite.js') });
     await c.ready();
-    await until(() => autocheckpoint(j) === 1000);
+    await expect.poll(() => autocheckpoint(j), { timeout: 10_000, interval: 20 }).toBe(1000);
     expect(c.stats.running).toBe(false);
     c.close();
     j.close();

@@ -6,14 +6,6 @@
 import { describe, expect, it } from 'vitest';
 import { onCloud } from './support/cloud-run.ts';
 
-async function until(what: () => boolean, ms = 5_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!what()) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 describe('a pause for a while', () => {
   it('ends by itself: the status leaves paused and what waited is sent', () =>
     onCloud(async (cloud) => {
@@ -25,8 +17,8 @@ describe('a pause for a while', () => {
       await a.sync();
       expect(cloud.serverTree().has('b.txt'), 'nothing is sent while paused').toBe(false);
       expect(a.engine.getStatus().state).toBe('paused');
-      await until(() => cloud.serverTree().has('b.txt'));
-      await until(() => a.engine.getStatus().state === 'idle');
+      await expect.poll(() => cloud.serverTree().has('b.txt'), { timeout: 10_000, interval: 20 }).toBe(true);
+      await expect.poll(() => a.engine.getStatus().state, { timeout: 10_000, interval: 20 }).toBe('idle');
       expect(a.engine.getStatus().pausedUntilMs).toBeUndefined();
     }));
 

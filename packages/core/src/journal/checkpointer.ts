@@ -152,8 +152,8 @@ export class Checkpointer {
     this.worker = undefined;
     this.stats.running = false;
     for (const r of this.readyWaiters.splice(0)) r();
-    if (!w) return;
-    w.postMessage('close');
-    void w.terminate();
+    // The worker closes its connection after the checkpoint under way, if any, and ends (it
+    // is unref'd: it never holds the process).
+    w?.postMessage('close');
   }
 }
