@@ -64,15 +64,37 @@ function one(it) {
     return { error: { message: String(e && e.message), code: e && e.code, syscall: e && e.syscall } };
   }
 }
+// This thread's time on a CPU and waiting for one (ns), from the kernel's scheduler statistics
+// (Linux); undefined elsewhere. Wall time less both is time blocked: on the disk, the network.
+function sched() {
+  try {
+    const f = fs.readFileSync('/proc/thread-self/schedstat', 'latin1').split(' ');
+    const cpu = Number(f[0]);
+    const wait = Number(f[1]);
+    return Number.isFinite(cpu) && Number.isFinite(wait) ? { cpu, wait } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+const nap = new Int32Array(new SharedArrayBuffer(4));
 parentPort.on('message', (m) => {
   const results = [];
+  const s0 = sched();
+  const t0 = process.hrtime.bigint();
   for (const it of m.items) {
     // Tests only (InPlacePoolOptions.exitAfterItems): the worker dies mid-share.
     if (m.exitAfter !== undefined && results.length === m.exitAfter) process.exit(70);
+    // Tests only (InPlacePoolOptions.latencyMsPerItem): a mount that answers slowly.
+    if (m.latencyMs) Atomics.wait(nap, 0, 0, m.latencyMs);
+    // Tests only (InPlacePoolOptions.spinMsPerItem): CPU work, not blocked time.
+    if (m.spinMs) for (const end = Date.now() + m.spinMs; Date.now() < end; );
     results.push(one({ ...it, bytes: m.all.subarray(it.at, it.at + it.length) }));
   }
+  const wallNs = Number(process.hrtime.bigint() - t0);
+  const s1 = sched();
+  const blockedNs = s0 && s1 && s1.cpu > 0 ? Math.max(0, wallNs - (s1.cpu - s0.cpu) - (s1.wait - s0.wait)) : undefined;
   // The bytes go back with the answer: kept here, they would wait for this thread's GC.
-  parentPort.postMessage({ id: m.id, results, spare: m.all.buffer }, [m.all.buffer]);
+  parentPort.postMessage({ id: m.id, results, blockedNs, spare: m.all.buffer }, [m.all.buffer]);
 });
 `;
 
@@ -97,6 +119,11 @@ type StatFields = Record<
 
 interface Reply {
   readonly id: number;
+  /**
+   * Nanoseconds the share's thread was blocked (wall time less its time on a CPU and waiting
+   * for one): undefined where the kernel does not tell (not Linux).
+   */
+  readonly blockedNs?: number;
   /** The share's buffer, back from the worker (reused for the next share). */
   readonly spare?: ArrayBuffer;
   readonly results: readonly (
@@ -210,37 +237,68 @@ class WorkerStats implements fs.BigIntStats {
 }
 
 export interface InPlacePoolOptions {
-  /** Most workers at once (a share of a batch each). */
+  /** Workers at once, fixed (WEFT_FS_INPLACE_WORKERS): the pool does not adapt its width. */
   readonly size?: number;
+  /** The most workers the pool spreads a batch over on a slow mount (adaptive). Default 8. */
+  readonly maxSize?: number;
   /** A worker with nothing to do for this long ends; the next write starts one again. */
   readonly idleMs?: number;
+  /** While spread, one batch in this many is written by one worker again (a probe). Default 32. */
+  readonly probeEvery?: number;
   /** Tests only: each worker exits (code 70) after writing this many items of a share. */
   readonly exitAfterItems?: number;
+  /** Tests only: each item waits this long first (ms), blocked, as on a mount far away. */
+  readonly latencyMsPerItem?: number | (() => number);
+  /** Tests only: each item first keeps the worker's CPU busy this long (ms of wall time). */
+  readonly spinMsPerItem?: number;
 }
 
 /**
- * Workers of the pool: 1 by default, or WEFT_FS_INPLACE_WORKERS. Measured (issue #16, 100,000
- * files of 1–16 KiB in batches of 2,000, load 7–11 on 2 cores): the event loop spent 11–15
+ * How many workers write a batch (issue #16). One by default: measured on a local disk (100,000
+ * files of 1–16 KiB in batches of 2,000, load 7–11 on 2 cores), the event loop spent 11–15
  * µs per file with 1, 2 or 4 workers alike (its share is the messages), while all threads
  * together spent 78–94 / 231–264 / 399 µs per file and the run took 96 s with one worker
- * against 216 s with two: parallel creates in one folder contend in the kernel. More workers
- * keep more system calls in flight, which may pay on a high-latency mount (EFS): not measured.
+ * against 216 s with two: parallel creates in one folder contend in the kernel, where a
+ * create is CPU work. On a mount far away (EFS, NFS) a create is a few round trips of a
+ * millisecond or more, the thread mostly blocked, and one worker would write a few hundred
+ * files a second; there more creates in flight is what pays.
+ *
+ * So the pool watches how long its worker is blocked per file — wall time less the thread's
+ * time on a CPU and waiting for one, from the kernel's scheduler statistics
+ * (/proc/thread-self/schedstat), so a loaded CPU is not mistaken for a slow mount — and
+ * spreads batches over `maxSize` workers once one worker was blocked SLOW_ITEM_MS or more per
+ * file; while spread, one batch in `probeEvery` is written by one worker again and brings the
+ * pool back to one when it was not. Where the kernel does not tell (not Linux) the pool stays
+ * at one. WEFT_FS_INPLACE_WORKERS fixes the count (0 turns the pool off: write-many.ts uses
+ * the thread pool on the event loop).
+ *
  * Through FsProvider.writeMany with the batch log (20 × 1,000 files, load 7.5–9): the event
  * loop spent 124 / 79 / 74 µs per file with 0 / 1 / 4 workers, peak RSS 193 / 210 / 273 MiB.
  * bench/many-files.bench.ts 100000, proxy peak RSS: 401–417 MiB with none; with one, 459–464
  * MiB, and 435–436 once the buffer a share came back in is reused for the next (load 4–13;
  * 620–639 with the four always-on workers before).
  */
-const DEFAULT_SIZE = Number(process.env.WEFT_FS_INPLACE_WORKERS ?? 1);
+const FIXED_SIZE =
+  process.env.WEFT_FS_INPLACE_WORKERS === undefined ? undefined : Number(process.env.WEFT_FS_INPLACE_WORKERS);
 
 /**
  * Whether the process's pool is on: WEFT_FS_INPLACE_WORKERS=0 turns it off, and a batch's
  * new files are written by the thread pool on the event loop as before (write-many.ts).
  */
-export const inPlaceWorkersOn = DEFAULT_SIZE !== 0;
+export const inPlaceWorkersOn = FIXED_SIZE !== 0;
+const DEFAULT_MAX_SIZE = 8;
 const DEFAULT_IDLE_MS = 5_000;
+const DEFAULT_PROBE_EVERY = 32;
+/**
+ * Milliseconds blocked per file, one worker writing, from which the mount counts as slow: a
+ * local disk's creates are CPU work in the kernel (20–650 µs a file on this project's test
+ * machine, almost none of it blocked); a network mount's are round trips.
+ */
+export const SLOW_ITEM_MS = 2;
 /** Below this many files the batch is not worth splitting across workers. */
 const PER_WORKER_MIN = 16;
+/** Files a probe writes with one worker alone (a probe costs them at one worker's pace). */
+const PROBE_ITEMS = 64;
 /**
  * The worker's heap: it holds one share's item list and results at a time (the bytes are an
  * ArrayBuffer outside the heap), so a few MiB do; V8's defaults would let it grow far more.
@@ -265,9 +323,7 @@ class InPlaceWorker {
   starts = 0;
   private readonly waiting = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
 
-  constructor(
-    private readonly options: Required<Omit<InPlacePoolOptions, 'exitAfterItems'>> & InPlacePoolOptions,
-  ) {}
+  constructor(private readonly options: { readonly idleMs: number } & InPlacePoolOptions) {}
 
   get alive(): boolean {
     return this.worker !== undefined;
@@ -306,7 +362,20 @@ class InPlaceWorker {
         at += it.bytes.byteLength;
         return out;
       });
-      w.postMessage({ id, all, items: list, exitAfter: this.options.exitAfterItems }, [all.buffer]);
+      w.postMessage(
+        {
+          id,
+          all,
+          items: list,
+          exitAfter: this.options.exitAfterItems,
+          latencyMs:
+            typeof this.options.latencyMsPerItem === 'function'
+              ? this.options.latencyMsPerItem()
+              : this.options.latencyMsPerItem,
+          spinMs: this.options.spinMsPerItem,
+        },
+        [all.buffer],
+      );
     });
   }
 
@@ -350,15 +419,28 @@ class InPlaceWorker {
   }
 }
 
-/** A pool of in-place write workers (one per process by default: `writeInPlaceMany`). */
+/** A pool of in-place write workers (one per process: `writeInPlaceMany`). */
 export class InPlacePool {
   private readonly workers: InPlaceWorker[] = [];
-  private readonly options: Required<Omit<InPlacePoolOptions, 'exitAfterItems'>> & InPlacePoolOptions;
+  private readonly options: { readonly idleMs: number } & InPlacePoolOptions;
+  private readonly maxSize: number;
+  private readonly probeEvery: number;
+  /** Batches are spread over maxSize workers (the mount was found slow). */
+  private spread = false;
+  private sinceProbe = 0;
+  /** Times the pool spread its batches, and came back to one worker (tests, benchmarks). */
+  readonly changes = { spread: 0, narrowed: 0 };
 
   constructor(options: InPlacePoolOptions = {}) {
-    this.options = { size: DEFAULT_SIZE, idleMs: DEFAULT_IDLE_MS, ...options };
-    if (!(Number.isInteger(this.options.size) && this.options.size >= 1))
-      throw new RangeError(`in-place pool size must be a whole number ≥ 1, not ${this.options.size}`);
+    this.options = { idleMs: DEFAULT_IDLE_MS, ...options };
+    this.maxSize = options.size ?? options.maxSize ?? DEFAULT_MAX_SIZE;
+    this.probeEvery = options.probeEvery ?? DEFAULT_PROBE_EVERY;
+    for (const [name, v] of [
+      ['size', this.maxSize],
+      ['probeEvery', this.probeEvery],
+    ] as const)
+      if (!(Number.isInteger(v) && v >= 1))
+        throw new RangeError(`in-place pool ${name} must be a whole number ≥ 1, not ${v}`);
   }
 
   /** Worker threads started so far (tests). */
@@ -371,6 +453,12 @@ export class InPlacePool {
     return this.workers.filter((w) => w.alive).length;
   }
 
+  /** How many workers the next large batch is spread over. */
+  get width(): number {
+    if (this.options.size !== undefined) return this.options.size;
+    return this.spread ? this.maxSize : 1;
+  }
+
   /**
    * Write each item as a new file where it belongs (O_EXCL), its bytes and time, and take its
    * stat on the open descriptor; results in item order. A file that fails is removed again.
@@ -380,29 +468,70 @@ export class InPlacePool {
    */
   async writeMany(items: readonly InPlaceItem[]): Promise<InPlaceResult[]> {
     if (items.length === 0) return [];
-    const n = Math.max(1, Math.min(this.options.size, Math.floor(items.length / PER_WORKER_MIN)));
+    const adaptive = this.options.size === undefined;
+    // While spread, now and then the first PROBE_ITEMS files of a batch are written by one
+    // worker alone (its blocked time says whether the mount is still slow), the rest spread.
+    if (adaptive && this.spread && ++this.sinceProbe >= this.probeEvery && items.length > PROBE_ITEMS) {
+      this.sinceProbe = 0;
+      const head = await this.writeShares(items.slice(0, PROBE_ITEMS), 1, true);
+      return [...head, ...(await this.writeShares(items.slice(PROBE_ITEMS), this.width, false))];
+    }
+    return this.writeShares(items, this.width, adaptive);
+  }
+
+  /** `items` in contiguous shares over at most `width` workers; `learn` from a lone worker's time. */
+  private async writeShares(
+    items: readonly InPlaceItem[],
+    width: number,
+    learn: boolean,
+  ): Promise<InPlaceResult[]> {
+    const n = Math.max(1, Math.min(width, Math.floor(items.length / PER_WORKER_MIN)));
     while (this.workers.length < n) this.workers.push(new InPlaceWorker(this.options));
     // Contiguous shares: a folder's files stay together on one worker.
     const per = Math.ceil(items.length / n);
     const replies = await Promise.all(
       Array.from({ length: n }, (_, k) => {
         const share = items.slice(k * per, (k + 1) * per);
-        return this.workers[k]!.run(share).catch((e: Error) => ({ id: -1, results: share.map(() => e) }));
+        return this.workers[k]!.run(share).then(
+          (r): { reply: Reply; error?: undefined } => ({ reply: r }),
+          (e: Error) => ({ error: e, count: share.length }),
+        );
       }),
     );
+    const first = replies[0]!;
+    if (learn && n === 1 && items.length >= PER_WORKER_MIN && !first.error)
+      this.learn(first.reply, items.length);
     const out: InPlaceResult[] = [];
-    for (const r of replies)
-      for (const x of r.results) {
-        if (x instanceof Error) out.push(x);
-        else if ('st' in x) out.push(new WorkerStats(x.st));
+    for (const r of replies) {
+      if (r.error) {
+        for (let i = 0; i < r.count; i++) out.push(r.error);
+        continue;
+      }
+      for (const x of r.reply.results) {
+        if ('st' in x) out.push(new WorkerStats(x.st));
         else if ('exists' in x) out.push('exists');
         else out.push(Object.assign(new Error(x.error.message), x.error));
       }
+    }
     return out;
+  }
+
+  /** One worker wrote a batch of `count` files: spread the next ones if it was mostly blocked. */
+  private learn(r: Reply, count: number): void {
+    if (r.blockedNs === undefined) return;
+    const slow = r.blockedNs / count >= SLOW_ITEM_MS * 1e6;
+    if (slow && !this.spread) {
+      this.spread = true;
+      this.sinceProbe = 0;
+      this.changes.spread += 1;
+    } else if (!slow && this.spread) {
+      this.spread = false;
+      this.changes.narrowed += 1;
+    }
   }
 }
 
-const pool = new InPlacePool(inPlaceWorkersOn ? {} : { size: 1 });
+const pool = new InPlacePool(FIXED_SIZE !== undefined && inPlaceWorkersOn ? { size: FIXED_SIZE } : {});
 
 /** `InPlacePool.writeMany` on the process's pool. */
 export function writeInPlaceMany(items: readonly InPlaceItem[]): Promise<InPlaceResult[]> {
