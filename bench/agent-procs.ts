@@ -156,9 +156,18 @@ export async function startProxy(
   more: Record<string, unknown> = {},
 ): Promise<ProxyProcess> {
   const config = join(dir, 'proxy.json');
+  // WEFT_BENCH_FS_COPY=keep|drop|cost: the proxy's packs.fsCopy (default: the proxy's, 'keep').
+  const fsCopy = process.env.WEFT_BENCH_FS_COPY;
   await fsp.writeFile(
     config,
-    JSON.stringify({ dataDir: join(dir, 'data'), adminToken: admin, logLevel: 'warn', objectTier, ...more }),
+    JSON.stringify({
+      dataDir: join(dir, 'data'),
+      adminToken: admin,
+      logLevel: 'warn',
+      objectTier,
+      ...(fsCopy ? { packs: { fsCopy } } : {}),
+      ...more,
+    }),
     { mode: 0o600 },
   );
   // WEFT_BENCH_PROXY_NODE_ARGS: node flags for the proxy, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof'.

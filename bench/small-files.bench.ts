@@ -28,7 +28,8 @@
 // (bench/timeline.ts): every request agent → proxy and proxy → S3 through recording
 // forwarders, the agent's states, and both processes' CPU per 100 ms. WEFT_BENCH_RCLONE=0
 // leaves rclone's rows out (a timeline run needs only Weft's), WEFT_BENCH_SYNCTHING=0 Syncthing's,
-// WEFT_BENCH_NPM=0 the npm corpus (the 100k row alone).
+// WEFT_BENCH_NPM=0 the npm corpus (the 100k row alone). WEFT_BENCH_FS_COPY=drop|cost sets the
+// proxy's packs.fsCopy (the row says so; default the proxy's own, keep).
 // Corpus: ../shared/corpus/small-files.sh (lodash, rxjs, date-fns, ramda, lodash-es), cached
 // in .cache/small; the synthetic tree in .cache/many-N (shared with many-files.bench.ts).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -278,7 +279,7 @@ async function weftRow(c: Corpus, label: string, link: ThrottledLink | undefined
       const row = [
         c.name,
         label,
-        `weft agent → weft-proxy (HTTP bundles${link ? ' via the shaped link' : ''}; fs write-back tier → packs on ${kind})`,
+        `weft agent → weft-proxy (HTTP bundles${link ? ' via the shaped link' : ''}; fs write-back tier → packs on ${kind}${process.env.WEFT_BENCH_FS_COPY ? `; fsCopy ${process.env.WEFT_BENCH_FS_COPY}` : ''})`,
         secs(first.durableMs),
         secs(first.scannedMs),
         secs(first.idleMs),

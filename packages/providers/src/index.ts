@@ -6,7 +6,13 @@ export { collect, isReplayable, openBody, rechunk, sha256Hex } from './body.ts';
 export { Backoff, type BackoffPolicy, backoffDelay, parseRetryAfter } from './backoff.ts';
 export { KeyedMutex } from './keyed-mutex.ts';
 export { MemoryProvider, type MemoryProviderOptions } from './adapters/memory.ts';
-export { FsProvider, FS_STATE_DIR, type FsProviderOptions, type WriteManyItem } from './adapters/fs.ts';
+export {
+  FsProvider,
+  FS_STATE_DIR,
+  type FsProviderOptions,
+  type ReplaceManyItem,
+  type WriteManyItem,
+} from './adapters/fs.ts';
 export { S3Provider, classifyS3, type S3ProviderOptions } from './adapters/s3.ts';
 export { DropboxProvider, classifyDropbox, type DropboxProviderOptions } from './adapters/dropbox.ts';
 export { GDriveProvider, classifyGDrive, type GDriveProviderOptions } from './adapters/gdrive.ts';

@@ -14,7 +14,7 @@ import type { ProxyMetrics } from './metrics.ts';
 import { openRedundantTier } from './redundant-tier.ts';
 import type { HybridStore } from './store/hybrid.ts';
 import { PackCollector } from './store/pack-gc.ts';
-import { dropFsCopy } from './store/pack-stub.ts';
+import { dropFsCopies } from './store/pack-stub.ts';
 import { Packer } from './store/packs.ts';
 import { PostgresPlacementStore } from './store/placement-postgres.ts';
 import { CLUSTER_KEEPALIVES, connect as connectPostgres } from './store/postgres-db.ts';
@@ -137,10 +137,10 @@ export async function openPacking(
     ...(config.packs.fsCopy === 'keep'
       ? {}
       : {
-          dropSmall: async (f) => {
-            await dropFsCopy(
+          dropSmall: async (files) => {
+            await dropFsCopies(
               { fs: d.fs, index: d.tables.packs, key: d.stubKey, nsPath: (u, p) => d.store.nsPath(u, p) },
-              f,
+              files,
             );
           },
           // 'cost': keep while a month on the fs tier costs less than serving the file's

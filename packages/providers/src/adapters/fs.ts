@@ -49,6 +49,7 @@ import type {
   TransferOptions,
   WriteOptions,
 } from '../provider.ts';
+import { replaceMany, type ReplaceManyItem } from './fs/replace-many.ts';
 import type { BatchLogStats } from './fs/batch-log.ts';
 import { HashCache } from './fs/hash-cache.ts';
 import { FS_STATE_DIR, FsReader } from './fs/read.ts';
@@ -59,6 +60,7 @@ import type { FsProviderOptions } from './fs/options.ts';
 import { checkTransfer, copyToTemp, writeTemp } from './fs/temp-file.ts';
 
 export type { WriteManyItem } from './fs/write-many.ts';
+export type { ReplaceManyItem } from './fs/replace-many.ts';
 import { classify, fsFeatures, fsyncDir, isAbort, probeCaseSensitive, revisionOf } from './fs/util.ts';
 
 export { FS_STATE_DIR } from './fs/read.ts';
@@ -276,6 +278,19 @@ export class FsProvider implements Provider {
     options: { readonly concurrency?: number } = {},
   ): Promise<(Entry | Error)[]> {
     return writeMany(this.batchTarget(true), items, options);
+  }
+
+  /**
+   * Replace many files, each only while it is still the revision given (the packer's drop of
+   * small files for their stubs): atomically each, with ONE sync for the batch when the
+   * write-ahead log is on (fs/replace-many.ts). Per item in order: its new entry, a
+   * PreconditionFailedError (changed or gone since), or the error met.
+   */
+  async replaceMany(
+    items: readonly ReplaceManyItem[],
+    options: { readonly concurrency?: number } = {},
+  ): Promise<(Entry | Error)[]> {
+    return replaceMany(this.batchTarget(true), items, options.concurrency);
   }
 
   private batchTarget(logged: boolean): BatchTarget {

@@ -14,7 +14,7 @@
  *   its remaining entries and their fs_dropped rows deleted) in one transaction.
  */
 import type { PackEntry } from '@weft/wire';
-import { type DeadPackRow, type PackIndex, type PackRowStats } from './pack-index.ts';
+import { type DeadPackRow, type FsRevisionChange, type PackIndex, type PackRowStats } from './pack-index.ts';
 import { type LocationSql, toLocation } from './pack-index-sqlite.ts';
 import type { PackLocation, PendingContent } from './pack-types.ts';
 import {
@@ -238,8 +238,12 @@ export class PostgresPackIndex implements PackIndex {
     });
   }
 
-  async replaceFsRevision(userId: string, path: string, from: string, to: string): Promise<void> {
-    await this.sql`UPDATE entries SET fs_revision = ${to}
-      WHERE user_id = ${userId} AND path = ${path} AND fs_revision = ${from}`;
+  async replaceFsRevisions(rows: readonly FsRevisionChange[]): Promise<void> {
+    if (rows.length === 0) return;
+    await this.sql`UPDATE entries e SET fs_revision = r.to_rev
+      FROM unnest(${rows.map((r) => r.userId)}::text[], ${rows.map((r) => r.path)}::text[],
+                  ${rows.map((r) => r.from)}::text[], ${rows.map((r) => r.to)}::text[])
+           AS r(user_id, path, from_rev, to_rev)
+      WHERE e.user_id = r.user_id AND e.path = r.path AND e.fs_revision = r.from_rev`;
   }
 }

@@ -4,7 +4,13 @@
  */
 import type Database from 'better-sqlite3';
 import type { PackEntry } from '@weft/wire';
-import { type DeadPackRow, LocalClaims, type PackIndex, type PackRowStats } from './pack-index.ts';
+import {
+  type DeadPackRow,
+  type FsRevisionChange,
+  LocalClaims,
+  type PackIndex,
+  type PackRowStats,
+} from './pack-index.ts';
 import type { PackLocation, PendingContent } from './pack-types.ts';
 
 export interface LocationSql {
@@ -290,9 +296,13 @@ export class SqlitePackIndex implements PackIndex {
     })();
   }
 
-  async replaceFsRevision(userId: string, path: string, from: string, to: string): Promise<void> {
-    this.db
-      .prepare('UPDATE entries SET fs_revision = ? WHERE user_id = ? AND path = ? AND fs_revision = ?')
-      .run(to, userId, path, from);
+  async replaceFsRevisions(rows: readonly FsRevisionChange[]): Promise<void> {
+    if (rows.length === 0) return;
+    const one = this.db.prepare(
+      'UPDATE entries SET fs_revision = ? WHERE user_id = ? AND path = ? AND fs_revision = ?',
+    );
+    this.db.transaction(() => {
+      for (const r of rows) one.run(r.to, r.userId, r.path, r.from);
+    })();
   }
 }

@@ -92,10 +92,11 @@ export interface PackIndex {
    */
   removePack(packId: string): Promise<void>;
   /**
-   * A packed small file's copy was replaced by its stub: the entry takes the stub's tier
-   * revision, if it is still the revision that was packed (pack-stub.ts step 5).
+   * Packed small files' copies were replaced by their stubs: each entry takes its stub's tier
+   * revision, if it is still the revision that was packed (pack-stub.ts step 5); one
+   * transaction for them all.
    */
-  replaceFsRevision(userId: string, path: string, from: string, to: string): Promise<void>;
+  replaceFsRevisions(rows: readonly FsRevisionChange[]): Promise<void>;
 }
 
 /** Claims kept in memory: the store of one process (SQLite), same rules as the shared one. */
@@ -116,4 +117,12 @@ export class LocalClaims {
   release(keys: readonly string[], owner: string): void {
     for (const k of keys) if (this.held.get(k)?.owner === owner) this.held.delete(k);
   }
+}
+
+/** An entry's filesystem-tier revision `from` → `to` (a dropped copy's stub). */
+export interface FsRevisionChange {
+  readonly userId: string;
+  readonly path: string;
+  readonly from: string;
+  readonly to: string;
 }

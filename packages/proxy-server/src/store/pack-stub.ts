@@ -21,7 +21,7 @@ import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { collect, type FsProvider, PreconditionFailedError, NotFoundError } from '@weft/providers';
 import { ApiError } from '../errors.ts';
-import type { PackIndex } from './pack-index.ts';
+import type { FsRevisionChange, PackIndex } from './pack-index.ts';
 import type { Sql } from './postgres-db.ts';
 import type { PendingContent } from './packs.ts';
 
@@ -98,27 +98,43 @@ export function decodeStub(key: Buffer, bytes: Uint8Array): StubInfo | undefined
   return got.byteLength === want.byteLength && timingSafeEqual(got, want) ? s : undefined;
 }
 
-/** Steps (4) and (5): replace a packed small file with its stub, if it is still that file. */
-export async function dropFsCopy(
+/**
+ * Steps (4) and (5) for a pack's dropped files at once: each replaced by its stub if it is
+ * still the revision that was packed (FsProvider.replaceMany: one sync for the batch with the
+ * write-ahead log, no checkpoint first, no fsync per file), then the index takes the stubs'
+ * revisions in one transaction. A file changed or removed since is left to its new content.
+ * Returns how many were replaced; an error met by one file is thrown once the others are
+ * recorded.
+ */
+export async function dropFsCopies(
   d: { fs: FsProvider; index: PackIndex; key: Buffer; nsPath: (user: string, path: string) => string },
-  f: PendingContent,
-): Promise<boolean> {
-  if (f.fsRevision === undefined || f.mtimeMs === undefined) return false;
-  const stub = encodeStub(d.key, { sha256: f.sha256, size: f.size, mtimeMs: f.mtimeMs });
-  let written;
-  try {
-    written = await d.fs.write(d.nsPath(f.userId, f.path), stub, {
-      size: stub.byteLength,
-      ifRevision: f.fsRevision,
+  files: readonly PendingContent[],
+): Promise<number> {
+  const todo = files.filter(
+    (f): f is PendingContent & { fsRevision: string; mtimeMs: number } =>
+      f.fsRevision !== undefined && f.mtimeMs !== undefined,
+  );
+  if (todo.length === 0) return 0;
+  const written = await d.fs.replaceMany(
+    todo.map((f) => ({
+      path: d.nsPath(f.userId, f.path),
+      bytes: encodeStub(d.key, { sha256: f.sha256, size: f.size, mtimeMs: f.mtimeMs }),
       modifiedMs: f.mtimeMs,
-    });
-  } catch (e) {
+      ifRevision: f.fsRevision,
+    })),
+  );
+  const changes: FsRevisionChange[] = [];
+  let failure: Error | undefined;
+  for (const [k, r] of written.entries()) {
+    const f = todo[k]!;
     // Changed or removed since it was packed: its new content is not this pack's business.
-    if (e instanceof PreconditionFailedError || e instanceof NotFoundError) return false;
-    throw e;
+    if (r instanceof PreconditionFailedError || r instanceof NotFoundError) continue;
+    if (r instanceof Error) failure ??= r;
+    else changes.push({ userId: f.userId, path: f.path, from: f.fsRevision, to: r.revision });
   }
-  await d.index.replaceFsRevision(f.userId, f.path, f.fsRevision, written.revision);
-  return true;
+  await d.index.replaceFsRevisions(changes);
+  if (failure) throw failure;
+  return changes.length;
 }
 
 /**

@@ -80,8 +80,8 @@ export interface PackerOptions {
   readonly objects: Provider;
   /** Read a small file's bytes from the filesystem tier (NotFoundError if gone). */
   readonly readSmall: (userId: string, path: string) => Promise<Uint8Array>;
-  /** Remove the filesystem-tier copy (policy 'drop'). */
-  readonly dropSmall?: (file: PendingContent) => Promise<void>;
+  /** Replace the filesystem-tier copies by stubs (policy 'drop'), a flushed pack's at once. */
+  readonly dropSmall?: (files: readonly PendingContent[]) => Promise<void>;
   readonly log: Logger;
   readonly targetBytes?: number;
   readonly timeoutMs?: number;
@@ -344,7 +344,7 @@ export class Packer {
         drop.map((m) => m.sha256),
         this.now(),
       );
-      for (const m of drop) await this.o.dropSmall(m).catch((e) => this.failed(e));
+      if (drop.length > 0) await this.o.dropSmall(drop).catch((e) => this.failed(e));
     }
     return packId;
   }

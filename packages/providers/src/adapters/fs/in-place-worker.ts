@@ -27,6 +27,13 @@ export interface InPlaceItem {
   readonly bytes: Uint8Array;
   readonly modifiedMs?: number | undefined;
   readonly mode: number;
+  /**
+   * Overwrite the file that is there (O_TRUNC, never created; the caller checked its revision
+   * under the path's lock and logged the new bytes first): no new inode, no folder entry
+   * changed. A failure leaves the file cut short — for the log's replay to write again — and
+   * is not removed.
+   */
+  readonly replace?: boolean;
 }
 
 /** Per item: its stat once whole; 'exists' (something is there); or the error met. */
@@ -36,12 +43,13 @@ const WORKER_SOURCE = `
 const fs = require('node:fs');
 const { parentPort } = require('node:worker_threads');
 const FLAGS = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL;
+const REPLACE = fs.constants.O_WRONLY | fs.constants.O_TRUNC;
 const KEYS = ['dev', 'mode', 'nlink', 'uid', 'gid', 'rdev', 'blksize', 'ino', 'size', 'blocks',
   'atimeNs', 'mtimeNs', 'ctimeNs', 'birthtimeNs'];
 function one(it) {
   let fd;
   try {
-    fd = fs.openSync(it.abs, FLAGS, it.mode);
+    fd = fs.openSync(it.abs, it.replace ? REPLACE : FLAGS, it.mode);
   } catch (e) {
     if (e && e.code === 'EEXIST') return { exists: true };
     return { error: { message: String(e && e.message), code: e && e.code, syscall: e && e.syscall } };
@@ -60,7 +68,7 @@ function one(it) {
     return { st: out };
   } catch (e) {
     try { fs.closeSync(fd); } catch {}
-    try { fs.rmSync(it.abs, { force: true }); } catch {}
+    if (!it.replace) try { fs.rmSync(it.abs, { force: true }); } catch {}
     return { error: { message: String(e && e.message), code: e && e.code, syscall: e && e.syscall } };
   }
 }
@@ -358,6 +366,7 @@ class InPlaceWorker {
           length: it.bytes.byteLength,
           modifiedMs: it.modifiedMs,
           mode: it.mode,
+          replace: it.replace,
         };
         at += it.bytes.byteLength;
         return out;

@@ -319,7 +319,7 @@ async function writeInPlace(
  * A temp file with the item's bytes and time, fsynced when `sync` (without the write-ahead
  * log; with it the log's checkpoint syncs it); removed again if anything fails.
  */
-async function writeTemp(t: BatchTarget, item: WriteManyItem, sync: boolean): Promise<string> {
+export async function writeTemp(t: BatchTarget, item: WriteManyItem, sync: boolean): Promise<string> {
   const tmp = nodePath.join(t.tmpDir, randomBytes(12).toString('hex'));
   try {
     const fh = await fsp.open(tmp, 'wx', t.fileMode);
