@@ -123,6 +123,22 @@ describe('fs batch write-ahead log', () => {
     await q.close();
   });
 
+  it('counts a folder several levels above a logged file as logged, and a name that only starts like one not', async () => {
+    const root = await tempRoot();
+    const p = await FsProvider.open({ root, batchLog: { checkpointMs: 60_000 } });
+    await p.writeMany([{ path: 'deep/a/b/c/d.txt', bytes: Buffer.from('d') }]);
+    // Names that share a beginning with a logged folder, not below it: no checkpoint.
+    await p.write('deep/a/bx', Buffer.from('x'));
+    await p.write('deep/a/b/c/d.txt.bak', Buffer.from('x'));
+    expect(p.batchLogStats?.checkpoints).toBe(0);
+    await p.remove('deep/a'); // three levels above the logged file
+    expect(p.batchLogStats?.checkpoints).toBe(1);
+    const q = await FsProvider.open({ root, batchLog: true });
+    expect(q.batchLogStats?.replayed).toBe(0);
+    await expect(fsp.stat(nodePath.join(root, 'deep', 'a'))).rejects.toMatchObject({ code: 'ENOENT' });
+    await q.close();
+  });
+
   it('writes a path given twice in one batch in item order (the last one stays)', async () => {
     const root = await tempRoot();
     const p = await FsProvider.open({ root, batchLog: { checkpointMs: 60_000 } });

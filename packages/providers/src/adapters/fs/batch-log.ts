@@ -77,6 +77,8 @@ interface Segment {
   /** Absolute paths written under this segment (the fallback's fsyncs) and their lock keys. */
   readonly abs: Set<string>;
   readonly keys: Set<string>;
+  /** The folders above those keys (settle's test for a folder is one lookup, not a scan). */
+  readonly dirs: Set<string>;
   /** Batches appended but not yet applied (renamed into place). */
   inFlight: number;
   applied: (() => void) | undefined;
@@ -181,6 +183,7 @@ export class BatchLog {
           bytes: 0,
           abs: new Set(),
           keys: new Set(),
+          dirs: new Set(),
           inFlight: 0,
           applied: undefined,
         };
@@ -197,6 +200,12 @@ export class BatchLog {
       for (const it of items) {
         seg.abs.add(it.abs);
         seg.keys.add(it.key);
+        // Its folders, deepest first, until one already known (then so are those above it).
+        for (let at = it.key.lastIndexOf('/'); at > 0; at = it.key.lastIndexOf('/', at - 1)) {
+          const dir = it.key.slice(0, at);
+          if (seg.dirs.has(dir)) break;
+          seg.dirs.add(dir);
+        }
       }
       seg.inFlight++;
       return seg;
@@ -226,13 +235,10 @@ export class BatchLog {
    */
   async settle(keys: readonly string[]): Promise<void> {
     const segs = [...this.sealed, ...(this.current ? [this.current] : [])];
+    // A key logged, or a folder above one (its lookups are O(1): a scan of every logged key
+    // per call made a burst of single operations quadratic in what the log held).
     const hit = segs.some((s) =>
-      keys.some((k) => {
-        if (k === '' ? s.keys.size > 0 : s.keys.has(k)) return true;
-        const prefix = `${k}/`;
-        for (const l of s.keys) if (l.startsWith(prefix)) return true;
-        return false;
-      }),
+      keys.some((k) => (k === '' ? s.keys.size > 0 : s.keys.has(k) || s.dirs.has(k))),
     );
     if (hit) await this.checkpoint();
   }
