@@ -1,6 +1,7 @@
 // Conditional replacement of many files at once (fs/replace-many.ts, issue #16): the packer's
 // drop of a pack's small files for their stubs. Each file is replaced only while it is still
-// the revision given; with the write-ahead log the batch costs one sync — no checkpoint of
+// the revision given, renamed over (never overwritten: a reader of the old file keeps it);
+// with the write-ahead log the batch costs one sync — no checkpoint of
 // the log first, though the log holds the paths (each single write did one: a sync of the
 // whole filesystem per dropped file), and no fsync per file — and a replay after a crash ends
 // with the replacements. A crash is played as in fs-batch-log.test.ts: the provider left
@@ -87,6 +88,33 @@ describe('fs tier: replaceMany', () => {
       ]);
       expect(late[0]).toBeInstanceOf(PreconditionFailedError);
       expect(await fsp.readFile(nodePath.join(root, batch[0]!.path))).toEqual(stub(0));
+    } finally {
+      await p.close();
+      await fsp.rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it('renames each replacement over its file: a reader that opened the old file reads it whole', async () => {
+    const root = await fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-fs-replace-'));
+    const p = await FsProvider.open({ root, batchLog: { checkpointMs: 60_000 } });
+    try {
+      const batch = files(8);
+      const written = (await p.writeMany(batch)) as Entry[];
+      // A download of f5 that began before the pack was indexed: its file is open.
+      const reading = await fsp.open(nodePath.join(root, batch[5]!.path), 'r');
+      try {
+        const out = await p.replaceMany(
+          batch.map((f, i) => ({ path: f.path, bytes: stub(i), ifRevision: written[i]!.revision })),
+        );
+        expect(out.filter((r) => r instanceof Error)).toEqual([]);
+        expect(await fsp.readFile(nodePath.join(root, batch[5]!.path))).toEqual(stub(5));
+        // Overwritten in place, the open file would now be the stub (or cut short).
+        const old = Buffer.alloc(batch[5]!.bytes.byteLength + 10);
+        const { bytesRead } = await reading.read(old, 0, old.byteLength, 0);
+        expect(old.subarray(0, bytesRead)).toEqual(batch[5]!.bytes);
+      } finally {
+        await reading.close();
+      }
     } finally {
       await p.close();
       await fsp.rm(root, { recursive: true, force: true });

@@ -28,12 +28,10 @@ export interface InPlaceItem {
   readonly modifiedMs?: number | undefined;
   readonly mode: number;
   /**
-   * Overwrite the file that is there (O_TRUNC, never created; the caller checked its revision
-   * under the path's lock and logged the new bytes first): no new inode, no folder entry
-   * changed. A failure leaves the file cut short — for the log's replay to write again — and
-   * is not removed.
+   * Then rename the new file (`abs`, a temp file) over this path, and stat it there: a
+   * replacement readers see whole, old or new (a reader of the old file keeps reading it).
    */
-  readonly replace?: boolean;
+  readonly placeAt?: string;
 }
 
 /** Per item: its stat once whole; 'exists' (something is there); or the error met. */
@@ -43,13 +41,12 @@ const WORKER_SOURCE = `
 const fs = require('node:fs');
 const { parentPort } = require('node:worker_threads');
 const FLAGS = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL;
-const REPLACE = fs.constants.O_WRONLY | fs.constants.O_TRUNC;
 const KEYS = ['dev', 'mode', 'nlink', 'uid', 'gid', 'rdev', 'blksize', 'ino', 'size', 'blocks',
   'atimeNs', 'mtimeNs', 'ctimeNs', 'birthtimeNs'];
 function one(it) {
   let fd;
   try {
-    fd = fs.openSync(it.abs, it.replace ? REPLACE : FLAGS, it.mode);
+    fd = fs.openSync(it.abs, FLAGS, it.mode);
   } catch (e) {
     if (e && e.code === 'EEXIST') return { exists: true };
     return { error: { message: String(e && e.message), code: e && e.code, syscall: e && e.syscall } };
@@ -61,14 +58,22 @@ function one(it) {
       const m = new Date(it.modifiedMs);
       fs.futimesSync(fd, m, m);
     }
-    const st = fs.fstatSync(fd, { bigint: true });
-    fs.closeSync(fd);
+    let st;
+    if (it.placeAt === undefined) {
+      st = fs.fstatSync(fd, { bigint: true });
+      fs.closeSync(fd);
+    } else {
+      fs.closeSync(fd);
+      fd = undefined;
+      fs.renameSync(it.abs, it.placeAt);
+      st = fs.lstatSync(it.placeAt, { bigint: true });
+    }
     const out = {};
     for (const k of KEYS) out[k] = st[k];
     return { st: out };
   } catch (e) {
-    try { fs.closeSync(fd); } catch {}
-    if (!it.replace) try { fs.rmSync(it.abs, { force: true }); } catch {}
+    if (fd !== undefined) try { fs.closeSync(fd); } catch {}
+    try { fs.rmSync(it.abs, { force: true }); } catch {}
     return { error: { message: String(e && e.message), code: e && e.code, syscall: e && e.syscall } };
   }
 }
@@ -366,7 +371,7 @@ class InPlaceWorker {
           length: it.bytes.byteLength,
           modifiedMs: it.modifiedMs,
           mode: it.mode,
-          replace: it.replace,
+          placeAt: it.placeAt,
         };
         at += it.bytes.byteLength;
         return out;

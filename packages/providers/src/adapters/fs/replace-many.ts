@@ -3,10 +3,11 @@
  * a pack's small files for their stubs (proxy store/pack-stub.ts, issue #16). Each file is
  * replaced only while it is still the revision given (checked under the paths' locks, held
  * until it is replaced). With the write-ahead log the batch is logged with ONE sync, then each
- * file is overwritten where it is by the in-place workers (no new inode, no folder entry
- * changed; readers wait for it; a file cut short by a crash is written again by the replay);
- * without the log, each goes through a temp file fsynced and renamed over it, each folder
- * fsynced once.
+ * file is written to a temp file and renamed over the path by the in-place workers, with no
+ * fsync of its own (a replacement a crash lost is written again by the replay); without the
+ * log, each temp file is fsynced, renamed, each folder fsynced once. Renamed, never
+ * overwritten in place: a reader of the old file (a download that began before the pack
+ * was indexed) keeps reading it whole.
  *
  * Before, each drop was a single write: a checkpoint of the log whenever it held the path (a
  * sync of the whole filesystem: every file just received is in it), a temp file fsynced,
@@ -17,7 +18,7 @@
  * replay after a crash ends with them (the last logged write of a path wins) and no
  * checkpoint is needed first; a replacement refused (changed since) is not logged.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { PreconditionFailedError, ProviderError } from '../../errors.ts';
@@ -107,33 +108,26 @@ export async function replaceMany(
       const dirs = new Set<string>();
       try {
         if (t.log && inPlaceWorkersOn && ok.length > 0) {
-          // 3a. Logged: each file overwritten where it is by the in-place workers (no new inode,
-          //     no folder entry changed); readers of a path wait for its write (t.inPlace), and
-          //     one cut short by a crash is written again by the log's replay.
-          const batch = writeInPlaceMany(
-            ok.map((v) => ({
-              abs: v.abs,
+          // 3a. Logged: each written to a temp file and renamed over the path by the in-place
+          //     workers (no fsync: the log's checkpoint syncs them, its replay rewrites a
+          //     replacement a crash lost); a reader of the old file keeps reading it whole.
+          const tmps = ok.map(() => nodePath.join(t.tmpDir, randomBytes(12).toString('hex')));
+          const results = await writeInPlaceMany(
+            ok.map((v, k) => ({
+              abs: tmps[k]!,
+              placeAt: v.abs,
               bytes: items[v.i]!.bytes,
               modifiedMs: items[v.i]!.modifiedMs,
               mode: t.fileMode,
-              replace: true,
             })),
           );
-          await Promise.all(
-            ok.map(async (v, k) => {
-              try {
-                const st = await t.inPlace(v.key, async () => {
-                  const r = (await batch)[k]!;
-                  if (r instanceof Error || r === 'exists')
-                    throw r instanceof Error ? r : new Error('exists');
-                  return r;
-                });
-                await placed(v, st);
-              } catch (e) {
-                out[v.i] = e instanceof ProviderError ? e : classify(e, t.name, v.p);
-              }
-            }),
-          );
+          for (const [k, v] of ok.entries()) {
+            const r = results[k]!;
+            if (r instanceof Error || r === 'exists') {
+              const e = r instanceof Error ? r : new Error(`temp file ${tmps[k]} exists`);
+              out[v.i] = e instanceof ProviderError ? e : classify(e, t.name, v.p);
+            } else await placed(v, r);
+          }
           return;
         }
         // 3b. Each through a temp file renamed over it: readers see the old or the new bytes.
