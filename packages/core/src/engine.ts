@@ -342,6 +342,7 @@ export class Engine implements Disposable {
     this.journal.setMeta('running', '0');
     this.journal.close();
     this.status.dispose();
+    await this.journal.closed();
   }
 
   dispose(): void {

@@ -38,6 +38,25 @@ function write(j: Journal, mib: number, tag: string): void {
 }
 
 describe('the journal’s checkpoints in a worker thread', () => {
+  it('closed() resolves once the worker has ended: nothing touches the folder after it (a journal closed while its worker starts)', async () => {
+    // An engine stopped right after it started (tests do it often): the worker was still
+    // starting and opened the database after the engine's folder was being removed (CI:
+    // ENOTEMPTY in a FakeCloud cleanup). Each round: open, close at once, await closed(),
+    // then the folder must stay as it is and be removable.
+    for (let round = 0; round < 12; round++) {
+      const dir = await scratch();
+      const j = new Journal(nodePath.join(dir, 'journal.db'));
+      expect(j.checkpointer?.stats.ended).toBe(false);
+      j.close();
+      await j.closed();
+      expect(j.checkpointer?.stats.ended, `round ${round}`).toBe(true);
+      const listed = fs.readdirSync(dir).sort();
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      expect(fs.readdirSync(dir).sort(), `round ${round}`).toEqual(listed);
+      await fsp.rm(dir, { recursive: true });
+    }
+  });
+
   it('the agent’s connection checkpoints nothing; the worker keeps the WAL small; nothing is lost', async () => {
     const file = nodePath.join(await scratch(), 'journal.db');
     const j = new Journal(file);

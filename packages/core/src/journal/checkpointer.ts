@@ -66,10 +66,12 @@ export interface CheckpointStats {
   skipped: number;
   /** Whether the worker is running (false: the agent's connection checkpoints itself). */
   running: boolean;
+  /** The worker thread has ended (or never started): nothing of it holds the database. */
+  ended: boolean;
 }
 
 export class Checkpointer {
-  readonly stats: CheckpointStats = { checkpoints: 0, pages: 0, skipped: 0, running: false };
+  readonly stats: CheckpointStats = { checkpoints: 0, pages: 0, skipped: 0, running: false, ended: true };
   private worker: Worker | undefined;
   private closed = false;
   private readyWaiters: (() => void)[] = [];
@@ -104,6 +106,10 @@ export class Checkpointer {
     }
     w.unref();
     c.worker = w;
+    c.stats.ended = false;
+    w.once('exit', () => {
+      c.stats.ended = true;
+    });
     w.on('message', (m: { type: string; pages?: number }) => {
       if (m.type === 'ready') {
         if (c.closed || c.worker !== w) return;
@@ -144,9 +150,14 @@ export class Checkpointer {
     if (!this.closed && this.db.open) this.db.pragma(`wal_autocheckpoint = ${SQLITE_AUTOCHECKPOINT}`);
   }
 
-  /** Stop the worker (its connection closes; the journal's close checkpoints what is left). */
-  close(): void {
-    if (this.closed) return;
+  /**
+   * Stop the worker (its connection closes; the journal's close checkpoints what is left).
+   * Resolves once the worker has ended — its connection closed, so nothing of it touches the
+   * journal's folder any more (a worker still starting when an engine stopped opened the
+   * database after the engine's folder was being removed: ENOTEMPTY in a test's cleanup).
+   */
+  close(): Promise<void> {
+    if (this.closed) return this.ended;
     this.closed = true;
     const w = this.worker;
     this.worker = undefined;
@@ -154,6 +165,12 @@ export class Checkpointer {
     for (const r of this.readyWaiters.splice(0)) r();
     // The worker closes its connection after the checkpoint under way, if any, and ends (it
     // is unref'd: it never holds the process).
-    w?.postMessage('close');
+    if (w) {
+      this.ended = new Promise<void>((resolve) => w.once('exit', () => resolve()));
+      w.postMessage('close');
+    }
+    return this.ended;
   }
+
+  private ended: Promise<void> = Promise.resolve();
 }

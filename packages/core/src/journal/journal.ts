@@ -88,9 +88,19 @@ export class Journal {
 
   close(): void {
     this.flushActivity();
-    this.checkpointer?.close();
+    this.checkpointerEnded = this.checkpointer?.close() ?? Promise.resolve();
     this.db.close();
   }
+
+  /**
+   * Resolves once nothing of the journal touches its files any more (the checkpoint worker
+   * ended too): await it before removing the journal's folder.
+   */
+  closed(): Promise<void> {
+    return this.checkpointerEnded;
+  }
+
+  private checkpointerEnded: Promise<void> = Promise.resolve();
 
   /** False once closed (an engine's last status events may come after its stop). */
   get isOpen(): boolean {
