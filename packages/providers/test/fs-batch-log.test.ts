@@ -8,6 +8,7 @@ import * as nodePath from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { FS_STATE_DIR, FsProvider } from '../src/adapters/fs.ts';
 import { decodeRecords } from '../src/adapters/fs/batch-log.ts';
+import { countSyncs } from '../src/testing/count-syncs.ts';
 
 async function tempRoot(): Promise<string> {
   return fsp.mkdtemp(nodePath.join(os.tmpdir(), 'weft-fs-log-'));
@@ -20,22 +21,6 @@ const files = (n: number, tag: string): { path: string; bytes: Buffer; modifiedM
     bytes: Buffer.from(`${tag}-${i}-`.repeat(1 + (i % 7))),
     modifiedMs: 1_700_000_000_000 + i * 1000,
   }));
-
-/** fsync and fdatasync calls of every FileHandle, counted while `run` runs. */
-async function countSyncs(run: () => Promise<void>): Promise<number> {
-  const fh = await fsp.open(os.tmpdir(), 'r');
-  const proto = Object.getPrototypeOf(fh) as { sync: () => Promise<void>; datasync: () => Promise<void> };
-  await fh.close();
-  const sync = vi.spyOn(proto, 'sync');
-  const datasync = vi.spyOn(proto, 'datasync');
-  try {
-    await run();
-    return sync.mock.calls.length + datasync.mock.calls.length;
-  } finally {
-    sync.mockRestore();
-    datasync.mockRestore();
-  }
-}
 
 describe('fs batch write-ahead log', () => {
   it('syncs a batch once instead of once per file and folder', async () => {

@@ -9,10 +9,11 @@
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as nodePath from 'node:path';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { FsProvider } from '../src/adapters/fs.ts';
 import { PreconditionFailedError } from '../src/errors.ts';
 import type { Entry } from '../src/provider.ts';
+import { countSyncs } from '../src/testing/count-syncs.ts';
 
 const MTIME = 1_700_000_000_000;
 const files = (n: number): { path: string; bytes: Buffer; modifiedMs: number }[] =>
@@ -22,21 +23,6 @@ const files = (n: number): { path: string; bytes: Buffer; modifiedMs: number }[]
     modifiedMs: MTIME + i * 1000,
   }));
 const stub = (i: number): Buffer => Buffer.from(`stub of ${i}\n`);
-
-async function countSyncs(run: () => Promise<void>): Promise<number> {
-  const fh = await fsp.open(os.tmpdir(), 'r');
-  const proto = Object.getPrototypeOf(fh) as { sync: () => Promise<void>; datasync: () => Promise<void> };
-  await fh.close();
-  const sync = vi.spyOn(proto, 'sync');
-  const datasync = vi.spyOn(proto, 'datasync');
-  try {
-    await run();
-    return sync.mock.calls.length + datasync.mock.calls.length;
-  } finally {
-    sync.mockRestore();
-    datasync.mockRestore();
-  }
-}
 
 describe('fs tier: replaceMany', () => {
   it('replaces the files still at their revision with one sync and no checkpoint, and refuses the others', async () => {

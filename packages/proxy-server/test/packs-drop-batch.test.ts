@@ -8,32 +8,17 @@
  * The stubs, reads and the tree stay as packs-fs-drop.test.ts checks them.
  */
 import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
 import * as nodePath from 'node:path';
-import { afterAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { FsProvider } from '@weft/providers';
 import { pseudoRandom, startTestServer, tempDir, TestClient } from './helpers.ts';
+import { countSyncs } from '@weft/providers/testing';
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
 const started: Server[] = [];
 afterAll(async () => {
   for (const s of started) await s.stop().catch(() => undefined);
 });
-
-async function countSyncs(run: () => Promise<void>): Promise<number> {
-  const fh = await fsp.open(os.tmpdir(), 'r');
-  const proto = Object.getPrototypeOf(fh) as { sync: () => Promise<void>; datasync: () => Promise<void> };
-  await fh.close();
-  const sync = vi.spyOn(proto, 'sync');
-  const datasync = vi.spyOn(proto, 'datasync');
-  try {
-    await run();
-    return sync.mock.calls.length + datasync.mock.calls.length;
-  } finally {
-    sync.mockRestore();
-    datasync.mockRestore();
-  }
-}
 
 describe("packs.fsCopy 'drop': a pack's copies dropped in one batch", () => {
   it.skipIf(process.env.WEFT_TEST_METADATA === 'postgres')(

@@ -1,3 +1,4 @@
+export { countSyncs } from './count-syncs.ts';
 export { FaultInjectingProvider, failFirst, type FaultPlan } from './faults.ts';
 export { OutageProvider } from './outage.ts';
 export {

@@ -26,7 +26,7 @@ import type { Entry } from '../../provider.ts';
 import type { BigIntStats } from 'node:fs';
 import { inPlaceWorkersOn, writeInPlaceMany } from './in-place-worker.ts';
 import { classify, forEachBounded, fsyncDir, revisionOf } from './util.ts';
-import { type BatchTarget, writeTemp } from './write-many.ts';
+import { type BatchTarget, logItems, writeTemp } from './write-many.ts';
 
 /** One file for `FsProvider.replaceMany`. */
 export interface ReplaceManyItem {
@@ -88,23 +88,8 @@ export async function replaceMany(
           );
       }
       // 2. Logged with one sync (then no fsync per file), or each temp file fsynced.
-      let applied = (): void => {};
-      if (t.log && ok.length > 0) {
-        try {
-          applied = await t.log.append(
-            ok.map((v) => ({
-              path: v.p,
-              bytes: items[v.i]!.bytes,
-              ...(items[v.i]!.modifiedMs !== undefined ? { modifiedMs: items[v.i]!.modifiedMs } : {}),
-              abs: v.abs,
-              key: v.key,
-            })),
-          );
-        } catch (e) {
-          for (const v of ok) out[v.i] = classify(e, t.name, v.p);
-          return;
-        }
-      }
+      const applied = await logItems(t, items, ok, out);
+      if (applied === undefined) return;
       const dirs = new Set<string>();
       try {
         if (t.log && inPlaceWorkersOn && ok.length > 0) {

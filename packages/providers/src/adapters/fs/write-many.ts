@@ -90,27 +90,40 @@ export async function writeMany(
       out[i] = e instanceof ProviderError ? e : classify(e, t.name, p || item.path);
     }
   }
-  let applied = (): void => {};
-  if (t.log && valid.length > 0) {
-    try {
-      applied = await t.log.append(
-        valid.map((v) => ({
-          path: v.p,
-          bytes: items[v.i]!.bytes,
-          ...(items[v.i]!.modifiedMs !== undefined ? { modifiedMs: items[v.i]!.modifiedMs } : {}),
-          abs: v.abs,
-          key: v.key,
-        })),
-      );
-    } catch (e) {
-      for (const v of valid) out[v.i] = classify(e, t.name, v.p);
-      return out;
-    }
-  }
+  const applied = await logItems(t, items, valid, out);
+  if (applied === undefined) return out;
   try {
     return await writeAndPlace(t, items, valid, out, staged, options.concurrency ?? 8);
   } finally {
     applied();
+  }
+}
+
+/**
+ * Append `logged` (items by index, with their paths and lock keys) to the write-ahead log as one
+ * batch, one sync; returns the call that says they are in place (a no-op without the log or
+ * items), or undefined when the append failed — each of them then answered with that error.
+ */
+export async function logItems(
+  t: BatchTarget,
+  items: readonly { readonly bytes: Uint8Array; readonly modifiedMs?: number | undefined }[],
+  logged: readonly { readonly i: number; readonly p: string; readonly abs: string; readonly key: string }[],
+  out: (Entry | Error)[],
+): Promise<(() => void) | undefined> {
+  if (!t.log || logged.length === 0) return () => {};
+  try {
+    return await t.log.append(
+      logged.map((v) => ({
+        path: v.p,
+        bytes: items[v.i]!.bytes,
+        ...(items[v.i]!.modifiedMs !== undefined ? { modifiedMs: items[v.i]!.modifiedMs } : {}),
+        abs: v.abs,
+        key: v.key,
+      })),
+    );
+  } catch (e) {
+    for (const v of logged) out[v.i] = classify(e, t.name, v.p);
+    return undefined;
   }
 }
 
