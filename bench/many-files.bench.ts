@@ -86,3 +86,5 @@ for (const n of SIZES) {
 }
 const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
 for (const r of rows) console.log(r.map((c, i) => c.padStart(widths[i] ?? 0)).join('  '));
+if (process.env.WEFT_BENCH_FS_COPY)
+  console.log(`proxy packs.fsCopy: ${process.env.WEFT_BENCH_FS_COPY} (WEFT_BENCH_FS_COPY)`);

@@ -19,7 +19,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
-import { collect, type FsProvider, PreconditionFailedError, NotFoundError } from '@weft/providers';
+import { collect, type FsProvider, PreconditionFailedError } from '@weft/providers';
 import { ApiError } from '../errors.ts';
 import type { FsRevisionChange, PackIndex } from './pack-index.ts';
 import type { Sql } from './postgres-db.ts';
@@ -127,8 +127,9 @@ export async function dropFsCopies(
   let failure: Error | undefined;
   for (const [k, r] of written.entries()) {
     const f = todo[k]!;
-    // Changed or removed since it was packed: its new content is not this pack's business.
-    if (r instanceof PreconditionFailedError || r instanceof NotFoundError) continue;
+    // Changed or removed since it was packed (replaceMany says PreconditionFailed for both):
+    // its new content is not this pack's business.
+    if (r instanceof PreconditionFailedError) continue;
     if (r instanceof Error) failure ??= r;
     else changes.push({ userId: f.userId, path: f.path, from: f.fsRevision, to: r.revision });
   }

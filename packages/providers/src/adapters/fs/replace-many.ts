@@ -19,11 +19,11 @@
  * checkpoint is needed first; a replacement refused (changed since) is not logged.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import type { BigIntStats } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as nodePath from 'node:path';
 import { PreconditionFailedError, ProviderError } from '../../errors.ts';
 import type { Entry } from '../../provider.ts';
-import type { BigIntStats } from 'node:fs';
 import { inPlaceWorkersOn, writeInPlaceMany } from './in-place-worker.ts';
 import { classify, forEachBounded, fsyncDir, revisionOf } from './util.ts';
 import { type BatchTarget, logItems, writeTemp } from './write-many.ts';
@@ -90,7 +90,6 @@ export async function replaceMany(
       // 2. Logged with one sync (then no fsync per file), or each temp file fsynced.
       const applied = await logItems(t, items, ok, out);
       if (applied === undefined) return;
-      const dirs = new Set<string>();
       try {
         if (t.log && inPlaceWorkersOn && ok.length > 0) {
           // 3a. Logged: each written to a temp file and renamed over the path by the in-place
@@ -108,14 +107,16 @@ export async function replaceMany(
           );
           for (const [k, v] of ok.entries()) {
             const r = results[k]!;
-            if (r instanceof Error || r === 'exists') {
-              const e = r instanceof Error ? r : new Error(`temp file ${tmps[k]} exists`);
-              out[v.i] = e instanceof ProviderError ? e : classify(e, t.name, v.p);
-            } else await placed(v, r);
+            // ('exists': a temp name taken, 96 random bits: never in practice.)
+            if (r instanceof Error) out[v.i] = r instanceof ProviderError ? r : classify(r, t.name, v.p);
+            else if (r === 'exists')
+              out[v.i] = classify(new Error(`temp file ${tmps[k]} exists`), t.name, v.p);
+            else await placed(v, r);
           }
           return;
         }
         // 3b. Each through a temp file renamed over it: readers see the old or the new bytes.
+        const dirs = new Set<string>();
         await forEachBounded(ok.length, concurrency, async (k) => {
           const v = ok[k]!;
           let tmp = '';
